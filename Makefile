@@ -1,0 +1,84 @@
+# fastpath: see README.md. `make` alone lists the targets.
+
+SHELL := /bin/bash
+GO ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+BIN := bin
+DEPS := test/deps.sh
+DEPS_ENV = eval "$$($(DEPS) env)"
+# Every package but the end-to-end suite and the benchmarks.
+PKGS = $(shell $(GO) list ./... | grep -v -e /test/e2e -e /bench)
+E2E_TIMEOUT ?= 30m
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: deps
+deps: ## install Debian packages and build the test bed's components (cached in ~/.cache/fastpath)
+	$(DEPS) all
+
+.PHONY: build
+build: ## build bin/fastpathd
+	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN)/fastpathd ./cmd/fastpathd
+
+.PHONY: generate
+generate: ## regenerate generated code (installs clang and libbpf headers when missing)
+	$(DEPS) apt
+	$(GO) generate ./...
+
+.PHONY: lint
+lint: ## go vet, gofmt and golangci-lint
+	$(DEPS) lint
+	$(GO) vet -tags privileged ./...
+	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
+		if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(DEPS_ENV); "$$FASTPATH_GOLANGCI_LINT" run ./...
+
+.PHONY: unit
+unit: ## unit tests, no root needed
+	$(GO) test -race -count=1 $(PKGS)
+
+.PHONY: privileged
+privileged: ## unit and privileged tests (root: netns, veth, BPF)
+	$(GO) test -race -count=1 -tags privileged $(PKGS)
+
+.PHONY: e2e
+e2e: ## end-to-end tests on a real single-node Kubernetes (root; uses a running bed or starts its own)
+	$(DEPS) testbed
+	$(GO) test -race -count=1 -timeout $(E2E_TIMEOUT) -v ./test/e2e/...
+
+.PHONY: bench
+bench: ## benchmarks (root)
+	$(GO) test -run '^$$' -bench . -benchmem ./bench/...
+
+.PHONY: bench-smoke
+bench-smoke: ## every benchmark once, so none can rot
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./bench/...
+
+.PHONY: test
+test: lint privileged e2e bench-smoke ## what CI runs: lint, unit + privileged tests, e2e, benchmarks once
+
+.PHONY: cluster-up
+cluster-up: ## start the test bed and print its KUBECONFIG (root)
+	$(DEPS) testbed
+	$(GO) run ./test/testbed/cmd/testbed up
+
+.PHONY: cluster-down
+cluster-down: ## stop the test bed and remove everything it created
+	$(GO) run ./test/testbed/cmd/testbed down
+
+.PHONY: cluster-status
+cluster-status: ## say whether a test bed runs and where
+	$(GO) run ./test/testbed/cmd/testbed status
+
+.PHONY: demo
+demo: build ## start the test bed if needed, run fastpathd beside the node and a pod on it (root)
+	$(DEPS) testbed
+	$(GO) run ./test/testbed/cmd/testbed demo -fastpathd $(BIN)/fastpathd
+
+.PHONY: clean
+clean: ## remove build output (the test bed and the cache stay; see cluster-down)
+	rm -rf $(BIN)

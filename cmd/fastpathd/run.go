@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+)
+
+// DriverName is the DRA driver name fastpath serves.
+const DriverName = "fastpath.dev"
+
+type runOptions struct {
+	nodeName    string
+	kubeconfig  string
+	pluginDir   string
+	registryDir string
+	nriSocket   string
+	stateDir    string
+	cdiDir      string
+	metricsAddr string
+}
+
+func (o *runOptions) addFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.nodeName, "node-name", os.Getenv("NODE_NAME"), "name of this node (default $NODE_NAME)")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the API server; empty means in-cluster")
+	fs.StringVar(&o.pluginDir, "plugin-dir", "/var/lib/kubelet/plugins/"+DriverName, "directory for the DRA plugin's socket")
+	fs.StringVar(&o.registryDir, "registry-dir", "/var/lib/kubelet/plugins_registry", "kubelet plugin registration directory")
+	fs.StringVar(&o.nriSocket, "nri-socket", "/var/run/nri/nri.sock", "the container runtime's NRI socket")
+	fs.StringVar(&o.stateDir, "state-dir", "/var/lib/fastpath", "directory for the checkpoint and per-claim state")
+	fs.StringVar(&o.cdiDir, "cdi-dir", "/var/run/cdi", "directory for CDI specs")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9178", "address for /healthz; empty disables")
+}
+
+func (o *runOptions) validate() error {
+	if o.nodeName == "" {
+		return usagef("run: --node-name (or $NODE_NAME) is required")
+	}
+	for name, dir := range map[string]string{"--plugin-dir": o.pluginDir, "--registry-dir": o.registryDir,
+		"--state-dir": o.stateDir, "--cdi-dir": o.cdiDir, "--nri-socket": o.nriSocket} {
+		if dir == "" {
+			return usagef("run: %s must not be empty", name)
+		}
+	}
+	if o.metricsAddr != "" {
+		if _, _, err := net.SplitHostPort(o.metricsAddr); err != nil {
+			return usagef("run: --metrics-addr %q: %v", o.metricsAddr, err)
+		}
+	}
+	return nil
+}
+
+func newFlagSet(name string, output io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("fastpathd "+name, flag.ContinueOnError)
+	fs.SetOutput(output)
+	klog.InitFlags(fs)
+	return fs
+}
+
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usagef("%s: unexpected arguments %q", fs.Name(), fs.Args())
+	}
+	return nil
+}
+
+func runCommand(args []string, stderr io.Writer) error {
+	var o runOptions
+	fs := newFlagSet("run", stderr)
+	o.addFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := o.validate(); err != nil {
+		return err
+	}
+	restConfig, err := loadRESTConfig(o.kubeconfig)
+	if err != nil {
+		return usagef("run: %v", err)
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	logger := klog.Background().WithValues("node", o.nodeName)
+	ctx = klog.NewContext(ctx, logger)
+	return run(ctx, o, restConfig)
+}
+
+func loadRESTConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("no --kubeconfig and not in a cluster: %w", err)
+		}
+		return cfg, nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
+	}
+	return cfg, nil
+}
+
+// run is the daemon: it checks that it can do its job on this node, then
+// serves until the context ends.
+func run(ctx context.Context, o runOptions, restConfig *rest.Config) error {
+	logger := klog.FromContext(ctx)
+	client, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return err
+	}
+	if err := checkCluster(ctx, client, o.nodeName); err != nil {
+		return err
+	}
+	for _, dir := range []string{o.stateDir, o.cdiDir} {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return fmt.Errorf("create %s: %w", dir, err)
+		}
+	}
+	srv, serveErr, err := serveHealth(ctx, o.metricsAddr)
+	if err != nil {
+		return err
+	}
+	logger.Info("fastpathd running", "version", version, "stateDir", o.stateDir)
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		return fmt.Errorf("health server on %s: %w", o.metricsAddr, err)
+	}
+	logger.Info("Shutting down")
+	if srv != nil {
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		return srv.Shutdown(shutdownCtx)
+	}
+	return nil
+}
+
+// checkCluster fails unless the API server serves resource.k8s.io/v1
+// (Kubernetes 1.34 or newer) and knows this node.
+func checkCluster(ctx context.Context, client kubernetes.Interface, node string) error {
+	if _, err := client.Discovery().ServerResourcesForGroupVersion("resource.k8s.io/v1"); err != nil {
+		return fmt.Errorf("the API server does not serve resource.k8s.io/v1 (fastpath needs Kubernetes 1.34 or newer): %w", err)
+	}
+	if _, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err != nil {
+		return fmt.Errorf("node %q: %w (is --node-name right?)", node, err)
+	}
+	return nil
+}
+
+// serveHealth serves /healthz on addr until ctx ends. Listening happens here,
+// so a taken port is an error at start; a later failure arrives on the channel.
+func serveHealth(ctx context.Context, addr string) (*http.Server, <-chan error, error) {
+	if addr == "" {
+		return nil, nil, nil
+	}
+	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	errs := make(chan error, 1)
+	go func() {
+		if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+			errs <- err
+		}
+	}()
+	return srv, errs, nil
+}

@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# deps.sh installs what building and testing fastpath needs and is missing:
+# Debian packages, and the Kubernetes node components built from the Go module
+# proxy. Builds are cached outside the repository, one directory per component
+# and version, so a warm run only checks that they are there.
+#
+#   test/deps.sh [all|apt|lint|testbed|env]
+#
+# FASTPATH_CACHE (default ~/.cache/fastpath) holds the builds.
+set -euo pipefail
+
+CACHE=${FASTPATH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fastpath}
+# shellcheck source=testbed/versions.env
+source "$(dirname "${BASH_SOURCE[0]}")/testbed/versions.env"
+
+APT_PACKAGES=(clang llvm libbpf-dev libseccomp-dev pkg-config iproute2 iputils-ping ethtool pci.ids util-linux kmod)
+
+log() { printf '[deps %s] %s\n' "$(date +%T)" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+bindir() { # component version
+	printf '%s/bin/%s-%s\n' "$CACHE" "$1" "$2"
+}
+
+# cached COMPONENT VERSION FUNC: runs FUNC OUTDIR unless the build is there;
+# builds into a temporary directory and renames it, so a failed build leaves
+# nothing that looks complete.
+cached() {
+	local name=$1 version=$2 fn=$3 dir tmp
+	dir=$(bindir "$name" "$version")
+	if [ -f "$dir/.complete" ]; then
+		return 0
+	fi
+	tmp=$dir.tmp.$$
+	rm -rf "$tmp" && mkdir -p "$tmp"
+	log "building $name $version (log: $CACHE/log/$name-$version.log)"
+	mkdir -p "$CACHE/log"
+	local t0=$SECONDS
+	if ! "$fn" "$tmp" >"$CACHE/log/$name-$version.log" 2>&1; then
+		tail -n 30 "$CACHE/log/$name-$version.log" >&2
+		rm -rf "$tmp"
+		die "building $name $version failed; full log: $CACHE/log/$name-$version.log"
+	fi
+	touch "$tmp/.complete"
+	rm -rf "$dir" && mv "$tmp" "$dir"
+	log "built $name $version in $((SECONDS - t0))s"
+}
+
+install_apt() {
+	local missing=() p
+	for p in "${APT_PACKAGES[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	log "installing Debian packages: ${missing[*]}"
+	apt-get update -qq || die "apt-get update failed"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
+		die "apt-get install ${missing[*]} failed"
+}
+
+build_kubernetes() { # out
+	# k8s.io/kubernetes carries replace directives for its staging modules, so
+	# `go install pkg@version` refuses it: build through a wrapper module that
+	# maps each staging module to its published version.
+	local out=$1 src=$CACHE/src/kubernetes-$K8S_VERSION modfile minor ld p
+	mkdir -p "$src" && cd "$src"
+	go mod download -json "k8s.io/kubernetes@$K8S_VERSION" >/dev/null
+	modfile=$(go env GOMODCACHE)/cache/download/k8s.io/kubernetes/@v/$K8S_VERSION.mod
+	{
+		printf 'module fastpath.local/kubernetes\n\ngo 1.25.0\n\ngodebug default=go1.25\n\n'
+		printf 'require k8s.io/kubernetes %s\n\nreplace (\n' "$K8S_VERSION"
+		grep '=> ./staging' "$modfile" | awk -v v="$K8S_STAGING" '{print "\t" $1 " => " $1 " " v}'
+		printf ')\n'
+	} >go.mod
+	cat >tools.go <<'GO'
+//go:build tools
+
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/cmd/kubelet"
+)
+GO
+	go mod tidy
+	minor=${K8S_VERSION#v1.}
+	minor=${minor%%.*}
+	ld="-s -w"
+	for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+		ld="$ld -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+	done
+	CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$out/" \
+		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler \
+		k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubelet \
+		k8s.io/kubernetes/cmd/kubectl
+}
+
+build_etcd() { # out
+	local out=$1 src=$CACHE/src/etcd-$ETCD_VERSION
+	mkdir -p "$src" && cd "$src"
+	printf 'module fastpath.local/etcd\n\ngo 1.26.0\n\nrequire go.etcd.io/etcd/server/v3 %s\n' "$ETCD_VERSION" >go.mod
+	printf '//go:build tools\n\npackage tools\n\nimport _ "go.etcd.io/etcd/server/v3"\n' >tools.go
+	go mod tidy
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/etcd" go.etcd.io/etcd/server/v3
+}
+
+build_containerd() { # out
+	GOBIN=$1 CGO_ENABLED=0 go install -trimpath \
+		-ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION" \
+		"github.com/containerd/containerd/v2/cmd/containerd@$CONTAINERD_VERSION" \
+		"github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$CONTAINERD_VERSION" \
+		"github.com/containerd/containerd/v2/cmd/ctr@$CONTAINERD_VERSION"
+}
+
+build_runc() { # out
+	GOBIN=$1 CGO_ENABLED=1 go install -trimpath -tags seccomp -ldflags "-s -w" \
+		"github.com/opencontainers/runc@$RUNC_VERSION"
+}
+
+build_cni_plugins() { # out
+	local p pkgs=()
+	for p in main/bridge main/loopback main/host-device main/macvlan main/veth ipam/host-local ipam/static meta/tuning; do
+		pkgs+=("github.com/containernetworking/plugins/plugins/$p@$CNI_PLUGINS_VERSION")
+	done
+	GOBIN=$1 CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "${pkgs[@]}"
+}
+
+build_golangci_lint() { # out
+	GOBIN=$1 go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$GOLANGCI_LINT_VERSION"
+}
+
+testbed() {
+	command -v go >/dev/null || die "go is not on PATH"
+	cached kubernetes "$K8S_VERSION" build_kubernetes
+	cached etcd "$ETCD_VERSION" build_etcd
+	cached containerd "$CONTAINERD_VERSION" build_containerd
+	cached runc "$RUNC_VERSION" build_runc
+	cached cni-plugins "$CNI_PLUGINS_VERSION" build_cni_plugins
+}
+
+lint() {
+	cached golangci-lint "$GOLANGCI_LINT_VERSION" build_golangci_lint
+}
+
+# env prints the directories of the cached builds as shell assignments, for the
+# Makefile and the test bed.
+env_vars() {
+	cat <<VARS
+FASTPATH_CACHE=$CACHE
+FASTPATH_K8S_BIN=$(bindir kubernetes "$K8S_VERSION")
+FASTPATH_ETCD_BIN=$(bindir etcd "$ETCD_VERSION")
+FASTPATH_CONTAINERD_BIN=$(bindir containerd "$CONTAINERD_VERSION")
+FASTPATH_RUNC_BIN=$(bindir runc "$RUNC_VERSION")
+FASTPATH_CNI_BIN=$(bindir cni-plugins "$CNI_PLUGINS_VERSION")
+FASTPATH_GOLANGCI_LINT=$(bindir golangci-lint "$GOLANGCI_LINT_VERSION")/golangci-lint
+VARS
+}
+
+case "${1:-all}" in
+all) install_apt; lint; testbed ;;
+apt) install_apt ;;
+lint) lint ;;
+testbed) install_apt; testbed ;;
+env) env_vars ;;
+*) echo "usage: $0 [all|apt|lint|testbed|env]" >&2; exit 2 ;;
+esac

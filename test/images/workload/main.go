@@ -1,0 +1,61 @@
+// Command workload is the test bed's container image entrypoint, and, called
+// as /pause, its sandbox image. It reports what a pod sees and then waits to
+// be stopped.
+//
+//	workload ifaces   print "NAME MAC ADDR,ADDR" per interface, then wait
+//	workload sleep    wait for SIGTERM
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+func main() {
+	cmd := "sleep"
+	if filepath.Base(os.Args[0]) != "pause" && len(os.Args) > 1 {
+		cmd = os.Args[1]
+	}
+	switch cmd {
+	case "sleep":
+	case "ifaces":
+		if err := printInterfaces(); err != nil {
+			fmt.Fprintln(os.Stderr, "workload:", err)
+			os.Exit(1)
+		}
+	default:
+		fmt.Fprintf(os.Stderr, "workload: unknown command %q (want ifaces or sleep)\n", cmd)
+		os.Exit(2)
+	}
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	<-stop
+}
+
+func printInterfaces() error {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return err
+	}
+	for _, i := range ifs {
+		addrs, err := i.Addrs()
+		if err != nil {
+			return fmt.Errorf("addresses of %s: %w", i.Name, err)
+		}
+		var as []string
+		for _, a := range addrs {
+			as = append(as, a.String())
+		}
+		mac := i.HardwareAddr.String()
+		if mac == "" {
+			mac = "-"
+		}
+		fmt.Printf("%s %s %s\n", i.Name, mac, strings.Join(as, ","))
+	}
+	return nil
+}

@@ -1,0 +1,129 @@
+package testbed
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+)
+
+// The configuration files of the node's components. Everything points into
+// Dir, so the bed never writes the host's /etc, /var/lib/kubelet or
+// /var/lib/containerd.
+
+func containerdConfig(cfg Config, bins binaries) string {
+	return fmt.Sprintf(`version = 3
+root = %[1]q
+state = %[2]q
+
+[grpc]
+  address = %[3]q
+[ttrpc]
+  address = %[4]q
+
+[plugins.'io.containerd.internal.v1.opt']
+  path = %[5]q
+
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = "overlayfs"
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = %[6]q
+
+[plugins.'io.containerd.cri.v1.runtime']
+  # Without CAP_SYS_RESOURCE runc cannot lower oom_score_adj.
+  restrict_oom_score_adj = true
+  # Pod network namespaces are mounted below the state directory, not in
+  # /run/netns, so the bed finds and removes exactly its own.
+  netns_mounts_under_state_dir = true
+  [plugins.'io.containerd.cri.v1.runtime'.containerd]
+    default_runtime_name = "runc"
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+        BinaryName = %[7]q
+        Root = %[8]q
+        SystemdCgroup = false
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = [%[9]q]
+    conf_dir = %[10]q
+
+[plugins.'io.containerd.nri.v1.nri']
+  disable = false
+  socket_path = %[11]q
+  plugin_path = %[12]q
+  plugin_config_path = %[13]q
+`,
+		cfg.path("containerd", "root"), cfg.path("containerd", "state"),
+		cfg.containerdSocket(), cfg.containerdSocket()+".ttrpc",
+		cfg.path("containerd", "opt"),
+		PauseImage,
+		filepath.Join(bins.runc, "runc"), cfg.path("runc"),
+		bins.cni, cfg.path("cni", "net.d"),
+		cfg.NRISocket(), cfg.path("nri", "plugins"), cfg.path("nri", "conf.d"))
+}
+
+// cniConfig is the primary pod network: a bridge with host-local IPAM.
+func cniConfig(cfg Config) string {
+	return fmt.Sprintf(`{
+  "cniVersion": "1.0.0",
+  "name": "fastpath-testbed",
+  "plugins": [
+    {"type": "bridge", "bridge": %q, "isGateway": true, "ipMasq": false,
+     "ipam": {"type": "host-local", "dataDir": %q, "ranges": [[{"subnet": %q}]]}},
+    {"type": "loopback"}
+  ]
+}
+`, cfg.bridge(), cfg.path("cni", "ipam"), cfg.PodCIDR.String())
+}
+
+func kubeletConfig(cfg Config, p *pki) string {
+	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: %[1]s
+port: %[2]d
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: %[3]d
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: %[4]q}
+authorization: {mode: Webhook}
+# This kernel's hosts are cgroup v1 + v2 hybrids; kubelet 1.35 refuses v1
+# unless told otherwise.
+cgroupDriver: cgroupfs
+failCgroupV1: false
+cgroupRoot: /%[5]s
+failSwapOn: false
+containerRuntimeEndpoint: unix://%[6]s
+podLogsDir: %[7]q
+resolvConf: /etc/resolv.conf
+serializeImagePulls: false
+imageGCHighThresholdPercent: 100
+evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.available: "1%%"}
+featureGates: {%[8]s}
+`, cfg.NodeIP, cfg.KubeletPort, cfg.KubeletHealthzPort, p.file("ca.crt"), cgroupName,
+		cfg.containerdSocket(), cfg.path("pod-logs"), featureGatesYAML(cfg.FeatureGates))
+}
+
+func featureGatesYAML(gates map[string]bool) string {
+	s := ""
+	for _, k := range sortedKeys(gates) {
+		if s != "" {
+			s += ", "
+		}
+		s += k + ": " + strconv.FormatBool(gates[k])
+	}
+	return s
+}
+
+// featureGatesFlag renders gates for the control plane's --feature-gates.
+func featureGatesFlag(gates map[string]bool) string {
+	s := ""
+	for _, k := range sortedKeys(gates) {
+		if s != "" {
+			s += ","
+		}
+		s += k + "=" + strconv.FormatBool(gates[k])
+	}
+	return s
+}

@@ -1,0 +1,179 @@
+package testbed
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// LinkPrefix starts the name of every link the bed creates. Cleanup deletes
+// only links with this prefix (and the pod veths enslaved to the bed's bridge).
+const LinkPrefix = "fpt"
+
+// Config says where the bed keeps its state and how it is wired. The zero
+// value is completed by Defaults.
+type Config struct {
+	// Dir holds state, logs, sockets and the kubelet's and containerd's roots.
+	// Default /var/lib/fastpath-testbed, or $FASTPATH_TESTBED_DIR.
+	Dir string
+	// CacheDir holds the builds of test/deps.sh. Default ~/.cache/fastpath,
+	// or $FASTPATH_CACHE.
+	CacheDir string
+	// RepoDir is the fastpath source tree, for building the workload image.
+	// Default: found by walking up from the working directory.
+	RepoDir string
+
+	NodeName string // fastpath-node
+	// NodeIP is put on a private veth (no dummy links on every kernel) and is
+	// where the kubelet serves.
+	NodeIP netip.Addr // 10.213.0.1
+	// PodCIDR is the primary pod network, on the bridge LinkPrefix+"br0".
+	PodCIDR     netip.Prefix // 10.214.0.0/24
+	ServiceCIDR netip.Prefix // 10.215.0.0/24
+
+	// FeatureGates are passed to every Kubernetes component.
+	FeatureGates map[string]bool
+
+	// Ports, all on 127.0.0.1 but the kubelet's, which is on NodeIP.
+	APIServerPort, EtcdPort, SchedulerPort, ControllerManagerPort, KubeletPort, KubeletHealthzPort int
+}
+
+// Defaults returns c with every unset field filled in.
+func (c Config) Defaults() (Config, error) {
+	if c.Dir == "" {
+		c.Dir = envOr("FASTPATH_TESTBED_DIR", "/var/lib/fastpath-testbed")
+	}
+	if c.CacheDir == "" {
+		c.CacheDir = os.Getenv("FASTPATH_CACHE")
+	}
+	if c.CacheDir == "" {
+		base := os.Getenv("XDG_CACHE_HOME")
+		if base == "" {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return c, fmt.Errorf("find the cache directory: %w", err)
+			}
+			base = filepath.Join(home, ".cache")
+		}
+		c.CacheDir = filepath.Join(base, "fastpath")
+	}
+	if c.RepoDir == "" {
+		dir, err := findRepo()
+		if err != nil {
+			return c, err
+		}
+		c.RepoDir = dir
+	}
+	if c.NodeName == "" {
+		c.NodeName = "fastpath-node"
+	}
+	if !c.NodeIP.IsValid() {
+		c.NodeIP = netip.MustParseAddr("10.213.0.1")
+	}
+	if !c.PodCIDR.IsValid() {
+		c.PodCIDR = netip.MustParsePrefix("10.214.0.0/24")
+	}
+	if !c.ServiceCIDR.IsValid() {
+		c.ServiceCIDR = netip.MustParsePrefix("10.215.0.0/24")
+	}
+	setDefault(&c.APIServerPort, 36443)
+	setDefault(&c.EtcdPort, 32379) // and EtcdPort+1 for peers
+	setDefault(&c.SchedulerPort, 36459)
+	setDefault(&c.ControllerManagerPort, 36457)
+	setDefault(&c.KubeletPort, 36250)
+	setDefault(&c.KubeletHealthzPort, 36248)
+	return c, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func setDefault(p *int, v int) {
+	if *p == 0 {
+		*p = v
+	}
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// findRepo walks up from the working directory to the fastpath module root.
+func findRepo() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if data, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && isFastpathModule(data) {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no fastpath source tree above %s: set Config.RepoDir", dir)
+		}
+	}
+}
+
+func isFastpathModule(gomod []byte) bool {
+	const want = "module github.com/fastpath-dra/fastpath\n"
+	return len(gomod) >= len(want) && string(gomod[:len(want)]) == want
+}
+
+// Paths inside Dir. They are short on purpose: unix socket paths are limited
+// to 108 bytes.
+func (c Config) path(elem ...string) string {
+	return filepath.Join(append([]string{c.Dir}, elem...)...)
+}
+
+// Kubeconfig is the admin kubeconfig of the bed.
+func (c Config) Kubeconfig() string { return c.path("admin.kubeconfig") }
+
+// NRISocket is containerd's NRI socket, where NRI plugins connect.
+func (c Config) NRISocket() string { return c.path("nri.sock") }
+
+// KubeletDir is the kubelet's root directory.
+func (c Config) KubeletDir() string { return c.path("kubelet") }
+
+// PluginDir is the directory the kubelet expects a DRA driver's sockets in.
+func (c Config) PluginDir(driver string) string {
+	return filepath.Join(c.KubeletDir(), "plugins", driver)
+}
+
+// RegistryDir is the kubelet's plugin registration directory.
+func (c Config) RegistryDir() string { return filepath.Join(c.KubeletDir(), "plugins_registry") }
+
+// LogDir holds one log file per component.
+func (c Config) LogDir() string { return c.path("logs") }
+
+// LogFile is the log of one component.
+func (c Config) LogFile(component string) string { return filepath.Join(c.LogDir(), component+".log") }
+
+// Kubectl is the kubectl built with the bed's Kubernetes.
+func (c Config) Kubectl() string {
+	v, err := parseVersions(versionsEnv)
+	if err != nil {
+		return "kubectl"
+	}
+	return filepath.Join(binariesIn(c.CacheDir, v).kubernetes, "kubectl")
+}
+
+func (c Config) containerdSocket() string { return c.path("containerd", "containerd.sock") }
+func (c Config) stateFile() string        { return c.path("bed.json") }
+func (c Config) lockFile() string         { return c.path(".lock") }
+func (c Config) nodeLink() string         { return LinkPrefix + "node0" }
+func (c Config) bridge() string           { return LinkPrefix + "br0" }
+
+// cgroupName is the kubelet's cgroup root: pods live below it, so the bed
+// can find and remove exactly its own containers.
+const cgroupName = "fastpath-testbed"

@@ -1,0 +1,124 @@
+package testbed
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Leftovers lists what of a bed in cfg.Dir is still on the machine:
+// processes run from its directory or its binaries, mounts below its
+// directory, links with its prefix, its cgroups and its named netns. After
+// Stop it must be empty.
+func Leftovers(cfg Config) []string {
+	var out []string
+	seen := map[int]bool{}
+	for _, needle := range []string{cfg.Dir + "/", filepath.Join(cfg.CacheDir, "bin") + "/"} {
+		for _, p := range processesMatching(needle) {
+			if !seen[p.PID] {
+				seen[p.PID] = true
+				out = append(out, fmt.Sprintf("process %d: %s", p.PID, p.Name))
+			}
+		}
+	}
+	for _, m := range mountsUnder(cfg.Dir) {
+		out = append(out, "mount "+m)
+	}
+	out = append(out, leftoverLinks(cfg)...)
+	for _, d := range cgroupDirs() {
+		out = append(out, "cgroup "+d)
+	}
+	if entries, err := os.ReadDir("/run/netns"); err == nil {
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), LinkPrefix) {
+				out = append(out, "netns "+e.Name())
+			}
+		}
+	}
+	return out
+}
+
+// mountsUnder lists mount points below dir, deepest first.
+func mountsUnder(dir string) []string {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	prefix := filepath.Clean(dir) + "/"
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		// Mount points escape spaces and the like as octal.
+		mp := unescapeMountPoint(fields[4])
+		if strings.HasPrefix(mp, prefix) {
+			out = append(out, mp)
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
+	return slices.Compact(out)
+}
+
+func unescapeMountPoint(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var v byte
+			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &v); err == nil {
+				b.WriteByte(v)
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// unmountUnder detaches every mount below dir (netns files, overlays, shm).
+func unmountUnder(dir string) error {
+	var errs []error
+	for _, m := range mountsUnder(dir) {
+		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// httpReady returns a readiness check that GETs url and wants 200. The
+// components serve self-signed certificates: the check does not verify them.
+func httpReady(url string) func(context.Context) error {
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %s", url, resp.Status)
+		}
+		return nil
+	}
+}

@@ -1,0 +1,180 @@
+package testbed
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseVersions(t *testing.T) {
+	v, err := parseVersions(versionsEnv)
+	if err != nil {
+		t.Fatalf("the shipped versions.env: %v", err)
+	}
+	if !strings.HasPrefix(v.Kubernetes, "v1.") || v.Etcd == "" || v.Containerd == "" {
+		t.Errorf("versions = %+v", v)
+	}
+	for name, text := range map[string]string{
+		"missing key":    "K8S_VERSION=v1.35.4\n",
+		"malformed line": "K8S_VERSION v1.35.4\n",
+	} {
+		if _, err := parseVersions(text); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+func TestUnescapeMountPoint(t *testing.T) {
+	for in, want := range map[string]string{
+		`/var/lib/a`:          "/var/lib/a",
+		`/var/lib/with\040sp`: "/var/lib/with sp",
+		`/tab\011x`:           "/tab\tx",
+	} {
+		if got := unescapeMountPoint(in); got != want {
+			t.Errorf("unescapeMountPoint(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestProcessStartStop(t *testing.T) {
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(t.TempDir(), "sleep.log")
+	p, err := startProcess("sleeper", log, nil, sleep, "600")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.alive() {
+		t.Fatal("started process is not alive")
+	}
+	// A recorded process with the same PID but another start time is not ours.
+	impostor := p
+	impostor.StartTime++
+	if impostor.alive() {
+		t.Error("a process with a different start time counts as alive")
+	}
+	if err := p.stop(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if p.alive() {
+		t.Error("process alive after stop")
+	}
+}
+
+func TestStartProcessFailure(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "x.log")
+	_, err := startProcess("ghost", log, nil, "/no/such/binary")
+	if err == nil {
+		t.Fatal("no error for a missing binary")
+	}
+	var ce *ComponentError
+	if !errors.As(err, &ce) || ce.Component != "ghost" {
+		t.Errorf("error %v does not name the component", err)
+	}
+}
+
+func TestComponentErrorShowsLogTail(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "c.log")
+	if err := os.WriteFile(log, []byte("line1\nline2\nfatal: bad flag\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	msg := (&ComponentError{Component: "kubelet", Log: log, Err: os.ErrClosed}).Error()
+	for _, want := range []string{"kubelet", log, "fatal: bad flag"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not contain %q", msg, want)
+		}
+	}
+}
+
+func TestPKI(t *testing.T) {
+	cfg, err := Config{Dir: t.TempDir(), CacheDir: t.TempDir(), RepoDir: "."}.Defaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := newPKI(cfg.path("pki"), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(p.ca)
+	cert := readCert(t, p.file("apiserver.crt"))
+	for _, host := range []string{"127.0.0.1", "localhost", cfg.ServiceCIDR.Addr().Next().String()} {
+		if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, DNSName: host}); err != nil {
+			t.Errorf("apiserver cert for %s: %v", host, err)
+		}
+	}
+	client := readCert(t, p.file("kubelet-client.crt"))
+	if _, err := client.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Errorf("kubelet client cert: %v", err)
+	}
+	if got := client.Subject.Organization; len(got) != 1 || got[0] != "system:masters" {
+		t.Errorf("kubelet client cert organization = %v", got)
+	}
+	tokens, err := os.ReadFile(p.file("tokens.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(tokens), "system:node:"+cfg.NodeName) {
+		t.Errorf("tokens.csv has no node identity:\n%s", tokens)
+	}
+	if st, err := os.Stat(p.file("ca.key")); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("ca.key mode = %v, %v; want 0600", st.Mode(), err)
+	}
+	kc := p.kubeconfig(cfg, "admin", p.adminToken)
+	if !strings.Contains(kc, net.JoinHostPort("127.0.0.1", "36443")) || !strings.Contains(kc, p.adminToken) {
+		t.Errorf("kubeconfig:\n%s", kc)
+	}
+}
+
+func readCert(t *testing.T, path string) *x509.Certificate {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(data)
+	if block == nil {
+		t.Fatalf("%s: no PEM", path)
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
+}
+
+func TestComponentConfigs(t *testing.T) {
+	cfg, err := Config{Dir: "/tmp/bed", CacheDir: "/tmp/cache", RepoDir: ".",
+		FeatureGates: map[string]bool{"B": false, "A": true}}.Defaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := featureGatesFlag(cfg.FeatureGates); got != "A=true,B=false" {
+		t.Errorf("feature gates flag = %q", got)
+	}
+	kubelet := kubeletConfig(cfg, &pki{dir: "/tmp/bed/pki"})
+	for _, want := range []string{"cgroupRoot: /" + cgroupName, "port: 36250", "featureGates: {A: true, B: false}", "/tmp/bed/containerd/containerd.sock"} {
+		if !strings.Contains(kubelet, want) {
+			t.Errorf("kubelet config lacks %q:\n%s", want, kubelet)
+		}
+	}
+	ctrd := containerdConfig(cfg, binariesIn(cfg.CacheDir, Versions{Runc: "v1", CNIPlugins: "v2"}))
+	for _, want := range []string{`socket_path = "/tmp/bed/nri.sock"`, "netns_mounts_under_state_dir = true",
+		`BinaryName = "/tmp/cache/bin/runc-v1/runc"`, `sandbox = "` + PauseImage + `"`} {
+		if !strings.Contains(ctrd, want) {
+			t.Errorf("containerd config lacks %q:\n%s", want, ctrd)
+		}
+	}
+	if cni := cniConfig(cfg); !strings.Contains(cni, `"bridge": "fptbr0"`) || !strings.Contains(cni, "10.214.0.0/24") {
+		t.Errorf("CNI config:\n%s", cni)
+	}
+}
