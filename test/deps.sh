@@ -122,7 +122,7 @@ build_runc() { # out
 
 build_cni_plugins() { # out
 	local p pkgs=()
-	for p in main/bridge main/loopback main/host-device main/macvlan main/veth ipam/host-local ipam/static meta/tuning; do
+	for p in main/bridge main/loopback main/host-device main/macvlan ipam/host-local ipam/static meta/tuning; do
 		pkgs+=("github.com/containernetworking/plugins/plugins/$p@$CNI_PLUGINS_VERSION")
 	done
 	GOBIN=$1 CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "${pkgs[@]}"

@@ -83,15 +83,23 @@ func demo(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Printf("pod %s/%s is Running; it sees these interfaces:\n%s\n", demoNamespace, demoPod, logs)
-	fmt.Printf(`What to look at next:
-  export KUBECONFIG=%s
-  alias kubectl=%s
-  kubectl get nodes -o wide                 # the node, Ready
-  kubectl get pod %s -o wide        # the demo pod
-  kubectl logs %s                   # its interfaces
-  less %s       # the daemon's log
-  make cluster-down                         # stop everything and clean up
-`, bed.Kubeconfig(), cfg.Kubectl(), demoPod, demoPod, cfg.LogFile("fastpathd"))
+	fmt.Println("What to look at next:")
+	for _, step := range [][2]string{
+		{"export KUBECONFIG=" + bed.Kubeconfig(), ""},
+		{"alias kubectl=" + cfg.Kubectl(), "the kubectl of the bed's Kubernetes"},
+		{"kubectl get nodes -o wide", "the node, Ready"},
+		{"kubectl get pod " + demoPod + " -o wide", "the demo pod"},
+		{"kubectl logs " + demoPod, "the interfaces it sees"},
+		{"less " + cfg.LogFile("fastpathd"), "the daemon's log"},
+		{"make demo", "again: replaces the daemon and the pod"},
+		{"make cluster-down", "stop everything and clean up"},
+	} {
+		if step[1] == "" {
+			fmt.Printf("  %s\n", step[0])
+			continue
+		}
+		fmt.Printf("  %-52s # %s\n", step[0], step[1])
+	}
 	return nil
 }
 
