@@ -45,6 +45,17 @@ unit: ## unit tests, no root needed
 privileged: ## unit and privileged tests (root: netns, veth, BPF)
 	$(GO) test -race -count=1 -tags privileged $(PKGS)
 
+FUZZTIME ?= 10s
+
+.PHONY: fuzz
+fuzz: ## run every fuzz target for FUZZTIME (default 10s) each
+	@set -e; for pkg in $(PKGS); do \
+		for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+			echo "fuzz $$pkg $$target"; \
+			$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg; \
+		done; \
+	done
+
 .PHONY: e2e
 e2e: ## end-to-end tests on a real single-node Kubernetes (root; uses a running bed or starts its own)
 	$(DEPS) testbed
@@ -59,7 +70,7 @@ bench-smoke: ## every benchmark once, so none can rot
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./bench/...
 
 .PHONY: test
-test: lint privileged e2e bench-smoke ## what CI runs: lint, unit + privileged tests, e2e, benchmarks once
+test: lint privileged fuzz e2e bench-smoke ## what CI runs: lint, unit + privileged tests, fuzzing, e2e, benchmarks once
 
 .PHONY: cluster-up
 cluster-up: ## start the test bed and print its KUBECONFIG (root)

@@ -1,46 +1,131 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
-	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
+
+	"github.com/fastpath-dra/fastpath/devices"
 )
 
+type discoveryOptions struct{ devices.Options }
+
+func (o *discoveryOptions) addFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.SysfsRoot, "sysfs-root", "/", "directory that holds sys/ (a fixture tree in tests)")
+	fs.StringVar(&o.MemifDir, "memif-dir", "", "directory scanned for memif sockets")
+	fs.StringVar(&o.MemifConfig, "memif-config", "", "file of static memif endpoints (kind MemifConfig)")
+	fs.StringVar(&o.Filter, "filter", "", `CEL expression choosing the devices to publish, as in a DeviceClass selector, e.g. device.attributes["fastpath.dev"].kind == "sriov-vf"`)
+}
+
+// discoverer builds the Discoverer; bad options are usage errors (exit 2).
+func (o *discoveryOptions) discoverer(cmd string) (*devices.Discoverer, error) {
+	d, err := devices.New(o.Options)
+	if errors.Is(err, devices.ErrBadOptions) {
+		return nil, usagef("%s: %v", cmd, err)
+	}
+	return d, err
+}
+
 type inventoryOptions struct {
-	sysfsRoot string
-	output    string
+	discoveryOptions
+	output string
 }
 
-func (o *inventoryOptions) addFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.sysfsRoot, "sysfs-root", "/", "root of the sysfs tree to read (a fixture tree in tests)")
+func inventoryCommand(args []string, stdout, stderr io.Writer) error {
+	var o inventoryOptions
+	fs := newFlagSet("inventory", stderr)
+	o.addFlags(fs)
 	fs.StringVar(&o.output, "o", "table", "output format: table or json")
-}
-
-func (o *inventoryOptions) validate() error {
-	switch o.output {
-	case "table", "json":
-	default:
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if o.output != "table" && o.output != "json" {
 		return usagef("inventory: -o %q: want table or json", o.output)
 	}
-	if st, err := os.Stat(o.sysfsRoot); err != nil || !st.IsDir() {
-		return usagef("inventory: --sysfs-root %q is not a directory", o.sysfsRoot)
+	d, err := o.discoverer("inventory")
+	if err != nil {
+		return err
+	}
+	// Warnings are printed below, for people, rather than logged.
+	ctx := klog.NewContext(context.Background(), logr.Discard())
+	inv, err := d.Discover(ctx)
+	if err != nil {
+		return fmt.Errorf("inventory: %w", err)
+	}
+	if o.output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(inv)
+	}
+	if err := writeTable(stdout, inv); err != nil {
+		return err
+	}
+	for _, w := range inv.Warnings {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
 	return nil
 }
 
-// errNoDiscovery is returned until device discovery is part of the build.
-var errNoDiscovery = errors.New("inventory: device discovery is not part of this build yet")
+// writeTable prints the inventory for people.
+func writeTable(w io.Writer, inv devices.Inventory) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tKIND\tPCI\tVENDOR:DEVICE\tDRIVER\tNETDEV\tPF/VF\tNUMA\tXDP")
+	for _, d := range inv.Devices {
+		pci, ids, driver, numa := "-", "-", "-", "-"
+		if p := d.PCI; p != nil {
+			pci, ids, driver = p.Address, p.Vendor+":"+p.Device, orDash(p.Driver)
+			if p.NUMANode >= 0 {
+				numa = strconv.Itoa(p.NUMANode)
+			}
+		}
+		netdev, xdp := "-", "-"
+		if n := d.Netdev; n != nil {
+			netdev = n.Name
+			if driver == "-" {
+				driver = orDash(n.Driver)
+			}
+			xdp = xdpSummary(n.XDP)
+		}
+		sriov := "-"
+		switch {
+		case d.PF != nil:
+			sriov = fmt.Sprintf("PF %d/%d VFs", d.PF.NumVFs, d.PF.TotalVFs)
+		case d.VF != nil:
+			sriov = fmt.Sprintf("VF %d of %s", d.VF.ID, d.VF.PFPCIAddress)
+		case d.Memif != nil:
+			sriov = d.Memif.Role + "/" + d.Memif.Mode
+			netdev = d.Memif.SocketPath
+		}
+		fmt.Fprintln(tw, strings.Join([]string{d.Name, string(d.Kind), pci, ids, driver, netdev, sriov, numa, xdp}, "\t"))
+	}
+	return tw.Flush()
+}
 
-func inventoryCommand(args []string, _, stderr io.Writer) error {
-	var o inventoryOptions
-	fs := newFlagSet("inventory", stderr)
-	o.addFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
+func xdpSummary(x devices.XDP) string {
+	switch {
+	case x.Supported == nil:
+		return "unknown"
+	case !*x.Supported:
+		return "no"
+	case x.ZeroCopy != nil && *x.ZeroCopy:
+		return "yes, zero-copy"
+	default:
+		return "yes"
 	}
-	if err := o.validate(); err != nil {
-		return err
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
 	}
-	return errNoDiscovery
+	return s
 }

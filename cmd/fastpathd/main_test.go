@@ -9,6 +9,7 @@ import (
 
 func TestExitCodes(t *testing.T) {
 	missingKubeconfig := filepath.Join(t.TempDir(), "missing.kubeconfig")
+	e810 := "../../devices/testdata/sysfs/e810"
 	tests := []struct {
 		name     string
 		args     []string
@@ -27,6 +28,12 @@ func TestExitCodes(t *testing.T) {
 		{name: "run with missing kubeconfig", args: []string{"run", "--node-name", "n", "--kubeconfig", missingKubeconfig}, wantCode: 2, wantErr: missingKubeconfig},
 		{name: "run help", args: []string{"run", "--help"}, wantCode: 0, wantErr: "-node-name"},
 		{name: "inventory bad output", args: []string{"inventory", "-o", "yaml"}, wantCode: 2, wantErr: `-o "yaml"`},
+		{name: "inventory bad filter", args: []string{"inventory", "--sysfs-root", e810, "--filter", "device.nope =="}, wantCode: 2, wantErr: "filter"},
+		{name: "run bad filter", args: []string{"run", "--node-name", "n", "--filter", "1 +"}, wantCode: 2, wantErr: "filter"},
+		{name: "inventory bad memif config", args: []string{"inventory", "--sysfs-root", e810, "--memif-config", missingKubeconfig}, wantCode: 2, wantErr: "memif config"},
+		{name: "inventory table", args: []string{"inventory", "--sysfs-root", e810}, wantCode: 0, wantOut: "pci-0000-3b-01-2  sriov-vf  0000:3b:01.2  8086:1889      vfio-pci"},
+		{name: "inventory json", args: []string{"inventory", "--sysfs-root", e810, "-o", "json"}, wantCode: 0, wantOut: `"pfPciAddress": "0000:3b:00.0"`},
+		{name: "inventory warnings", args: []string{"inventory", "--sysfs-root", "../../devices/testdata/sysfs/broken"}, wantCode: 0, wantErr: `numa_node: malformed integer "zero"`},
 		{name: "inventory missing sysfs root", args: []string{"inventory", "--sysfs-root", "/no/such/dir"}, wantCode: 2, wantErr: "/no/such/dir"},
 	}
 	for _, tt := range tests {

@@ -18,12 +18,15 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+
+	"github.com/fastpath-dra/fastpath/devices"
 )
 
 // DriverName is the DRA driver name fastpath serves.
 const DriverName = "fastpath.dev"
 
 type runOptions struct {
+	discoveryOptions
 	nodeName    string
 	kubeconfig  string
 	pluginDir   string
@@ -35,6 +38,7 @@ type runOptions struct {
 }
 
 func (o *runOptions) addFlags(fs *flag.FlagSet) {
+	o.discoveryOptions.addFlags(fs)
 	fs.StringVar(&o.nodeName, "node-name", os.Getenv("NODE_NAME"), "name of this node (default $NODE_NAME)")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the API server; empty means in-cluster")
 	fs.StringVar(&o.pluginDir, "plugin-dir", "/var/lib/kubelet/plugins/"+DriverName, "directory for the DRA plugin's socket")
@@ -93,6 +97,10 @@ func runCommand(args []string, stderr io.Writer) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
+	discoverer, err := o.discoverer("run")
+	if err != nil {
+		return err
+	}
 	restConfig, err := loadRESTConfig(o.kubeconfig)
 	if err != nil {
 		return usagef("run: %v", err)
@@ -101,7 +109,7 @@ func runCommand(args []string, stderr io.Writer) error {
 	defer cancel()
 	logger := klog.Background().WithValues("node", o.nodeName)
 	ctx = klog.NewContext(ctx, logger)
-	return run(ctx, o, restConfig)
+	return run(ctx, o, restConfig, discoverer)
 }
 
 func loadRESTConfig(kubeconfig string) (*rest.Config, error) {
@@ -121,7 +129,7 @@ func loadRESTConfig(kubeconfig string) (*rest.Config, error) {
 
 // run is the daemon: it checks that it can do its job on this node, then
 // serves until the context ends.
-func run(ctx context.Context, o runOptions, restConfig *rest.Config) error {
+func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer *devices.Discoverer) error {
 	logger := klog.FromContext(ctx)
 	client, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {
@@ -139,11 +147,21 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config) error {
 	if err != nil {
 		return err
 	}
+	watchErr := make(chan error, 1)
+	go func() {
+		watchErr <- discoverer.Watch(ctx, devices.WatchOptions{}, func(inv devices.Inventory) {
+			logger.Info("Inventory", "devices", len(inv.Devices), "names", deviceNames(inv), "warnings", len(inv.Warnings))
+		})
+	}()
 	logger.Info("fastpathd running", "version", version, "stateDir", o.stateDir)
 	select {
 	case <-ctx.Done():
 	case err := <-serveErr:
 		return fmt.Errorf("health server on %s: %w", o.metricsAddr, err)
+	case err := <-watchErr:
+		if err != nil {
+			return fmt.Errorf("device discovery: %w", err)
+		}
 	}
 	logger.Info("Shutting down")
 	if srv != nil {
@@ -152,6 +170,14 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config) error {
 		return srv.Shutdown(shutdownCtx)
 	}
 	return nil
+}
+
+func deviceNames(inv devices.Inventory) []string {
+	names := make([]string, 0, len(inv.Devices))
+	for _, d := range inv.Devices {
+		names = append(names, d.Name)
+	}
+	return names
 }
 
 // checkCluster fails unless the API server serves resource.k8s.io/v1

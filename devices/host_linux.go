@@ -1,0 +1,250 @@
+package devices
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/safchain/ethtool"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
+	"golang.org/x/sys/unix"
+	"k8s.io/klog/v2"
+)
+
+// host reads a live host's network state: links with one RTM_GETLINK dump,
+// default routes, ethtool facts and the kernel's XDP features. Everything
+// netlink-shaped that discovery needs goes through here.
+type host struct{}
+
+// links dumps every link of the host network namespace.
+func (host) links() ([]link, error) {
+	req := nl.NewNetlinkRequest(unix.RTM_GETLINK, unix.NLM_F_DUMP)
+	req.AddData(nl.NewIfInfomsg(unix.AF_UNSPEC))
+	msgs, err := req.Execute(unix.NETLINK_ROUTE, unix.RTM_NEWLINK)
+	if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+		return nil, fmt.Errorf("dump links: %w", err)
+	}
+	out := make([]link, 0, len(msgs))
+	for _, m := range msgs {
+		l, err := parseLink(m)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+func parseLink(m []byte) (link, error) {
+	if len(m) < unix.SizeofIfInfomsg {
+		return link{}, errors.New("short RTM_NEWLINK message")
+	}
+	info := nl.DeserializeIfInfomsg(m)
+	attrs, err := nl.ParseRouteAttr(m[unix.SizeofIfInfomsg:])
+	if err != nil {
+		return link{}, fmt.Errorf("parse RTM_NEWLINK: %w", err)
+	}
+	l := link{Index: int(info.Index), Loopback: info.Flags&unix.IFF_LOOPBACK != 0, OperState: "unknown"}
+	for _, a := range attrs {
+		v := a.Value
+		switch a.Attr.Type {
+		case unix.IFLA_IFNAME:
+			l.Name = string(trimNul(v))
+		case unix.IFLA_ADDRESS:
+			l.MAC = net.HardwareAddr(v).String()
+		case unix.IFLA_MTU:
+			l.MTU = int(native32(v))
+		case unix.IFLA_MIN_MTU:
+			l.MinMTU = int(native32(v))
+		case unix.IFLA_MAX_MTU:
+			l.MaxMTU = int(native32(v))
+		case unix.IFLA_OPERSTATE:
+			if len(v) > 0 {
+				l.OperState = netlink.LinkOperState(v[0]).String()
+			}
+		case unix.IFLA_IFALIAS:
+			l.Alias = string(trimNul(v))
+		case unix.IFLA_LINK:
+			l.ParentIndex = int(native32(v))
+		case unix.IFLA_MASTER:
+			l.MasterIndex = int(native32(v))
+		case unix.IFLA_LINKINFO:
+			infos, err := nl.ParseRouteAttr(v)
+			if err != nil {
+				return link{}, fmt.Errorf("parse IFLA_LINKINFO of link %d: %w", l.Index, err)
+			}
+			for _, i := range infos {
+				if i.Attr.Type == unix.IFLA_INFO_KIND {
+					l.Kind = string(trimNul(i.Value))
+				}
+			}
+		}
+	}
+	return l, nil
+}
+
+func native32(b []byte) uint32 {
+	if len(b) < 4 {
+		return 0
+	}
+	return nl.NativeEndian().Uint32(b)
+}
+
+func trimNul(b []byte) []byte {
+	for len(b) > 0 && b[len(b)-1] == 0 {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// uplinks returns the indexes of the links that carry the node's traffic and
+// must never be handed out: those with a default route, their lower links
+// (the parent of a VLAN or macvlan, the ports of a bond or bridge), again
+// down to the hardware.
+func (host) uplinks(links []link) (map[int]bool, error) {
+	routes, err := netlink.RouteList(nil, netlink.FAMILY_ALL)
+	if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+		return nil, fmt.Errorf("list routes: %w", err)
+	}
+	up := map[int]bool{}
+	for _, r := range routes {
+		if r.Dst != nil {
+			if ones, _ := r.Dst.Mask.Size(); ones != 0 {
+				continue
+			}
+		}
+		if r.LinkIndex > 0 {
+			up[r.LinkIndex] = true
+		}
+		for _, nh := range r.MultiPath {
+			up[nh.LinkIndex] = true
+		}
+	}
+	for changed := true; changed; {
+		changed = false
+		for _, l := range links {
+			if up[l.Index] && l.ParentIndex > 0 && l.ParentIndex != l.Index && !up[l.ParentIndex] {
+				up[l.ParentIndex], changed = true, true
+			}
+			if !up[l.Index] && l.MasterIndex > 0 && up[l.MasterIndex] {
+				up[l.Index], changed = true, true
+			}
+		}
+	}
+	return up, nil
+}
+
+// ethtoolFacts fills in driver, firmware, channels and, for hardware, link
+// speed. Each fact the device does not report stays unset.
+func (host) ethtoolFacts(et *ethtool.Ethtool, n *Netdev, hardware bool) {
+	if info, err := et.DriverInfo(n.Name); err == nil {
+		n.Driver, n.Firmware = info.Driver, info.FwVersion
+	}
+	if ch, err := et.GetChannels(n.Name); err == nil {
+		n.CombinedChannels, n.MaxCombinedChannels = int(ch.CombinedCount), int(ch.MaxCombined)
+	}
+	// Virtual links have no link settings (and the library complains).
+	if !hardware {
+		return
+	}
+	if ls, err := et.GetLinkSettings(n.Name); err == nil && ls.Speed != 0 && ls.Speed != ^uint32(0) {
+		n.SpeedMbps = int(ls.Speed)
+	}
+}
+
+// liveNetdevState reads the host's links once and fills in the netdevs of
+// the PCI devices, leaves out the uplink, and adds the virtual netdevs.
+func liveNetdevState(ctx context.Context, pciDevs []Device, warn func(error)) ([]Device, error) {
+	var h host
+	links, err := h.links()
+	if err != nil {
+		return nil, err
+	}
+	up, err := h.uplinks(links)
+	if err != nil {
+		return nil, err
+	}
+	var indexes []int
+	for _, l := range links {
+		if !l.Loopback && !up[l.Index] {
+			indexes = append(indexes, l.Index)
+		}
+	}
+	features, err := h.xdpFeatures(indexes)
+	if err != nil {
+		// Unknown is a fine answer; a broken netlink socket is not fatal here.
+		warn(fmt.Errorf("XDP features unknown: %w", err))
+	}
+	et, err := ethtool.NewEthtool()
+	if err != nil {
+		return nil, fmt.Errorf("open ethtool socket: %w", err)
+	}
+	defer et.Close()
+	byName := make(map[string]link, len(links))
+	for _, l := range links {
+		byName[l.Name] = l
+	}
+	fill := func(l link) *Netdev {
+		n := l.netdev()
+		h.ethtoolFacts(et, n, l.Kind == "")
+		if f, ok := features[l.Index]; ok {
+			n.XDP = xdpFromFeatures(f)
+		}
+		return n
+	}
+	out := make([]Device, 0, len(pciDevs))
+	pciNetdevs := map[string]bool{}
+	for _, dev := range pciDevs {
+		if dev.Netdev != nil {
+			pciNetdevs[dev.Netdev.Name] = true
+			l, ok := byName[dev.Netdev.Name]
+			if !ok {
+				warn(fmt.Errorf("skipping PCI device %s: its netdev %s vanished", dev.PCI.Address, dev.Netdev.Name))
+				continue
+			}
+			if up[l.Index] {
+				klog.FromContext(ctx).V(2).Info("Not publishing the uplink", "device", dev.Name, "netdev", l.Name)
+				continue
+			}
+			dev.Netdev = fill(l)
+		}
+		out = append(out, dev)
+	}
+	for _, l := range links {
+		if l.Loopback || l.Kind == "" || up[l.Index] || pciNetdevs[l.Name] {
+			continue
+		}
+		out = append(out, Device{Name: NetdevDeviceName(l.Name), Kind: KindNetdev, Netdev: fill(l)})
+	}
+	return out, nil
+}
+
+// watchLinks calls trigger on every netlink link event of the host network
+// namespace until ctx ends.
+func watchLinks(ctx context.Context, trigger func()) error {
+	updates := make(chan netlink.LinkUpdate, 64)
+	done := make(chan struct{})
+	err := netlink.LinkSubscribeWithOptions(updates, done, netlink.LinkSubscribeOptions{
+		ErrorCallback: func(err error) { klog.FromContext(ctx).Error(err, "Link event subscription") },
+	})
+	if err != nil {
+		return fmt.Errorf("subscribe to link events: %w", err)
+	}
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case _, ok := <-updates:
+				if !ok {
+					return
+				}
+				trigger()
+			}
+		}
+	}()
+	return nil
+}

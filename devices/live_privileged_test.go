@@ -1,0 +1,272 @@
+//go:build privileged
+
+package devices
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"k8s.io/dynamic-resource-allocation/deviceattribute"
+	"k8s.io/klog/v2/ktesting"
+)
+
+// linkPrefix starts the names of the links these tests create.
+const linkPrefix = "fpd"
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("privileged test: run as root (make privileged)")
+	}
+}
+
+func addVeth(t *testing.T, name, peer string) {
+	t.Helper()
+	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: peer}); err != nil {
+		t.Fatalf("add veth %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if l, err := netlink.LinkByName(name); err == nil {
+			_ = netlink.LinkDel(l)
+		}
+	})
+}
+
+func byName(inv Inventory) map[string]Device {
+	m := map[string]Device{}
+	for _, d := range inv.Devices {
+		m[d.Name] = d
+	}
+	return m
+}
+
+// TestLiveWatch runs discovery on this host: prefixed veths and a memif
+// socket appear, change and disappear, and the watcher reports each change
+// once (no two consecutive inventories are equal).
+func TestLiveWatch(t *testing.T) {
+	requireRoot(t)
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	a, b := fmt.Sprintf("%s%da", linkPrefix, os.Getpid()%100000), fmt.Sprintf("%s%db", linkPrefix, os.Getpid()%100000)
+	memifDir := t.TempDir()
+	d, err := New(Options{MemifDir: memifDir, Filter: fmt.Sprintf(
+		`device.attributes["fastpath.dev"].kind == "memif" || (device.attributes["fastpath.dev"].kind == "netdev" && device.attributes["fastpath.dev"].ifName.startsWith(%q))`,
+		linkPrefix)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	invs := make(chan Inventory, 100)
+	done := make(chan error, 1)
+	go func() {
+		done <- d.Watch(ctx, WatchOptions{Debounce: 50 * time.Millisecond}, func(inv Inventory) { invs <- inv })
+	}()
+
+	var last *Inventory
+	// next waits for the next inventory that satisfies ok; every inventory
+	// received must differ from the one before it.
+	next := func(what string, ok func(map[string]Device) bool) map[string]Device {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			select {
+			case inv := <-invs:
+				if last != nil && inv.Equal(*last) {
+					t.Errorf("the watcher reported an unchanged inventory twice")
+				}
+				last = &inv
+				if m := byName(inv); ok(m) {
+					return m
+				}
+			case err := <-done:
+				t.Fatalf("Watch ended waiting for %s: %v", what, err)
+			case <-deadline:
+				t.Fatalf("no inventory with %s within 10s", what)
+			}
+		}
+	}
+	next("the start", func(map[string]Device) bool { return true })
+
+	addVeth(t, a, b)
+	devs := next("the veths", func(m map[string]Device) bool { _, ok := m["netdev-"+a]; return ok })
+	va := devs["netdev-"+a]
+	if va.Kind != KindNetdev || va.Netdev.LinkType != "veth" || va.Netdev.Driver != "veth" || va.Netdev.MTU != 1500 || va.Netdev.MinMTU != 68 {
+		t.Errorf("veth device = %+v", va.Netdev)
+	}
+	if va.Netdev.XDP.Supported == nil || !*va.Netdev.XDP.Supported || va.Netdev.XDP.ZeroCopy == nil || *va.Netdev.XDP.ZeroCopy {
+		t.Errorf("veth XDP = %+v, want supported without zero-copy (the kernel's netdev family says so)", va.Netdev.XDP)
+	}
+	if attrs := va.Attributes(); attrs["xdp"].BoolValue == nil || !*attrs["xdp"].BoolValue {
+		t.Errorf("xdp attribute = %+v", attrs["xdp"])
+	}
+
+	link, err := netlink.LinkByName(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := netlink.LinkSetMTU(link, 9000); err != nil {
+		t.Fatal(err)
+	}
+	next("the new MTU", func(m map[string]Device) bool {
+		return m["netdev-"+a].Netdev != nil && m["netdev-"+a].Netdev.MTU == 9000
+	})
+
+	l, err := net.Listen("unixpacket", filepath.Join(memifDir, "vpp0.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs = next("the memif socket", func(m map[string]Device) bool { _, ok := m["memif-vpp0"]; return ok })
+	if m := devs["memif-vpp0"].Memif; m.Role != MemifRoleSlave || m.SocketPath != filepath.Join(memifDir, "vpp0.sock") {
+		t.Errorf("memif = %+v", m)
+	}
+	l.Close()
+	_ = os.Remove(filepath.Join(memifDir, "vpp0.sock"))
+	next("the memif socket gone", func(m map[string]Device) bool { _, ok := m["memif-vpp0"]; return !ok })
+
+	if err := netlink.LinkDel(link); err != nil {
+		t.Fatal(err)
+	}
+	next("the veths gone", func(m map[string]Device) bool {
+		_, okA := m["netdev-"+a]
+		_, okB := m["netdev-"+b]
+		return !okA && !okB
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Watch: %v", err)
+	}
+}
+
+// TestLiveUplinkNeverPublished: whatever the filter admits, the interfaces
+// that carry a default route, and what lies below them, are not published.
+func TestLiveUplinkNeverPublished(t *testing.T) {
+	requireRoot(t)
+	routes, err := netlink.RouteList(nil, netlink.FAMILY_ALL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uplinks := map[string]bool{}
+	for _, r := range routes {
+		if r.Dst == nil || r.Dst.IP.IsUnspecified() {
+			if l, err := netlink.LinkByIndex(r.LinkIndex); err == nil {
+				uplinks[l.Attrs().Name] = true
+			}
+		}
+	}
+	if len(uplinks) == 0 {
+		t.Fatal("this host has no default route; the test needs one")
+	}
+	inv := discover(t, Options{Filter: "true"})
+	for _, dev := range inv.Devices {
+		if dev.Netdev != nil && uplinks[dev.Netdev.Name] {
+			t.Errorf("uplink %s published as %s", dev.Netdev.Name, dev.Name)
+		}
+	}
+}
+
+// TestLiveUplinkParents: in a private netns, a macvlan carrying the default
+// route makes its parent veth an uplink too, and a veth enslaved to a bridge
+// carrying the default route is one as well; an unrelated veth is not.
+func TestLiveUplinkParents(t *testing.T) {
+	requireRoot(t)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = orig.Close() }()
+	ns, err := netns.NewNamed(linkPrefix + "uplink")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := netns.Set(orig); err != nil {
+			panic(fmt.Sprintf("cannot return to the original netns: %v", err))
+		}
+		_ = ns.Close()
+		_ = netns.DeleteNamed(linkPrefix + "uplink")
+	}()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	veth := func(name string) netlink.Link {
+		must(netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: name + "p"}))
+		l, err := netlink.LinkByName(name)
+		must(err)
+		must(netlink.LinkSetUp(l))
+		return l
+	}
+	up := func(name string) netlink.Link {
+		l, err := netlink.LinkByName(name)
+		must(err)
+		must(netlink.LinkSetUp(l))
+		return l
+	}
+	parent := veth("par0")
+	must(netlink.LinkAdd(&netlink.Macvlan{LinkAttrs: netlink.LinkAttrs{Name: "mv0", ParentIndex: parent.Attrs().Index}, Mode: netlink.MACVLAN_MODE_BRIDGE}))
+	mv := up("mv0")
+	must(netlink.AddrAdd(mv, &netlink.Addr{IPNet: &net.IPNet{IP: net.ParseIP("192.0.2.2"), Mask: net.CIDRMask(24, 32)}}))
+	must(netlink.RouteAdd(&netlink.Route{LinkIndex: mv.Attrs().Index, Gw: net.ParseIP("192.0.2.1")}))
+	port := veth("port0")
+	must(netlink.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "br0"}}))
+	br := up("br0")
+	must(netlink.LinkSetMaster(port, br))
+	must(netlink.AddrAdd(br, &netlink.Addr{IPNet: &net.IPNet{IP: net.ParseIP("fd00:2::2"), Mask: net.CIDRMask(64, 128)}}))
+	must(netlink.RouteAdd(&netlink.Route{LinkIndex: br.Attrs().Index, Gw: net.ParseIP("fd00:2::1")}))
+	other := veth("other0")
+
+	var h host
+	links, err := h.links()
+	must(err)
+	ups, err := h.uplinks(links)
+	must(err)
+	for _, l := range []netlink.Link{mv, parent, br, port} {
+		if !ups[l.Attrs().Index] {
+			t.Errorf("%s is not counted as uplink", l.Attrs().Name)
+		}
+	}
+	if ups[other.Attrs().Index] {
+		t.Errorf("other0 counted as uplink")
+	}
+}
+
+// TestLivePCIeRootMatchesHelper: for every PCI function of this host, the
+// root complex discovery derives is the one the standard helper reports.
+func TestLivePCIeRootMatchesHelper(t *testing.T) {
+	requireRoot(t)
+	s := sysfs{root: "/"}
+	entries, err := os.ReadDir(s.path("bus", "pci", "devices"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) == 0 {
+		t.Fatal("no PCI devices on this host")
+	}
+	for _, e := range entries {
+		ours, err := pcieRoot(s, e.Name())
+		if err != nil {
+			t.Errorf("%s: %v", e.Name(), err)
+			continue
+		}
+		attr, err := deviceattribute.GetPCIeRootAttributeByPCIBusID(e.Name())
+		if err != nil {
+			t.Errorf("helper on %s: %v", e.Name(), err)
+			continue
+		}
+		if *attr.Value.StringValue != ours {
+			t.Errorf("%s: pcieRoot %q, helper says %q", e.Name(), ours, *attr.Value.StringValue)
+		}
+	}
+}

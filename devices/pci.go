@@ -1,0 +1,252 @@
+package devices
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/jaypipes/ghw"
+	ghwpci "github.com/jaypipes/ghw/pkg/pci"
+)
+
+// pciNetworkClass is the PCI base class of network controllers.
+const pciNetworkClass = "02"
+
+// pciDB parses PCI functions' modalias and names their vendors and devices.
+// It is ghw's parser over the pci.ids database, loaded once: ghw.PCI() would
+// reload the whole database on every discovery.
+type pciDB struct{ info *ghwpci.Info }
+
+func newPCIDB(s sysfs) (*pciDB, error) {
+	info, err := ghwpci.New(ghw.WithChroot(s.root), ghw.WithDisableTopology(), ghw.WithDisableWarnings())
+	if err != nil {
+		return nil, fmt.Errorf("load the PCI database (is pci.ids installed?): %w", err)
+	}
+	return &pciDB{info: info}, nil
+}
+
+// discoverPCI enumerates the PCI network functions below the sysfs root.
+// A function whose sysfs files are unreadable or malformed is skipped with a
+// warning naming the path.
+func discoverPCI(_ context.Context, s sysfs, db *pciDB, netdevs map[string]string) ([]Device, []error, error) {
+	entries, err := os.ReadDir(s.path("bus", "pci", "devices"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("list PCI devices: %w", err)
+	}
+	type result struct {
+		dev  *Device
+		warn error
+	}
+	results := make([]result, len(entries))
+	vfIDs := &vfIndexes{ids: map[string]int{}}
+	parallel(len(entries), func(i int) {
+		addr := entries[i].Name()
+		modalias, err := readTrimmed(s.pciDevice(addr, "modalias"))
+		if err != nil {
+			results[i].warn = fmt.Errorf("skipping PCI device %s: %w", addr, err)
+			return
+		}
+		fn := db.info.ParseDevice(addr, modalias)
+		if fn == nil {
+			results[i].warn = fmt.Errorf("skipping PCI device %s: %s: malformed modalias %q", addr, s.pciDevice(addr, "modalias"), modalias)
+			return
+		}
+		if fn.Class == nil || fn.Class.ID != pciNetworkClass {
+			return
+		}
+		d, err := pciFunction(s, fn, netdevs, vfIDs)
+		if err != nil {
+			results[i].warn = fmt.Errorf("skipping PCI device %s: %w", addr, err)
+			return
+		}
+		results[i].dev = &d
+	})
+	var devs []Device
+	var warnings []error
+	for _, r := range results {
+		if r.warn != nil {
+			warnings = append(warnings, r.warn)
+		}
+		if r.dev != nil {
+			devs = append(devs, *r.dev)
+		}
+	}
+	return devs, warnings, nil
+}
+
+func pciFunction(s sysfs, fn *ghwpci.Device, netdevs map[string]string, vfIDs *vfIndexes) (Device, error) {
+	addr := fn.Address
+	p := &PCI{
+		Address:  addr,
+		Driver:   linkBase(s.pciDevice(addr, "driver")),
+		NUMANode: -1,
+	}
+	if fn.Vendor != nil {
+		p.Vendor, p.VendorName = fn.Vendor.ID, known(fn.Vendor.Name)
+	}
+	if fn.Product != nil {
+		p.Device, p.DeviceName = fn.Product.ID, known(fn.Product.Name)
+	}
+	if fn.Subsystem != nil && fn.Subsystem.VendorID != "" {
+		p.SubsystemVendor, p.SubsystemDevice = fn.Subsystem.VendorID, fn.Subsystem.ID
+	}
+	var err error
+	if p.NUMANode, err = readOptionalInt(s.pciDevice(addr, "numa_node"), -1); err != nil {
+		return Device{}, err
+	}
+	if group := linkBase(s.pciDevice(addr, "iommu_group")); group != "" {
+		g, err := strconv.Atoi(group)
+		if err != nil {
+			return Device{}, fmt.Errorf("%s: malformed IOMMU group %q", s.pciDevice(addr, "iommu_group"), group)
+		}
+		p.IOMMUGroup = &g
+	}
+	if p.PCIeRoot, err = pcieRoot(s, addr); err != nil {
+		return Device{}, err
+	}
+
+	d := Device{Name: PCIDeviceName(addr), Kind: KindNIC, PCI: p}
+	if pfAddr := linkBase(s.pciDevice(addr, "physfn")); pfAddr != "" {
+		id, err := vfIndex(s, pfAddr, addr, vfIDs)
+		if err != nil {
+			return Device{}, err
+		}
+		d.Kind = KindSRIOVVF
+		d.VF = &VF{ID: id, PFPCIAddress: pfAddr, PFName: netdevs[pfAddr]}
+	} else if total, err := readOptionalInt(s.pciDevice(addr, "sriov_totalvfs"), 0); err != nil {
+		return Device{}, err
+	} else if total > 0 {
+		num, err := readInt(s.pciDevice(addr, "sriov_numvfs"))
+		if err != nil {
+			return Device{}, err
+		}
+		d.PF = &PF{TotalVFs: total, NumVFs: num}
+	}
+	if ifName := netdevs[addr]; ifName != "" {
+		d.Netdev = &Netdev{Name: ifName}
+	}
+	return d, nil
+}
+
+func known(name string) string {
+	if name == "unknown" {
+		return ""
+	}
+	return name
+}
+
+// vfIndexes maps VF addresses to their index on their PF, read from the
+// PFs' virtfnN links once per PF and discovery.
+type vfIndexes struct {
+	mu     sync.Mutex
+	ids    map[string]int
+	readPF map[string]bool
+}
+
+// vfIndex finds the N of the PF's virtfnN link that points at the VF.
+func vfIndex(s sysfs, pfAddr, vfAddr string, v *vfIndexes) (int, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.readPF[pfAddr] {
+		links, err := filepath.Glob(s.pciDevice(pfAddr, "virtfn*"))
+		if err != nil {
+			return 0, err
+		}
+		for _, l := range links {
+			n, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(l), "virtfn"))
+			if err != nil {
+				return 0, fmt.Errorf("%s: malformed virtfn link name", l)
+			}
+			if vf := linkBase(l); vf != "" {
+				v.ids[vf] = n
+			}
+		}
+		if v.readPF == nil {
+			v.readPF = map[string]bool{}
+		}
+		v.readPF[pfAddr] = true
+	}
+	if id, ok := v.ids[vfAddr]; ok {
+		return id, nil
+	}
+	return 0, fmt.Errorf("%s: no virtfn link points at VF %s", s.pciDevice(pfAddr), vfAddr)
+}
+
+// pcieRoot is the first element below sys/devices of the function's real
+// path: its PCIe root complex, e.g. pci0000:3a. It is what the standard
+// resource.kubernetes.io/pcieRoot attribute holds.
+func pcieRoot(s sysfs, addr string) (string, error) {
+	link := s.pciDevice(addr)
+	dest, err := os.Readlink(link)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", link, err)
+	}
+	if !filepath.IsAbs(dest) {
+		dest = filepath.Join(filepath.Dir(link), dest)
+	}
+	rel, err := filepath.Rel(s.path("devices"), dest)
+	if err != nil || strings.HasPrefix(rel, "..") || filepath.Base(dest) != addr {
+		return "", fmt.Errorf("%s: points to %s, not below %s", link, dest, s.path("devices"))
+	}
+	root := strings.Split(rel, string(filepath.Separator))[0]
+	if !strings.HasPrefix(root, "pci") {
+		return "", fmt.Errorf("%s: %s is not a PCI root", link, root)
+	}
+	return root, nil
+}
+
+// classNet maps PCI addresses to the netdev whose sysfs device path runs
+// through them (class/net/X -> .../0000:3b:00.0/net/X, or a virtual
+// function's .../0000:00:03.0/virtio2/net/X; the nearest PCI function wins),
+// and lists the virtual netdevs (below devices/virtual/net), loopback aside.
+func classNet(s sysfs) (byPCI map[string]string, virtual []string, err error) {
+	entries, err := os.ReadDir(s.path("class", "net"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("list %s: %w", s.path("class", "net"), err)
+	}
+	byPCI = map[string]string{}
+	for _, e := range entries { // sorted by name
+		name := e.Name()
+		dest, err := os.Readlink(s.path("class", "net", name))
+		if err != nil {
+			continue
+		}
+		dest = filepath.ToSlash(dest)
+		if strings.Contains(dest, "/devices/virtual/net/") {
+			if name != "lo" {
+				virtual = append(virtual, name)
+			}
+			continue
+		}
+		parts := strings.Split(dest, "/")
+		for i := len(parts) - 1; i >= 0; i-- {
+			if isPCIAddress(parts[i]) {
+				if _, taken := byPCI[parts[i]]; !taken {
+					byPCI[parts[i]] = name
+				}
+				break
+			}
+		}
+	}
+	return byPCI, virtual, nil
+}
+
+func isPCIAddress(s string) bool {
+	// dddd:bb:dd.f
+	if len(s) != 12 || s[4] != ':' || s[7] != ':' || s[10] != '.' {
+		return false
+	}
+	for i, c := range s {
+		if i == 4 || i == 7 || i == 10 {
+			continue
+		}
+		if !strings.ContainsRune("0123456789abcdef", c) {
+			return false
+		}
+	}
+	return true
+}

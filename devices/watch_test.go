@@ -1,0 +1,97 @@
+package devices
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/fastpath-dra/fastpath/test/sysfsfixture"
+)
+
+type recorder struct {
+	mu   sync.Mutex
+	invs []Inventory
+}
+
+func (r *recorder) emit(inv Inventory) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.invs = append(r.invs, inv)
+}
+
+func (r *recorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.invs)
+}
+
+func (r *recorder) last() Inventory {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.invs[len(r.invs)-1]
+}
+
+// TestWatchNumVFs drives the watcher on a fake clock: a change of a PF's
+// sriov_numvfs is reported once, after the debounce; a resync that finds
+// nothing new reports nothing.
+func TestWatchNumVFs(t *testing.T) {
+	root := t.TempDir()
+	if err := sysfsfixture.E810().Write(root); err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(Options{SysfsRoot: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		_, ctx := ktesting.NewTestContext(t)
+		ctx, cancel := context.WithCancel(ctx)
+		rec := &recorder{}
+		done := make(chan error)
+		go func() {
+			done <- d.Watch(ctx, WatchOptions{Debounce: 250 * time.Millisecond, NumVFsPoll: time.Second, Resync: time.Minute}, rec.emit)
+		}()
+		synctest.Wait()
+		if rec.count() != 1 {
+			t.Fatalf("%d inventories at start, want 1", rec.count())
+		}
+
+		// The second PF gets VFs enabled (the kernel would add the VFs too;
+		// the PF's own count is enough to change the inventory).
+		numvfs := filepath.Join(root, "sys", "bus", "pci", "devices", "0000:3b:00.1", "sriov_numvfs")
+		if err := os.WriteFile(numvfs, []byte("2\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second) // the poll sees it
+		synctest.Wait()
+		if rec.count() != 1 {
+			t.Fatalf("reported before the debounce passed")
+		}
+		time.Sleep(300 * time.Millisecond)
+		synctest.Wait()
+		if rec.count() != 2 {
+			t.Fatalf("%d inventories after the change, want 2", rec.count())
+		}
+		for _, dev := range rec.last().Devices {
+			if dev.Name == "pci-0000-3b-00-1" && dev.PF.NumVFs != 2 {
+				t.Errorf("PF numVFs = %d, want 2", dev.PF.NumVFs)
+			}
+		}
+
+		time.Sleep(2 * time.Minute) // two resyncs, nothing changed
+		synctest.Wait()
+		if rec.count() != 2 {
+			t.Errorf("%d inventories after quiet resyncs, want still 2", rec.count())
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Watch: %v", err)
+		}
+	})
+}
