@@ -12,3 +12,15 @@ func liveNetdevState(context.Context, []Device, func(error)) ([]Device, error) {
 }
 
 func watchLinks(context.Context, func()) error { return nil }
+
+type pciDB struct{}
+
+func newPCIDB(sysfs) (*pciDB, error) { return &pciDB{}, nil }
+
+func discoverPCI(context.Context, sysfs, *pciDB, map[string]string) ([]Device, []error, error) {
+	return nil, nil, errors.New("PCI discovery needs Linux")
+}
+
+func classNet(sysfs) (map[string]string, []string, error) { return nil, nil, nil }
+
+func pcieRoot(sysfs, string) (string, error) { return "", errors.New("PCI discovery needs Linux") }

@@ -7,14 +7,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/yaml"
 
 	"github.com/fastpath-dra/fastpath/devices"
+	"github.com/fastpath-dra/fastpath/dra"
 )
 
 type discoveryOptions struct{ devices.Options }
@@ -37,19 +40,31 @@ func (o *discoveryOptions) discoverer(cmd string) (*devices.Discoverer, error) {
 
 type inventoryOptions struct {
 	discoveryOptions
-	output string
+	output   string
+	nodeName string
 }
 
 func inventoryCommand(args []string, stdout, stderr io.Writer) error {
 	var o inventoryOptions
 	fs := newFlagSet("inventory", stderr)
 	o.addFlags(fs)
-	fs.StringVar(&o.output, "o", "table", "output format: table or json")
+	fs.StringVar(&o.output, "o", "table", "output format: table, json, or slices (the ResourceSlices run would publish, as YAML)")
+	fs.StringVar(&o.nodeName, "node-name", os.Getenv("NODE_NAME"), "node name for -o slices (default $NODE_NAME, else the host name)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if o.output != "table" && o.output != "json" {
-		return usagef("inventory: -o %q: want table or json", o.output)
+	switch o.output {
+	case "table", "json":
+	case "slices":
+		if o.nodeName == "" {
+			host, err := os.Hostname()
+			if err != nil {
+				return usagef("inventory: -o slices needs --node-name: %v", err)
+			}
+			o.nodeName = host
+		}
+	default:
+		return usagef("inventory: -o %q: want table, json or slices", o.output)
 	}
 	d, err := o.discoverer("inventory")
 	if err != nil {
@@ -61,10 +76,23 @@ func inventoryCommand(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("inventory: %w", err)
 	}
-	if o.output == "json" {
+	switch o.output {
+	case "json":
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(inv)
+	case "slices":
+		for _, rs := range dra.ResourceSlices(o.nodeName, dra.Resources(o.nodeName, inv)) {
+			data, err := yaml.Marshal(rs)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "---\n%s", data)
+		}
+		for _, w := range inv.Warnings {
+			fmt.Fprintf(stderr, "warning: %s\n", w)
+		}
+		return nil
 	}
 	if err := writeTable(stdout, inv); err != nil {
 		return err

@@ -20,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/fastpath-dra/fastpath/devices"
+	"github.com/fastpath-dra/fastpath/dra"
 )
 
 // DriverName is the DRA driver name fastpath serves.
@@ -35,6 +36,7 @@ type runOptions struct {
 	stateDir    string
 	cdiDir      string
 	metricsAddr string
+	resync      time.Duration
 }
 
 func (o *runOptions) addFlags(fs *flag.FlagSet) {
@@ -46,7 +48,8 @@ func (o *runOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.nriSocket, "nri-socket", "/var/run/nri/nri.sock", "the container runtime's NRI socket")
 	fs.StringVar(&o.stateDir, "state-dir", "/var/lib/fastpath", "directory for the checkpoint and per-claim state")
 	fs.StringVar(&o.cdiDir, "cdi-dir", "/var/run/cdi", "directory for CDI specs")
-	fs.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9178", "address for /healthz; empty disables")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9178", "address for /healthz and /readyz; empty disables")
+	fs.DurationVar(&o.resync, "rediscover-interval", 5*time.Minute, "rediscover devices this often even without an event")
 }
 
 func (o *runOptions) validate() error {
@@ -138,19 +141,28 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	if err := checkCluster(ctx, client, o.nodeName); err != nil {
 		return err
 	}
-	for _, dir := range []string{o.stateDir, o.cdiDir} {
-		if err := os.MkdirAll(dir, 0o750); err != nil {
-			return fmt.Errorf("create %s: %w", dir, err)
-		}
+	driver, err := dra.New(dra.Options{
+		NodeName: o.nodeName, Client: client, PluginDir: o.pluginDir, RegistryDir: o.registryDir,
+		StateDir: o.stateDir, CDIDir: o.cdiDir,
+	})
+	if err != nil {
+		return err
 	}
-	srv, serveErr, err := serveHealth(ctx, o.metricsAddr)
+	if err := driver.Start(ctx); err != nil {
+		return err
+	}
+	defer driver.Stop()
+	srv, serveErr, err := serveHealth(ctx, o.metricsAddr, driver.RegistrationStatus)
 	if err != nil {
 		return err
 	}
 	watchErr := make(chan error, 1)
 	go func() {
-		watchErr <- discoverer.Watch(ctx, devices.WatchOptions{}, func(inv devices.Inventory) {
-			logger.Info("Inventory", "devices", len(inv.Devices), "names", deviceNames(inv), "warnings", len(inv.Warnings))
+		watchErr <- discoverer.Watch(ctx, devices.WatchOptions{Resync: o.resync}, func(inv devices.Inventory) {
+			logger.Info("Publishing devices", "devices", len(inv.Devices), "warnings", len(inv.Warnings))
+			if err := driver.Publish(ctx, inv); err != nil {
+				logger.Error(err, "Publishing devices")
+			}
 		})
 	}()
 	logger.Info("fastpathd running", "version", version, "stateDir", o.stateDir)
@@ -172,14 +184,6 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	return nil
 }
 
-func deviceNames(inv devices.Inventory) []string {
-	names := make([]string, 0, len(inv.Devices))
-	for _, d := range inv.Devices {
-		names = append(names, d.Name)
-	}
-	return names
-}
-
 // checkCluster fails unless the API server serves resource.k8s.io/v1
 // (Kubernetes 1.34 or newer) and knows this node.
 func checkCluster(ctx context.Context, client kubernetes.Interface, node string) error {
@@ -192,9 +196,10 @@ func checkCluster(ctx context.Context, client kubernetes.Interface, node string)
 	return nil
 }
 
-// serveHealth serves /healthz on addr until ctx ends. Listening happens here,
-// so a taken port is an error at start; a later failure arrives on the channel.
-func serveHealth(ctx context.Context, addr string) (*http.Server, <-chan error, error) {
+// serveHealth serves /healthz (alive) and /readyz (registered with the
+// kubelet) on addr until ctx ends. Listening happens here, so a taken port is
+// an error at start; a later failure arrives on the channel.
+func serveHealth(ctx context.Context, addr string, ready func() error) (*http.Server, <-chan error, error) {
 	if addr == "" {
 		return nil, nil, nil
 	}
@@ -204,6 +209,13 @@ func serveHealth(ctx context.Context, addr string) (*http.Server, <-chan error, 
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := ready(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	errs := make(chan error, 1)
 	go func() {

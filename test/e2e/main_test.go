@@ -39,7 +39,9 @@ func runTests(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, "e2e:", err)
 			return 1
 		}
-		return m.Run()
+		code := m.Run()
+		removeBinaries()
+		return code
 	}
 	start := time.Now()
 	if bed, err = testbed.Start(ctx, cfg); err != nil {
@@ -48,6 +50,7 @@ func runTests(m *testing.M) int {
 	}
 	fmt.Fprintf(os.Stderr, "e2e: test bed up in %s\n", time.Since(start).Round(time.Millisecond))
 	code := m.Run()
+	removeBinaries()
 	// Tearing down is part of what is tested: nothing may be left behind.
 	if err := bed.Stop(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: FAIL: stop the test bed:", err)
@@ -69,4 +72,10 @@ func testContext(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(klog.NewContext(t.Context(), klog.Background()), 3*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+func removeBinaries() {
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
 }

@@ -192,6 +192,9 @@ func (b *Bed) PluginDir(driver string) string { return b.cfg.PluginDir(driver) }
 // RegistryDir is the kubelet's plugin registration directory.
 func (b *Bed) RegistryDir() string { return b.cfg.RegistryDir() }
 
+// CDIDir is where containerd reads CDI specs.
+func (b *Bed) CDIDir() string { return b.cfg.CDIDir() }
+
 // StartProcess starts an extra process beside the node (a driver under test,
 // say), with its log in LogDir; the bed stops it first when it stops.
 func (b *Bed) StartProcess(ctx context.Context, name string, argv ...string) error {
@@ -251,7 +254,7 @@ func (b *Bed) start(ctx context.Context, bins binaries) error {
 	logger := klog.FromContext(ctx)
 	cfg := b.cfg
 	for _, d := range []string{cfg.LogDir(), cfg.path("etcd"), cfg.path("cni", "net.d"), cfg.path("nri", "plugins"),
-		cfg.path("nri", "conf.d"), cfg.path("containerd"), cfg.RegistryDir(), cfg.path("kubelet", "plugins")} {
+		cfg.path("nri", "conf.d"), cfg.path("containerd"), cfg.RegistryDir(), cfg.path("kubelet", "plugins"), cfg.CDIDir()} {
 		if err := os.MkdirAll(d, 0o750); err != nil {
 			return err
 		}

@@ -34,6 +34,9 @@ state = %[2]q
   # Pod network namespaces are mounted below the state directory, not in
   # /run/netns, so the bed finds and removes exactly its own.
   netns_mounts_under_state_dir = true
+  # DRA drivers under test write their CDI specs here.
+  enable_cdi = true
+  cdi_spec_dirs = [%[14]q]
   [plugins.'io.containerd.cri.v1.runtime'.containerd]
     default_runtime_name = "runc"
     [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
@@ -58,7 +61,7 @@ state = %[2]q
 		PauseImage,
 		filepath.Join(bins.runc, "runc"), cfg.path("runc"),
 		bins.cni, cfg.path("cni", "net.d"),
-		cfg.NRISocket(), cfg.path("nri", "plugins"), cfg.path("nri", "conf.d"))
+		cfg.NRISocket(), cfg.path("nri", "plugins"), cfg.path("nri", "conf.d"), cfg.CDIDir())
 }
 
 // cniConfig is the primary pod network: a bridge with host-local IPAM.

@@ -153,6 +153,10 @@ func (c Config) PluginDir(driver string) string {
 // RegistryDir is the kubelet's plugin registration directory.
 func (c Config) RegistryDir() string { return filepath.Join(c.KubeletDir(), "plugins_registry") }
 
+// CDIDir is where containerd reads CDI specs: a DRA driver under test
+// writes its specs here.
+func (c Config) CDIDir() string { return c.path("cdi") }
+
 // LogDir holds one log file per component.
 func (c Config) LogDir() string { return c.path("logs") }
 

@@ -3,6 +3,8 @@
 // be stopped.
 //
 //	workload ifaces   print "NAME MAC ADDR,ADDR" per interface, then wait
+//	workload env      print the environment, and the content of every file
+//	                  a FASTPATH_DEVICE_INFO_* variable names, then wait
 //	workload sleep    wait for SIGTERM
 package main
 
@@ -28,8 +30,10 @@ func main() {
 			fmt.Fprintln(os.Stderr, "workload:", err)
 			os.Exit(1)
 		}
+	case "env":
+		printEnv()
 	default:
-		fmt.Fprintf(os.Stderr, "workload: unknown command %q (want ifaces or sleep)\n", cmd)
+		fmt.Fprintf(os.Stderr, "workload: unknown command %q (want ifaces, env or sleep)\n", cmd)
 		os.Exit(2)
 	}
 	stop := make(chan os.Signal, 1)
@@ -58,4 +62,22 @@ func printInterfaces() error {
 		fmt.Printf("%s %s %s\n", i.Name, mac, strings.Join(as, ","))
 	}
 	return nil
+}
+
+func printEnv() {
+	for _, kv := range os.Environ() {
+		fmt.Println(kv)
+	}
+	for _, kv := range os.Environ() {
+		name, path, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "FASTPATH_DEVICE_INFO_") {
+			continue
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			fmt.Printf("%s: %v\n", name, err)
+			continue
+		}
+		fmt.Printf("%s content: %s\n", name, strings.Join(strings.Fields(string(data)), ""))
+	}
 }

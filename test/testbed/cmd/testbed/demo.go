@@ -64,13 +64,13 @@ func demo(ctx context.Context, args []string) error {
 		"--node-name", bed.NodeName(), "--kubeconfig", bed.Kubeconfig(),
 		"--plugin-dir", bed.PluginDir("fastpath.dev"), "--registry-dir", bed.RegistryDir(),
 		"--nri-socket", bed.NRISocket(), "--state-dir", filepath.Join(cfg.Dir, "fastpath", "state"),
-		"--cdi-dir", filepath.Join(cfg.Dir, "fastpath", "cdi"), "--metrics-addr", healthAddr); err != nil {
+		"--cdi-dir", bed.CDIDir(), "--metrics-addr", healthAddr); err != nil {
 		return err
 	}
-	if err := waitHealthy(ctx, "http://"+healthAddr+"/healthz", cfg.LogFile("fastpathd")); err != nil {
+	if err := waitHealthy(ctx, "http://"+healthAddr+"/readyz", cfg.LogFile("fastpathd")); err != nil {
 		return err
 	}
-	fmt.Printf("fastpathd is running beside node %s (log: %s)\n", bed.NodeName(), cfg.LogFile("fastpathd"))
+	fmt.Printf("fastpathd is running beside node %s and registered with its kubelet (log: %s)\n", bed.NodeName(), cfg.LogFile("fastpathd"))
 
 	if err := bed.DeletePod(ctx, demoNamespace, demoPod); err != nil {
 		return err

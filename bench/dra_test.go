@@ -1,0 +1,94 @@
+package bench
+
+import (
+	"testing"
+
+	"github.com/go-logr/logr"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/klog/v2"
+
+	"github.com/fastpath-dra/fastpath/devices"
+	"github.com/fastpath-dra/fastpath/dra"
+	"github.com/fastpath-dra/fastpath/test/sysfsfixture"
+)
+
+func generatedInventory(b *testing.B, vfs int) devices.Inventory {
+	b.Helper()
+	root := sysfsfixture.TempDir(b)
+	if err := sysfsfixture.Generated(vfs).Write(root); err != nil {
+		b.Fatal(err)
+	}
+	d, err := devices.New(devices.Options{SysfsRoot: root})
+	if err != nil {
+		b.Fatal(err)
+	}
+	inv, err := d.Discover(b.Context())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return inv
+}
+
+// BenchmarkPublish turns an inventory of 1024 devices (a PF and 1023 VFs)
+// into the node's ResourceSlices, attributes and all.
+func BenchmarkPublish(b *testing.B) {
+	inv := generatedInventory(b, 1023)
+	b.ReportAllocs()
+	for b.Loop() {
+		res := dra.Resources("node-a", inv)
+		if n := len(res.Pools["node-a"].Slices); n != 16 {
+			b.Fatalf("%d slices, want 16", n)
+		}
+	}
+}
+
+// BenchmarkPrepare prepares and unprepares a claim for one VF netdev with a
+// full config: validation, plan, checkpoint (fsync'd), device-info file and
+// CDI spec, then their removal.
+func BenchmarkPrepare(b *testing.B) {
+	inv := generatedInventory(b, 8)
+	dir := b.TempDir()
+	d, err := dra.New(dra.Options{NodeName: "node-a", PluginDir: dir + "/plugin", StateDir: dir + "/state", CDIDir: dir + "/cdi"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	d.UseInventory(inv)
+	claim := &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "bench", UID: "uid-bench"},
+		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+			Name: "nic", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "netdev.fastpath.dev", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1},
+		}}}},
+		Status: resourceapi.ResourceClaimStatus{
+			ReservedFor: []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: "p", UID: "pod-uid"}},
+			Allocation: &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{
+				Results: []resourceapi.DeviceRequestAllocationResult{{Request: "nic", Driver: devices.DriverName, Pool: "node-a", Device: devices.PCIDeviceName(sysfsfixture.Address(0, 0x3b, 1, 0))}},
+				Config: []resourceapi.DeviceAllocationConfiguration{{
+					Source: resourceapi.AllocationConfigSourceClaim,
+					DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
+						Driver: devices.DriverName, Parameters: runtime.RawExtension{Raw: []byte(`{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig",
+							"interface": {"name": "net1", "mtu": 1500, "mac": "02:00:00:00:00:01", "addresses": ["10.10.1.2/24", "fd00::2/64"],
+							"routes": [{"destination": "10.20.0.0/16", "gateway": "10.10.1.1"}]}, "vf": {"vlan": 100, "spoofChk": true}}`)},
+					}},
+				}},
+			}},
+		},
+	}
+	ctx := klog.NewContext(b.Context(), logr.Discard())
+	claims := []*resourceapi.ResourceClaim{claim}
+	refs := []kubeletplugin.NamespacedObject{{NamespacedName: types.NamespacedName{Namespace: "default", Name: "bench"}, UID: claim.UID}}
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := d.PrepareResourceClaims(ctx, claims)
+		if err != nil || res[claim.UID].Err != nil || len(res[claim.UID].Devices) != 1 {
+			b.Fatalf("prepare: %v %+v", err, res)
+		}
+		un, err := d.UnprepareResourceClaims(ctx, refs)
+		if err != nil || un[claim.UID] != nil {
+			b.Fatalf("unprepare: %v %v", err, un)
+		}
+	}
+}

@@ -1,0 +1,74 @@
+package dra
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+	cdiparser "tags.cncf.io/container-device-interface/pkg/parser"
+	cdispec "tags.cncf.io/container-device-interface/specs-go"
+)
+
+// CDI names: devices are fastpath.dev/net=<claim UID>-<request>.
+const (
+	cdiVendor  = "fastpath.dev"
+	cdiClass   = "net"
+	cdiKind    = cdiVendor + "/" + cdiClass
+	cdiVersion = "0.6.0"
+
+	// DeviceInfoDir is where containers find the NPWG device-info file of
+	// each request: <DeviceInfoDir>/<request>-device.json.
+	DeviceInfoDir = "/var/run/k8s.cni.cncf.io/devinfo/dra"
+)
+
+// cdiDeviceName is the CDI device name of a request of a claim. Subrequest
+// names (req/sub) become req_sub.
+func cdiDeviceName(claim types.UID, request string) string {
+	return string(claim) + "-" + strings.ReplaceAll(request, "/", "_")
+}
+
+// envName turns a request name into an environment variable suffix:
+// upper case, '-' and '/' as '_'.
+func envName(request string) string {
+	return strings.ToUpper(strings.NewReplacer("-", "_", "/", "_", ".", "_").Replace(request))
+}
+
+// cdiSpecPath is the claim's CDI spec file in dir.
+func cdiSpecPath(dir string, claim types.UID) string {
+	return filepath.Join(dir, cdiVendor+"-claim-"+string(claim)+".json")
+}
+
+// cdiSpec builds the CDI spec of a claim: per device, the env that names its
+// PCI address (as the SR-IOV device plugin does) and the device-info file.
+func cdiSpec(claim types.UID, devs []PreparedDevice) (*cdispec.Spec, error) {
+	spec := &cdispec.Spec{Version: cdiVersion, Kind: cdiKind}
+	for _, d := range devs {
+		name := cdiDeviceName(claim, d.Request)
+		if err := cdiparser.ValidateDeviceName(name); err != nil {
+			return nil, fmt.Errorf("CDI device name %q: %w", name, err)
+		}
+		edits := cdispec.ContainerEdits{}
+		if d.PCIAddress != "" {
+			edits.Env = append(edits.Env, "PCIDEVICE_FASTPATH_DEV_"+envName(d.Request)+"="+d.PCIAddress)
+		}
+		if d.DeviceInfoFile != "" {
+			target := filepath.Join(DeviceInfoDir, strings.ReplaceAll(d.Request, "/", "_")+"-device.json")
+			edits.Mounts = append(edits.Mounts, &cdispec.Mount{
+				HostPath: d.DeviceInfoFile, ContainerPath: target, Options: []string{"ro", "bind"},
+			})
+			edits.Env = append(edits.Env, "FASTPATH_DEVICE_INFO_"+envName(d.Request)+"="+target)
+		}
+		spec.Devices = append(spec.Devices, cdispec.Device{Name: name, ContainerEdits: edits})
+	}
+	return spec, nil
+}
+
+func writeCDISpec(path string, spec *cdispec.Spec) error {
+	data, err := json.MarshalIndent(spec, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, data, 0o644)
+}

@@ -1,0 +1,87 @@
+package dra
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/fastpath-dra/fastpath/devices"
+)
+
+// TestDeployDeviceClasses: every DeviceClass in deploy/ decodes, its config
+// is a valid InterfaceConfig setting the mode the name says, and its selector
+// picks exactly the E810 fixture devices that can serve that mode.
+func TestDeployDeviceClasses(t *testing.T) {
+	data, err := os.ReadFile("../deploy/deviceclasses.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := testInventory(t)
+	want := map[string][]string{
+		"netdev.fastpath.dev": {pfDevice, "pci-0000-3b-00-1", vfNetdev, vfNetdev2},
+		"afxdp.fastpath.dev":  {vfNetdev},
+		"vfio.fastpath.dev":   {pfDevice, "pci-0000-3b-00-1", vfNetdev, vfNetdev2, vfVFIO, "pci-0000-3b-01-3"},
+		"memif.fastpath.dev":  nil,
+	}
+	modes := map[string]string{"netdev.fastpath.dev": ModeNetdev, "afxdp.fastpath.dev": ModeAFXDP, "vfio.fastpath.dev": ModeVFIO}
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	seen := 0
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		class := obj.(*resourceapi.DeviceClass)
+		seen++
+		if mode, ok := modes[class.Name]; ok {
+			var cfg InterfaceConfig
+			if len(class.Spec.Config) != 1 {
+				t.Fatalf("%s: %d configs, want 1", class.Name, len(class.Spec.Config))
+			}
+			if errs := decodeConfig(class.Spec.Config[0].Opaque.Parameters.Raw, &cfg, field.NewPath("config")); len(errs) > 0 {
+				t.Errorf("%s: %v", class.Name, errs)
+			}
+			if cfg.Mode != mode {
+				t.Errorf("%s sets mode %q, want %q", class.Name, cfg.Mode, mode)
+			}
+		}
+		filter, err := devices.NewFilter(class.Spec.Selectors[0].CEL.Expression)
+		if err != nil {
+			t.Fatalf("%s: %v", class.Name, err)
+		}
+		var got []string
+		for _, d := range inv.Devices {
+			if ok, _ := filter.Admits(t.Context(), d); ok {
+				got = append(got, d.Name)
+			}
+		}
+		if len(got) != len(want[class.Name]) {
+			t.Errorf("%s selects %v, want %v", class.Name, got, want[class.Name])
+			continue
+		}
+		for i := range got {
+			if got[i] != want[class.Name][i] {
+				t.Errorf("%s selects %v, want %v", class.Name, got, want[class.Name])
+				break
+			}
+		}
+	}
+	if seen != len(want) {
+		t.Errorf("deploy/deviceclasses.yaml holds %d classes, want %d", seen, len(want))
+	}
+}

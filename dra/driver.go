@@ -1,0 +1,257 @@
+package dra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/klog/v2"
+
+	"github.com/fastpath-dra/fastpath/devices"
+)
+
+// Options configure the driver.
+type Options struct {
+	NodeName string
+	Client   kubernetes.Interface
+	// PluginDir holds the DRA gRPC socket; RegistryDir is where the kubelet
+	// looks for plugins to register.
+	PluginDir, RegistryDir string
+	// StateDir holds the checkpoint and per-claim files; CDIDir the CDI specs.
+	StateDir, CDIDir string
+}
+
+// Driver is fastpath's DRA kubelet plugin for driver fastpath.dev.
+type Driver struct {
+	opts   Options
+	helper *kubeletplugin.Helper
+
+	mu        sync.Mutex // guards inventory and the checkpoint file
+	inventory map[string]devices.Device
+}
+
+var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
+
+// New checks the state on disk and returns a driver that is not serving yet.
+func New(opts Options) (*Driver, error) {
+	for _, dir := range []string{opts.PluginDir, opts.StateDir, opts.CDIDir} {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("create %s: %w", dir, err)
+		}
+	}
+	d := &Driver{opts: opts, inventory: map[string]devices.Device{}}
+	if _, err := loadCheckpoint(d.checkpointPath()); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Start registers the plugin with the kubelet and serves the DRA API until
+// ctx ends or Stop is called.
+func (d *Driver) Start(ctx context.Context) error {
+	h, err := kubeletplugin.Start(ctx, d,
+		kubeletplugin.DriverName(devices.DriverName),
+		kubeletplugin.KubeClient(d.opts.Client),
+		kubeletplugin.NodeName(d.opts.NodeName),
+		kubeletplugin.PluginDataDirectoryPath(d.opts.PluginDir),
+		kubeletplugin.RegistrarDirectoryPath(d.opts.RegistryDir),
+	)
+	if err != nil {
+		return fmt.Errorf("start the kubelet plugin: %w", err)
+	}
+	d.helper = h
+	return nil
+}
+
+// Stop stops serving.
+func (d *Driver) Stop() {
+	if d.helper != nil {
+		d.helper.Stop()
+	}
+}
+
+// Publish makes inv the devices Prepare works with and publishes them as
+// ResourceSlices; the publisher rewrites only slices whose content changed.
+func (d *Driver) Publish(ctx context.Context, inv devices.Inventory) error {
+	d.UseInventory(inv)
+	if d.helper == nil {
+		return errors.New("publish: the kubelet plugin is not started")
+	}
+	return d.helper.PublishResources(ctx, Resources(d.opts.NodeName, inv))
+}
+
+// UseInventory makes inv the devices Prepare validates claims against,
+// without publishing it.
+func (d *Driver) UseInventory(inv devices.Inventory) {
+	byName := make(map[string]devices.Device, len(inv.Devices))
+	for _, dev := range inv.Devices {
+		byName[dev.Name] = dev
+	}
+	d.mu.Lock()
+	d.inventory = byName
+	d.mu.Unlock()
+}
+
+// RegistrationStatus is the kubelet's answer to the registration, nil before.
+func (d *Driver) RegistrationStatus() error {
+	if d.helper == nil {
+		return errors.New("not started")
+	}
+	st := d.helper.RegistrationStatus()
+	if st == nil {
+		return errors.New("the kubelet has not answered the registration yet")
+	}
+	if !st.PluginRegistered {
+		return fmt.Errorf("the kubelet refused the registration: %s", st.Error)
+	}
+	return nil
+}
+
+func (d *Driver) checkpointPath() string { return filepath.Join(d.opts.StateDir, "checkpoint.json") }
+func (d *Driver) claimDir(uid types.UID) string {
+	return filepath.Join(d.opts.StateDir, "claims", string(uid))
+}
+
+// PrepareResourceClaims prepares each claim on its own: one bad claim does
+// not fail the others.
+func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	cp, err := loadCheckpoint(d.checkpointPath())
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
+	for _, claim := range claims {
+		out[claim.UID] = d.prepareClaim(ctx, cp, claim)
+	}
+	return out, nil
+}
+
+func (d *Driver) prepareClaim(ctx context.Context, cp *Checkpoint, claim *resourceapi.ResourceClaim) kubeletplugin.PrepareResult {
+	logger := klog.FromContext(ctx).WithValues("claim", klog.KObj(claim))
+	if st, ok := cp.Claims[claim.UID]; ok {
+		logger.V(2).Info("Claim already prepared")
+		return st.result()
+	}
+	st, err := plan(claim, cp, d.inventory, d.opts.NodeName, d.claimDir(claim.UID), cdiSpecPath(d.opts.CDIDir, claim.UID))
+	if err != nil {
+		logger.Info("Rejected claim", "err", err)
+		return kubeletplugin.PrepareResult{Err: err}
+	}
+	// Record first, then act: a crash in between leaves a checkpoint entry
+	// whose files Unprepare removes.
+	cp.Claims[claim.UID] = st
+	if err := cp.save(d.checkpointPath()); err != nil {
+		delete(cp.Claims, claim.UID)
+		return kubeletplugin.PrepareResult{Err: fmt.Errorf("claim %s: write checkpoint: %w", klog.KObj(claim), err)}
+	}
+	if err := st.writeFiles(); err != nil {
+		undoErr := st.removeFiles()
+		delete(cp.Claims, claim.UID)
+		if saveErr := cp.save(d.checkpointPath()); saveErr != nil {
+			undoErr = errors.Join(undoErr, saveErr)
+		}
+		err = fmt.Errorf("claim %s: %w", klog.KObj(claim), err)
+		if undoErr != nil {
+			err = fmt.Errorf("%w (and undoing it: %w)", err, undoErr)
+		}
+		return kubeletplugin.PrepareResult{Err: err}
+	}
+	logger.Info("Prepared claim", "pod", st.PodName, "devices", len(st.Devices))
+	return st.result()
+}
+
+// UnprepareResourceClaims removes what Prepare made. A claim that is not
+// prepared (or already unprepared) is fine.
+func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	cp, err := loadCheckpoint(d.checkpointPath())
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[types.UID]error, len(claims))
+	for _, c := range claims {
+		st, ok := cp.Claims[c.UID]
+		if !ok {
+			out[c.UID] = nil
+			continue
+		}
+		if err := st.removeFiles(); err != nil {
+			out[c.UID] = fmt.Errorf("claim %s: %w", c.NamespacedName, err)
+			continue
+		}
+		delete(cp.Claims, c.UID)
+		if err := cp.save(d.checkpointPath()); err != nil {
+			out[c.UID] = fmt.Errorf("claim %s: write checkpoint: %w", c.NamespacedName, err)
+			continue
+		}
+		klog.FromContext(ctx).Info("Unprepared claim", "claim", c.NamespacedName)
+		out[c.UID] = nil
+	}
+	return out, nil
+}
+
+// HandleError is called for errors in the background (publishing slices).
+func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
+	klog.FromContext(ctx).Error(err, msg)
+}
+
+// result is what the kubelet gets for a prepared claim.
+func (st *ClaimState) result() kubeletplugin.PrepareResult {
+	var res kubeletplugin.PrepareResult
+	for _, dev := range st.Devices {
+		res.Devices = append(res.Devices, kubeletplugin.Device{
+			Requests: []string{dev.Request}, PoolName: dev.Pool, DeviceName: dev.Device,
+			CDIDeviceIDs: []string{dev.CDIDeviceID},
+		})
+	}
+	return res
+}
+
+// writeFiles writes the device-info files and the CDI spec.
+func (st *ClaimState) writeFiles() error {
+	for _, dev := range st.Devices {
+		info := deviceInfo(dev)
+		if info == nil || dev.DeviceInfoFile == "" {
+			continue
+		}
+		data, err := info.marshal()
+		if err != nil {
+			return err
+		}
+		if err := writeFileAtomic(dev.DeviceInfoFile, data, 0o644); err != nil {
+			return fmt.Errorf("write device-info of request %s: %w", dev.Request, err)
+		}
+	}
+	spec, err := cdiSpec(st.UID, st.Devices)
+	if err != nil {
+		return err
+	}
+	if err := writeCDISpec(st.cdiSpecFile(), spec); err != nil {
+		return fmt.Errorf("write CDI spec: %w", err)
+	}
+	return nil
+}
+
+func (st *ClaimState) cdiSpecFile() string { return st.Files[0] }
+
+// removeFiles removes every file and directory Prepare made. Missing ones
+// are fine.
+func (st *ClaimState) removeFiles() error {
+	var errs []error
+	for _, f := range st.Files {
+		if err := os.RemoveAll(f); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,42 @@
+package dra
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// FuzzDecodeConfig: any opaque parameters decode without panicking, and a
+// config that decodes and validates has the shape the dataplane relies on.
+func FuzzDecodeConfig(f *testing.F) {
+	f.Add(config(`"mode": "netdev", "interface": {"name": "net1", "mtu": 9000, "addresses": ["10.0.0.2/24"]}`))
+	f.Add(config(`"mode": "afxdp", "xdp": {"program": "xsk-redirect", "queues": 2}`))
+	f.Add(config(`"vf": {"vlan": 100, "qos": 3, "vlanProto": "802.1ad", "minTxRateMbps": 10, "maxTxRateMbps": 5}`))
+	f.Add(config(`"interface": {"routes": [{"destination": "::/0", "gateway": "fd00::1"}]}`))
+	f.Add(`{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig", "mode": "netdev", "mode": "vfio"}`)
+	f.Add(`[1, 2]`)
+	inv := inventoryMap(testInventory(f))
+	dev := inv[vfNetdev]
+	f.Fuzz(func(t *testing.T, raw string) {
+		var cfg InterfaceConfig
+		if errs := decodeConfig([]byte(raw), &cfg, field.NewPath("parameters")); len(errs) > 0 {
+			return
+		}
+		cfg.setDefaults("nic", dev)
+		if errs := cfg.validate(dev); len(errs) > 0 {
+			return
+		}
+		switch cfg.Mode {
+		case ModeNetdev, ModeAFXDP:
+			if cfg.Interface == nil || ValidInterfaceName(cfg.Interface.Name) != nil {
+				t.Errorf("accepted %s without a valid interface name: %+v", raw, cfg.Interface)
+			}
+		case ModeVFIO:
+		default:
+			t.Errorf("accepted mode %q", cfg.Mode)
+		}
+		if cfg.VF != nil && cfg.VF.VLAN != nil && (*cfg.VF.VLAN < 0 || *cfg.VF.VLAN > 4094) {
+			t.Errorf("accepted VLAN %d", *cfg.VF.VLAN)
+		}
+	})
+}

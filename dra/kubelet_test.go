@@ -1,0 +1,241 @@
+package dra
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2/ktesting"
+	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+	"tags.cncf.io/container-device-interface/pkg/cdi"
+
+	"github.com/fastpath-dra/fastpath/devices"
+)
+
+// fakeKubelet plays the kubelet's side of plugin registration and of the
+// DRA v1 gRPC API against a driver started with the kubeletplugin helper.
+type fakeKubelet struct {
+	dra drapb.DRAPluginClient
+}
+
+func startFakeKubelet(t *testing.T, ctx context.Context, registryDir string) *fakeKubelet {
+	t.Helper()
+	regSock := filepath.Join(registryDir, devices.DriverName+"-reg.sock")
+	var rc *grpc.ClientConn
+	// The helper creates its registration socket as it starts.
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		_, err := os.Stat(regSock)
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("no registration socket %s: %v", regSock, err)
+	}
+	rc, err := grpc.NewClient("unix://"+regSock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rc.Close() })
+	reg := registerapi.NewRegistrationClient(rc)
+	info, err := reg.GetInfo(ctx, &registerapi.InfoRequest{})
+	if err != nil {
+		t.Fatalf("GetInfo: %v", err)
+	}
+	if info.Type != registerapi.DRAPlugin || info.Name != devices.DriverName {
+		t.Fatalf("GetInfo = %+v, want a DRA plugin named %s", info, devices.DriverName)
+	}
+	if !containsString(info.SupportedVersions, drapb.DRAPluginService) {
+		t.Errorf("supported versions %v lack %s", info.SupportedVersions, drapb.DRAPluginService)
+	}
+	if _, err := reg.NotifyRegistrationStatus(ctx, &registerapi.RegistrationStatus{PluginRegistered: true}); err != nil {
+		t.Fatal(err)
+	}
+	dc, err := grpc.NewClient("unix://"+info.Endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dc.Close() })
+	return &fakeKubelet{dra: drapb.NewDRAPluginClient(dc)}
+}
+
+func containsString(list []string, s string) bool {
+	for _, l := range list {
+		if l == s {
+			return true
+		}
+	}
+	return false
+}
+
+type testDriver struct {
+	*Driver
+	opts   Options
+	client *fake.Clientset
+}
+
+func startTestDriver(t *testing.T, objects ...*fakeObject) (*testDriver, *fakeKubelet, context.Context) {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	dir, err := os.MkdirTemp("", "fp") // short: unix socket paths are limited
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	client := fake.NewClientset()
+	for _, o := range objects {
+		if _, err := client.ResourceV1().ResourceClaims(o.claim.Namespace).Create(ctx, o.claim, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := Options{
+		NodeName: testNode, Client: client,
+		PluginDir: filepath.Join(dir, "plugins"), RegistryDir: filepath.Join(dir, "registry"),
+		StateDir: filepath.Join(dir, "state"), CDIDir: filepath.Join(dir, "cdi"),
+	}
+	if err := os.MkdirAll(opts.RegistryDir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.UseInventory(testInventory(t))
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Stop)
+	k := startFakeKubelet(t, ctx, opts.RegistryDir)
+	if err := d.RegistrationStatus(); err != nil {
+		t.Errorf("registration status: %v", err)
+	}
+	return &testDriver{Driver: d, opts: opts, client: client}, k, ctx
+}
+
+type fakeObject struct{ claim *resourceapi.ResourceClaim }
+
+func TestKubeletPrepareUnprepare(t *testing.T) {
+	claim := testClaim("web", []alloc{{"nic", vfNetdev}, {"dpdk", vfVFIO}},
+		fromClaimFor("nic", config(`"interface": {"name": "net1", "mtu": 9000}`)),
+		fromClaimFor("dpdk", config(`"mode": "vfio"`)))
+	d, k, ctx := startTestDriver(t, &fakeObject{claim})
+	req := []*drapb.Claim{{Namespace: claim.Namespace, Name: claim.Name, Uid: string(claim.UID)}}
+
+	for range 2 { // twice: the second is answered from the checkpoint
+		resp, err := k.dra.NodePrepareResources(ctx, &drapb.NodePrepareResourcesRequest{Claims: req})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := resp.Claims[string(claim.UID)]
+		if r.Error != "" {
+			t.Fatalf("prepare: %s", r.Error)
+		}
+		if len(r.Devices) != 2 || r.Devices[0].CdiDeviceIds[0] != "fastpath.dev/net=uid-web-nic" || r.Devices[1].DeviceName != vfVFIO {
+			t.Fatalf("prepared devices = %+v", r.Devices)
+		}
+	}
+
+	specPath := cdiSpecPath(d.opts.CDIDir, claim.UID)
+	spec, err := cdi.ReadSpec(specPath, 0)
+	if err != nil {
+		t.Fatalf("the CDI spec does not parse as CDI: %v", err)
+	}
+	nic := spec.GetDevice("uid-web-nic")
+	if nic == nil {
+		t.Fatalf("CDI spec has no device uid-web-nic")
+	}
+	env := strings.Join(nic.ContainerEdits.Env, " ")
+	if !strings.Contains(env, "PCIDEVICE_FASTPATH_DEV_NIC=0000:3b:01.0") || !strings.Contains(env, "FASTPATH_DEVICE_INFO_NIC="+DeviceInfoDir+"/nic-device.json") {
+		t.Errorf("nic env = %v", nic.ContainerEdits.Env)
+	}
+	if len(nic.ContainerEdits.Mounts) != 1 {
+		t.Fatalf("nic mounts = %+v", nic.ContainerEdits.Mounts)
+	}
+	var info DeviceInfo
+	data, err := os.ReadFile(nic.ContainerEdits.Mounts[0].HostPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &info); err != nil || info.Type != "pci" || info.Version != "1.1.0" ||
+		info.PCI.PCIAddress != "0000:3b:01.0" || info.PCI.PFPCIAddress != "0000:3b:00.0" {
+		t.Errorf("device-info = %s (%v)", data, err)
+	}
+	if dpdk := spec.GetDevice("uid-web-dpdk"); dpdk == nil || !strings.Contains(strings.Join(dpdk.ContainerEdits.Env, " "), "PCIDEVICE_FASTPATH_DEV_DPDK=0000:3b:01.2") {
+		t.Errorf("dpdk CDI device = %+v", dpdk)
+	}
+
+	for range 2 { // twice: unpreparing again is harmless
+		resp, err := k.dra.NodeUnprepareResources(ctx, &drapb.NodeUnprepareResourcesRequest{Claims: req})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := resp.Claims[string(claim.UID)].Error; e != "" {
+			t.Fatalf("unprepare: %s", e)
+		}
+	}
+	assertNothingLeft(t, d)
+}
+
+func TestKubeletPrepareInvalidLeavesNothing(t *testing.T) {
+	good := testClaim("good", []alloc{{"nic", vfNetdev}})
+	bad := testClaim("bad", []alloc{{"nic", vfNetdev2}}, fromClaim(config(`"interface": {"mtu": 70000}`)))
+	d, k, ctx := startTestDriver(t, &fakeObject{good}, &fakeObject{bad})
+	resp, err := k.dra.NodePrepareResources(ctx, &drapb.NodePrepareResourcesRequest{Claims: []*drapb.Claim{
+		{Namespace: "default", Name: "bad", Uid: string(bad.UID)},
+		{Namespace: "default", Name: "good", Uid: string(good.UID)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := resp.Claims[string(bad.UID)].Error
+	for _, want := range []string{"claim default/bad", `request "nic"`, "device " + vfNetdev2, "interface.mtu"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not name %q", msg, want)
+		}
+	}
+	if e := resp.Claims[string(good.UID)].Error; e != "" {
+		t.Errorf("the good claim failed with the bad one: %s", e)
+	}
+	if _, err := os.Stat(cdiSpecPath(d.opts.CDIDir, bad.UID)); !os.IsNotExist(err) {
+		t.Errorf("a CDI spec exists for the rejected claim: %v", err)
+	}
+	cp, err := loadCheckpoint(d.checkpointPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cp.Claims[bad.UID]; ok || len(cp.Claims) != 1 {
+		t.Errorf("checkpoint holds %d claims (bad one present: %v), want only the good one", len(cp.Claims), ok)
+	}
+	if _, err := os.Stat(d.claimDir(bad.UID)); !os.IsNotExist(err) {
+		t.Errorf("a state directory exists for the rejected claim")
+	}
+}
+
+// assertNothingLeft checks that no claim is in the checkpoint and no CDI spec
+// or claim directory is on disk.
+func assertNothingLeft(t *testing.T, d *testDriver) {
+	t.Helper()
+	cp, err := loadCheckpoint(d.checkpointPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cp.Claims) != 0 {
+		t.Errorf("checkpoint still holds %d claims", len(cp.Claims))
+	}
+	if specs, _ := os.ReadDir(d.opts.CDIDir); len(specs) != 0 {
+		t.Errorf("CDI specs left: %v", specs)
+	}
+	if claims, _ := os.ReadDir(filepath.Join(d.opts.StateDir, "claims")); len(claims) != 0 {
+		t.Errorf("claim directories left: %v", claims)
+	}
+}

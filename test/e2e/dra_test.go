@@ -1,0 +1,360 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/fastpath-dra/fastpath/test/sysfsfixture"
+	"github.com/fastpath-dra/fastpath/test/testbed"
+)
+
+const driverName = "fastpath.dev"
+
+// nodeSlices lists the node's ResourceSlices of fastpath.dev by name.
+func nodeSlices(ctx context.Context) (map[string]resourceapi.ResourceSlice, error) {
+	list, err := bed.Client().ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
+		FieldSelector: "spec.driver=" + driverName + ",spec.nodeName=" + bed.NodeName(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]resourceapi.ResourceSlice{}
+	for _, s := range list.Items {
+		out[s.Name] = s
+	}
+	return out, nil
+}
+
+func deleteSlices(t *testing.T) {
+	err := bed.Client().ResourceV1().ResourceSlices().DeleteCollection(context.Background(), metav1.DeleteOptions{},
+		metav1.ListOptions{FieldSelector: "spec.driver=" + driverName})
+	if err != nil {
+		t.Errorf("delete ResourceSlices: %v", err)
+	}
+}
+
+// applyYAML creates every object of a multi-document YAML file (server-side
+// dry run if dryRun) and returns them.
+func applyYAML(t *testing.T, ctx context.Context, path string, dryRun bool) []runtime.Object {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opts metav1.CreateOptions
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	var objs []runtime.Object
+	dec := utilyaml.NewYAMLReader(bufioReader(data))
+	for {
+		doc, err := dec.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		switch o := obj.(type) {
+		case *resourceapi.DeviceClass:
+			_, err = bed.Client().ResourceV1().DeviceClasses().Create(ctx, o, opts)
+		case *resourceapi.ResourceClaimTemplate:
+			_, err = bed.Client().ResourceV1().ResourceClaimTemplates("default").Create(ctx, o, opts)
+		case *corev1.Pod:
+			_, err = bed.Client().CoreV1().Pods("default").Create(ctx, o, opts)
+		default:
+			t.Fatalf("%s: unexpected %T", path, obj)
+		}
+		if err != nil {
+			t.Fatalf("%s: create %T: %v", path, obj, err)
+		}
+		objs = append(objs, obj)
+	}
+	return objs
+}
+
+// TestDRAPlugin runs fastpathd on the node with a sysfs fixture of an E810
+// with 129 VFs: it registers with the real kubelet and publishes 130 devices
+// in three slices; a change of one device rewrites one slice; a claim with
+// an invalid config fails with an error naming claim, request and field and
+// leaves nothing behind; a valid claim's pod starts with the CDI edits and
+// everything is removed when it goes.
+func TestDRAPlugin(t *testing.T) {
+	ctx := testContext(t)
+	root := sysfsfixture.TempDir(t)
+	if err := sysfsfixture.Generated(129).Write(root); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deleteSlices(t) })
+	d := startDaemon(t, ctx, 36180, "--sysfs-root", root)
+
+	var slices map[string]resourceapi.ResourceSlice
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		slices, err = nodeSlices(ctx)
+		return err == nil && len(slices) == 3 && countDevices(slices) == 130, nil
+	})
+	if err != nil {
+		t.Fatalf("want 130 devices in 3 slices, got %d in %d", countDevices(slices), len(slices))
+	}
+	var sizes []int
+	for _, s := range slices {
+		sizes = append(sizes, len(s.Spec.Devices))
+		if s.Spec.Pool.Name != bed.NodeName() || s.Spec.Pool.ResourceSliceCount != 3 {
+			t.Errorf("slice %s: pool %+v", s.Name, s.Spec.Pool)
+		}
+	}
+	sort.Ints(sizes)
+	if fmt.Sprint(sizes) != "[2 64 64]" {
+		t.Errorf("slice sizes = %v, want [2 64 64]", sizes)
+	}
+
+	t.Run("one device changes, one slice is rewritten", func(t *testing.T) {
+		pfSlice := sliceWith(slices, "pci-0000-3b-00-0")
+		if pfSlice == "" {
+			t.Fatal("no slice holds the PF")
+		}
+		numvfs := filepath.Join(root, "sys", "bus", "pci", "devices", "0000:3b:00.0", "sriov_numvfs")
+		if err := os.WriteFile(numvfs, []byte("100\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var after map[string]resourceapi.ResourceSlice
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			var err error
+			after, err = nodeSlices(ctx)
+			if err != nil {
+				return false, nil
+			}
+			s, ok := after[pfSlice]
+			return ok && intAttr(s, "pci-0000-3b-00-0", "sriovNumVFs") == 100, nil
+		})
+		if err != nil {
+			t.Fatalf("the PF's sriovNumVFs never became 100 in slice %s", pfSlice)
+		}
+		for name, s := range slices {
+			a, ok := after[name]
+			switch {
+			case !ok:
+				t.Errorf("slice %s was replaced", name)
+			case name == pfSlice && a.ResourceVersion == s.ResourceVersion:
+				t.Errorf("slice %s holds the change but kept its resourceVersion", name)
+			case name != pfSlice && a.ResourceVersion != s.ResourceVersion:
+				t.Errorf("slice %s was rewritten (resourceVersion %s -> %s) though none of its devices changed", name, s.ResourceVersion, a.ResourceVersion)
+			}
+		}
+	})
+
+	// The DeviceClasses of deploy/ are what the claims below use; the
+	// examples must be valid for the API server.
+	for _, obj := range applyYAML(t, ctx, filepath.Join(bed.Config().RepoDir, "deploy", "deviceclasses.yaml"), false) {
+		name := obj.(*resourceapi.DeviceClass).Name
+		t.Cleanup(func() {
+			_ = bed.Client().ResourceV1().DeviceClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
+	}
+	examples, _ := filepath.Glob(filepath.Join(bed.Config().RepoDir, "deploy", "examples", "*.yaml"))
+	if len(examples) != 4 {
+		t.Errorf("deploy/examples holds %d files, want one per class", len(examples))
+	}
+	for _, ex := range examples {
+		applyYAML(t, ctx, ex, true)
+	}
+
+	t.Run("invalid config", func(t *testing.T) {
+		claim := netdevClaim("e2e-bad", `{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig", "interface": {"mtu": 50}}`)
+		created, err := bed.Client().ResourceV1().ResourceClaims("default").Create(ctx, claim, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = bed.Client().ResourceV1().ResourceClaims("default").Delete(context.Background(), claim.Name, metav1.DeleteOptions{})
+		})
+		pod := claimPod("e2e-bad", "env", &corev1.PodResourceClaim{Name: "fast", ResourceClaimName: &claim.Name})
+		if _, err := bed.Client().CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = bed.DeletePod(context.Background(), "default", pod.Name) })
+		msg, err := waitEvent(ctx, pod.Name, "interface.mtu")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"claim default/e2e-bad", `request "nic"`, "device pci-0000-", "interface.mtu", "between 68 and"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("event %q does not name %q", msg, want)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(bed.CDIDir(), "fastpath.dev-claim-"+string(created.UID)+".json")); !os.IsNotExist(err) {
+			t.Errorf("a CDI spec exists for the rejected claim (%v)", err)
+		}
+		if n := checkpointClaims(t, d); n != 0 {
+			t.Errorf("the checkpoint holds %d claims after a rejected one", n)
+		}
+	})
+
+	t.Run("valid claim", func(t *testing.T) {
+		tmpl := &resourceapi.ResourceClaimTemplate{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "e2e-good"},
+			Spec:       resourceapi.ResourceClaimTemplateSpec{Spec: netdevClaim("", "").Spec},
+		}
+		if _, err := bed.Client().ResourceV1().ResourceClaimTemplates("default").Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = bed.Client().ResourceV1().ResourceClaimTemplates("default").Delete(context.Background(), tmpl.Name, metav1.DeleteOptions{})
+		})
+		pod := claimPod("e2e-good", "env", &corev1.PodResourceClaim{Name: "fast", ResourceClaimTemplateName: &tmpl.Name})
+		running, err := bed.RunPod(ctx, pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs, err := bed.WaitPodLog(ctx, "default", pod.Name, "FASTPATH_DEVICE_INFO_NIC content", 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"PCIDEVICE_FASTPATH_DEV_NIC=0000:3b:", `"type":"pci"`, `"version":"1.1.0"`, `"pf-pci-address":"0000:3b:00.0"`} {
+			if !strings.Contains(logs, want) {
+				t.Errorf("the pod's environment and device-info lack %q:\n%s", want, logs)
+			}
+		}
+		if n := checkpointClaims(t, d); n != 1 {
+			t.Errorf("checkpoint holds %d claims while the pod runs, want 1", n)
+		}
+		if err := bed.DeletePod(ctx, "default", running.Name); err != nil {
+			t.Fatal(err)
+		}
+		// The kubelet unprepares the claim once the pod is gone.
+		err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+			specs, _ := filepath.Glob(filepath.Join(bed.CDIDir(), "fastpath.dev-*"))
+			return len(specs) == 0 && checkpointClaims(t, d) == 0, nil
+		})
+		if err != nil {
+			t.Errorf("after the pod went, CDI specs or checkpoint entries remain")
+		}
+	})
+}
+
+func countDevices(slices map[string]resourceapi.ResourceSlice) int {
+	n := 0
+	for _, s := range slices {
+		n += len(s.Spec.Devices)
+	}
+	return n
+}
+
+func sliceWith(slices map[string]resourceapi.ResourceSlice, device string) string {
+	for name, s := range slices {
+		for _, d := range s.Spec.Devices {
+			if d.Name == device {
+				return name
+			}
+		}
+	}
+	return ""
+}
+
+func intAttr(s resourceapi.ResourceSlice, device, attr string) int64 {
+	for _, d := range s.Spec.Devices {
+		if d.Name == device {
+			if a, ok := d.Attributes[resourceapi.QualifiedName(attr)]; ok && a.IntValue != nil {
+				return *a.IntValue
+			}
+		}
+	}
+	return -1
+}
+
+// netdevClaim is a claim for one netdev-capable VF, with an optional claim
+// config.
+func netdevClaim(name, config string) *resourceapi.ResourceClaim {
+	c := &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
+			Requests: []resourceapi.DeviceRequest{{Name: "nic", Exactly: &resourceapi.ExactDeviceRequest{
+				DeviceClassName: "netdev.fastpath.dev",
+				Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+					Expression: `device.attributes["fastpath.dev"].kind == "sriov-vf"`,
+				}}},
+			}}},
+		}},
+	}
+	if config != "" {
+		c.Spec.Devices.Config = []resourceapi.DeviceClaimConfiguration{{
+			Requests: []string{"nic"},
+			DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
+				Driver: driverName, Parameters: runtime.RawExtension{Raw: []byte(config)},
+			}},
+		}}
+	}
+	return c
+}
+
+func claimPod(name, cmd string, claim *corev1.PodResourceClaim) *corev1.Pod {
+	pod := testbed.WorkloadPod("default", name, cmd)
+	pod.Spec.ResourceClaims = []corev1.PodResourceClaim{*claim}
+	pod.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: claim.Name}}
+	return pod
+}
+
+// waitEvent waits for an event on the pod whose message contains want.
+func waitEvent(ctx context.Context, pod, want string) (string, error) {
+	var seen []string
+	var found string
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		events, err := bed.Client().CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
+		if err != nil {
+			return false, nil
+		}
+		seen = seen[:0]
+		for _, e := range events.Items {
+			seen = append(seen, e.Reason+": "+e.Message)
+			if strings.Contains(e.Message, want) {
+				found = e.Message
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("no event on pod %s mentions %q; events: %q", pod, want, seen)
+	}
+	return found, nil
+}
+
+func checkpointClaims(t *testing.T, d *daemon) int {
+	t.Helper()
+	data, err := os.ReadFile(d.checkpoint())
+	if os.IsNotExist(err) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(data), `"podUID"`)
+}
+
+func bufioReader(data []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(data)) }
