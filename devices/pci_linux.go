@@ -11,6 +11,7 @@ import (
 
 	"github.com/jaypipes/ghw"
 	ghwpci "github.com/jaypipes/ghw/pkg/pci"
+	"k8s.io/dynamic-resource-allocation/deviceattribute"
 )
 
 // pciNetworkClass is the PCI base class of network controllers.
@@ -176,10 +177,23 @@ func vfIndex(s sysfs, pfAddr, vfAddr string, v *vfIndexes) (int, error) {
 	return 0, fmt.Errorf("%s: no virtfn link points at VF %s", s.pciDevice(pfAddr), vfAddr)
 }
 
-// pcieRoot is the first element below sys/devices of the function's real
-// path: its PCIe root complex, e.g. pci0000:3a. It is what the standard
-// resource.kubernetes.io/pcieRoot attribute holds.
+// pcieRoot is the PCIe root complex of a function, e.g. pci0000:3a: what the
+// standard resource.kubernetes.io/pcieRoot attribute holds. On a live host
+// the deviceattribute helper finds it; below a fixture root (which the helper
+// cannot read) the same rule is applied here: the first element below
+// sys/devices of the function's real path.
 func pcieRoot(s sysfs, addr string) (string, error) {
+	if s.live() {
+		attr, err := deviceattribute.GetPCIeRootAttributeByPCIBusID(addr)
+		if err != nil {
+			return "", err
+		}
+		return *attr.Value.StringValue, nil
+	}
+	return pcieRootBelow(s, addr)
+}
+
+func pcieRootBelow(s sysfs, addr string) (string, error) {
 	link := s.pciDevice(addr)
 	dest, err := os.Readlink(link)
 	if err != nil {

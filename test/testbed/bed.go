@@ -280,7 +280,7 @@ func (b *Bed) start(ctx context.Context, bins binaries) error {
 	if err := setupNodeLink(cfg); err != nil {
 		return &ComponentError{Component: "node network", Err: err}
 	}
-	if err := createCgroups(); err != nil {
+	if err := createCgroups(cfg.CgroupName); err != nil {
 		return &ComponentError{Component: "node cgroups", Err: err}
 	}
 
@@ -463,7 +463,7 @@ func teardown(ctx context.Context, cfg Config, st *state) error {
 		}
 	}
 	// Container processes, then the shims of this bed's containerd.
-	errs = append(errs, removeCgroups())
+	errs = append(errs, removeCgroups(cfg.CgroupName))
 	for _, p := range processesMatching(cfg.containerdSocket()) {
 		errs = append(errs, p.stop(5*time.Second))
 	}

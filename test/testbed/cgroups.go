@@ -39,13 +39,13 @@ func cgroupMounts() ([]string, error) {
 
 // createCgroups makes the kubelet's cgroup root in every hierarchy, so that
 // all of the bed's pods live below a name of its own.
-func createCgroups() error {
+func createCgroups(name string) error {
 	mounts, err := cgroupMounts()
 	if err != nil {
 		return fmt.Errorf("list cgroup hierarchies: %w", err)
 	}
 	for _, m := range mounts {
-		dir := filepath.Join(m, cgroupName)
+		dir := filepath.Join(m, name)
 		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("create cgroup %s: %w", dir, err)
 		}
@@ -72,11 +72,11 @@ func createCgroups() error {
 }
 
 // cgroupDirs lists the bed's cgroup directories, deepest first.
-func cgroupDirs() []string {
+func cgroupDirs(name string) []string {
 	mounts, _ := cgroupMounts()
 	var dirs []string
 	for _, m := range mounts {
-		root := filepath.Join(m, cgroupName)
+		root := filepath.Join(m, name)
 		_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 			if err == nil && d.IsDir() {
 				dirs = append(dirs, path)
@@ -89,10 +89,10 @@ func cgroupDirs() []string {
 }
 
 // cgroupPIDs lists the processes in the bed's cgroups: its containers.
-func cgroupPIDs() []int {
+func cgroupPIDs(name string) []int {
 	seen := map[int]bool{}
 	var pids []int
-	for _, dir := range cgroupDirs() {
+	for _, dir := range cgroupDirs(name) {
 		data, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 		if err != nil {
 			continue
@@ -108,9 +108,9 @@ func cgroupPIDs() []int {
 }
 
 // removeCgroups kills what still runs in the bed's cgroups and removes them.
-func removeCgroups() error {
+func removeCgroups(name string) error {
 	var victims []process
-	for _, pid := range cgroupPIDs() {
+	for _, pid := range cgroupPIDs(name) {
 		if st, err := procStartTime(pid); err == nil {
 			victims = append(victims, process{Name: "container process", PID: pid, StartTime: st})
 			_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -122,7 +122,7 @@ func removeCgroups() error {
 			errs = append(errs, fmt.Errorf("container process %d survived SIGKILL", p.PID))
 		}
 	}
-	for _, dir := range cgroupDirs() {
+	for _, dir := range cgroupDirs(name) {
 		// The kernel frees a cgroup a moment after its last task exits.
 		busy := func() bool {
 			err := os.Remove(dir)

@@ -104,7 +104,7 @@ serializeImagePulls: false
 imageGCHighThresholdPercent: 100
 evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.available: "1%%"}
 featureGates: {%[8]s}
-`, cfg.NodeIP, cfg.KubeletPort, cfg.KubeletHealthzPort, p.file("ca.crt"), cgroupName,
+`, cfg.NodeIP, cfg.KubeletPort, cfg.KubeletHealthzPort, p.file("ca.crt"), cfg.CgroupName,
 		cfg.containerdSocket(), cfg.path("pod-logs"), featureGatesYAML(cfg.FeatureGates))
 }
 

@@ -8,9 +8,6 @@ import (
 	"slices"
 )
 
-// LinkPrefix starts the name of every link the bed creates. Cleanup deletes
-// only links with this prefix (and the pod veths enslaved to the bed's bridge).
-const LinkPrefix = "fpt"
 
 // Config says where the bed keeps its state and how it is wired. The zero
 // value is completed by Defaults.
@@ -26,10 +23,18 @@ type Config struct {
 	RepoDir string
 
 	NodeName string // fastpath-node
+	// LinkPrefix starts the name of every link the bed creates; cleanup
+	// deletes only links with it (and the pod veths on the bed's bridge).
+	// Default "fpt".
+	LinkPrefix string
+	// CgroupName is the kubelet's cgroup root in every hierarchy: the bed's
+	// pods live below it, so it finds and removes exactly its containers.
+	// Default "fastpath-testbed".
+	CgroupName string
 	// NodeIP is put on a private veth (no dummy links on every kernel) and is
 	// where the kubelet serves.
 	NodeIP netip.Addr // 10.213.0.1
-	// PodCIDR is the primary pod network, on the bridge LinkPrefix+"br0".
+	// PodCIDR is the primary pod network, on the bridge <LinkPrefix>br0.
 	PodCIDR     netip.Prefix // 10.214.0.0/24
 	ServiceCIDR netip.Prefix // 10.215.0.0/24
 
@@ -68,6 +73,12 @@ func (c Config) Defaults() (Config, error) {
 	}
 	if c.NodeName == "" {
 		c.NodeName = "fastpath-node"
+	}
+	if c.LinkPrefix == "" {
+		c.LinkPrefix = "fpt"
+	}
+	if c.CgroupName == "" {
+		c.CgroupName = "fastpath-testbed"
 	}
 	if !c.NodeIP.IsValid() {
 		c.NodeIP = netip.MustParseAddr("10.213.0.1")
@@ -175,9 +186,5 @@ func (c Config) Kubectl() string {
 func (c Config) containerdSocket() string { return c.path("containerd", "containerd.sock") }
 func (c Config) stateFile() string        { return c.path("bed.json") }
 func (c Config) lockFile() string         { return c.path(".lock") }
-func (c Config) nodeLink() string         { return LinkPrefix + "node0" }
-func (c Config) bridge() string           { return LinkPrefix + "br0" }
-
-// cgroupName is the kubelet's cgroup root: pods live below it, so the bed
-// can find and remove exactly its own containers.
-const cgroupName = "fastpath-testbed"
+func (c Config) nodeLink() string         { return c.LinkPrefix + "node0" }
+func (c Config) bridge() string           { return c.LinkPrefix + "br0" }

@@ -34,12 +34,12 @@ func Leftovers(cfg Config) []string {
 		out = append(out, "mount "+m)
 	}
 	out = append(out, leftoverLinks(cfg)...)
-	for _, d := range cgroupDirs() {
+	for _, d := range cgroupDirs(cfg.CgroupName) {
 		out = append(out, "cgroup "+d)
 	}
 	if entries, err := os.ReadDir("/run/netns"); err == nil {
 		for _, e := range entries {
-			if strings.HasPrefix(e.Name(), LinkPrefix) {
+			if strings.HasPrefix(e.Name(), cfg.LinkPrefix) {
 				out = append(out, "netns "+e.Name())
 			}
 		}

@@ -13,7 +13,7 @@ import (
 // have no dummy link type, and loopback addresses make a poor node IP.
 func setupNodeLink(cfg Config) error {
 	name := cfg.nodeLink()
-	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: LinkPrefix + "node1"}
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: cfg.LinkPrefix + "node1"}
 	if err := netlink.LinkAdd(veth); err != nil {
 		return fmt.Errorf("create node link %s: %w", name, err)
 	}
@@ -38,7 +38,7 @@ func setupNodeLink(cfg Config) error {
 }
 
 // removeLinks deletes the pod veths still enslaved to the bed's bridge, then
-// every link whose name starts with LinkPrefix.
+// every link whose name starts with cfg.LinkPrefix.
 func removeLinks(cfg Config) error {
 	links, err := netlink.LinkList()
 	if err != nil {
@@ -53,7 +53,7 @@ func removeLinks(cfg Config) error {
 	var errs []error
 	for _, l := range links {
 		a := l.Attrs()
-		ours := strings.HasPrefix(a.Name, LinkPrefix) || (bridgeIndex > 0 && a.MasterIndex == bridgeIndex)
+		ours := strings.HasPrefix(a.Name, cfg.LinkPrefix) || (bridgeIndex > 0 && a.MasterIndex == bridgeIndex)
 		if !ours {
 			continue
 		}
@@ -75,7 +75,7 @@ func leftoverLinks(cfg Config) []string {
 	}
 	var out []string
 	for _, l := range links {
-		if strings.HasPrefix(l.Attrs().Name, LinkPrefix) {
+		if strings.HasPrefix(l.Attrs().Name, cfg.LinkPrefix) {
 			out = append(out, "link "+l.Attrs().Name)
 		}
 	}

@@ -162,7 +162,7 @@ func TestComponentConfigs(t *testing.T) {
 		t.Errorf("feature gates flag = %q", got)
 	}
 	kubelet := kubeletConfig(cfg, &pki{dir: "/tmp/bed/pki"})
-	for _, want := range []string{"cgroupRoot: /" + cgroupName, "port: 36250", "featureGates: {A: true, B: false}", "/tmp/bed/containerd/containerd.sock"} {
+	for _, want := range []string{"cgroupRoot: /fastpath-testbed", "port: 36250", "featureGates: {A: true, B: false}", "/tmp/bed/containerd/containerd.sock"} {
 		if !strings.Contains(kubelet, want) {
 			t.Errorf("kubelet config lacks %q:\n%s", want, kubelet)
 		}
