@@ -8,7 +8,6 @@ import (
 	"slices"
 )
 
-
 // Config says where the bed keeps its state and how it is wired. The zero
 // value is completed by Defaults.
 type Config struct {
