@@ -40,8 +40,9 @@ func cdiSpecPath(dir string, claim types.UID) string {
 	return filepath.Join(dir, cdiVendor+"-claim-"+string(claim)+".json")
 }
 
-// cdiSpec builds the CDI spec of a claim: per device, the env that names its
-// PCI address (as the SR-IOV device plugin does) and the device-info file.
+// cdiSpec builds the CDI spec of a claim: per device, env naming the device,
+// its interface in the pod and its PCI address (as the SR-IOV device plugin
+// does), and the device-info file.
 func cdiSpec(claim types.UID, devs []PreparedDevice) (*cdispec.Spec, error) {
 	spec := &cdispec.Spec{Version: cdiVersion, Kind: cdiKind}
 	for _, d := range devs {
@@ -49,7 +50,12 @@ func cdiSpec(claim types.UID, devs []PreparedDevice) (*cdispec.Spec, error) {
 		if err := cdiparser.ValidateDeviceName(name); err != nil {
 			return nil, fmt.Errorf("CDI device name %q: %w", name, err)
 		}
-		edits := cdispec.ContainerEdits{}
+		// Every device gets at least its name: CDI refuses a device without
+		// edits, and the container learns which device it got.
+		edits := cdispec.ContainerEdits{Env: []string{"FASTPATH_DEVICE_" + envName(d.Request) + "=" + d.Device}}
+		if d.Config.Interface != nil {
+			edits.Env = append(edits.Env, "FASTPATH_INTERFACE_"+envName(d.Request)+"="+d.Config.Interface.Name)
+		}
 		if d.PCIAddress != "" {
 			edits.Env = append(edits.Env, "PCIDEVICE_FASTPATH_DEV_"+envName(d.Request)+"="+d.PCIAddress)
 		}

@@ -48,6 +48,9 @@ type PreparedDevice struct {
 	PCIAddress   string `json:"pciAddress,omitempty"`
 	PFPCIAddress string `json:"pfPciAddress,omitempty"`
 	HostIfName   string `json:"hostIfName,omitempty"`
+	HostMTU      int    `json:"hostMTU,omitempty"`
+	HostMAC      string `json:"hostMAC,omitempty"`
+	HostAlias    string `json:"hostAlias,omitempty"`
 	MemifSocket  string `json:"memifSocket,omitempty"`
 	MemifRole    string `json:"memifRole,omitempty"`
 	MemifMode    string `json:"memifMode,omitempty"`

@@ -32,6 +32,7 @@ type Options struct {
 type Driver struct {
 	opts   Options
 	helper *kubeletplugin.Helper
+	status *statusWriter
 
 	mu        sync.Mutex // guards inventory and the checkpoint file
 	inventory map[string]devices.Device
@@ -46,7 +47,7 @@ func New(opts Options) (*Driver, error) {
 			return nil, fmt.Errorf("create %s: %w", dir, err)
 		}
 	}
-	d := &Driver{opts: opts, inventory: map[string]devices.Device{}}
+	d := &Driver{opts: opts, inventory: map[string]devices.Device{}, status: newStatusWriter(context.Background(), opts.Client)}
 	if _, err := loadCheckpoint(d.checkpointPath()); err != nil {
 		return nil, err
 	}
@@ -56,6 +57,7 @@ func New(opts Options) (*Driver, error) {
 // Start registers the plugin with the kubelet and serves the DRA API until
 // ctx ends or Stop is called.
 func (d *Driver) Start(ctx context.Context) error {
+	d.status.base = ctx
 	h, err := kubeletplugin.Start(ctx, d,
 		kubeletplugin.DriverName(devices.DriverName),
 		kubeletplugin.KubeClient(d.opts.Client),
@@ -194,6 +196,7 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 			out[c.UID] = fmt.Errorf("claim %s: write checkpoint: %w", c.NamespacedName, err)
 			continue
 		}
+		d.status.forget(string(c.UID))
 		klog.FromContext(ctx).Info("Unprepared claim", "claim", c.NamespacedName)
 		out[c.UID] = nil
 	}

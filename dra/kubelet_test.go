@@ -155,7 +155,8 @@ func TestKubeletPrepareUnprepare(t *testing.T) {
 		t.Fatalf("CDI spec has no device uid-web-nic")
 	}
 	env := strings.Join(nic.ContainerEdits.Env, " ")
-	if !strings.Contains(env, "PCIDEVICE_FASTPATH_DEV_NIC=0000:3b:01.0") || !strings.Contains(env, "FASTPATH_DEVICE_INFO_NIC="+DeviceInfoDir+"/nic-device.json") {
+	if !strings.Contains(env, "PCIDEVICE_FASTPATH_DEV_NIC=0000:3b:01.0") || !strings.Contains(env, "FASTPATH_DEVICE_NIC="+vfNetdev) ||
+		!strings.Contains(env, "FASTPATH_INTERFACE_NIC=net1") || !strings.Contains(env, "FASTPATH_DEVICE_INFO_NIC="+DeviceInfoDir+"/nic-device.json") {
 		t.Errorf("nic env = %v", nic.ContainerEdits.Env)
 	}
 	if len(nic.ContainerEdits.Mounts) != 1 {
@@ -237,5 +238,26 @@ func assertNothingLeft(t *testing.T, d *testDriver) {
 	}
 	if claims, _ := os.ReadDir(filepath.Join(d.opts.StateDir, "claims")); len(claims) != 0 {
 		t.Errorf("claim directories left: %v", claims)
+	}
+}
+
+// TestCDISpecWithoutPCI: a device with no PCI address and no device-info (a
+// virtual netdev) still yields a spec CDI accepts.
+func TestCDISpecWithoutPCI(t *testing.T) {
+	spec, err := cdiSpec("uid-v", []PreparedDevice{{Request: "net", Device: "netdev-veth1", Kind: devices.KindNetdev,
+		Config: InterfaceConfig{Mode: ModeNetdev, Interface: &InterfaceSpec{Name: "net1"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "spec.json")
+	if err := writeCDISpec(path, spec); err != nil {
+		t.Fatal(err)
+	}
+	parsed, err := cdi.ReadSpec(path, 0)
+	if err != nil {
+		t.Fatalf("CDI rejects the spec: %v", err)
+	}
+	if d := parsed.GetDevice("uid-v-net"); d == nil || strings.Join(d.ContainerEdits.Env, " ") != "FASTPATH_DEVICE_NET=netdev-veth1 FASTPATH_INTERFACE_NET=net1" {
+		t.Errorf("device = %+v", d)
 	}
 }

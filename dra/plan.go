@@ -124,7 +124,7 @@ func plan(claim *resourceapi.ResourceClaim, cp *Checkpoint, inventory map[string
 			pd.PFPCIAddress = dev.VF.PFPCIAddress
 		}
 		if dev.Netdev != nil {
-			pd.HostIfName = dev.Netdev.Name
+			pd.HostIfName, pd.HostMTU, pd.HostMAC, pd.HostAlias = dev.Netdev.Name, dev.Netdev.MTU, dev.Netdev.MAC, dev.Netdev.Alias
 		}
 		if dev.Memif != nil {
 			pd.MemifSocket, pd.MemifRole, pd.MemifMode = dev.Memif.SocketPath, dev.Memif.Role, dev.Memif.Mode

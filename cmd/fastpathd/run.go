@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/devices"
 	"github.com/fastpath-dra/fastpath/dra"
 )
@@ -152,6 +153,12 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 		return err
 	}
 	defer driver.Stop()
+	attacher, err := dataplane.NewAttacher()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = attacher.Close() }()
+	go serveNRI(ctx, dataplane.PluginOptions{Socket: o.nriSocket, Devices: driver, Reporter: driver, Attacher: attacher})
 	srv, serveErr, err := serveHealth(ctx, o.metricsAddr, driver.RegistrationStatus)
 	if err != nil {
 		return err
@@ -182,6 +189,36 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 		return srv.Shutdown(shutdownCtx)
 	}
 	return nil
+}
+
+// serveNRI keeps the NRI plugin connected to the runtime: it reconnects
+// when the runtime restarts, until ctx ends.
+func serveNRI(ctx context.Context, opts dataplane.PluginOptions) {
+	logger := klog.FromContext(ctx).WithValues("nriSocket", opts.Socket)
+	backoff := time.Second
+	for ctx.Err() == nil {
+		p, err := dataplane.NewPlugin(opts)
+		if err == nil {
+			err = p.Start(ctx)
+		}
+		if err != nil {
+			logger.Error(err, "NRI plugin not connected; retrying", "in", backoff)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 30*time.Second)
+			continue
+		}
+		backoff = time.Second
+		logger.Info("NRI plugin connected")
+		p.Wait()
+		p.Stop()
+		if ctx.Err() == nil {
+			logger.Info("NRI connection closed; reconnecting")
+		}
+	}
 }
 
 // checkCluster fails unless the API server serves resource.k8s.io/v1

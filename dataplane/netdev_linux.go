@@ -1,0 +1,305 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+	"k8s.io/klog/v2"
+)
+
+// Netdev says which host interface goes into a pod and how it looks there.
+type Netdev struct {
+	// The device as the host had it before; restored on detach.
+	HostName  string
+	HostMTU   int
+	HostMAC   string
+	HostAlias string
+	// The interface in the pod.
+	Name      string
+	MTU       int    // 0: keep
+	MAC       string // "": keep
+	Addresses []string
+	Routes    []Route
+}
+
+// Route is a route through the pod's interface.
+type Route struct {
+	Destination string
+	Gateway     string
+}
+
+// Attached is the interface as it ended up in the pod.
+type Attached struct {
+	Name      string
+	MAC       string
+	MTU       int
+	Addresses []string
+}
+
+// Attacher moves netdevs between the host network namespace and pods'. Make
+// one with NewAttacher in the host namespace; Close it when done.
+type Attacher struct {
+	host netns.NsHandle
+}
+
+// NewAttacher remembers the calling thread's network namespace as the host's.
+func NewAttacher() (*Attacher, error) {
+	h, err := netns.Get()
+	if err != nil {
+		return nil, fmt.Errorf("open the host network namespace: %w", err)
+	}
+	return &Attacher{host: h}, nil
+}
+
+// Close releases the host namespace handle.
+func (a *Attacher) Close() error { return a.host.Close() }
+
+// podHandle opens the pod's network namespace and a netlink handle in it.
+func podHandle(path string) (netns.NsHandle, *netlink.Handle, error) {
+	ns, err := netns.GetFromPath(path)
+	if err != nil {
+		return 0, nil, fmt.Errorf("open pod network namespace %s: %w", path, err)
+	}
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
+	if err != nil {
+		_ = ns.Close()
+		return 0, nil, fmt.Errorf("netlink in pod network namespace %s: %w", path, err)
+	}
+	return ns, h, nil
+}
+
+// Attach moves the host interface into the pod's network namespace with one
+// RTM_NEWLINK that carries the target namespace, final name, MTU, MAC and an
+// alias holding the host name (each namespace move costs a kernel RCU grace
+// period: there is no second one). Then it adds addresses, sets the link up
+// and adds routes. A retry after success, or after a partial attach, finds
+// the interface already in the pod and completes it. On failure the
+// interface is moved back and restored.
+func (a *Attacher) Attach(ctx context.Context, podNetNS string, nd Netdev) (_ Attached, err error) {
+	logger := klog.FromContext(ctx).WithValues("hostInterface", nd.HostName, "netns", podNetNS)
+	ns, pod, err := podHandle(podNetNS)
+	if err != nil {
+		return Attached{}, err
+	}
+	defer ns.Close()
+	defer pod.Close()
+
+	link, err := findInPod(pod, nd)
+	if err != nil {
+		return Attached{}, err
+	}
+	if link == nil {
+		host, err := netlink.LinkByName(nd.HostName)
+		if err != nil {
+			return Attached{}, fmt.Errorf("host interface %s: %w", nd.HostName, err)
+		}
+		var mac net.HardwareAddr
+		if nd.MAC != "" {
+			if mac, err = net.ParseMAC(nd.MAC); err != nil {
+				return Attached{}, fmt.Errorf("MAC %q: %w", nd.MAC, err)
+			}
+		}
+		alias := nd.HostName
+		if err := setLink(a.host, host.Attrs().Index, &ns, nd.Name, nd.MTU, mac, &alias); err != nil {
+			return Attached{}, fmt.Errorf("move %s into the pod as %s: %w", nd.HostName, nd.Name, err)
+		}
+		logger.V(2).Info("Moved interface into pod", "name", nd.Name)
+	}
+	defer func() {
+		if err != nil {
+			if rbErr := a.Detach(ctx, podNetNS, nd); rbErr != nil {
+				err = fmt.Errorf("%w; rolling back also failed: %w", err, rbErr)
+			}
+		}
+	}()
+	// The index may change with the namespace: look the link up again.
+	link, err = pod.LinkByName(nd.Name)
+	if err != nil {
+		return Attached{}, fmt.Errorf("find %s in the pod: %w", nd.Name, err)
+	}
+	for _, a := range nd.Addresses {
+		addr, err := netlink.ParseAddr(a)
+		if err != nil {
+			return Attached{}, fmt.Errorf("address %s: %w", a, err)
+		}
+		if nd := addr.IP.To4(); nd == nil {
+			// Usable at once: no duplicate address detection wait.
+			addr.Flags |= unix.IFA_F_NODAD
+		}
+		if err := pod.AddrReplace(link, addr); err != nil {
+			return Attached{}, fmt.Errorf("add address %s to %s: %w", a, nd.Name, err)
+		}
+	}
+	if err := pod.LinkSetUp(link); err != nil {
+		return Attached{}, fmt.Errorf("set %s up: %w", nd.Name, err)
+	}
+	for _, r := range nd.Routes {
+		route, err := podRoute(link.Attrs().Index, r)
+		if err != nil {
+			return Attached{}, err
+		}
+		if err := pod.RouteReplace(route); err != nil {
+			return Attached{}, fmt.Errorf("add route to %s via %s on %s: %w", r.Destination, r.Gateway, nd.Name, err)
+		}
+	}
+	link, err = pod.LinkByName(nd.Name)
+	if err != nil {
+		return Attached{}, fmt.Errorf("find %s in the pod: %w", nd.Name, err)
+	}
+	return Attached{Name: nd.Name, MAC: link.Attrs().HardwareAddr.String(), MTU: link.Attrs().MTU, Addresses: nd.Addresses}, nil
+}
+
+// findInPod returns the interface if an earlier attach already moved it into
+// the pod (it carries the host name as alias), or nil.
+func findInPod(pod *netlink.Handle, nd Netdev) (netlink.Link, error) {
+	l, err := pod.LinkByName(nd.Name)
+	var notFound netlink.LinkNotFoundError
+	switch {
+	case errors.As(err, &notFound):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("look for %s in the pod: %w", nd.Name, err)
+	case l.Attrs().Alias != nd.HostName:
+		return nil, fmt.Errorf("the pod already has an interface %s (not host interface %s)", nd.Name, nd.HostName)
+	}
+	return l, nil
+}
+
+func podRoute(index int, r Route) (*netlink.Route, error) {
+	dst, err := netip.ParsePrefix(r.Destination)
+	if err != nil {
+		return nil, fmt.Errorf("route destination %q: %w", r.Destination, err)
+	}
+	route := &netlink.Route{LinkIndex: index, Dst: &net.IPNet{IP: dst.Addr().AsSlice(), Mask: net.CIDRMask(dst.Bits(), dst.Addr().BitLen())}}
+	if r.Gateway != "" {
+		gw, err := netip.ParseAddr(r.Gateway)
+		if err != nil {
+			return nil, fmt.Errorf("route gateway %q: %w", r.Gateway, err)
+		}
+		route.Gw = gw.AsSlice()
+	}
+	return route, nil
+}
+
+// Detach returns the interface to the host namespace with its host name,
+// MTU, MAC and alias, and no addresses. If the pod's namespace is gone, or
+// the interface is no longer in it, the kernel has returned it to the host:
+// it is found there by name or alias and restored in place. Detaching a
+// detached interface is harmless.
+func (a *Attacher) Detach(ctx context.Context, podNetNS string, nd Netdev) error {
+	logger := klog.FromContext(ctx).WithValues("hostInterface", nd.HostName, "netns", podNetNS)
+	var hostMAC net.HardwareAddr
+	if nd.HostMAC != "" {
+		var err error
+		if hostMAC, err = net.ParseMAC(nd.HostMAC); err != nil {
+			return fmt.Errorf("host MAC %q: %w", nd.HostMAC, err)
+		}
+	}
+	alias := nd.HostAlias
+	if ns, pod, err := podHandle(podNetNS); err == nil {
+		defer ns.Close()
+		defer pod.Close()
+		if link := findByAlias(pod, nd.HostName); link != nil {
+			if err := setLink(ns, link.Attrs().Index, &a.host, nd.HostName, nd.HostMTU, hostMAC, &alias); err != nil {
+				return fmt.Errorf("return %s from the pod to the host as %s: %w", link.Attrs().Name, nd.HostName, err)
+			}
+			logger.V(2).Info("Returned interface to the host")
+			return flushAddresses(nd.HostName)
+		}
+	}
+	// Not in the pod: in the host already, under its name or another.
+	link, err := netlink.LinkByName(nd.HostName)
+	if err != nil || (link.Attrs().Alias != nd.HostName && link.Attrs().Alias != nd.HostAlias) {
+		link = findByAlias(netlinkHost{}, nd.HostName)
+	}
+	if link == nil {
+		return fmt.Errorf("host interface %s is neither in pod network namespace %s nor in the host's", nd.HostName, podNetNS)
+	}
+	if err := setLink(a.host, link.Attrs().Index, nil, nd.HostName, nd.HostMTU, hostMAC, &alias); err != nil {
+		return fmt.Errorf("restore %s as %s: %w", link.Attrs().Name, nd.HostName, err)
+	}
+	logger.V(2).Info("Restored interface in the host", "foundAs", link.Attrs().Name)
+	return flushAddresses(nd.HostName)
+}
+
+// linkLister is what findByAlias needs of a namespace.
+type linkLister interface {
+	LinkList() ([]netlink.Link, error)
+}
+
+// netlinkHost lists the host namespace's links.
+type netlinkHost struct{}
+
+func (netlinkHost) LinkList() ([]netlink.Link, error) { return netlink.LinkList() }
+
+func findByAlias(ns linkLister, alias string) netlink.Link {
+	links, err := ns.LinkList()
+	if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+		return nil
+	}
+	for _, l := range links {
+		if l.Attrs().Alias == alias {
+			return l
+		}
+	}
+	return nil
+}
+
+// flushAddresses removes the addresses a returned interface still carries.
+func flushAddresses(name string) error {
+	link, err := netlink.LinkByName(name)
+	if err != nil {
+		return fmt.Errorf("find %s: %w", name, err)
+	}
+	addrs, err := netlink.AddrList(link, netlink.FAMILY_ALL)
+	if err != nil {
+		return fmt.Errorf("list addresses of %s: %w", name, err)
+	}
+	for _, addr := range addrs {
+		if addr.IP.IsLinkLocalUnicast() {
+			continue
+		}
+		if err := netlink.AddrDel(link, &addr); err != nil {
+			return fmt.Errorf("remove address %s from %s: %w", addr.IPNet, name, err)
+		}
+	}
+	return nil
+}
+
+// setLink changes a link with one RTM_NEWLINK, sent from the namespace the
+// link is in (from): into namespace to (nil: stay), with name, MTU (0: keep),
+// MAC (nil: keep) and alias (nil: keep).
+func setLink(from netns.NsHandle, index int, to *netns.NsHandle, name string, mtu int, mac net.HardwareAddr, alias *string) error {
+	sock, err := nl.GetNetlinkSocketAt(from, netns.None(), unix.NETLINK_ROUTE)
+	if err != nil {
+		return err
+	}
+	defer sock.Close()
+	req := nl.NewNetlinkRequest(unix.RTM_NEWLINK, unix.NLM_F_ACK)
+	req.Sockets = map[int]*nl.SocketHandle{unix.NETLINK_ROUTE: {Socket: sock}}
+	msg := nl.NewIfInfomsg(unix.AF_UNSPEC)
+	msg.Index = int32(index)
+	req.AddData(msg)
+	if to != nil {
+		req.AddData(nl.NewRtAttr(unix.IFLA_NET_NS_FD, nl.Uint32Attr(uint32(*to))))
+	}
+	req.AddData(nl.NewRtAttr(unix.IFLA_IFNAME, nl.ZeroTerminated(name)))
+	if mtu > 0 {
+		req.AddData(nl.NewRtAttr(unix.IFLA_MTU, nl.Uint32Attr(uint32(mtu))))
+	}
+	if mac != nil {
+		req.AddData(nl.NewRtAttr(unix.IFLA_ADDRESS, mac))
+	}
+	if alias != nil {
+		req.AddData(nl.NewRtAttr(unix.IFLA_IFALIAS, []byte(*alias)))
+	}
+	_, err = req.Execute(unix.NETLINK_ROUTE, 0)
+	return err
+}

@@ -1,0 +1,142 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// vethPrefix starts the veths that stand in for VF netdevs here.
+const vethPrefix = "fpv"
+
+// hostVeth creates a veth pair whose "a" end stands in for a VF netdev.
+func hostVeth(t *testing.T, n int) netlink.Link {
+	t.Helper()
+	name, peer := fmt.Sprintf("%s%da", vethPrefix, n), fmt.Sprintf("%s%db", vethPrefix, n)
+	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: 1500}, PeerName: peer}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, n := range []string{name, peer} {
+			if l, err := netlink.LinkByName(n); err == nil {
+				_ = netlink.LinkDel(l)
+			}
+		}
+	})
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// TestDataplaneNetdev: a pod with a netdev claim and a full config gets the
+// device as net1, configured; the claim is Ready with networkData; deleting
+// the pod returns the device to the host as it was.
+func TestDataplaneNetdev(t *testing.T) {
+	ctx := testContext(t)
+	veth := hostVeth(t, 1)
+	orig := veth.Attrs()
+	t.Cleanup(func() { deleteSlices(t) })
+	for _, obj := range applyYAML(t, ctx, bed.Config().RepoDir+"/deploy/deviceclasses.yaml", false) {
+		name := obj.(*resourceapi.DeviceClass).Name
+		t.Cleanup(func() {
+			_ = bed.Client().ResourceV1().DeviceClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
+	}
+	startDaemon(t, ctx, 36181, "--filter",
+		fmt.Sprintf(`device.attributes["fastpath.dev"].kind == "netdev" && device.attributes["fastpath.dev"].ifName.startsWith(%q) && device.attributes["fastpath.dev"].ifName.endsWith("a")`, vethPrefix))
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		s, err := nodeSlices(ctx)
+		return err == nil && countDevices(s) == 1, nil
+	})
+	if err != nil {
+		t.Fatal("the veth was never published")
+	}
+
+	claim := netdevClaim("e2e-net", `{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig",
+		"interface": {"name": "net1", "mtu": 9000, "mac": "02:00:00:fa:57:01", "addresses": ["10.77.1.2/24", "fd00:77::2/64"],
+		"routes": [{"destination": "10.78.0.0/16", "gateway": "10.77.1.1"}]}}`)
+	claim.Spec.Devices.Requests[0].Exactly.Selectors = nil
+	if _, err := bed.Client().ResourceV1().ResourceClaims("default").Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = bed.Client().ResourceV1().ResourceClaims("default").Delete(context.Background(), claim.Name, metav1.DeleteOptions{})
+	})
+	pod := claimPod("e2e-net", "ifaces", &corev1.PodResourceClaim{Name: "fast", ResourceClaimName: &claim.Name})
+	if _, err := bed.RunPod(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bed.DeletePod(context.Background(), "default", pod.Name) })
+	logs, err := bed.WaitPodLog(ctx, "default", pod.Name, "net1 ", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var net1 string
+	for line := range strings.Lines(logs) {
+		if strings.HasPrefix(line, "net1 ") {
+			net1 = strings.TrimSpace(line)
+		}
+	}
+	for _, want := range []string{"02:00:00:fa:57:01", "10.77.1.2/24", "fd00:77::2/64"} {
+		if !strings.Contains(net1, want) {
+			t.Errorf("the pod's net1 %q lacks %s; it sees:\n%s", net1, want, logs)
+		}
+	}
+	if _, err := netlink.LinkByName(orig.Name); err == nil {
+		t.Errorf("%s is still in the host namespace while the pod runs", orig.Name)
+	}
+
+	var status *resourceapi.AllocatedDeviceStatus
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		c, err := bed.Client().ResourceV1().ResourceClaims("default").Get(ctx, claim.Name, metav1.GetOptions{})
+		if err != nil || len(c.Status.Devices) != 1 {
+			return false, nil
+		}
+		status = &c.Status.Devices[0]
+		return len(status.Conditions) > 0, nil
+	})
+	if err != nil {
+		t.Fatal("the claim never got a device status")
+	}
+	if c := status.Conditions[0]; c.Type != "Ready" || c.Status != metav1.ConditionTrue || c.Reason != "NetworkInterfaceReady" {
+		t.Errorf("condition = %+v", c)
+	}
+	nd := status.NetworkData
+	if nd == nil || nd.InterfaceName != "net1" || nd.HardwareAddress != "02:00:00:fa:57:01" || strings.Join(nd.IPs, ",") != "10.77.1.2/24,fd00:77::2/64" {
+		t.Errorf("networkData = %+v", nd)
+	}
+	if status.Data == nil || !strings.Contains(string(status.Data.Raw), `"interfaces"`) || !strings.Contains(string(status.Data.Raw), `"ips"`) {
+		t.Errorf("data = %v", status.Data)
+	}
+
+	if err := bed.DeletePod(ctx, "default", pod.Name); err != nil {
+		t.Fatal(err)
+	}
+	var back netlink.Link
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		back, err = netlink.LinkByName(orig.Name)
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("%s never came back to the host", orig.Name)
+	}
+	if back.Attrs().MTU != orig.MTU || back.Attrs().HardwareAddr.String() != orig.HardwareAddr.String() || back.Attrs().Alias != "" {
+		t.Errorf("returned %s: MTU %d MAC %s alias %q, want %d %s \"\"", orig.Name, back.Attrs().MTU, back.Attrs().HardwareAddr, back.Attrs().Alias, orig.MTU, orig.HardwareAddr)
+	}
+	addrs, _ := netlink.AddrList(back, netlink.FAMILY_ALL)
+	for _, a := range addrs {
+		if !a.IP.IsLinkLocalUnicast() {
+			t.Errorf("returned %s still has %s", orig.Name, a.IPNet)
+		}
+	}
+}
