@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/devices"
 )
 
@@ -54,6 +55,11 @@ type PreparedDevice struct {
 	MemifSocket  string `json:"memifSocket,omitempty"`
 	MemifRole    string `json:"memifRole,omitempty"`
 	MemifMode    string `json:"memifMode,omitempty"`
+	// VF settings made through the PF, and the VF's state before them.
+	PFName   string               `json:"pfName,omitempty"`
+	VFID     int                  `json:"vfID,omitempty"`
+	VFSet    *dataplane.VFSettings `json:"vfSet,omitempty"`
+	VFBefore *dataplane.VFState    `json:"vfBefore,omitempty"`
 	// CDIDeviceID is the fully qualified CDI device the containers get.
 	CDIDeviceID    string `json:"cdiDeviceID"`
 	DeviceInfoFile string `json:"deviceInfoFile,omitempty"`

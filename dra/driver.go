@@ -14,6 +14,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 
+	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/devices"
 )
 
@@ -26,6 +27,8 @@ type Options struct {
 	PluginDir, RegistryDir string
 	// StateDir holds the checkpoint and per-claim files; CDIDir the CDI specs.
 	StateDir, CDIDir string
+	// PF makes VF settings through PFs. Default: netlink.
+	PF dataplane.PF
 }
 
 // Driver is fastpath's DRA kubelet plugin for driver fastpath.dev.
@@ -46,6 +49,9 @@ func New(opts Options) (*Driver, error) {
 		if err := os.MkdirAll(dir, 0o750); err != nil {
 			return nil, fmt.Errorf("create %s: %w", dir, err)
 		}
+	}
+	if opts.PF == nil {
+		opts.PF = dataplane.NetlinkPF{}
 	}
 	d := &Driver{opts: opts, inventory: map[string]devices.Device{}, status: newStatusWriter(context.Background(), opts.Client)}
 	if _, err := loadCheckpoint(d.checkpointPath()); err != nil {
@@ -148,6 +154,19 @@ func (d *Driver) prepareClaim(ctx context.Context, cp *Checkpoint, claim *resour
 		logger.Info("Rejected claim", "err", err)
 		return kubeletplugin.PrepareResult{Err: err}
 	}
+	// The VFs' settings as they are, saved with the plan before any change.
+	for i := range st.Devices {
+		dev := &st.Devices[i]
+		if dev.VFSet == nil {
+			continue
+		}
+		before, err := d.opts.PF.VFState(dev.PFName, dev.VFID)
+		if err != nil {
+			return kubeletplugin.PrepareResult{Err: fmt.Errorf("claim %s, request %q, device %s: read VF %d of PF %s: %w",
+				klog.KObj(claim), dev.Request, dev.Device, dev.VFID, dev.PFName, err)}
+		}
+		dev.VFBefore = &before
+	}
 	// Record first, then act: a crash in between leaves a checkpoint entry
 	// whose files Unprepare removes.
 	cp.Claims[claim.UID] = st
@@ -155,7 +174,7 @@ func (d *Driver) prepareClaim(ctx context.Context, cp *Checkpoint, claim *resour
 		delete(cp.Claims, claim.UID)
 		return kubeletplugin.PrepareResult{Err: fmt.Errorf("claim %s: write checkpoint: %w", klog.KObj(claim), err)}
 	}
-	if err := st.writeFiles(); err != nil {
+	if err := d.act(ctx, st); err != nil {
 		undoErr := st.removeFiles()
 		delete(cp.Claims, claim.UID)
 		if saveErr := cp.save(d.checkpointPath()); saveErr != nil {
@@ -187,7 +206,7 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 			out[c.UID] = nil
 			continue
 		}
-		if err := st.removeFiles(); err != nil {
+		if err := errors.Join(d.restoreVFs(ctx, st.Devices), st.removeFiles()); err != nil {
 			out[c.UID] = fmt.Errorf("claim %s: %w", c.NamespacedName, err)
 			continue
 		}
@@ -201,6 +220,42 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 		out[c.UID] = nil
 	}
 	return out, nil
+}
+
+// act does Prepare's side effects: files, then VF settings. On failure it
+// undoes the VF settings it made; the caller removes the files.
+func (d *Driver) act(ctx context.Context, st *ClaimState) error {
+	if err := st.writeFiles(); err != nil {
+		return err
+	}
+	for i, dev := range st.Devices {
+		if dev.VFSet == nil {
+			continue
+		}
+		if err := dataplane.ApplyVF(ctx, d.opts.PF, dev.PFName, dev.VFID, *dev.VFSet, *dev.VFBefore); err != nil {
+			err = fmt.Errorf("request %q, device %s: %w", dev.Request, dev.Device, err)
+			if rErr := d.restoreVFs(ctx, st.Devices[:i]); rErr != nil {
+				err = fmt.Errorf("%w (and restoring the VFs set before: %w)", err, rErr)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// restoreVFs puts back the VF settings of devs, all of them even if one
+// fails.
+func (d *Driver) restoreVFs(ctx context.Context, devs []PreparedDevice) error {
+	var errs []error
+	for _, dev := range devs {
+		if dev.VFSet == nil || dev.VFBefore == nil {
+			continue
+		}
+		if err := dataplane.RestoreVF(ctx, d.opts.PF, dev.PFName, dev.VFID, *dev.VFSet, *dev.VFBefore); err != nil {
+			errs = append(errs, fmt.Errorf("request %q, device %s: %w", dev.Request, dev.Device, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // HandleError is called for errors in the background (publishing slices).

@@ -2,6 +2,9 @@ package dra
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -20,6 +23,7 @@ import (
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 
+	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/devices"
 )
 
@@ -83,6 +87,10 @@ type testDriver struct {
 }
 
 func startTestDriver(t *testing.T, objects ...*fakeObject) (*testDriver, *fakeKubelet, context.Context) {
+	return startTestDriverPF(t, &fakePF{}, objects...)
+}
+
+func startTestDriverPF(t *testing.T, pf dataplane.PF, objects ...*fakeObject) (*testDriver, *fakeKubelet, context.Context) {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
@@ -101,7 +109,7 @@ func startTestDriver(t *testing.T, objects ...*fakeObject) (*testDriver, *fakeKu
 	opts := Options{
 		NodeName: testNode, Client: client,
 		PluginDir: filepath.Join(dir, "plugins"), RegistryDir: filepath.Join(dir, "registry"),
-		StateDir: filepath.Join(dir, "state"), CDIDir: filepath.Join(dir, "cdi"),
+		StateDir: filepath.Join(dir, "state"), CDIDir: filepath.Join(dir, "cdi"), PF: pf,
 	}
 	if err := os.MkdirAll(opts.RegistryDir, 0o750); err != nil {
 		t.Fatal(err)
@@ -260,4 +268,86 @@ func TestCDISpecWithoutPCI(t *testing.T) {
 	if d := parsed.GetDevice("uid-v-net"); d == nil || strings.Join(d.ContainerEdits.Env, " ") != "FASTPATH_DEVICE_NET=netdev-veth1 FASTPATH_INTERFACE_NET=net1" {
 		t.Errorf("device = %+v", d)
 	}
+}
+
+// fakePF records VF settings per PF/VF instead of making them.
+type fakePF struct {
+	calls  []string
+	failOn string
+}
+
+func (f *fakePF) rec(c string) error {
+	f.calls = append(f.calls, c)
+	if f.failOn != "" && strings.HasPrefix(c, f.failOn) {
+		return errors.New("not supported by this PF")
+	}
+	return nil
+}
+func (f *fakePF) VFState(pf string, vf int) (dataplane.VFState, error) {
+	return dataplane.VFState{VLANProto: "802.1q", MAC: "00:00:00:00:00:00", SpoofChk: true, LinkState: "auto"}, nil
+}
+func (f *fakePF) SetVLAN(pf string, vf, vlan, qos int, proto string) error {
+	return f.rec(fmt.Sprintf("vlan %s/%d=%d", pf, vf, vlan))
+}
+func (f *fakePF) SetMAC(pf string, vf int, mac net.HardwareAddr) error {
+	return f.rec(fmt.Sprintf("mac %s/%d=%s", pf, vf, mac))
+}
+func (f *fakePF) SetRate(pf string, vf, lo, hi int) error { return f.rec(fmt.Sprintf("rate %s/%d", pf, vf)) }
+func (f *fakePF) SetSpoofChk(pf string, vf int, on bool) error {
+	return f.rec(fmt.Sprintf("spoofchk %s/%d=%v", pf, vf, on))
+}
+func (f *fakePF) SetTrust(pf string, vf int, on bool) error {
+	return f.rec(fmt.Sprintf("trust %s/%d=%v", pf, vf, on))
+}
+func (f *fakePF) SetLinkState(pf string, vf int, state string) error {
+	return f.rec(fmt.Sprintf("linkstate %s/%d=%s", pf, vf, state))
+}
+
+// TestKubeletVFSettings: VF settings are made through the PF at Prepare,
+// after the VF's state was saved, and put back at Unprepare; a PF that
+// refuses one leaves the VFs as they were and nothing behind.
+func TestKubeletVFSettings(t *testing.T) {
+	claim := testClaim("vf", []alloc{{"a", vfNetdev}, {"b", vfNetdev2}},
+		fromClaimFor("a", config(`"interface": {"name": "net1", "mac": "02:00:00:00:00:0a"}, "vf": {"vlan": 10, "spoofChk": true}`)),
+		fromClaimFor("b", config(`"interface": {"name": "net2"}, "vf": {"vlan": 20, "trust": true}`)))
+	pf := &fakePF{}
+	d, k, ctx := startTestDriverPF(t, pf, &fakeObject{claim})
+	req := []*drapb.Claim{{Namespace: "default", Name: "vf", Uid: string(claim.UID)}}
+	resp, err := k.dra.NodePrepareResources(ctx, &drapb.NodePrepareResourcesRequest{Claims: req})
+	if err != nil || resp.Claims[string(claim.UID)].Error != "" {
+		t.Fatalf("prepare: %v %v", err, resp)
+	}
+	want := "vlan ens1f0/0=10 mac ens1f0/0=02:00:00:00:00:0a spoofchk ens1f0/0=true vlan ens1f0/1=20 trust ens1f0/1=true"
+	if got := strings.Join(pf.calls, " "); got != want {
+		t.Errorf("prepare calls:\n%s\nwant:\n%s", got, want)
+	}
+	cp, err := loadCheckpoint(d.checkpointPath())
+	if err != nil || cp.Claims[claim.UID].Devices[0].VFBefore == nil || cp.Claims[claim.UID].Devices[0].VFBefore.MAC != "00:00:00:00:00:00" {
+		t.Fatalf("the checkpoint lacks the VF's state from before: %+v %v", cp, err)
+	}
+	pf.calls = nil
+	uresp, err := k.dra.NodeUnprepareResources(ctx, &drapb.NodeUnprepareResourcesRequest{Claims: req})
+	if err != nil || uresp.Claims[string(claim.UID)].Error != "" {
+		t.Fatalf("unprepare: %v %v", err, uresp)
+	}
+	want = "spoofchk ens1f0/0=true mac ens1f0/0=00:00:00:00:00:00 vlan ens1f0/0=0 trust ens1f0/1=false vlan ens1f0/1=0"
+	if got := strings.Join(pf.calls, " "); got != want {
+		t.Errorf("unprepare calls:\n%s\nwant:\n%s", got, want)
+	}
+	assertNothingLeft(t, d)
+
+	// The second VF's trust is refused: the first VF is put back too.
+	pf.calls, pf.failOn = nil, "trust ens1f0/1=true"
+	resp, err = k.dra.NodePrepareResources(ctx, &drapb.NodePrepareResourcesRequest{Claims: req})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg := resp.Claims[string(claim.UID)].Error; !strings.Contains(msg, `request "b"`) || !strings.Contains(msg, "set trust of VF 1 on PF ens1f0") {
+		t.Errorf("error = %q, want the request and the refused setting", msg)
+	}
+	want = "vlan ens1f0/0=10 mac ens1f0/0=02:00:00:00:00:0a spoofchk ens1f0/0=true vlan ens1f0/1=20 trust ens1f0/1=true vlan ens1f0/1=0 spoofchk ens1f0/0=true mac ens1f0/0=00:00:00:00:00:00 vlan ens1f0/0=0"
+	if got := strings.Join(pf.calls, " "); got != want {
+		t.Errorf("calls on failure:\n%s\nwant:\n%s", got, want)
+	}
+	assertNothingLeft(t, d)
 }

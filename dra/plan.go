@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
 
+	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/devices"
 )
 
@@ -121,7 +122,14 @@ func plan(claim *resourceapi.ResourceClaim, cp *Checkpoint, inventory map[string
 			pd.PCIAddress = dev.PCI.Address
 		}
 		if dev.VF != nil {
-			pd.PFPCIAddress = dev.VF.PFPCIAddress
+			pd.PFPCIAddress, pd.PFName, pd.VFID = dev.VF.PFPCIAddress, dev.VF.PFName, dev.VF.ID
+			if set := vfSettings(cfg); set != nil {
+				if pd.PFName == "" {
+					return nil, fail(res.Request, dev.Name, "", field.ErrorList{field.Forbidden(field.NewPath("vf"),
+						fmt.Sprintf("the PF %s of this VF has no netdev to set it through", dev.VF.PFPCIAddress))})
+				}
+				pd.VFSet = set
+			}
 		}
 		if dev.Netdev != nil {
 			pd.HostIfName, pd.HostMTU, pd.HostMAC, pd.HostAlias = dev.Netdev.Name, dev.Netdev.MTU, dev.Netdev.MAC, dev.Netdev.Alias
@@ -138,6 +146,24 @@ func plan(claim *resourceapi.ResourceClaim, cp *Checkpoint, inventory map[string
 		return nil, fail("", "", "no device of driver "+devices.DriverName+" is allocated", nil)
 	}
 	return st, nil
+}
+
+// vfSettings are the settings to make on a VF through its PF: the vf
+// section, and the interface MAC (so that the PF's spoof check lets the
+// pod's MAC through). Nil when there are none.
+func vfSettings(cfg InterfaceConfig) *dataplane.VFSettings {
+	var s dataplane.VFSettings
+	if v := cfg.VF; v != nil {
+		s = dataplane.VFSettings{VLAN: v.VLAN, QoS: v.QoS, VLANProto: v.VLANProto, SpoofChk: v.SpoofChk, Trust: v.Trust,
+			MinTxRate: v.MinTxRateMbps, MaxTxRate: v.MaxTxRateMbps, LinkState: v.LinkState}
+	}
+	if cfg.Interface != nil && cfg.Interface.MAC != "" && cfg.Mode == ModeNetdev {
+		s.MAC = cfg.Interface.MAC
+	}
+	if s == (dataplane.VFSettings{}) {
+		return nil
+	}
+	return &s
 }
 
 // requestBase is the request of a request or subrequest name (req/sub).

@@ -1,0 +1,169 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+
+	"k8s.io/klog/v2"
+)
+
+// VFSettings are settings of an SR-IOV VF that are made through its PF. A
+// nil or empty field is left as it is.
+type VFSettings struct {
+	VLAN      *int   `json:"vlan,omitempty"`
+	QoS       *int   `json:"qos,omitempty"`
+	VLANProto string `json:"vlanProto,omitempty"` // 802.1q | 802.1ad
+	MAC       string `json:"mac,omitempty"`
+	SpoofChk  *bool  `json:"spoofChk,omitempty"`
+	Trust     *bool  `json:"trust,omitempty"`
+	MinTxRate *int   `json:"minTxRateMbps,omitempty"`
+	MaxTxRate *int   `json:"maxTxRateMbps,omitempty"`
+	LinkState string `json:"linkState,omitempty"` // auto | enable | disable
+}
+
+// VFState is everything VFSettings can change, as the PF reports it: what
+// Restore puts back.
+type VFState struct {
+	VLAN      int    `json:"vlan"`
+	QoS       int    `json:"qos"`
+	VLANProto string `json:"vlanProto"`
+	MAC       string `json:"mac"`
+	SpoofChk  bool   `json:"spoofChk"`
+	Trust     bool   `json:"trust"`
+	MinTxRate int    `json:"minTxRateMbps"`
+	MaxTxRate int    `json:"maxTxRateMbps"`
+	LinkState string `json:"linkState"`
+}
+
+// PF is what setting a VF needs of its PF: the netlink calls, behind a
+// small interface so that the order of calls can be tested without SR-IOV
+// hardware.
+type PF interface {
+	VFState(pf string, vf int) (VFState, error)
+	SetVLAN(pf string, vf, vlan, qos int, proto string) error
+	SetMAC(pf string, vf int, mac net.HardwareAddr) error
+	SetRate(pf string, vf, minMbps, maxMbps int) error
+	SetSpoofChk(pf string, vf int, on bool) error
+	SetTrust(pf string, vf int, on bool) error
+	SetLinkState(pf string, vf int, state string) error
+}
+
+// vfStep is one setting, its application and its undo.
+type vfStep struct {
+	name  string
+	apply func() error
+	undo  func() error
+}
+
+// vfSteps lists the settings in the order drivers need them (as sriov-cni
+// does): VLAN before the MAC (some PFs filter on both), the MAC before spoof
+// checking is turned on (or the old MAC is what gets checked), rates, trust,
+// and the link state last, so the VF comes up configured. Undo runs in
+// reverse: spoof checking off before the MAC goes back.
+func vfSteps(p PF, pf string, vf int, want VFSettings, was VFState) ([]vfStep, error) {
+	var steps []vfStep
+	if want.VLAN != nil || want.QoS != nil || want.VLANProto != "" {
+		vlan, qos, proto := was.VLAN, was.QoS, was.VLANProto
+		if want.VLAN != nil {
+			vlan = *want.VLAN
+		}
+		if want.QoS != nil {
+			qos = *want.QoS
+		}
+		if want.VLANProto != "" {
+			proto = want.VLANProto
+		}
+		steps = append(steps, vfStep{"vlan",
+			func() error { return p.SetVLAN(pf, vf, vlan, qos, proto) },
+			func() error { return p.SetVLAN(pf, vf, was.VLAN, was.QoS, was.VLANProto) }})
+	}
+	if want.MAC != "" {
+		mac, err := net.ParseMAC(want.MAC)
+		if err != nil {
+			return nil, fmt.Errorf("mac %q: %w", want.MAC, err)
+		}
+		old, err := net.ParseMAC(was.MAC)
+		if err != nil {
+			return nil, fmt.Errorf("the VF's current MAC %q: %w", was.MAC, err)
+		}
+		steps = append(steps, vfStep{"mac",
+			func() error { return p.SetMAC(pf, vf, mac) },
+			func() error { return p.SetMAC(pf, vf, old) }})
+	}
+	if want.MinTxRate != nil || want.MaxTxRate != nil {
+		lo, hi := was.MinTxRate, was.MaxTxRate
+		if want.MinTxRate != nil {
+			lo = *want.MinTxRate
+		}
+		if want.MaxTxRate != nil {
+			hi = *want.MaxTxRate
+		}
+		steps = append(steps, vfStep{"rate",
+			func() error { return p.SetRate(pf, vf, lo, hi) },
+			func() error { return p.SetRate(pf, vf, was.MinTxRate, was.MaxTxRate) }})
+	}
+	if want.SpoofChk != nil {
+		on := *want.SpoofChk
+		steps = append(steps, vfStep{"spoofchk",
+			func() error { return p.SetSpoofChk(pf, vf, on) },
+			func() error { return p.SetSpoofChk(pf, vf, was.SpoofChk) }})
+	}
+	if want.Trust != nil {
+		on := *want.Trust
+		steps = append(steps, vfStep{"trust",
+			func() error { return p.SetTrust(pf, vf, on) },
+			func() error { return p.SetTrust(pf, vf, was.Trust) }})
+	}
+	if want.LinkState != "" {
+		state := want.LinkState
+		steps = append(steps, vfStep{"link state",
+			func() error { return p.SetLinkState(pf, vf, state) },
+			func() error { return p.SetLinkState(pf, vf, was.LinkState) }})
+	}
+	return steps, nil
+}
+
+// ApplyVF makes the settings on VF vf of PF pf. was is the VF's state from
+// before (VFState, saved by the caller first). If a step fails, the steps
+// made are undone, and the error names the step.
+func ApplyVF(ctx context.Context, p PF, pf string, vf int, want VFSettings, was VFState) error {
+	steps, err := vfSteps(p, pf, vf, want, was)
+	if err != nil {
+		return err
+	}
+	for i, s := range steps {
+		if err := s.apply(); err != nil {
+			err = fmt.Errorf("set %s of VF %d on PF %s: %w", s.name, vf, pf, err)
+			for j := i - 1; j >= 0; j-- {
+				if uErr := steps[j].undo(); uErr != nil {
+					err = fmt.Errorf("%w; undoing %s also failed: %w", err, steps[j].name, uErr)
+				}
+			}
+			return err
+		}
+	}
+	klog.FromContext(ctx).V(2).Info("Applied VF settings", "pf", pf, "vf", vf, "steps", len(steps))
+	return nil
+}
+
+// RestoreVF puts back what ApplyVF changed, in reverse order. It goes on
+// past a failing step, so that one stuck setting does not strand the others,
+// and returns every failure.
+func RestoreVF(ctx context.Context, p PF, pf string, vf int, applied VFSettings, was VFState) error {
+	steps, err := vfSteps(p, pf, vf, applied, was)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i := len(steps) - 1; i >= 0; i-- {
+		if err := steps[i].undo(); err != nil {
+			errs = append(errs, fmt.Errorf("restore %s of VF %d on PF %s: %w", steps[i].name, vf, pf, err))
+		}
+	}
+	if len(errs) == 0 {
+		klog.FromContext(ctx).V(2).Info("Restored VF settings", "pf", pf, "vf", vf)
+	}
+	return errors.Join(errs...)
+}
