@@ -56,8 +56,8 @@ type PreparedDevice struct {
 	MemifRole    string `json:"memifRole,omitempty"`
 	MemifMode    string `json:"memifMode,omitempty"`
 	// VF settings made through the PF, and the VF's state before them.
-	PFName   string               `json:"pfName,omitempty"`
-	VFID     int                  `json:"vfID,omitempty"`
+	PFName   string                `json:"pfName,omitempty"`
+	VFID     int                   `json:"vfID,omitempty"`
 	VFSet    *dataplane.VFSettings `json:"vfSet,omitempty"`
 	VFBefore *dataplane.VFState    `json:"vfBefore,omitempty"`
 	// CDIDeviceID is the fully qualified CDI device the containers get.

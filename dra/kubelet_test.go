@@ -2,10 +2,10 @@ package dra
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -292,7 +292,9 @@ func (f *fakePF) SetVLAN(pf string, vf, vlan, qos int, proto string) error {
 func (f *fakePF) SetMAC(pf string, vf int, mac net.HardwareAddr) error {
 	return f.rec(fmt.Sprintf("mac %s/%d=%s", pf, vf, mac))
 }
-func (f *fakePF) SetRate(pf string, vf, lo, hi int) error { return f.rec(fmt.Sprintf("rate %s/%d", pf, vf)) }
+func (f *fakePF) SetRate(pf string, vf, lo, hi int) error {
+	return f.rec(fmt.Sprintf("rate %s/%d", pf, vf))
+}
 func (f *fakePF) SetSpoofChk(pf string, vf int, on bool) error {
 	return f.rec(fmt.Sprintf("spoofchk %s/%d=%v", pf, vf, on))
 }
