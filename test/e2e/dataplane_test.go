@@ -38,13 +38,14 @@ func hostVeth(t *testing.T, n int) netlink.Link {
 	return l
 }
 
-// TestDataplaneNetdev: a pod with a netdev claim and a full config gets the
-// device as net1, configured; the claim is Ready with networkData; deleting
-// the pod returns the device to the host as it was.
-func TestDataplaneNetdev(t *testing.T) {
-	ctx := testContext(t)
-	veth := hostVeth(t, 1)
-	orig := veth.Attrs()
+// dataplaneSetup publishes n veths (their "a" ends) through a fastpathd
+// and the DeviceClasses of deploy/, and returns the veths as they were.
+func dataplaneSetup(t *testing.T, ctx context.Context, first, port int, more ...int) []*netlink.LinkAttrs {
+	t.Helper()
+	var out []*netlink.LinkAttrs
+	for _, n := range append([]int{first}, more...) {
+		out = append(out, hostVeth(t, n).Attrs())
+	}
 	t.Cleanup(func() { deleteSlices(t) })
 	for _, obj := range applyYAML(t, ctx, bed.Config().RepoDir+"/deploy/deviceclasses.yaml", false) {
 		name := obj.(*resourceapi.DeviceClass).Name
@@ -52,15 +53,27 @@ func TestDataplaneNetdev(t *testing.T) {
 			_ = bed.Client().ResourceV1().DeviceClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
 		})
 	}
-	startDaemon(t, ctx, 36181, "--filter",
+	lastDaemon = startDaemon(t, ctx, port, "--filter",
 		fmt.Sprintf(`device.attributes["fastpath.dev"].kind == "netdev" && device.attributes["fastpath.dev"].ifName.startsWith(%q) && device.attributes["fastpath.dev"].ifName.endsWith("a")`, vethPrefix))
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		s, err := nodeSlices(ctx)
-		return err == nil && countDevices(s) == 1, nil
+		return err == nil && countDevices(s) == len(out), nil
 	})
 	if err != nil {
-		t.Fatal("the veth was never published")
+		t.Fatalf("the %d veths were never published", len(out))
 	}
+	return out
+}
+
+// lastDaemon is the daemon dataplaneSetup started.
+var lastDaemon *daemon
+
+// TestDataplaneNetdev: a pod with a netdev claim and a full config gets the
+// device as net1, configured; the claim is Ready with networkData; deleting
+// the pod returns the device to the host as it was.
+func TestDataplaneNetdev(t *testing.T) {
+	ctx := testContext(t)
+	orig := dataplaneSetup(t, ctx, 1, 36181)[0]
 
 	claim := netdevClaim("e2e-net", `{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig",
 		"interface": {"name": "net1", "mtu": 9000, "mac": "02:00:00:fa:57:01", "addresses": ["10.77.1.2/24", "fd00:77::2/64"],
@@ -96,6 +109,10 @@ func TestDataplaneNetdev(t *testing.T) {
 		t.Errorf("%s is still in the host namespace while the pod runs", orig.Name)
 	}
 
+	// The driver restarts while the pod runs; deleting the pod later still
+	// returns the device.
+	lastDaemon.restart(t, ctx)
+
 	var status *resourceapi.AllocatedDeviceStatus
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		c, err := bed.Client().ResourceV1().ResourceClaims("default").Get(ctx, claim.Name, metav1.GetOptions{})
@@ -122,8 +139,15 @@ func TestDataplaneNetdev(t *testing.T) {
 	if err := bed.DeletePod(ctx, "default", pod.Name); err != nil {
 		t.Fatal(err)
 	}
+	assertReturned(t, ctx, orig)
+}
+
+// assertReturned waits for the veth to be back in the host as it was.
+func assertReturned(t *testing.T, ctx context.Context, orig *netlink.LinkAttrs) {
+	t.Helper()
 	var back netlink.Link
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		var err error
 		back, err = netlink.LinkByName(orig.Name)
 		return err == nil, nil
 	})
@@ -139,4 +163,54 @@ func TestDataplaneNetdev(t *testing.T) {
 			t.Errorf("returned %s still has %s", orig.Name, a.IPNet)
 		}
 	}
+}
+
+// TestDataplaneAttachFailure: a route the pod's interface cannot reach fails
+// the attach: the sandbox fails with an error naming claim and device, the
+// claim says NotReady with the error, and the device is back in the host.
+func TestDataplaneAttachFailure(t *testing.T) {
+	ctx := testContext(t)
+	orig := dataplaneSetup(t, ctx, 2, 36182)[0]
+	claim := netdevClaim("e2e-fail", `{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig",
+		"interface": {"name": "net1", "addresses": ["10.79.1.2/24"], "routes": [{"destination": "10.80.0.0/16", "gateway": "192.0.2.1"}]}}`)
+	claim.Spec.Devices.Requests[0].Exactly.Selectors = nil
+	if _, err := bed.Client().ResourceV1().ResourceClaims("default").Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = bed.Client().ResourceV1().ResourceClaims("default").Delete(context.Background(), claim.Name, metav1.DeleteOptions{})
+	})
+	pod := claimPod("e2e-fail", "sleep", &corev1.PodResourceClaim{Name: "fast", ResourceClaimName: &claim.Name})
+	if _, err := bed.Client().CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bed.DeletePod(context.Background(), "default", pod.Name) })
+	msg, err := waitEvent(ctx, pod.Name, "10.80.0.0/16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"claim default/e2e-fail", "device netdev-" + orig.Name, "net1"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("event %q does not name %q", msg, want)
+		}
+	}
+	var cond metav1.Condition
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		c, err := bed.Client().ResourceV1().ResourceClaims("default").Get(ctx, claim.Name, metav1.GetOptions{})
+		if err != nil || len(c.Status.Devices) != 1 || len(c.Status.Devices[0].Conditions) != 1 {
+			return false, nil
+		}
+		cond = c.Status.Devices[0].Conditions[0]
+		return true, nil
+	})
+	if err != nil {
+		t.Fatal("the claim never got a device condition")
+	}
+	if cond.Status != metav1.ConditionFalse || cond.Reason != "NetworkInterfaceNotReady" || !strings.Contains(cond.Message, "10.80.0.0/16") {
+		t.Errorf("condition = %+v", cond)
+	}
+	if err := bed.DeletePod(ctx, "default", pod.Name); err != nil {
+		t.Fatal(err)
+	}
+	assertReturned(t, ctx, orig)
 }

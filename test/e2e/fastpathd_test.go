@@ -45,26 +45,42 @@ type daemon struct {
 	name       string
 	stateDir   string
 	healthAddr string
+	extra      []string
 }
 
 // startDaemon runs fastpathd with the bed's kubelet, NRI and CDI paths and
 // the extra args, and waits until the kubelet has registered it.
 func startDaemon(t *testing.T, ctx context.Context, port int, extra ...string) *daemon {
 	t.Helper()
-	d := &daemon{name: "fastpathd-" + t.Name(), stateDir: t.TempDir(), healthAddr: fmt.Sprintf("127.0.0.1:%d", port)}
-	args := append([]string{fastpathdBinary(t), "run",
-		"--node-name", bed.NodeName(), "--kubeconfig", bed.Kubeconfig(),
-		"--plugin-dir", bed.PluginDir("fastpath.dev"), "--registry-dir", bed.RegistryDir(),
-		"--nri-socket", bed.NRISocket(), "--cdi-dir", bed.CDIDir(), "--state-dir", d.stateDir,
-		"--metrics-addr", d.healthAddr, "-v", "2"}, extra...)
-	if err := bed.StartProcess(ctx, d.name, args...); err != nil {
-		t.Fatal(err)
-	}
+	d := &daemon{name: "fastpathd-" + t.Name(), stateDir: t.TempDir(), healthAddr: fmt.Sprintf("127.0.0.1:%d", port), extra: extra}
+	d.start(t, ctx)
 	t.Cleanup(func() {
 		if err := bed.StopProcess(d.name); err != nil {
 			t.Errorf("stop %s: %v", d.name, err)
 		}
 	})
+	return d
+}
+
+// restart stops the daemon and starts it again with the same state.
+func (d *daemon) restart(t *testing.T, ctx context.Context) {
+	t.Helper()
+	if err := bed.StopProcess(d.name); err != nil {
+		t.Fatal(err)
+	}
+	d.start(t, ctx)
+}
+
+func (d *daemon) start(t *testing.T, ctx context.Context) {
+	t.Helper()
+	args := append([]string{fastpathdBinary(t), "run",
+		"--node-name", bed.NodeName(), "--kubeconfig", bed.Kubeconfig(),
+		"--plugin-dir", bed.PluginDir("fastpath.dev"), "--registry-dir", bed.RegistryDir(),
+		"--nri-socket", bed.NRISocket(), "--cdi-dir", bed.CDIDir(), "--state-dir", d.stateDir,
+		"--metrics-addr", d.healthAddr, "-v", "2"}, d.extra...)
+	if err := bed.StartProcess(ctx, d.name, args...); err != nil {
+		t.Fatal(err)
+	}
 	var last string
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+d.healthAddr+"/readyz", nil)
@@ -80,7 +96,6 @@ func startDaemon(t *testing.T, ctx context.Context, port int, extra ...string) *
 	if err != nil {
 		t.Fatalf("fastpathd never registered with the kubelet (last /readyz: %s); log: %s", last, bed.Config().LogFile(d.name))
 	}
-	return d
 }
 
 func (d *daemon) checkpoint() string { return filepath.Join(d.stateDir, "checkpoint.json") }

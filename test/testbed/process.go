@@ -44,7 +44,7 @@ func (e *ComponentError) Unwrap() error { return e.Err }
 // startProcess starts argv in its own session with output to logPath. The
 // caller's process reaps it (so it never lingers as a zombie of ours).
 func startProcess(name, logPath string, env []string, argv ...string) (process, error) {
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return process{}, &ComponentError{Component: name, Err: err}
 	}

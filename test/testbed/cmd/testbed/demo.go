@@ -10,9 +10,16 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/vishvananda/netlink"
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/yaml"
 
+	"github.com/fastpath-dra/fastpath/devices"
 	"github.com/fastpath-dra/fastpath/test/testbed"
 )
 
@@ -56,6 +63,19 @@ func demo(ctx context.Context, args []string) error {
 		return err
 	}
 
+	// The device: a veth standing in for a VF netdev (this machine has no
+	// SR-IOV). Its name has the bed's prefix, so cluster-down removes it.
+	if err := bed.DeletePod(ctx, demoNamespace, demoPod); err != nil {
+		return err
+	}
+	if err := deleteClaim(ctx, bed); err != nil {
+		return err
+	}
+	hostIf := cfg.LinkPrefix + "demo0"
+	if err := ensureVeth(hostIf, cfg.LinkPrefix+"demo1"); err != nil {
+		return err
+	}
+
 	if err := bed.StopProcess("fastpathd"); err != nil {
 		return err
 	}
@@ -64,34 +84,61 @@ func demo(ctx context.Context, args []string) error {
 		"--node-name", bed.NodeName(), "--kubeconfig", bed.Kubeconfig(),
 		"--plugin-dir", bed.PluginDir("fastpath.dev"), "--registry-dir", bed.RegistryDir(),
 		"--nri-socket", bed.NRISocket(), "--state-dir", filepath.Join(cfg.Dir, "fastpath", "state"),
-		"--cdi-dir", bed.CDIDir(), "--metrics-addr", healthAddr); err != nil {
+		"--cdi-dir", bed.CDIDir(), "--metrics-addr", healthAddr,
+		"--filter", fmt.Sprintf(`device.attributes["fastpath.dev"].ifName == %q`, hostIf)); err != nil {
 		return err
 	}
 	if err := waitHealthy(ctx, "http://"+healthAddr+"/readyz", cfg.LogFile("fastpathd")); err != nil {
 		return err
 	}
 	fmt.Printf("fastpathd is running beside node %s and registered with its kubelet (log: %s)\n", bed.NodeName(), cfg.LogFile("fastpathd"))
+	if err := bed.ApplyDeviceClasses(ctx, filepath.Join(cfg.RepoDir, "deploy", "deviceclasses.yaml")); err != nil {
+		return err
+	}
+	if err := waitPublished(ctx, bed, devices.NetdevDeviceName(hostIf)); err != nil {
+		return err
+	}
+	fmt.Printf("it publishes %s (the host veth %s) in a ResourceSlice\n", devices.NetdevDeviceName(hostIf), hostIf)
 
-	if err := bed.DeletePod(ctx, demoNamespace, demoPod); err != nil {
+	claim := &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: demoNamespace, Name: demoClaim},
+		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
+			Requests: []resourceapi.DeviceRequest{{Name: "net1", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "netdev.fastpath.dev"}}},
+			Config: []resourceapi.DeviceClaimConfiguration{{DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
+				Driver: "fastpath.dev", Parameters: runtime.RawExtension{Raw: []byte(demoConfig)},
+			}}}},
+		}},
+	}
+	if _, err := bed.Client().ResourceV1().ResourceClaims(demoNamespace).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create claim %s: %w", demoClaim, err)
+	}
+	pod := testbed.WorkloadPod(demoNamespace, demoPod, "ifaces")
+	pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "fast", ResourceClaimName: new(demoClaim)}}
+	pod.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "fast"}}
+	if _, err := bed.RunPod(ctx, pod); err != nil {
 		return err
 	}
-	if _, err := bed.RunPod(ctx, testbed.WorkloadPod(demoNamespace, demoPod, "ifaces")); err != nil {
-		return err
-	}
-	logs, err := bed.WaitPodLog(ctx, demoNamespace, demoPod, "eth0", 30*time.Second)
+	logs, err := bed.WaitPodLog(ctx, demoNamespace, demoPod, "net1", 30*time.Second)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("pod %s/%s is Running; it sees these interfaces:\n%s\n", demoNamespace, demoPod, logs)
+	fmt.Printf("pod %s/%s is Running; inside it sees:\n%s\n", demoNamespace, demoPod, logs)
+	status, err := waitClaimStatus(ctx, bed)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("claim %s/%s status.devices:\n%s\n", demoNamespace, demoClaim, status)
 	fmt.Println("What to look at next:")
 	for _, step := range [][2]string{
 		{"export KUBECONFIG=" + bed.Kubeconfig(), ""},
 		{"alias kubectl=" + cfg.Kubectl(), "the kubectl of the bed's Kubernetes"},
 		{"kubectl get nodes -o wide", "the node, Ready"},
-		{"kubectl get pod " + demoPod + " -o wide", "the demo pod"},
-		{"kubectl logs " + demoPod, "the interfaces it sees"},
+		{"kubectl get resourceslices -o yaml", "the devices fastpathd publishes"},
+		{"kubectl get resourceclaim " + demoClaim + " -o yaml", "the allocation and the status fastpathd wrote"},
+		{"kubectl logs " + demoPod, "the interfaces the pod sees"},
+		{"kubectl delete pod " + demoPod, "then: ip link show " + hostIf + " (back on the host)"},
 		{"less " + cfg.LogFile("fastpathd"), "the daemon's log"},
-		{"make demo", "again: replaces the daemon and the pod"},
+		{"make demo", "again: replaces the daemon, the claim and the pod"},
 		{"make cluster-down", "stop everything and clean up"},
 	} {
 		if step[1] == "" {
@@ -101,6 +148,66 @@ func demo(ctx context.Context, args []string) error {
 		fmt.Printf("  %-52s # %s\n", step[0], step[1])
 	}
 	return nil
+}
+
+const (
+	demoClaim  = "fastpath-demo"
+	demoConfig = `{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig", "interface": {"name": "net1", "mtu": 9000, "mac": "02:fa:57:00:00:01", "addresses": ["10.100.0.2/24", "fd00:100::2/64"], "routes": [{"destination": "10.101.0.0/16", "gateway": "10.100.0.1"}]}}`
+)
+
+func deleteClaim(ctx context.Context, bed *testbed.Bed) error {
+	claims := bed.Client().ResourceV1().ResourceClaims(demoNamespace)
+	err := claims.Delete(ctx, demoClaim, metav1.DeleteOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := claims.Get(ctx, demoClaim, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+}
+
+func ensureVeth(name, peer string) error {
+	if _, err := netlink.LinkByName(name); err == nil {
+		return nil
+	}
+	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: 1500}, PeerName: peer}); err != nil {
+		return fmt.Errorf("create veth %s: %w", name, err)
+	}
+	return nil
+}
+
+func waitPublished(ctx context.Context, bed *testbed.Bed, device string) error {
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		slices, err := bed.Client().ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.driver=fastpath.dev"})
+		if err != nil {
+			return false, nil
+		}
+		for _, s := range slices.Items {
+			for _, d := range s.Spec.Devices {
+				if d.Name == device {
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	})
+}
+
+func waitClaimStatus(ctx context.Context, bed *testbed.Bed) (string, error) {
+	var out []byte
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		c, err := bed.Client().ResourceV1().ResourceClaims(demoNamespace).Get(ctx, demoClaim, metav1.GetOptions{})
+		if err != nil || len(c.Status.Devices) == 0 {
+			return false, nil
+		}
+		out, err = yaml.Marshal(c.Status.Devices)
+		return err == nil, nil
+	})
+	return string(out), err
 }
 
 func waitHealthy(ctx context.Context, url, log string) error {
