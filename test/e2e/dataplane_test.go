@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -213,4 +214,74 @@ func TestDataplaneAttachFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertReturned(t, ctx, orig)
+}
+
+// TestDataplaneTwoClaims: a pod with two claims gets both devices; a pod
+// whose two claims ask for the same interface name fails with an event
+// naming the field, and once it is deleted nothing of it is left.
+func TestDataplaneTwoClaims(t *testing.T) {
+	ctx := testContext(t)
+	origs := dataplaneSetup(t, ctx, 4, 36183, 5)
+	d := lastDaemon
+	mkClaim := func(name, ifName string) *resourceapi.ResourceClaim {
+		c := netdevClaim(name, fmt.Sprintf(`{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig", "interface": {"name": %q}}`, ifName))
+		c.Spec.Devices.Requests[0].Exactly.Selectors = nil
+		if _, err := bed.Client().ResourceV1().ResourceClaims("default").Create(ctx, c, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = bed.Client().ResourceV1().ResourceClaims("default").Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
+		return c
+	}
+	twoClaimPod := func(name string, a, b *resourceapi.ResourceClaim) *corev1.Pod {
+		pod := claimPod(name, "ifaces", &corev1.PodResourceClaim{Name: "a", ResourceClaimName: &a.Name})
+		pod.Spec.ResourceClaims = append(pod.Spec.ResourceClaims, corev1.PodResourceClaim{Name: "b", ResourceClaimName: &b.Name})
+		pod.Spec.Containers[0].Resources.Claims = append(pod.Spec.Containers[0].Resources.Claims, corev1.ResourceClaim{Name: "b"})
+		return pod
+	}
+
+	pod := twoClaimPod("e2e-two", mkClaim("e2e-two-a", "net1"), mkClaim("e2e-two-b", "net2"))
+	if _, err := bed.RunPod(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	logs, err := bed.WaitPodLog(ctx, "default", pod.Name, "net2 ", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs, "net1 ") {
+		t.Errorf("the pod sees net2 but not net1:\n%s", logs)
+	}
+	if err := bed.DeletePod(ctx, "default", pod.Name); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range origs {
+		assertReturned(t, ctx, o)
+	}
+
+	clash := twoClaimPod("e2e-clash", mkClaim("e2e-clash-a", "net1"), mkClaim("e2e-clash-b", "net1"))
+	if _, err := bed.Client().CoreV1().Pods("default").Create(ctx, clash, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bed.DeletePod(context.Background(), "default", clash.Name) })
+	msg, err := waitEvent(ctx, clash.Name, "interface.name")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(msg, "already used by claim default/e2e-clash-") || !strings.Contains(msg, "net1") {
+		t.Errorf("event %q does not explain the name clash", msg)
+	}
+	if err := bed.DeletePod(ctx, "default", clash.Name); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+		specs, _ := filepath.Glob(filepath.Join(bed.CDIDir(), "fastpath.dev-*"))
+		return len(specs) == 0 && checkpointClaims(t, d) == 0, nil
+	})
+	if err != nil {
+		t.Errorf("after the clashing pod went, CDI specs or checkpoint entries remain")
+	}
+	for _, o := range origs {
+		assertReturned(t, ctx, o)
+	}
 }
