@@ -79,7 +79,7 @@ func BenchmarkAttach(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer a.Close()
+	defer func() { _ = a.Close() }()
 	ctx := klog.NewContext(b.Context(), logr.Discard())
 	b.ReportAllocs()
 	for b.Loop() {
@@ -103,7 +103,7 @@ func BenchmarkDetach(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer a.Close()
+	defer func() { _ = a.Close() }()
 	ctx := klog.NewContext(b.Context(), logr.Discard())
 	b.ReportAllocs()
 	for b.Loop() {
