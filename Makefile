@@ -62,11 +62,13 @@ e2e: ## end-to-end tests on a real single-node Kubernetes (root; uses a running 
 	$(GO) test -race -count=1 -timeout $(E2E_TIMEOUT) -v ./test/e2e/...
 
 .PHONY: bench
-bench: ## benchmarks (root)
+bench: ## benchmarks (root; the CNI comparison uses the plugins make deps builds)
+	$(DEPS) testbed
 	$(GO) test -run '^$$' -bench . -benchmem ./bench/...
 
 .PHONY: bench-smoke
 bench-smoke: ## every benchmark once, so none can rot
+	$(DEPS) testbed
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./bench/...
 
 .PHONY: test

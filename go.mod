@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/containerd/nri v0.12.5
+	github.com/containernetworking/cni v1.3.0
 	github.com/fsnotify/fsnotify v1.9.0
 	github.com/go-logr/logr v1.4.3
 	github.com/jaypipes/ghw v0.26.0

@@ -216,10 +216,16 @@ func TestDRAPlugin(t *testing.T) {
 		}
 	})
 
+	// The fixture's devices are not on this host, so the valid claim asks
+	// for a VF already bound to vfio-pci: nothing to attach, and the
+	// container gets the CDI edits.
 	t.Run("valid claim", func(t *testing.T) {
+		spec := netdevClaim("", "").Spec
+		spec.Devices.Requests[0].Exactly.DeviceClassName = "vfio.fastpath.dev"
+		spec.Devices.Requests[0].Exactly.Selectors[0].CEL.Expression = `device.attributes["fastpath.dev"].driver == "vfio-pci"`
 		tmpl := &resourceapi.ResourceClaimTemplate{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "e2e-good"},
-			Spec:       resourceapi.ResourceClaimTemplateSpec{Spec: netdevClaim("", "").Spec},
+			Spec:       resourceapi.ResourceClaimTemplateSpec{Spec: spec},
 		}
 		if _, err := bed.Client().ResourceV1().ResourceClaimTemplates("default").Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -320,12 +326,17 @@ func claimPod(name, cmd string, claim *corev1.PodResourceClaim) *corev1.Pod {
 	return pod
 }
 
-// waitEvent waits for an event on the pod whose message contains want.
+// waitEvent waits for an event on the pod (this very pod: events of an
+// earlier one of the same name do not count) whose message contains want.
 func waitEvent(ctx context.Context, pod, want string) (string, error) {
+	p, err := bed.Client().CoreV1().Pods("default").Get(ctx, pod, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
 	var seen []string
 	var found string
-	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
-		events, err := bed.Client().CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		events, err := bed.Client().CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(p.UID)})
 		if err != nil {
 			return false, nil
 		}

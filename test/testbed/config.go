@@ -173,6 +173,16 @@ func (c Config) LogDir() string { return c.path("logs") }
 // LogFile is the log of one component.
 func (c Config) LogFile(component string) string { return filepath.Join(c.LogDir(), component+".log") }
 
+// CNIBinDir holds the reference CNI plugins test/deps.sh builds (bridge,
+// host-device, macvlan, tuning, host-local, static, loopback).
+func (c Config) CNIBinDir() string {
+	v, err := parseVersions(versionsEnv)
+	if err != nil {
+		return ""
+	}
+	return binariesIn(c.CacheDir, v).cni
+}
+
 // Kubectl is the kubectl built with the bed's Kubernetes.
 func (c Config) Kubectl() string {
 	v, err := parseVersions(versionsEnv)
