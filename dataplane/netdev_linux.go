@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
@@ -21,6 +23,9 @@ type Netdev struct {
 	HostMTU   int
 	HostMAC   string
 	HostAlias string
+	// PCIAddress finds a VF's netdev when neither its name nor its alias
+	// does (the kernel renamed it on its way back).
+	PCIAddress string
 	// The interface in the pod.
 	Name      string
 	MTU       int    // 0: keep
@@ -47,6 +52,8 @@ type Attached struct {
 // one with NewAttacher in the host namespace; Close it when done.
 type Attacher struct {
 	host netns.NsHandle
+	// sysfsRoot is where sys/ is ("/"); tests point it at a fixture.
+	sysfsRoot string
 }
 
 // NewAttacher remembers the calling thread's network namespace as the host's.
@@ -55,7 +62,7 @@ func NewAttacher() (*Attacher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the host network namespace: %w", err)
 	}
-	return &Attacher{host: h}, nil
+	return &Attacher{host: h, sysfsRoot: "/"}, nil
 }
 
 // Close releases the host namespace handle.
@@ -191,7 +198,7 @@ func podRoute(index int, r Route) (*netlink.Route, error) {
 // Detach returns the interface to the host namespace with its host name,
 // MTU, MAC and alias, and no addresses. If the pod's namespace is gone, or
 // the interface is no longer in it, the kernel has returned it to the host:
-// it is found there by name or alias and restored in place. Detaching a
+// it is found there by name, alias or PCI address and restored in place. Detaching a
 // detached interface is harmless.
 func (a *Attacher) Detach(ctx context.Context, podNetNS string, nd Netdev) error {
 	logger := klog.FromContext(ctx).WithValues("hostInterface", nd.HostName, "netns", podNetNS)
@@ -220,6 +227,9 @@ func (a *Attacher) Detach(ctx context.Context, podNetNS string, nd Netdev) error
 		link = findByAlias(netlinkHost{}, nd.HostName)
 	}
 	if link == nil {
+		link = a.findByPCI(nd.PCIAddress)
+	}
+	if link == nil {
 		return fmt.Errorf("host interface %s is neither in pod network namespace %s nor in the host's", nd.HostName, podNetNS)
 	}
 	if err := setLink(a.host, link.Attrs().Index, nil, nd.HostName, nd.HostMTU, hostMAC, &alias); err != nil {
@@ -227,6 +237,24 @@ func (a *Attacher) Detach(ctx context.Context, podNetNS string, nd Netdev) error
 	}
 	logger.V(2).Info("Restored interface in the host", "foundAs", link.Attrs().Name)
 	return flushAddresses(nd.HostName)
+}
+
+// findByPCI finds the host netdev of a PCI function through sysfs
+// (sys/bus/pci/devices/<address>/net/<name>), or nil.
+func (a *Attacher) findByPCI(address string) netlink.Link {
+	if address == "" {
+		return nil
+	}
+	entries, err := os.ReadDir(filepath.Join(a.sysfsRoot, "sys", "bus", "pci", "devices", address, "net"))
+	if err != nil {
+		return nil
+	}
+	for _, e := range entries {
+		if l, err := netlink.LinkByName(e.Name()); err == nil {
+			return l
+		}
+	}
+	return nil
 }
 
 // linkLister is what findByAlias needs of a namespace.

@@ -268,3 +268,43 @@ func TestDetachAfterKernelReturn(t *testing.T) {
 	}
 	assertRestored(t, nd, "")
 }
+
+// TestDetachFindsByPCIAddress: the returned device has neither its name
+// nor its alias (a driver renamed it); its PCI address finds it.
+func TestDetachFindsByPCIAddress(t *testing.T) {
+	requireRoot(t)
+	_, ctx := ktesting.NewTestContext(t)
+	podNS := newNetNS(t)
+	_, host := newVeth(t)
+	a := newAttacher(t)
+	a.sysfsRoot = t.TempDir()
+	nd := testNetdev(host)
+	nd.PCIAddress = "0000:3b:01.0"
+	if _, err := a.Attach(ctx, podNS, nd); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := podLink(t, podNS, "net1")
+	ns, err := netns.GetFromPath(podNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	renamed := fmt.Sprintf("%sren%d", testPrefix, seq.Add(1))
+	empty := ""
+	if err := setLink(ns, l.Attrs().Index, &a.host, renamed, 0, nil, &empty); err != nil {
+		t.Fatal(err)
+	}
+	// What sysfs shows for the VF: its netdev under the PCI function.
+	if err := os.MkdirAll(filepath.Join(a.sysfsRoot, "sys", "bus", "pci", "devices", nd.PCIAddress, "net", renamed), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := netlink.LinkByName(renamed); err != nil {
+		t.Fatalf("the renamed device is not in the host: %v", err)
+	} else if l.Attrs().Alias != "" {
+		t.Fatalf("alias still %q", l.Attrs().Alias)
+	}
+	if err := a.Detach(ctx, podNS, nd); err != nil {
+		t.Fatalf("detach: %v", err)
+	}
+	assertRestored(t, nd, podNS)
+}

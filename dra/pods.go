@@ -80,7 +80,7 @@ func (p PreparedDevice) netdev() (dataplane.Netdev, bool) {
 	}
 	i := p.Config.Interface
 	nd := dataplane.Netdev{
-		HostName: p.HostIfName, HostMTU: p.HostMTU, HostMAC: p.HostMAC, HostAlias: p.HostAlias,
+		HostName: p.HostIfName, HostMTU: p.HostMTU, HostMAC: p.HostMAC, HostAlias: p.HostAlias, PCIAddress: p.PCIAddress,
 		Name: i.Name, MTU: i.MTU, MAC: i.MAC, Addresses: i.Addresses,
 	}
 	for _, r := range i.Routes {

@@ -1,12 +1,8 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -19,8 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/fastpath-dra/fastpath/test/sysfsfixture"
 	"github.com/fastpath-dra/fastpath/test/testbed"
@@ -55,7 +49,7 @@ func deleteSlices(t *testing.T) {
 // dry run if dryRun) and returns them.
 func applyYAML(t *testing.T, ctx context.Context, path string, dryRun bool) []runtime.Object {
 	t.Helper()
-	data, err := os.ReadFile(path)
+	objs, err := testbed.DecodeYAML(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,23 +57,7 @@ func applyYAML(t *testing.T, ctx context.Context, path string, dryRun bool) []ru
 	if dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
-	var objs []runtime.Object
-	dec := utilyaml.NewYAMLReader(bufioReader(data))
-	for {
-		doc, err := dec.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		if len(bytes.TrimSpace(doc)) == 0 {
-			continue
-		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
+	for _, obj := range objs {
 		switch o := obj.(type) {
 		case *resourceapi.DeviceClass:
 			_, err = bed.Client().ResourceV1().DeviceClasses().Create(ctx, o, opts)
@@ -93,7 +71,6 @@ func applyYAML(t *testing.T, ctx context.Context, path string, dryRun bool) []ru
 		if err != nil {
 			t.Fatalf("%s: create %T: %v", path, obj, err)
 		}
-		objs = append(objs, obj)
 	}
 	return objs
 }
@@ -367,5 +344,3 @@ func checkpointClaims(t *testing.T, d *daemon) int {
 	}
 	return strings.Count(string(data), `"podUID"`)
 }
-
-func bufioReader(data []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(data)) }
