@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"net"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 
+	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/devices"
 	"github.com/fastpath-dra/fastpath/dra"
 	"github.com/fastpath-dra/fastpath/test/sysfsfixture"
@@ -46,13 +48,28 @@ func BenchmarkPublish(b *testing.B) {
 	}
 }
 
+// nopPF stands in for a PF: this machine has no SR-IOV, and the netlink
+// calls to a real PF are the driver's time, not fastpath's.
+type nopPF struct{}
+
+func (nopPF) VFState(string, int) (dataplane.VFState, error) {
+	return dataplane.VFState{VLANProto: "802.1q", MAC: "00:00:00:00:00:00", LinkState: "auto"}, nil
+}
+func (nopPF) SetVLAN(string, int, int, int, string) error { return nil }
+func (nopPF) SetMAC(string, int, net.HardwareAddr) error  { return nil }
+func (nopPF) SetRate(string, int, int, int) error         { return nil }
+func (nopPF) SetSpoofChk(string, int, bool) error         { return nil }
+func (nopPF) SetTrust(string, int, bool) error            { return nil }
+func (nopPF) SetLinkState(string, int, string) error      { return nil }
+
 // BenchmarkPrepare prepares and unprepares a claim for one VF netdev with a
-// full config: validation, plan, checkpoint (fsync'd), device-info file and
-// CDI spec, then their removal.
+// full config: validation, plan, the VF's state saved, checkpoint (fsync'd),
+// device-info file, CDI spec and VF settings (through a PF that does
+// nothing), then their removal.
 func BenchmarkPrepare(b *testing.B) {
 	inv := generatedInventory(b, 8)
 	dir := b.TempDir()
-	d, err := dra.New(dra.Options{NodeName: "node-a", PluginDir: dir + "/plugin", StateDir: dir + "/state", CDIDir: dir + "/cdi"})
+	d, err := dra.New(dra.Options{NodeName: "node-a", PluginDir: dir + "/plugin", StateDir: dir + "/state", CDIDir: dir + "/cdi", PF: nopPF{}})
 	if err != nil {
 		b.Fatal(err)
 	}
