@@ -64,11 +64,11 @@ func TestPlanDefaults(t *testing.T) {
 	if c.Mode != ModeNetdev || c.Interface == nil || c.Interface.Name != "eth-fast" {
 		t.Errorf("defaulted config = %+v", c)
 	}
-	st, err = planClaim(t, testClaim("xdp", []alloc{{"xsk", vfNetdev}}, fromClass(config(`"mode": "afxdp"`))), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if x := st.Devices[0].Config.XDP; x == nil || x.Program != "xsk-redirect" || x.AttachMode != "native" || x.Queues != 1 || x.ZeroCopy != "preferred" {
+	// afxdp defaults (the mode itself is refused until it is built).
+	var xcfg InterfaceConfig
+	xcfg.Mode = ModeAFXDP
+	xcfg.setDefaults("xsk", inventoryMap(testInventory(t))[vfNetdev])
+	if x := xcfg.XDP; x == nil || x.Program != "xsk-redirect" || x.AttachMode != "native" || x.Queues != 1 || x.ZeroCopy != "preferred" {
 		t.Errorf("afxdp defaults = %+v", x)
 	}
 }
@@ -169,6 +169,12 @@ func TestPlanErrors(t *testing.T) {
 			c.Spec.Devices.Requests[0].Exactly.AllocationMode = resourceapi.DeviceAllocationModeAll
 			return c
 		}, []string{"allocationMode All"}},
+		{"afxdp not built yet", func() *resourceapi.ResourceClaim {
+			return testClaim("c1", []alloc{{"nic", vfNetdev}}, fromClaim(config(`"mode": "afxdp"`)))
+		}, []string{`request "nic"`, "mode afxdp is not supported"}},
+		{"vfio binding not built yet", func() *resourceapi.ResourceClaim {
+			return testClaim("c1", []alloc{{"nic", vfNetdev}}, fromClaim(config(`"mode": "vfio"`)))
+		}, []string{"bound to iavf", "bind it to vfio-pci"}},
 		{"device gone", func() *resourceapi.ResourceClaim {
 			return testClaim("c1", []alloc{{"nic", "pci-0000-99-00-0"}})
 		}, []string{"device pci-0000-99-00-0", "not (or no longer) on this node"}},
