@@ -32,7 +32,7 @@ generate: ## regenerate generated code (installs clang and libbpf headers when m
 .PHONY: lint
 lint: ## go vet, gofmt and golangci-lint
 	$(DEPS) lint
-	$(GO) vet -tags privileged ./...
+	$(GO) vet -tags privileged,benche2e ./...
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
 		if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(DEPS_ENV); "$$FASTPATH_GOLANGCI_LINT" run ./...
@@ -65,6 +65,11 @@ e2e: ## end-to-end tests on a real single-node Kubernetes (root; uses a running 
 bench: ## benchmarks (root; the CNI comparison uses the plugins make deps builds)
 	$(DEPS) testbed
 	$(GO) test -run '^$$' -bench . -benchmem ./bench/...
+
+.PHONY: bench-e2e
+bench-e2e: ## pod start-up with and without a claim on the real node, and the daemon's RSS (root)
+	$(DEPS) testbed
+	$(GO) test -count=1 -timeout 30m -tags benche2e -run TestPodStartup -v ./test/e2e/
 
 .PHONY: bench-smoke
 bench-smoke: ## every benchmark once, so none can rot

@@ -225,6 +225,21 @@ func (b *Bed) StartProcess(ctx context.Context, name string, argv ...string) err
 	return st.save()
 }
 
+// ProcessPID is the PID of a running process started with StartProcess,
+// or 0.
+func (b *Bed) ProcessPID(name string) int {
+	st, err := loadState(b.cfg)
+	if err != nil || st == nil {
+		return 0
+	}
+	for _, p := range st.Processes {
+		if p.Name == name && p.alive() {
+			return p.PID
+		}
+	}
+	return 0
+}
+
 // StopProcess stops an extra process started with StartProcess.
 func (b *Bed) StopProcess(name string) error {
 	unlock, err := lock(b.cfg)
