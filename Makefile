@@ -62,9 +62,14 @@ e2e: ## end-to-end tests on a real single-node Kubernetes (root; uses a running 
 	$(GO) test -race -count=1 -timeout $(E2E_TIMEOUT) -v ./test/e2e/...
 
 .PHONY: bench
-bench: ## benchmarks (root; the CNI comparison uses the plugins make deps builds)
+BENCH_COUNT ?= 5
+BENCH_CMD = $(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./bench/
+
+bench: ## benchmarks with medians and ratios; rewrites the summary in bench/RESULTS.md (root)
 	$(DEPS) testbed
-	$(GO) test -run '^$$' -bench . -benchmem ./bench/...
+	@mkdir -p $(BIN)
+	set -o pipefail; $(BENCH_CMD) | tee $(BIN)/bench.txt
+	$(GO) run ./bench/summary -results bench/RESULTS.md -command "$(BENCH_CMD)" < $(BIN)/bench.txt
 
 .PHONY: bench-e2e
 bench-e2e: ## pod start-up with and without a claim on the real node, and the daemon's RSS (root)

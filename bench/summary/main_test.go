@@ -1,0 +1,56 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const sample = `goos: linux
+BenchmarkAttach-2   	      64	  17000000 ns/op	   29339 B/op	     243 allocs/op
+BenchmarkAttach-2   	      70	  18000000 ns/op	   29337 B/op	     243 allocs/op
+BenchmarkAttach-2   	      70	  16000000 ns/op	   29333 B/op	     243 allocs/op
+BenchmarkFloor/attach-2  	      61	  17500000 ns/op	   19640 B/op	     152 allocs/op
+BenchmarkFloor/attach-2  	      61	  17500000 ns/op	   19640 B/op	     152 allocs/op
+BenchmarkCNI/host-device-2         	      21	  60000000 ns/op	   64900 B/op	     950 allocs/op
+BenchmarkAttachScale/pods=16/workers=1-2        	       4	 277569318 ns/op	  17348082 ns/attach	  469962 B/op	    3895 allocs/op
+PASS
+`
+
+func TestSummary(t *testing.T) {
+	runs, err := parse(strings.NewReader(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := median(runs["Attach"]); got != 17000000 {
+		t.Errorf("median attach = %v", got)
+	}
+	if len(runs["AttachScale/pods=16/workers=1"]) != 1 {
+		t.Errorf("scale runs = %v", runs)
+	}
+	table := render(runs)
+	for _, want := range []string{
+		"| Attach | 3 | 17ms |",
+		"| attach / floor | 0.97x | <= 1.05 | yes |",
+		"| CNI host-device / attach | 3.53x | >= 3 | yes |",
+		"| detach / floor | not measured |",
+	} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "RESULTS.md")
+	if err := os.WriteFile(path, []byte("# Results\n\nhand-written\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second run replaces the section, not adds another
+		if err := rewrite(path, beginMarker+"\nSUMMARY\n"+endMarker+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, _ := os.ReadFile(path)
+	if strings.Count(string(data), "SUMMARY") != 1 || !strings.Contains(string(data), "hand-written") {
+		t.Errorf("rewritten file:\n%s", data)
+	}
+}
