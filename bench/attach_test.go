@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
-	"runtime"
 	"sync"
 	"testing"
 
@@ -15,34 +13,23 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/fastpath-dra/fastpath/dataplane"
+	"github.com/fastpath-dra/fastpath/test/netnstest"
 )
 
 // benchPrefix starts the names of the links and namespaces benchmarks make.
 const benchPrefix = "fpb"
 
-// benchNetNS creates a named network namespace standing in for a pod's.
+// benchNetNS creates a named network namespace standing in for a pod's,
+// and returns its path and a handle to it.
 func benchNetNS(b *testing.B) (string, netns.NsHandle) {
 	b.Helper()
-	if os.Geteuid() != 0 {
-		b.Fatal("this benchmark moves links between network namespaces: run it as root")
-	}
-	name := fmt.Sprintf("%s-%d", benchPrefix, os.Getpid())
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
+	path := netnstest.New(b, fmt.Sprintf("%s-%d", benchPrefix, os.Getpid()))
+	ns, err := netns.GetFromPath(path)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer orig.Close()
-	ns, err := netns.NewNamed(name)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := netns.Set(orig); err != nil {
-		panic(err)
-	}
-	b.Cleanup(func() { ns.Close(); _ = netns.DeleteNamed(name) })
-	return filepath.Join("/run/netns", name), ns
+	b.Cleanup(func() { _ = ns.Close() })
+	return path, ns
 }
 
 func benchVeth(b *testing.B) netlink.Link {
@@ -255,24 +242,7 @@ func BenchmarkAttachScale(b *testing.B) {
 
 func scaleNetNS(b *testing.B, i int) string {
 	b.Helper()
-	name := fmt.Sprintf("%s-s%d-%d", benchPrefix, os.Getpid(), i)
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer orig.Close()
-	ns, err := netns.NewNamed(name)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ns.Close()
-	if err := netns.Set(orig); err != nil {
-		panic(err)
-	}
-	b.Cleanup(func() { _ = netns.DeleteNamed(name) })
-	return filepath.Join("/run/netns", name)
+	return netnstest.New(b, fmt.Sprintf("%s-s%d-%d", benchPrefix, os.Getpid(), i))
 }
 
 func scaleVeth(b *testing.B, i int) netlink.Link {

@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,6 +14,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"k8s.io/klog/v2/ktesting"
+
+	"github.com/fastpath-dra/fastpath/test/netnstest"
 )
 
 // testPrefix starts the names of the links and namespaces these tests make.
@@ -29,28 +30,10 @@ func requireRoot(t *testing.T) {
 	}
 }
 
-// newNetNS creates a named network namespace and returns its path; the
-// calling goroutine stays in its own namespace.
+// newNetNS creates a named network namespace standing in for a pod's.
 func newNetNS(t *testing.T) string {
 	t.Helper()
-	name := fmt.Sprintf("%s-%d-%d", testPrefix, os.Getpid(), seq.Add(1))
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer orig.Close()
-	ns, err := netns.NewNamed(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Close()
-	if err := netns.Set(orig); err != nil {
-		panic(fmt.Sprintf("cannot return to the original network namespace: %v", err))
-	}
-	t.Cleanup(func() { _ = netns.DeleteNamed(name) })
-	return filepath.Join("/run/netns", name)
+	return netnstest.New(t, fmt.Sprintf("%s-%d-%d", testPrefix, os.Getpid(), seq.Add(1)))
 }
 
 // newVeth creates a veth pair in the host namespace and returns the name of
