@@ -38,11 +38,12 @@ lint: ## go vet, gofmt and golangci-lint
 	$(DEPS_ENV); "$$FASTPATH_GOLANGCI_LINT" run ./...
 
 .PHONY: unit
-unit: ## unit tests, no root needed
+unit: ## unit tests (discovery needs the pci.ids package: make deps)
 	$(GO) test -race -count=1 $(PKGS)
 
 .PHONY: privileged
 privileged: ## unit and privileged tests (root: netns, veth, BPF)
+	$(DEPS) apt
 	$(GO) test -race -count=1 -tags privileged $(PKGS)
 
 FUZZTIME ?= 10s
@@ -82,7 +83,7 @@ bench-smoke: ## every benchmark once, so none can rot
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./bench/...
 
 .PHONY: test
-test: lint privileged fuzz e2e bench-smoke ## what CI runs: lint, unit + privileged tests, fuzzing, e2e, benchmarks once
+test: deps lint privileged fuzz e2e bench-smoke ## what CI runs: deps, lint, unit + privileged tests, fuzzing, e2e, benchmarks once
 
 .PHONY: cluster-up
 cluster-up: ## start the test bed and print its KUBECONFIG (root)
