@@ -232,17 +232,7 @@ func TestDetachAfterKernelReturn(t *testing.T) {
 	if _, err := a.Attach(ctx, podNS, nd); err != nil {
 		t.Fatal(err)
 	}
-	// Play the kernel: the device comes back as "fpakret<N>", alias kept.
-	l, _ := podLink(t, podNS, "net1")
-	ns, err := netns.GetFromPath(podNS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	returned := fmt.Sprintf("%skret%d", testPrefix, seq.Add(1))
-	if err := setLink(ns, l.Attrs().Index, &a.host, returned, 0, nil, nil); err != nil {
-		t.Fatal(err)
-	}
+	kernelReturns(t, a, podNS, "net1", nil)
 	if err := netns.DeleteNamed(filepath.Base(podNS)); err != nil {
 		t.Fatal(err)
 	}
@@ -266,17 +256,8 @@ func TestDetachFindsByPCIAddress(t *testing.T) {
 	if _, err := a.Attach(ctx, podNS, nd); err != nil {
 		t.Fatal(err)
 	}
-	l, _ := podLink(t, podNS, "net1")
-	ns, err := netns.GetFromPath(podNS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	renamed := fmt.Sprintf("%sren%d", testPrefix, seq.Add(1))
 	empty := ""
-	if err := setLink(ns, l.Attrs().Index, &a.host, renamed, 0, nil, &empty); err != nil {
-		t.Fatal(err)
-	}
+	renamed := kernelReturns(t, a, podNS, "net1", &empty)
 	// What sysfs shows for the VF: its netdev under the PCI function.
 	if err := os.MkdirAll(filepath.Join(a.sysfsRoot, "sys", "bus", "pci", "devices", nd.PCIAddress, "net", renamed), 0o755); err != nil {
 		t.Fatal(err)
@@ -290,4 +271,25 @@ func TestDetachFindsByPCIAddress(t *testing.T) {
 		t.Fatalf("detach: %v", err)
 	}
 	assertRestored(t, nd, podNS)
+}
+
+// kernelReturns plays the kernel giving a device back to the host when its
+// namespace goes: the pod's interface moves to the host under a new name
+// (alias kept, or set to alias), which it returns.
+func kernelReturns(t *testing.T, a *Attacher, podNS, name string, alias *string) string {
+	t.Helper()
+	l, _ := podLink(t, podNS, name)
+	if l == nil {
+		t.Fatalf("the pod has no %s", name)
+	}
+	ns, err := netns.GetFromPath(podNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	returned := fmt.Sprintf("%sret%d", testPrefix, seq.Add(1))
+	if err := setLink(ns, l.Attrs().Index, &a.host, returned, 0, nil, alias); err != nil {
+		t.Fatal(err)
+	}
+	return returned
 }

@@ -103,15 +103,7 @@ func TestPluginRunStopSynchronize(t *testing.T) {
 	// Play the kernel returning the devices when the namespace went: move
 	// them back to the host under other names, keeping their aliases.
 	for _, name := range []string{"net1", "net2"} {
-		l, _ := podLink(t, podNS, name)
-		ns, _, err := podHandle(podNS)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := setLink(ns, l.Attrs().Index, &p.opts.Attacher.host, "fparet"+name[3:], 0, nil, nil); err != nil {
-			t.Fatal(err)
-		}
-		ns.Close()
+		kernelReturns(t, p.opts.Attacher, podNS, name, nil)
 	}
 	if _, err := p.Synchronize(ctx, []*api.PodSandbox{sandbox("other-pod", "/nonexistent")}, nil); err != nil {
 		t.Fatal(err)
