@@ -74,7 +74,7 @@ var lastDaemon *daemon
 // the pod returns the device to the host as it was.
 func TestDataplaneNetdev(t *testing.T) {
 	ctx := testContext(t)
-	orig := dataplaneSetup(t, ctx, 1, 36181)[0]
+	orig := dataplaneSetup(t, ctx, 1, 26181)[0]
 
 	claim := netdevClaim("e2e-net", `{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig",
 		"interface": {"name": "net1", "mtu": 9000, "mac": "02:00:00:fa:57:01", "addresses": ["10.77.1.2/24", "fd00:77::2/64"],
@@ -171,7 +171,7 @@ func assertReturned(t *testing.T, ctx context.Context, orig *netlink.LinkAttrs) 
 // claim says NotReady with the error, and the device is back in the host.
 func TestDataplaneAttachFailure(t *testing.T) {
 	ctx := testContext(t)
-	orig := dataplaneSetup(t, ctx, 2, 36182)[0]
+	orig := dataplaneSetup(t, ctx, 2, 26182)[0]
 	claim := netdevClaim("e2e-fail", `{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig",
 		"interface": {"name": "net1", "addresses": ["10.79.1.2/24"], "routes": [{"destination": "10.80.0.0/16", "gateway": "192.0.2.1"}]}}`)
 	claim.Spec.Devices.Requests[0].Exactly.Selectors = nil
@@ -221,7 +221,7 @@ func TestDataplaneAttachFailure(t *testing.T) {
 // naming the field, and once it is deleted nothing of it is left.
 func TestDataplaneTwoClaims(t *testing.T) {
 	ctx := testContext(t)
-	origs := dataplaneSetup(t, ctx, 4, 36183, 5)
+	origs := dataplaneSetup(t, ctx, 4, 26183, 5)
 	d := lastDaemon
 	mkClaim := func(name, ifName string) *resourceapi.ResourceClaim {
 		c := netdevClaim(name, fmt.Sprintf(`{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig", "interface": {"name": %q}}`, ifName))

@@ -88,7 +88,7 @@ func TestDRAPlugin(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { deleteSlices(t) })
-	d := startDaemon(t, ctx, 36180, "--sysfs-root", root)
+	d := startDaemon(t, ctx, 26180, "--sysfs-root", root)
 
 	var slices map[string]resourceapi.ResourceSlice
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {

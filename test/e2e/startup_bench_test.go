@@ -43,7 +43,7 @@ func TestPodStartup(t *testing.T) {
 	for i := 1; i < startupPods; i++ {
 		more = append(more, first+i)
 	}
-	dataplaneSetup(t, ctx, first, 36190, more...)
+	dataplaneSetup(t, ctx, first, 26190, more...)
 	tmpl := &resourceapi.ResourceClaimTemplate{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "startup"},
 		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: netdevClaim("", `{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig",
@@ -75,7 +75,7 @@ func TestPodStartup(t *testing.T) {
 	if err := sysfsfixture.Generated(1023).Write(root); err != nil {
 		t.Fatal(err)
 	}
-	big := startDaemon(t, ctx, 36191, "--sysfs-root", root)
+	big := startDaemon(t, ctx, 26191, "--sysfs-root", root)
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		s, err := nodeSlices(ctx)
 		return err == nil && countDevices(s) == 1024, nil

@@ -40,7 +40,9 @@ type Config struct {
 	// FeatureGates are passed to every Kubernetes component.
 	FeatureGates map[string]bool
 
-	// Ports, all on 127.0.0.1 but the kubelet's, which is on NodeIP.
+	// Ports, all on 127.0.0.1 but the kubelet's, which is on NodeIP. They are
+	// below the ephemeral range (32768-60999), so no outgoing connection
+	// holds one when the bed starts.
 	APIServerPort, EtcdPort, SchedulerPort, ControllerManagerPort, KubeletPort, KubeletHealthzPort int
 }
 
@@ -88,12 +90,12 @@ func (c Config) Defaults() (Config, error) {
 	if !c.ServiceCIDR.IsValid() {
 		c.ServiceCIDR = netip.MustParsePrefix("10.215.0.0/24")
 	}
-	setDefault(&c.APIServerPort, 36443)
-	setDefault(&c.EtcdPort, 32379) // and EtcdPort+1 for peers
-	setDefault(&c.SchedulerPort, 36459)
-	setDefault(&c.ControllerManagerPort, 36457)
-	setDefault(&c.KubeletPort, 36250)
-	setDefault(&c.KubeletHealthzPort, 36248)
+	setDefault(&c.APIServerPort, 26443)
+	setDefault(&c.EtcdPort, 22379) // and EtcdPort+1 for peers
+	setDefault(&c.SchedulerPort, 26459)
+	setDefault(&c.ControllerManagerPort, 26457)
+	setDefault(&c.KubeletPort, 26250)
+	setDefault(&c.KubeletHealthzPort, 26248)
 	return c, nil
 }
 

@@ -31,8 +31,8 @@ func failingConfig(t *testing.T) Config {
 	cfg, err := Config{
 		Dir: filepath.Join(dir, "bed"), CacheDir: filepath.Join(dir, "cache"),
 		LinkPrefix: "fpx", CgroupName: "fastpath-testbed-fail", NodeName: "fail-node",
-		APIServerPort: 46443, EtcdPort: 42379, SchedulerPort: 46459, ControllerManagerPort: 46457,
-		KubeletPort: 46250, KubeletHealthzPort: 46248,
+		APIServerPort: 27443, EtcdPort: 23379, SchedulerPort: 27459, ControllerManagerPort: 27457,
+		KubeletPort: 27250, KubeletHealthzPort: 27248,
 	}.Defaults()
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +97,7 @@ func TestStartRefusesTakenPort(t *testing.T) {
 	defer l.Close()
 	_, ctx := ktesting.NewTestContext(t)
 	_, err = Start(ctx, cfg)
-	if err == nil || !strings.Contains(err.Error(), "port 46443 for kube-apiserver is in use") {
+	if err == nil || !strings.Contains(err.Error(), "port 27443 for kube-apiserver is in use") {
 		t.Errorf("Start = %v, want the taken port named", err)
 	}
 	if left := Leftovers(cfg); len(left) > 0 {

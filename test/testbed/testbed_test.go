@@ -130,7 +130,7 @@ func TestPKI(t *testing.T) {
 		t.Errorf("ca.key mode = %v, %v; want 0600", st.Mode(), err)
 	}
 	kc := p.kubeconfig(cfg, "admin", p.adminToken)
-	if !strings.Contains(kc, net.JoinHostPort("127.0.0.1", "36443")) || !strings.Contains(kc, p.adminToken) {
+	if !strings.Contains(kc, net.JoinHostPort("127.0.0.1", "26443")) || !strings.Contains(kc, p.adminToken) {
 		t.Errorf("kubeconfig:\n%s", kc)
 	}
 }
@@ -162,7 +162,7 @@ func TestComponentConfigs(t *testing.T) {
 		t.Errorf("feature gates flag = %q", got)
 	}
 	kubelet := kubeletConfig(cfg, &pki{dir: "/tmp/bed/pki"})
-	for _, want := range []string{"cgroupRoot: /fastpath-testbed", "port: 36250", "featureGates: {A: true, B: false}", "/tmp/bed/containerd/containerd.sock"} {
+	for _, want := range []string{"cgroupRoot: /fastpath-testbed", "port: 26250", "featureGates: {A: true, B: false}", "/tmp/bed/containerd/containerd.sock"} {
 		if !strings.Contains(kubelet, want) {
 			t.Errorf("kubelet config lacks %q:\n%s", want, kubelet)
 		}

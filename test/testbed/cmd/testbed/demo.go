@@ -27,7 +27,7 @@ const (
 	demoNamespace = metav1.NamespaceDefault
 	demoPod       = "fastpath-demo"
 	// demoHealthPort is where the demo's fastpathd serves /healthz.
-	demoHealthPort = 36178
+	demoHealthPort = 26178
 )
 
 // demo starts a bed unless one runs, (re)starts fastpathd beside the node,
