@@ -48,7 +48,7 @@ type Discoverer struct {
 	sysfs  sysfs
 	filter *Filter
 	memif  *MemifConfig
-	pcidb  *pciDB
+	names  *pciNames
 }
 
 // New checks opts and returns a Discoverer. Errors wrap ErrBadOptions.
@@ -72,9 +72,7 @@ func New(opts Options) (*Discoverer, error) {
 			return nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
 		}
 	}
-	if d.pcidb, err = newPCIDB(d.sysfs); err != nil {
-		return nil, err
-	}
+	d.names = newPCINames()
 	return d, nil
 }
 
@@ -92,7 +90,7 @@ func (d *Discoverer) Discover(ctx context.Context) (Inventory, error) {
 	if err != nil {
 		return Inventory{}, err
 	}
-	pciDevs, warnings, err := discoverPCI(ctx, d.sysfs, d.pcidb, netdevs)
+	pciDevs, warnings, err := discoverPCI(ctx, d.sysfs, d.names, netdevs)
 	if err != nil {
 		return Inventory{}, err
 	}

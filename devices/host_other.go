@@ -13,11 +13,7 @@ func liveNetdevState(context.Context, []Device, func(error)) ([]Device, error) {
 
 func watchLinks(context.Context, func()) error { return nil }
 
-type pciDB struct{}
-
-func newPCIDB(sysfs) (*pciDB, error) { return &pciDB{}, nil }
-
-func discoverPCI(context.Context, sysfs, *pciDB, map[string]string) ([]Device, []error, error) {
+func discoverPCI(context.Context, sysfs, *pciNames, map[string]string) ([]Device, []error, error) {
 	return nil, nil, errors.New("PCI discovery needs Linux")
 }
 

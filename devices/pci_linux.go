@@ -9,65 +9,65 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/jaypipes/ghw"
-	ghwpci "github.com/jaypipes/ghw/pkg/pci"
 	"k8s.io/dynamic-resource-allocation/deviceattribute"
 )
 
 // pciNetworkClass is the PCI base class of network controllers.
 const pciNetworkClass = "02"
 
-// pciDB parses PCI functions' modalias and names their vendors and devices.
-// It is ghw's parser over the pci.ids database, loaded once: ghw.PCI() would
-// reload the whole database on every discovery.
-type pciDB struct{ info *ghwpci.Info }
-
-func newPCIDB(s sysfs) (*pciDB, error) {
-	info, err := ghwpci.New(ghw.WithChroot(s.root), ghw.WithDisableTopology(), ghw.WithDisableWarnings())
-	if err != nil {
-		return nil, fmt.Errorf("load the PCI database (is pci.ids installed?): %w", err)
-	}
-	return &pciDB{info: info}, nil
-}
-
 // discoverPCI enumerates the PCI network functions below the sysfs root.
 // A function whose sysfs files are unreadable or malformed is skipped with a
 // warning naming the path.
-func discoverPCI(_ context.Context, s sysfs, db *pciDB, netdevs map[string]string) ([]Device, []error, error) {
+func discoverPCI(_ context.Context, s sysfs, names *pciNames, netdevs map[string]string) ([]Device, []error, error) {
 	entries, err := os.ReadDir(s.path("bus", "pci", "devices"))
 	if err != nil {
 		return nil, nil, fmt.Errorf("list PCI devices: %w", err)
 	}
 	type result struct {
+		id   modalias
 		dev  *Device
 		warn error
 	}
 	results := make([]result, len(entries))
-	vfIDs := &vfIndexes{ids: map[string]int{}}
 	parallel(len(entries), func(i int) {
 		addr := entries[i].Name()
-		modalias, err := readTrimmed(s.pciDevice(addr, "modalias"))
+		raw, err := readTrimmed(s.pciDevice(addr, "modalias"))
 		if err != nil {
 			results[i].warn = fmt.Errorf("skipping PCI device %s: %w", addr, err)
 			return
 		}
-		fn := db.info.ParseDevice(addr, modalias)
-		if fn == nil {
-			results[i].warn = fmt.Errorf("skipping PCI device %s: %s: malformed modalias %q", addr, s.pciDevice(addr, "modalias"), modalias)
+		id, ok := parseModalias(raw)
+		if !ok {
+			results[i].warn = fmt.Errorf("skipping PCI device %s: %s: malformed modalias %q", addr, s.pciDevice(addr, "modalias"), raw)
 			return
 		}
-		if fn.Class == nil || fn.Class.ID != pciNetworkClass {
+		if id.class == pciNetworkClass {
+			results[i].id = id
+		}
+	})
+	var ids []modalias
+	for _, r := range results {
+		if r.id.class != "" {
+			ids = append(ids, r.id)
+		}
+	}
+	var warnings []error
+	if err := names.resolve(ids); err != nil {
+		warnings = append(warnings, fmt.Errorf("PCI devices are published without vendor and device names: %w", err))
+	}
+	vfIDs := &vfIndexes{ids: map[string]int{}}
+	parallel(len(entries), func(i int) {
+		if results[i].id.class == "" {
 			return
 		}
-		d, err := pciFunction(s, fn, netdevs, vfIDs)
+		d, err := pciFunction(s, entries[i].Name(), results[i].id, names, netdevs, vfIDs)
 		if err != nil {
-			results[i].warn = fmt.Errorf("skipping PCI device %s: %w", addr, err)
+			results[i].warn = fmt.Errorf("skipping PCI device %s: %w", entries[i].Name(), err)
 			return
 		}
 		results[i].dev = &d
 	})
 	var devs []Device
-	var warnings []error
 	for _, r := range results {
 		if r.warn != nil {
 			warnings = append(warnings, r.warn)
@@ -79,22 +79,17 @@ func discoverPCI(_ context.Context, s sysfs, db *pciDB, netdevs map[string]strin
 	return devs, warnings, nil
 }
 
-func pciFunction(s sysfs, fn *ghwpci.Device, netdevs map[string]string, vfIDs *vfIndexes) (Device, error) {
-	addr := fn.Address
+func pciFunction(s sysfs, addr string, id modalias, names *pciNames, netdevs map[string]string, vfIDs *vfIndexes) (Device, error) {
 	p := &PCI{
-		Address:  addr,
-		Driver:   linkBase(s.pciDevice(addr, "driver")),
-		NUMANode: -1,
+		Address:         addr,
+		Driver:          linkBase(s.pciDevice(addr, "driver")),
+		NUMANode:        -1,
+		Vendor:          id.vendor,
+		Device:          id.device,
+		SubsystemVendor: id.subVendor,
+		SubsystemDevice: id.subDevice,
 	}
-	if fn.Vendor != nil {
-		p.Vendor, p.VendorName = fn.Vendor.ID, known(fn.Vendor.Name)
-	}
-	if fn.Product != nil {
-		p.Device, p.DeviceName = fn.Product.ID, known(fn.Product.Name)
-	}
-	if fn.Subsystem != nil && fn.Subsystem.VendorID != "" {
-		p.SubsystemVendor, p.SubsystemDevice = fn.Subsystem.VendorID, fn.Subsystem.ID
-	}
+	p.VendorName, p.DeviceName = names.names(id)
 	var err error
 	if p.NUMANode, err = readOptionalInt(s.pciDevice(addr, "numa_node"), -1); err != nil {
 		return Device{}, err
@@ -131,13 +126,6 @@ func pciFunction(s sysfs, fn *ghwpci.Device, netdevs map[string]string, vfIDs *v
 		d.Netdev = &Netdev{Name: ifName}
 	}
 	return d, nil
-}
-
-func known(name string) string {
-	if name == "unknown" {
-		return ""
-	}
-	return name
 }
 
 // vfIndexes maps VF addresses to their index on their PF, read from the
