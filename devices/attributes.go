@@ -83,6 +83,7 @@ func (d Device) Attributes() map[resourceapi.QualifiedName]resourceapi.DeviceAtt
 	if m := d.Memif; m != nil {
 		a.str("memifRole", m.Role)
 		a.str("memifMode", m.Mode)
+		a.bool("memifHealthy", m.Healthy)
 	}
 	return a
 }

@@ -118,6 +118,11 @@ type Memif struct {
 	SocketPath string `json:"socketPath"`
 	// Source says where the endpoint was found: "dir" or "config".
 	Source string `json:"source"`
+	// Healthy: the endpoint answered a memif HELLO when last probed (a
+	// master endpoint, which the pod serves, is always healthy); Problem
+	// says why not.
+	Healthy bool   `json:"healthy"`
+	Problem string `json:"problem,omitempty"`
 }
 
 // PCIDeviceName is the device name of a PCI function: 0000:3b:02.1 ->

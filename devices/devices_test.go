@@ -5,16 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/deviceattribute"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/fastpath-dra/fastpath/devices/memif"
 	"github.com/fastpath-dra/fastpath/test/sysfsfixture"
 )
 
@@ -295,46 +298,91 @@ func TestGenerated1024VFs(t *testing.T) {
 
 func TestMemif(t *testing.T) {
 	dir := t.TempDir()
-	for _, name := range []string{"fw0.sock", "Bad_Name.sock"} {
+	// fw0 and quiet are sockets nobody answers on, vs1 a vswitch's.
+	for _, name := range []string{"fw0.sock", "Bad_Name.sock", "quiet.sock"} {
 		l, err := net.Listen("unixpacket", filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { l.Close() })
 	}
+	vs1, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: filepath.Join(dir, "vs1.sock"), Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { vs1.Close() })
+	go func() {
+		for {
+			c, err := vs1.AcceptUnix()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = memif.Answer(c, memif.Hello{Name: "vswitch"}, 5*time.Second) }()
+		}
+	}()
 	if err := os.WriteFile(filepath.Join(dir, "not-a-socket"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cfg := filepath.Join(t.TempDir(), "memif.yaml")
-	writeFile(t, cfg, `apiVersion: fastpath.dev/v1alpha1
+	writeFile(t, cfg, fmt.Sprintf(`apiVersion: fastpath.dev/v1alpha1
 kind: MemifConfig
 endpoints:
-- {name: vpp1, role: master, mode: ip, socketPath: /run/vpp/vpp1.sock}
-- {name: fw0, role: master, socketPath: /run/vswitch/fw0.sock}
-`)
+- {name: vpp1, role: master, mode: ip, socketPath: %s/vpp1.sock}
+- {name: fw0, role: master}
+`, dir))
 	inv := discover(t, Options{SysfsRoot: fixture("plain"), MemifDir: dir, MemifConfig: cfg})
-	var memifs []Device
+	memifs := map[string]*Memif{}
 	for _, d := range inv.Devices {
 		if d.Kind == KindMemif {
-			memifs = append(memifs, d)
+			memifs[d.Name] = d.Memif
 		}
 	}
-	if len(memifs) != 2 {
-		t.Fatalf("memif devices = %+v, want fw0 and vpp1", memifs)
+	if len(memifs) != 4 {
+		t.Fatalf("memif devices = %v, want fw0, quiet, vpp1 and vs1", memifs)
 	}
-	fw0, vpp1 := memifs[0], memifs[1]
-	if fw0.Name != "memif-fw0" || fw0.Memif.Source != "config" || fw0.Memif.Role != "master" || fw0.Memif.Mode != "ethernet" {
-		t.Errorf("fw0 = %+v (the config wins over the socket of the same name)", fw0.Memif)
+	if fw0 := memifs["memif-fw0"]; fw0.Source != "config" || fw0.Role != "master" || fw0.Mode != "ethernet" || !fw0.Healthy {
+		t.Errorf("fw0 = %+v (the config wins over the socket of the same name; a master is healthy)", fw0)
 	}
-	if vpp1.Name != "memif-vpp1" || vpp1.Memif.Mode != "ip" {
-		t.Errorf("vpp1 = %+v", vpp1.Memif)
+	if vpp1 := memifs["memif-vpp1"]; vpp1.Mode != "ip" || vpp1.SocketPath != filepath.Join(dir, "vpp1.sock") {
+		t.Errorf("vpp1 = %+v", vpp1)
+	}
+	if vs := memifs["memif-vs1"]; vs.Role != "slave" || vs.Source != "dir" || !vs.Healthy || vs.Problem != "" {
+		t.Errorf("vs1 = %+v, want a healthy slave endpoint", vs)
+	}
+	if q := memifs["memif-quiet"]; q.Healthy || !strings.Contains(q.Problem, "quiet.sock") {
+		t.Errorf("quiet = %+v, want unhealthy with the socket in the problem", q)
 	}
 	if len(inv.Warnings) != 1 || !strings.Contains(inv.Warnings[0], "Bad_Name.sock") {
 		t.Errorf("warnings = %q, want one naming Bad_Name.sock", inv.Warnings)
 	}
-	attrs := vpp1.Attributes()
-	if *attrs["memifRole"].StringValue != "master" || *attrs["memifMode"].StringValue != "ip" || *attrs["kind"].StringValue != "memif" {
-		t.Errorf("memif attributes = %v", attrs)
+	for _, d := range inv.Devices {
+		if d.Name != "memif-vpp1" && d.Name != "memif-quiet" {
+			continue
+		}
+		attrs := d.Attributes()
+		if *attrs["memifRole"].StringValue != d.Memif.Role || *attrs["memifMode"].StringValue != d.Memif.Mode ||
+			*attrs["kind"].StringValue != "memif" || *attrs["memifHealthy"].BoolValue != d.Memif.Healthy {
+			t.Errorf("%s attributes = %v", d.Name, attrs)
+		}
+	}
+}
+
+// A memif config's sockets must be in --memif-dir.
+func TestMemifConfigOutsideDir(t *testing.T) {
+	dir := t.TempDir()
+	for name, tc := range map[string]struct{ dir, socket, want string }{
+		"elsewhere": {dir, "/run/vpp/a.sock", "outside --memif-dir"},
+		"dot-dot":   {dir, dir + "/../a.sock", "outside --memif-dir"},
+		"no dir":    {"", dir + "/a.sock", "give --memif-dir"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := filepath.Join(t.TempDir(), "memif.yaml")
+			writeFile(t, cfg, "apiVersion: fastpath.dev/v1alpha1\nkind: MemifConfig\nendpoints:\n- {name: a, role: slave, socketPath: "+tc.socket+"}\n")
+			_, err := New(Options{SysfsRoot: fixture("plain"), MemifDir: tc.dir, MemifConfig: cfg})
+			if !errors.Is(err, ErrBadOptions) || !strings.Contains(err.Error(), "endpoints[0].socketPath") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error = %v, want ErrBadOptions naming endpoints[0].socketPath and %q", err, tc.want)
+			}
+		})
 	}
 }
 
@@ -345,6 +393,7 @@ func TestMemifConfigErrors(t *testing.T) {
 		"bad role":      {head + "- {name: a, role: boss, socketPath: /a}\n", "endpoints[0].role"},
 		"bad mode":      {head + "- {name: a, role: slave, mode: tun, socketPath: /a}\n", "endpoints[0].mode"},
 		"relative path": {head + "- {name: a, role: slave, socketPath: a.sock}\n", "endpoints[0].socketPath"},
+		"slave no path": {head + "- {name: a, role: slave}\n", "endpoints[0].socketPath"},
 		"bad name":      {head + "- {name: A_1, role: slave, socketPath: /a}\n", "endpoints[0].name"},
 		"duplicate":     {head + "- {name: a, role: slave, socketPath: /a}\n- {name: a, role: slave, socketPath: /b}\n", "endpoints[1].name"},
 		"wrong kind":    {"apiVersion: v1\nkind: ConfigMap\n", "apiVersion/kind"},

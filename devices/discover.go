@@ -71,6 +71,9 @@ func New(opts Options) (*Discoverer, error) {
 		if d.memif, err = LoadMemifConfig(opts.MemifConfig); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
 		}
+		if err := d.memif.checkDir(opts.MemifConfig, opts.MemifDir); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
+		}
 	}
 	d.names = newPCINames()
 	return d, nil
@@ -105,6 +108,7 @@ func (d *Discoverer) Discover(ctx context.Context) (Inventory, error) {
 	for _, w := range warnings {
 		warn(w)
 	}
+	probeMemif(ctx, memifs)
 	candidates = append(candidates, memifs...)
 
 	for _, dev := range candidates {

@@ -1,13 +1,17 @@
 package devices
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/fastpath-dra/fastpath/devices/memif"
 )
 
 // MemifConfig is the operator's file of static memif endpoints
@@ -19,7 +23,12 @@ import (
 //	- name: fw0              # device memif-fw0
 //	  role: slave            # the role the pod takes: slave connects, master serves
 //	  mode: ethernet         # ethernet | ip | punt
-//	  socketPath: /run/vswitch/fw0.sock
+//	  socketPath: /run/vswitch/fw0.sock  # in --memif-dir
+//
+// A slave endpoint's socketPath is the vswitch's socket the pod connects
+// to. A master endpoint's socketPath is optional: the pod creates its
+// socket in its own directory, and fastpath links socketPath to it so that
+// the vswitch finds it there.
 type MemifConfig struct {
 	APIVersion string          `json:"apiVersion"`
 	Kind       string          `json:"kind"`
@@ -66,12 +75,54 @@ func LoadMemifConfig(path string) (*MemifConfig, error) {
 			return nil, fmt.Errorf("%s.role %q: want master or slave", field, e.Role)
 		case e.Mode != MemifModeEthernet && e.Mode != MemifModeIP && e.Mode != MemifModePunt:
 			return nil, fmt.Errorf("%s.mode %q: want ethernet, ip or punt", field, e.Mode)
-		case !filepath.IsAbs(e.SocketPath):
+		case e.SocketPath == "" && e.Role == MemifRoleSlave:
+			return nil, fmt.Errorf("%s.socketPath: required for role slave", field)
+		case e.SocketPath != "" && !filepath.IsAbs(e.SocketPath):
 			return nil, fmt.Errorf("%s.socketPath %q: must be an absolute path", field, e.SocketPath)
 		}
 		seen[e.Name] = true
 	}
 	return &c, nil
+}
+
+// checkDir checks that every socket path of the config is in dir, without
+// following symlinks (Prepare follows them, when the sockets exist).
+func (c *MemifConfig) checkDir(path, dir string) error {
+	for i, e := range c.Endpoints {
+		if e.SocketPath == "" {
+			continue
+		}
+		if dir == "" {
+			return fmt.Errorf("memif config %s: endpoints[%d].socketPath %q: give --memif-dir, the directory endpoint sockets live in", path, i, e.SocketPath)
+		}
+		rel, err := filepath.Rel(filepath.Clean(dir), filepath.Clean(e.SocketPath))
+		if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
+			return fmt.Errorf("memif config %s: endpoints[%d].socketPath %q: outside --memif-dir %s", path, i, e.SocketPath, dir)
+		}
+	}
+	return nil
+}
+
+// probeTimeout bounds one endpoint's HELLO.
+const probeTimeout = 500 * time.Millisecond
+
+// probeMemif probes the slave endpoints, in parallel, for a HELLO; master
+// endpoints (the pod serves) are healthy.
+func probeMemif(ctx context.Context, devs []Device) {
+	parallel(len(devs), func(i int) {
+		m := devs[i].Memif
+		if m.Role != MemifRoleSlave {
+			m.Healthy = true
+			return
+		}
+		ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		defer cancel()
+		if _, err := memif.Probe(ctx, m.SocketPath); err != nil {
+			m.Problem = err.Error()
+			return
+		}
+		m.Healthy = true
+	})
 }
 
 // discoverMemif lists the endpoints: sockets served in dir (the pod

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/fastpath-dra/fastpath/devices"
 	cdiparser "tags.cncf.io/container-device-interface/pkg/parser"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 )
@@ -58,6 +60,19 @@ func cdiSpec(claim types.UID, devs []PreparedDevice) (*cdispec.Spec, error) {
 		}
 		if d.PCIAddress != "" {
 			edits.Env = append(edits.Env, "PCIDEVICE_FASTPATH_DEV_"+envName(d.Request)+"="+d.PCIAddress)
+		}
+		if d.MemifDir != "" {
+			dir := memifContainerDir(d.Request)
+			edits.Mounts = append(edits.Mounts, &cdispec.Mount{HostPath: d.MemifDir, ContainerPath: dir, Options: []string{"rw", "bind"}})
+			if d.MemifRole == devices.MemifRoleSlave {
+				edits.Mounts = append(edits.Mounts, &cdispec.Mount{
+					HostPath: d.MemifSocket, ContainerPath: memifContainerSocket(d.Request), Options: []string{"rw", "bind"},
+				})
+			}
+			edits.Env = append(edits.Env, "MEMIF_SOCKET_"+envName(d.Request)+"="+memifContainerSocket(d.Request))
+		}
+		for _, n := range d.DeviceNodes {
+			edits.DeviceNodes = append(edits.DeviceNodes, &cdispec.DeviceNode{Path: n.Path, HostPath: n.HostPath, Permissions: "rw"})
 		}
 		if d.DeviceInfoFile != "" {
 			target := filepath.Join(DeviceInfoDir, strings.ReplaceAll(d.Request, "/", "_")+"-device.json")

@@ -55,14 +55,30 @@ type PreparedDevice struct {
 	MemifSocket  string `json:"memifSocket,omitempty"`
 	MemifRole    string `json:"memifRole,omitempty"`
 	MemifMode    string `json:"memifMode,omitempty"`
+	// MemifDir is the device's directory on the node, mounted into the
+	// containers; MemifLink the link Prepare made to the pod's socket.
+	MemifDir  string `json:"memifDir,omitempty"`
+	MemifLink string `json:"memifLink,omitempty"`
 	// VF settings made through the PF, and the VF's state before them.
 	PFName   string                `json:"pfName,omitempty"`
 	VFID     int                   `json:"vfID,omitempty"`
 	VFSet    *dataplane.VFSettings `json:"vfSet,omitempty"`
 	VFBefore *dataplane.VFState    `json:"vfBefore,omitempty"`
+	// IOMMUGroup is set for a function handed over on vfio-pci; DriverBefore
+	// is the driver it had (given back on release), DeviceNodes what the
+	// containers get.
+	IOMMUGroup   *int         `json:"iommuGroup,omitempty"`
+	DriverBefore string       `json:"driverBefore,omitempty"`
+	DeviceNodes  []DeviceNode `json:"deviceNodes,omitempty"`
 	// CDIDeviceID is the fully qualified CDI device the containers get.
 	CDIDeviceID    string `json:"cdiDeviceID"`
 	DeviceInfoFile string `json:"deviceInfoFile,omitempty"`
+}
+
+// DeviceNode is a device node given to the containers.
+type DeviceNode struct {
+	Path     string `json:"path"`     // in the container
+	HostPath string `json:"hostPath"` // on the node
 }
 
 func newCheckpoint() *Checkpoint {

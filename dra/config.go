@@ -37,6 +37,17 @@ type InterfaceConfig struct {
 	Interface *InterfaceSpec `json:"interface,omitempty"`
 	VF        *VFConfig      `json:"vf,omitempty"`
 	XDP       *XDPConfig     `json:"xdp,omitempty"`
+	Memif     *MemifSpec     `json:"memif,omitempty"`
+}
+
+// MemifSpec configures the per-claim directory of a memif device, which
+// holds the socket and is mounted into the containers.
+type MemifSpec struct {
+	// UID and GID own the directory (mode 0750), so that a container
+	// running as that user can use (or, as master, create) the socket.
+	// Default: 0 (root).
+	UID *int64 `json:"uid,omitempty"`
+	GID *int64 `json:"gid,omitempty"`
 }
 
 // InterfaceSpec is the kernel interface in the pod (netdev and afxdp modes).
@@ -163,7 +174,20 @@ func (c *InterfaceConfig) validate(dev devices.Device) field.ErrorList {
 		if c.Interface != nil || c.VF != nil || c.XDP != nil {
 			errs = append(errs, field.Forbidden(field.NewPath("interface"), "a memif device has no kernel interface, VF or XDP settings"))
 		}
+		if m := c.Memif; m != nil {
+			for _, id := range []struct {
+				name string
+				v    *int64
+			}{{"uid", m.UID}, {"gid", m.GID}} {
+				if id.v != nil && (*id.v < 0 || *id.v >= 1<<32-1) {
+					errs = append(errs, field.Invalid(field.NewPath("memif", id.name), *id.v, "must be between 0 and 4294967294"))
+				}
+			}
+		}
 		return errs
+	}
+	if c.Memif != nil {
+		errs = append(errs, field.Forbidden(field.NewPath("memif"), fmt.Sprintf("device %s is not a memif endpoint", dev.Name)))
 	}
 	mode := field.NewPath("mode")
 	switch c.Mode {
@@ -174,6 +198,9 @@ func (c *InterfaceConfig) validate(dev devices.Device) field.ErrorList {
 	case ModeVFIO:
 		if dev.PCI == nil || !dev.PCI.VFIOCapable() {
 			errs = append(errs, field.Invalid(mode, c.Mode, fmt.Sprintf("device %s has no IOMMU group: it cannot be bound to vfio-pci", dev.Name)))
+		}
+		if dev.PF != nil && dev.PF.NumVFs > 0 {
+			errs = append(errs, field.Invalid(mode, c.Mode, fmt.Sprintf("device %s is a PF with %d VFs: binding it to vfio-pci would take them away", dev.Name, dev.PF.NumVFs)))
 		}
 		if c.Interface != nil {
 			errs = append(errs, field.Forbidden(field.NewPath("interface"), "mode vfio hands over no kernel interface"))

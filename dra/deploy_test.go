@@ -26,10 +26,12 @@ func TestDeployDeviceClasses(t *testing.T) {
 	}
 	inv := testInventory(t)
 	want := map[string][]string{
-		"netdev.fastpath.dev": {pfDevice, "pci-0000-3b-00-1", vfNetdev, vfNetdev2},
+		"netdev.fastpath.dev": {pfDevice, "pci-0000-3b-00-1", vfNetdev, vfNetdev2, noIOMMU},
 		"afxdp.fastpath.dev":  {vfNetdev},
-		"vfio.fastpath.dev":   {pfDevice, "pci-0000-3b-00-1", vfNetdev, vfNetdev2, vfVFIO, "pci-0000-3b-01-3"},
-		"memif.fastpath.dev":  nil,
+		// Not the PF with VFs, not the NIC without an IOMMU group.
+		"vfio.fastpath.dev": {"pci-0000-3b-00-1", vfNetdev, vfNetdev2, vfVFIO, "pci-0000-3b-01-3"},
+		// Not the endpoint that does not answer.
+		"memif.fastpath.dev": {memifSlave, memifMaster},
 	}
 	modes := map[string]string{"netdev.fastpath.dev": ModeNetdev, "afxdp.fastpath.dev": ModeAFXDP, "vfio.fastpath.dev": ModeVFIO}
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))

@@ -37,7 +37,7 @@ func deviceInfo(p PreparedDevice) *DeviceInfo {
 	switch {
 	case p.Kind == devices.KindMemif:
 		return &DeviceInfo{Type: "memif", Version: deviceInfoVersion, Memif: &DeviceInfoMemif{
-			Role: p.MemifRole, Path: p.MemifSocket, Mode: p.MemifMode}}
+			Role: p.MemifRole, Path: memifContainerSocket(p.Request), Mode: p.MemifMode}}
 	case p.PCIAddress != "":
 		return &DeviceInfo{Type: "pci", Version: deviceInfoVersion, PCI: &DeviceInfoPCI{
 			PCIAddress: p.PCIAddress, PFPCIAddress: p.PFPCIAddress}}

@@ -29,6 +29,10 @@ type Options struct {
 	StateDir, CDIDir string
 	// PF makes VF settings through PFs. Default: netlink.
 	PF dataplane.PF
+	// PCI binds functions to vfio-pci. Default: sysfs and /dev of this node.
+	PCI dataplane.PCIBinder
+	// MemifDir is where memif endpoint sockets must live (--memif-dir).
+	MemifDir string
 }
 
 // Driver is fastpath's DRA kubelet plugin for driver fastpath.dev.
@@ -52,6 +56,12 @@ func New(opts Options) (*Driver, error) {
 	}
 	if opts.PF == nil {
 		opts.PF = dataplane.NetlinkPF{}
+	}
+	if opts.PCI.SysfsRoot == "" {
+		opts.PCI.SysfsRoot = "/"
+	}
+	if opts.PCI.DevRoot == "" {
+		opts.PCI.DevRoot = "/"
 	}
 	d := &Driver{opts: opts, inventory: map[string]devices.Device{}, status: newStatusWriter(context.Background(), opts.Client)}
 	if _, err := loadCheckpoint(d.checkpointPath()); err != nil {
@@ -167,6 +177,37 @@ func (d *Driver) prepareClaim(ctx context.Context, cp *Checkpoint, claim *resour
 		}
 		dev.VFBefore = &before
 	}
+	// The drivers of the functions going to vfio-pci, and the device nodes
+	// the containers get.
+	for i := range st.Devices {
+		dev := &st.Devices[i]
+		if dev.IOMMUGroup == nil {
+			continue
+		}
+		drv, err := d.opts.PCI.Driver(dev.PCIAddress)
+		if err != nil {
+			return kubeletplugin.PrepareResult{Err: fmt.Errorf("claim %s, request %q, device %s: %w", klog.KObj(claim), dev.Request, dev.Device, err)}
+		}
+		dev.DriverBefore = drv
+		dev.DeviceNodes = []DeviceNode{
+			{Path: "/dev/vfio/vfio", HostPath: d.opts.PCI.ContainerNode()},
+			{Path: fmt.Sprintf("/dev/vfio/%d", *dev.IOMMUGroup), HostPath: d.opts.PCI.GroupNode(*dev.IOMMUGroup)},
+		}
+	}
+	for i := range st.Devices {
+		dev := &st.Devices[i]
+		if dev.MemifDir == "" {
+			continue
+		}
+		if why := checkMemif(ctx, d.opts.MemifDir, dev); why != "" {
+			err := &ClaimError{Claim: klog.KObj(claim).String(), Request: dev.Request, Device: dev.Device, Reason: why}
+			logger.Info("Rejected claim", "err", err)
+			return kubeletplugin.PrepareResult{Err: err}
+		}
+		if dev.MemifLink != "" {
+			st.Files = append(st.Files, dev.MemifLink)
+		}
+	}
 	// Record first, then act: a crash in between leaves a checkpoint entry
 	// whose files Unprepare removes.
 	cp.Claims[claim.UID] = st
@@ -187,6 +228,7 @@ func (d *Driver) prepareClaim(ctx context.Context, cp *Checkpoint, claim *resour
 		return kubeletplugin.PrepareResult{Err: err}
 	}
 	logger.Info("Prepared claim", "pod", st.PodName, "devices", len(st.Devices))
+	d.reportPrepared(ctx, st)
 	return st.result()
 }
 
@@ -206,7 +248,7 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 			out[c.UID] = nil
 			continue
 		}
-		if err := errors.Join(d.restoreVFs(ctx, st.Devices), st.removeFiles()); err != nil {
+		if err := errors.Join(d.restoreDrivers(ctx, st.Devices), d.restoreVFs(ctx, st.Devices), st.removeFiles()); err != nil {
 			out[c.UID] = fmt.Errorf("claim %s: %w", c.NamespacedName, err)
 			continue
 		}
@@ -222,8 +264,9 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 	return out, nil
 }
 
-// act does Prepare's side effects: files, then VF settings. On failure it
-// undoes the VF settings it made; the caller removes the files.
+// act does Prepare's side effects: files, then VF settings, then drivers.
+// On failure it undoes the VF settings and drivers it changed; the caller
+// removes the files.
 func (d *Driver) act(ctx context.Context, st *ClaimState) error {
 	if err := st.writeFiles(); err != nil {
 		return err
@@ -240,7 +283,34 @@ func (d *Driver) act(ctx context.Context, st *ClaimState) error {
 			return err
 		}
 	}
+	for i, dev := range st.Devices {
+		if dev.IOMMUGroup == nil {
+			continue
+		}
+		if err := d.opts.PCI.BindVFIO(ctx, dev.PCIAddress, *dev.IOMMUGroup); err != nil {
+			err = fmt.Errorf("request %q, device %s: %w", dev.Request, dev.Device, err)
+			if rErr := errors.Join(d.restoreDrivers(ctx, st.Devices[:i]), d.restoreVFs(ctx, st.Devices)); rErr != nil {
+				err = fmt.Errorf("%w (and undoing the rest: %w)", err, rErr)
+			}
+			return err
+		}
+	}
 	return nil
+}
+
+// restoreDrivers gives the functions of devs that went to vfio-pci back to
+// their drivers, all of them even if one fails.
+func (d *Driver) restoreDrivers(ctx context.Context, devs []PreparedDevice) error {
+	var errs []error
+	for _, dev := range devs {
+		if dev.IOMMUGroup == nil || dev.DriverBefore == dataplane.VFIODriver {
+			continue
+		}
+		if err := d.opts.PCI.Restore(ctx, dev.PCIAddress, dev.DriverBefore); err != nil {
+			errs = append(errs, fmt.Errorf("request %q, device %s: %w", dev.Request, dev.Device, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // restoreVFs puts back the VF settings of devs, all of them even if one
@@ -275,8 +345,17 @@ func (st *ClaimState) result() kubeletplugin.PrepareResult {
 	return res
 }
 
-// writeFiles writes the device-info files and the CDI spec.
+// writeFiles writes the memif directories, the device-info files and the
+// CDI spec.
 func (st *ClaimState) writeFiles() error {
+	for _, dev := range st.Devices {
+		if dev.MemifDir == "" {
+			continue
+		}
+		if err := dev.makeMemifDir(); err != nil {
+			return fmt.Errorf("request %q, device %s: memif directory: %w", dev.Request, dev.Device, err)
+		}
+	}
 	for _, dev := range st.Devices {
 		info := deviceInfo(dev)
 		if info == nil || dev.DeviceInfoFile == "" {

@@ -88,6 +88,18 @@ func testInventory(t testing.TB) devices.Inventory {
 			n.MaxCombinedChannels = 4
 		}
 	}
+	// And what the fixture lacks: a NIC without an IOMMU group, and memif
+	// endpoints (the tests that use their sockets point them elsewhere).
+	inv.Devices = append(inv.Devices,
+		devices.Device{Name: noIOMMU, Kind: devices.KindNIC, PCI: &devices.PCI{Address: "0000:3c:00.0", Driver: "mlx5_core", NUMANode: -1},
+			Netdev: &devices.Netdev{Name: "enp60s0"}},
+		devices.Device{Name: memifSlave, Kind: devices.KindMemif, Memif: &devices.Memif{
+			Role: devices.MemifRoleSlave, Mode: devices.MemifModeEthernet, SocketPath: "/run/memif/fw0.sock", Source: "dir", Healthy: true}},
+		devices.Device{Name: memifMaster, Kind: devices.KindMemif, Memif: &devices.Memif{
+			Role: devices.MemifRoleMaster, Mode: devices.MemifModeIP, Source: "config", Healthy: true}},
+		devices.Device{Name: "memif-down", Kind: devices.KindMemif, Memif: &devices.Memif{
+			Role: devices.MemifRoleSlave, Mode: devices.MemifModeEthernet, SocketPath: "/run/memif/down.sock", Source: "dir", Problem: "no HELLO"}},
+	)
 	return inv
 }
 
@@ -105,6 +117,10 @@ const (
 	vfNetdev2 = "pci-0000-3b-01-1"
 	vfVFIO    = "pci-0000-3b-01-2" // vfio-pci, no netdev
 	pfDevice  = "pci-0000-3b-00-0"
+
+	noIOMMU     = "pci-0000-3c-00-0" // a NIC without an IOMMU group
+	memifSlave  = "memif-fw0"        // the pod connects
+	memifMaster = "memif-vpp1"       // the pod serves
 )
 
 func raw(s string) runtime.RawExtension { return runtime.RawExtension{Raw: []byte(s)} }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/devices"
+	"github.com/fastpath-dra/fastpath/test/sysfsfixture"
 )
 
 // fakeKubelet plays the kubelet's side of plugin registration and of the
@@ -84,6 +85,7 @@ type testDriver struct {
 	*Driver
 	opts   Options
 	client *fake.Clientset
+	kernel *sysfsfixture.Kernel
 }
 
 func startTestDriver(t *testing.T, objects ...*fakeObject) (*testDriver, *fakeKubelet, context.Context) {
@@ -106,10 +108,22 @@ func startTestDriverPF(t *testing.T, pf dataplane.PF, objects ...*fakeObject) (*
 			t.Fatal(err)
 		}
 	}
+	// The E810 fixture again, with a kernel to bind its functions.
+	sysfs := sysfsfixture.TempDir(t)
+	if err := sysfsfixture.E810().Write(sysfs); err != nil {
+		t.Fatal(err)
+	}
+	kernel, err := sysfsfixture.StartKernel(sysfs, sysfs, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kernel.Stop)
 	opts := Options{
 		NodeName: testNode, Client: client,
 		PluginDir: filepath.Join(dir, "plugins"), RegistryDir: filepath.Join(dir, "registry"),
 		StateDir: filepath.Join(dir, "state"), CDIDir: filepath.Join(dir, "cdi"), PF: pf,
+		PCI:      dataplane.PCIBinder{SysfsRoot: sysfs, DevRoot: sysfs, Timeout: 2 * time.Second},
+		MemifDir: filepath.Join(dir, "memif"),
 	}
 	if err := os.MkdirAll(opts.RegistryDir, 0o750); err != nil {
 		t.Fatal(err)
@@ -127,7 +141,7 @@ func startTestDriverPF(t *testing.T, pf dataplane.PF, objects ...*fakeObject) (*
 	if err := d.RegistrationStatus(); err != nil {
 		t.Errorf("registration status: %v", err)
 	}
-	return &testDriver{Driver: d, opts: opts, client: client}, k, ctx
+	return &testDriver{Driver: d, opts: opts, client: client, kernel: kernel}, k, ctx
 }
 
 type fakeObject struct{ claim *resourceapi.ResourceClaim }

@@ -125,6 +125,10 @@ func plan(claim *resourceapi.ResourceClaim, cp *Checkpoint, inventory map[string
 		}
 		if dev.PCI != nil {
 			pd.PCIAddress = dev.PCI.Address
+			if cfg.Mode == ModeVFIO {
+				group := *dev.PCI.IOMMUGroup
+				pd.IOMMUGroup = &group
+			}
 		}
 		if dev.VF != nil {
 			pd.PFPCIAddress, pd.PFName, pd.VFID = dev.VF.PFPCIAddress, dev.VF.PFName, dev.VF.ID
@@ -141,6 +145,7 @@ func plan(claim *resourceapi.ResourceClaim, cp *Checkpoint, inventory map[string
 		}
 		if dev.Memif != nil {
 			pd.MemifSocket, pd.MemifRole, pd.MemifMode = dev.Memif.SocketPath, dev.Memif.Role, dev.Memif.Mode
+			pd.MemifDir = filepath.Join(claimDir, "memif", strings.ReplaceAll(res.Request, "/", "_"))
 		}
 		if deviceInfo(pd) != nil {
 			pd.DeviceInfoFile = filepath.Join(claimDir, strings.ReplaceAll(res.Request, "/", "_")+"-device.json")
@@ -177,12 +182,8 @@ func vfSettings(cfg InterfaceConfig) *dataplane.VFSettings {
 // than one that waits with a clear reason.
 func handOverMissing(cfg InterfaceConfig, dev devices.Device) string {
 	switch {
-	case dev.Kind == devices.KindMemif:
-		return "handing over memif endpoints is not supported by this fastpathd yet"
 	case cfg.Mode == ModeAFXDP:
 		return "mode afxdp is not supported by this fastpathd yet"
-	case cfg.Mode == ModeVFIO && dev.PCI.Driver != "vfio-pci":
-		return fmt.Sprintf("binding a device to vfio-pci is not supported by this fastpathd yet: it is bound to %s; bind it to vfio-pci on the node first", pciDriver(dev))
 	}
 	return ""
 }

@@ -172,9 +172,21 @@ func TestPlanErrors(t *testing.T) {
 		{"afxdp not built yet", func() *resourceapi.ResourceClaim {
 			return testClaim("c1", []alloc{{"nic", vfNetdev}}, fromClaim(config(`"mode": "afxdp"`)))
 		}, []string{`request "nic"`, "mode afxdp is not supported"}},
-		{"vfio binding not built yet", func() *resourceapi.ResourceClaim {
-			return testClaim("c1", []alloc{{"nic", vfNetdev}}, fromClaim(config(`"mode": "vfio"`)))
-		}, []string{"bound to iavf", "bind it to vfio-pci"}},
+		{"vfio on a PF with VFs", func() *resourceapi.ResourceClaim {
+			return testClaim("c1", []alloc{{"pf", pfDevice}}, fromClaim(config(`"mode": "vfio"`)))
+		}, []string{`request "pf"`, "mode", "PF with 4 VFs"}},
+		{"vfio without an IOMMU group", func() *resourceapi.ResourceClaim {
+			return testClaim("c1", []alloc{{"dpdk", noIOMMU}}, fromClaim(config(`"mode": "vfio"`)))
+		}, []string{`request "dpdk"`, "device " + noIOMMU, "mode", "no IOMMU group"}},
+		{"memif settings on a VF", func() *resourceapi.ResourceClaim {
+			return testClaim("c1", []alloc{{"nic", vfNetdev}}, fromClaim(config(`"memif": {"uid": 1000}`)))
+		}, []string{"memif", "not a memif endpoint"}},
+		{"memif uid not a number", func() *resourceapi.ResourceClaim {
+			return testClaim("c1", []alloc{{"m", memifSlave}}, fromClaim(config(`"memif": {"uid": "builder"}`)))
+		}, []string{`request "m"`, "memif.uid", "string"}},
+		{"memif uid out of range", func() *resourceapi.ResourceClaim {
+			return testClaim("c1", []alloc{{"m", memifSlave}}, fromClaim(config(`"memif": {"uid": -1}`)))
+		}, []string{`request "m"`, "memif.uid", "between 0 and"}},
 		{"device gone", func() *resourceapi.ResourceClaim {
 			return testClaim("c1", []alloc{{"nic", "pci-0000-99-00-0"}})
 		}, []string{"device pci-0000-99-00-0", "not (or no longer) on this node"}},

@@ -216,3 +216,41 @@ func (w *statusWriter) update(ctx context.Context, namespace, name string, uid t
 	_, err = w.client.ResourceV1().ResourceClaims(namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{FieldManager: statusFieldOwner})
 	return err
 }
+
+// reportPrepared reports the devices Prepare finished handing over, those
+// with no kernel interface to attach when the sandbox starts (vfio-pci
+// functions, memif endpoints): Ready, with their device-info and where
+// they are in data. They get no networkData: there is no kernel interface.
+func (d *Driver) reportPrepared(ctx context.Context, st *ClaimState) {
+	for _, dev := range st.Devices {
+		data := map[string]any{}
+		if info := deviceInfo(dev); info != nil {
+			data["device-info"] = info
+		}
+		var msg string
+		switch {
+		case dev.IOMMUGroup != nil:
+			var nodes []string
+			for _, n := range dev.DeviceNodes {
+				nodes = append(nodes, n.Path)
+			}
+			data["driver"], data["iommuGroup"], data["deviceNodes"] = dataplane.VFIODriver, *dev.IOMMUGroup, nodes
+			msg = fmt.Sprintf("PCI function %s bound to vfio-pci, IOMMU group %d", dev.PCIAddress, *dev.IOMMUGroup)
+		case dev.MemifDir != "":
+			data["role"], data["mode"], data["socketPath"], data["hostSocketPath"] = dev.MemifRole, dev.MemifMode, memifContainerSocket(dev.Request), dev.memifHostSocket()
+			if dev.MemifRole == devices.MemifRoleSlave {
+				msg = fmt.Sprintf("memif endpoint %s mounted at %s", dev.MemifSocket, memifContainerSocket(dev.Request))
+			} else {
+				msg = fmt.Sprintf("the pod creates the memif socket at %s, on the node %s", memifContainerSocket(dev.Request), dev.memifHostSocket())
+			}
+		default:
+			continue
+		}
+		key := dataplane.PodNetdev{ClaimNamespace: st.Namespace, ClaimName: st.Name, ClaimUID: string(st.UID), Pool: dev.Pool, Device: dev.Device}
+		d.status.set(ctx, key, resourceapi.AllocatedDeviceStatus{
+			Driver: devices.DriverName, Pool: dev.Pool, Device: dev.Device,
+			Conditions: []metav1.Condition{condition(metav1.ConditionTrue, ReasonReady, msg)},
+			Data:       rawJSON(data),
+		})
+	}
+}

@@ -1,0 +1,341 @@
+package dra
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
+	"tags.cncf.io/container-device-interface/pkg/cdi"
+
+	"github.com/fastpath-dra/fastpath/dataplane"
+	"github.com/fastpath-dra/fastpath/devices/memif"
+)
+
+func prepare(t *testing.T, ctx context.Context, k *fakeKubelet, claim *resourceapi.ResourceClaim) string {
+	t.Helper()
+	resp, err := k.dra.NodePrepareResources(ctx, &drapb.NodePrepareResourcesRequest{Claims: []*drapb.Claim{
+		{Namespace: claim.Namespace, Name: claim.Name, Uid: string(claim.UID)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Claims[string(claim.UID)].Error
+}
+
+func unprepare(t *testing.T, ctx context.Context, k *fakeKubelet, claim *resourceapi.ResourceClaim) {
+	t.Helper()
+	resp, err := k.dra.NodeUnprepareResources(ctx, &drapb.NodeUnprepareResourcesRequest{Claims: []*drapb.Claim{
+		{Namespace: claim.Namespace, Name: claim.Name, Uid: string(claim.UID)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := resp.Claims[string(claim.UID)].Error; e != "" {
+		t.Fatalf("unprepare: %s", e)
+	}
+}
+
+// deviceStatus waits for the claim's status of device and returns it.
+func deviceStatus(t *testing.T, ctx context.Context, d *testDriver, claim *resourceapi.ResourceClaim, device string) resourceapi.AllocatedDeviceStatus {
+	t.Helper()
+	var got resourceapi.AllocatedDeviceStatus
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		c, err := d.client.ResourceV1().ResourceClaims(claim.Namespace).Get(ctx, claim.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, st := range c.Status.Devices {
+			if st.Device == device {
+				got = st
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no status for device %s: %v", device, err)
+	}
+	return got
+}
+
+// TestKubeletVFIO: a VF on iavf goes to vfio-pci at Prepare, after its VF
+// settings were made, with the checkpoint remembering iavf and the CDI spec
+// giving the containers the group's device nodes; Unprepare gives it back
+// to iavf and undoes the settings, twice harmlessly. When vfio-pci does not
+// take the VF, it is given back at once and nothing is left.
+func TestKubeletVFIO(t *testing.T) {
+	const addr, group = "0000:3b:01.0", 41
+	claim := testClaim("dpdk", []alloc{{"dpdk", vfNetdev}}, fromClaim(config(`"mode": "vfio", "vf": {"vlan": 30}`)))
+	pf := &fakePF{}
+	d, k, ctx := startTestDriverPF(t, pf, &fakeObject{claim})
+
+	if e := prepare(t, ctx, k, claim); e != "" {
+		t.Fatalf("prepare: %s", e)
+	}
+	if got := d.kernel.Driver(addr); got != dataplane.VFIODriver {
+		t.Fatalf("driver after Prepare = %q, want vfio-pci", got)
+	}
+	if got := strings.Join(pf.calls, " "); got != "vlan ens1f0/0=30" {
+		t.Errorf("PF calls = %q", got)
+	}
+	cp, err := loadCheckpoint(d.checkpointPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dev := cp.Claims[claim.UID].Devices[0]; dev.DriverBefore != "iavf" || dev.IOMMUGroup == nil || *dev.IOMMUGroup != group {
+		t.Errorf("checkpoint device = %+v, want the driver before (iavf) and group %d", dev, group)
+	}
+	spec, err := cdi.ReadSpec(cdiSpecPath(d.opts.CDIDir, claim.UID), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := spec.GetDevice("uid-dpdk-dpdk")
+	if dev == nil {
+		t.Fatal("no CDI device uid-dpdk-dpdk")
+	}
+	var nodes []string
+	for _, n := range dev.ContainerEdits.DeviceNodes {
+		nodes = append(nodes, n.Path+"="+n.HostPath)
+	}
+	wantNodes := []string{"/dev/vfio/vfio=" + d.opts.PCI.ContainerNode(), "/dev/vfio/41=" + d.opts.PCI.GroupNode(group)}
+	if !slices.Equal(nodes, wantNodes) {
+		t.Errorf("device nodes = %q, want %q", nodes, wantNodes)
+	}
+	if env := strings.Join(dev.ContainerEdits.Env, " "); !strings.Contains(env, "PCIDEVICE_FASTPATH_DEV_DPDK="+addr) {
+		t.Errorf("env = %s", env)
+	}
+	st := deviceStatus(t, ctx, d, claim, vfNetdev)
+	var data struct {
+		DeviceInfo DeviceInfo `json:"device-info"`
+		IOMMUGroup int        `json:"iommuGroup"`
+		Driver     string     `json:"driver"`
+	}
+	if len(st.Conditions) != 1 || st.Conditions[0].Status != metav1.ConditionTrue || st.Conditions[0].Reason != ReasonReady {
+		t.Errorf("conditions = %+v", st.Conditions)
+	}
+	if err := json.Unmarshal(st.Data.Raw, &data); err != nil || data.IOMMUGroup != group || data.Driver != "vfio-pci" ||
+		data.DeviceInfo.Type != "pci" || data.DeviceInfo.PCI.PCIAddress != addr {
+		t.Errorf("status data = %s (%v)", st.Data.Raw, err)
+	}
+	if st.NetworkData != nil {
+		t.Errorf("networkData = %+v for a device with no kernel interface", st.NetworkData)
+	}
+
+	pf.calls = nil
+	unprepare(t, ctx, k, claim)
+	unprepare(t, ctx, k, claim)
+	if got := d.kernel.Driver(addr); got != "iavf" {
+		t.Errorf("driver after Unprepare = %q, want iavf back", got)
+	}
+	if got := strings.Join(pf.calls, " "); got != "vlan ens1f0/0=0" {
+		t.Errorf("PF calls at Unprepare = %q", got)
+	}
+	assertNothingLeft(t, d)
+
+	// vfio-pci refuses the VF: back to iavf, settings undone, nothing left.
+	d.kernel.Refuse(dataplane.VFIODriver)
+	d.Driver.opts.PCI.Timeout = 200 * time.Millisecond
+	pf.calls = nil
+	msg := prepare(t, ctx, k, claim)
+	for _, want := range []string{"claim default/dpdk", `request "dpdk"`, "device " + vfNetdev, "not vfio-pci"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not name %q", msg, want)
+		}
+	}
+	if got := d.kernel.Driver(addr); got != "iavf" {
+		t.Errorf("driver after the failed Prepare = %q, want iavf", got)
+	}
+	if got := strings.Join(pf.calls, " "); got != "vlan ens1f0/0=30 vlan ens1f0/0=0" {
+		t.Errorf("PF calls on failure = %q", got)
+	}
+	assertNothingLeft(t, d)
+}
+
+// memifInventory points the test inventory's memif endpoints into dir: the
+// pod connects to fw0.sock (served by a listener) and serves vpp1.sock.
+func memifInventory(t *testing.T, d *testDriver, socket string) {
+	t.Helper()
+	inv := testInventory(t)
+	for i := range inv.Devices {
+		switch inv.Devices[i].Name {
+		case memifSlave:
+			inv.Devices[i].Memif.SocketPath = socket
+		case memifMaster:
+			inv.Devices[i].Memif.SocketPath = filepath.Join(d.opts.MemifDir, "vpp1.sock")
+		}
+	}
+	d.UseInventory(inv)
+}
+
+func listenMemif(t *testing.T, path string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		for {
+			c, err := l.AcceptUnix()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = memif.Answer(c, memif.Hello{Name: "vswitch"}, 5*time.Second) }()
+		}
+	}()
+}
+
+// TestKubeletMemif: the pod's side of a served endpoint is a directory of
+// its own (0750, owned as asked) with the endpoint's socket mounted in; the
+// side it serves is a directory whose socket the vswitch finds through a
+// link in the memif directory. Unprepare removes both.
+func TestKubeletMemif(t *testing.T) {
+	claim := testClaim("cnf", []alloc{{"fw", memifSlave}, {"vpp", memifMaster}},
+		fromClaimFor("fw", config(`"memif": {"uid": 1000, "gid": 2000}`)))
+	d, k, ctx := startTestDriver(t, &fakeObject{claim})
+	socket := filepath.Join(d.opts.MemifDir, "fw0.sock")
+	listenMemif(t, socket)
+	memifInventory(t, d, socket)
+
+	if e := prepare(t, ctx, k, claim); e != "" {
+		t.Fatalf("prepare: %s", e)
+	}
+	fwDir := filepath.Join(d.claimDir(claim.UID), "memif", "fw")
+	fi, err := os.Stat(fwDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sys := fi.Sys().(*syscall.Stat_t); fi.Mode().Perm() != 0o750 || sys.Uid != 1000 || sys.Gid != 2000 {
+		t.Errorf("%s: mode %v owner %d:%d, want 0750 1000:2000", fwDir, fi.Mode().Perm(), sys.Uid, sys.Gid)
+	}
+	spec, err := cdi.ReadSpec(cdiSpecPath(d.opts.CDIDir, claim.UID), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fw := spec.GetDevice("uid-cnf-fw")
+	var mounts []string
+	for _, m := range fw.ContainerEdits.Mounts {
+		mounts = append(mounts, m.HostPath+"="+m.ContainerPath)
+	}
+	wantMounts := []string{fwDir + "=/run/fastpath/memif/fw", socket + "=/run/fastpath/memif/fw/memif.sock",
+		filepath.Join(d.claimDir(claim.UID), "fw-device.json") + "=" + DeviceInfoDir + "/fw-device.json"}
+	if !slices.Equal(mounts, wantMounts) {
+		t.Errorf("fw mounts:\n%q\nwant:\n%q", mounts, wantMounts)
+	}
+	if env := strings.Join(fw.ContainerEdits.Env, " "); !strings.Contains(env, "MEMIF_SOCKET_FW=/run/fastpath/memif/fw/memif.sock") {
+		t.Errorf("fw env = %s", env)
+	}
+	var info DeviceInfo
+	data, _ := os.ReadFile(filepath.Join(d.claimDir(claim.UID), "fw-device.json"))
+	if err := json.Unmarshal(data, &info); err != nil || info.Type != "memif" || info.Memif.Role != "slave" ||
+		info.Memif.Path != "/run/fastpath/memif/fw/memif.sock" || info.Memif.Mode != "ethernet" {
+		t.Errorf("fw device-info = %s (%v)", data, err)
+	}
+
+	vppSocket := filepath.Join(d.claimDir(claim.UID), "memif", "vpp", "memif.sock")
+	link := filepath.Join(d.opts.MemifDir, "vpp1.sock")
+	if target, err := os.Readlink(link); err != nil || target != vppSocket {
+		t.Errorf("link %s -> %q (%v), want -> %s", link, target, err, vppSocket)
+	}
+	if n := len(spec.GetDevice("uid-cnf-vpp").ContainerEdits.Mounts); n != 2 {
+		t.Errorf("vpp has %d mounts, want its directory and device-info", n)
+	}
+	st := deviceStatus(t, ctx, d, claim, memifMaster)
+	var sdata map[string]any
+	if err := json.Unmarshal(st.Data.Raw, &sdata); err != nil || sdata["hostSocketPath"] != vppSocket || sdata["role"] != "master" {
+		t.Errorf("vpp status data = %s (%v)", st.Data.Raw, err)
+	}
+
+	unprepare(t, ctx, k, claim)
+	if _, err := os.Lstat(link); !os.IsNotExist(err) {
+		t.Errorf("link %s left behind: %v", link, err)
+	}
+	if _, err := os.Stat(socket); err != nil {
+		t.Errorf("the endpoint's own socket is gone: %v", err)
+	}
+	assertNothingLeft(t, d)
+}
+
+// TestKubeletMemifBadPaths: sockets that lead out of the memif directory,
+// through a symlink or "..", and a link that would replace a file, are
+// refused with the claim, request, device and path; nothing is made.
+func TestKubeletMemifBadPaths(t *testing.T) {
+	outside := filepath.Join(t.TempDir(), "elsewhere.sock")
+	listenMemif(t, outside)
+	for name, tc := range map[string]struct {
+		setup  func(t *testing.T, memifDir string) string // the slave socket path
+		master bool
+		want   string
+	}{
+		"symlink out": {setup: func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "fw0.sock")
+			if err := os.Symlink(outside, p); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}, want: "outside --memif-dir"},
+		"dot-dot": {setup: func(t *testing.T, dir string) string {
+			rel, err := filepath.Rel(dir, outside)
+			if err != nil || !strings.HasPrefix(rel, "../") {
+				t.Fatalf("%s relative to %s: %q %v", outside, dir, rel, err)
+			}
+			return dir + "/" + rel // not cleaned: dir/../../elsewhere
+		}, want: "outside --memif-dir"},
+		"not a socket": {setup: func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "fw0.sock")
+			if err := os.WriteFile(p, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}, want: "is not a socket"},
+		"silent endpoint": {setup: func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "fw0.sock")
+			l, err := net.Listen("unixpacket", p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = l.Close() })
+			return p
+		}, want: "does not answer memif HELLO"},
+		"link over a file": {setup: func(t *testing.T, dir string) string {
+			if err := os.WriteFile(filepath.Join(dir, "vpp1.sock"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(dir, "fw0.sock")
+			listenMemif(t, p)
+			return p
+		}, master: true, want: "already exists"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			request, device := "fw", memifSlave
+			if tc.master {
+				request, device = "vpp", memifMaster
+			}
+			claim := testClaim("bad", []alloc{{request, device}})
+			d, k, ctx := startTestDriver(t, &fakeObject{claim})
+			if err := os.MkdirAll(d.opts.MemifDir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			memifInventory(t, d, tc.setup(t, d.opts.MemifDir))
+			msg := prepare(t, ctx, k, claim)
+			for _, want := range []string{"claim default/bad", `request "` + request + `"`, "device " + device, tc.want} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("error %q does not name %q", msg, want)
+				}
+			}
+			assertNothingLeft(t, d)
+		})
+	}
+}
