@@ -310,14 +310,17 @@ func TestMemif(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { vs1.Close() })
+	t.Cleanup(func() { _ = vs1.Close() })
 	go func() {
 		for {
 			c, err := vs1.AcceptUnix()
 			if err != nil {
 				return
 			}
-			go func() { defer c.Close(); _, _ = memif.Answer(c, memif.Hello{Name: "vswitch"}, 5*time.Second) }()
+			go func() {
+				defer func() { _ = c.Close() }()
+				_, _ = memif.Answer(c, memif.Hello{Name: "vswitch"}, 5*time.Second)
+			}()
 		}
 	}()
 	if err := os.WriteFile(filepath.Join(dir, "not-a-socket"), nil, 0o644); err != nil {

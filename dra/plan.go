@@ -180,9 +180,8 @@ func vfSettings(cfg InterfaceConfig) *dataplane.VFSettings {
 // configured, or "". A claim it cannot serve fully is refused at Prepare,
 // not half-served: a pod that starts without what it asked for is worse
 // than one that waits with a clear reason.
-func handOverMissing(cfg InterfaceConfig, dev devices.Device) string {
-	switch {
-	case cfg.Mode == ModeAFXDP:
+func handOverMissing(cfg InterfaceConfig, _ devices.Device) string {
+	if cfg.Mode == ModeAFXDP {
 		return "mode afxdp is not supported by this fastpathd yet"
 	}
 	return ""

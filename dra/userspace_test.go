@@ -192,7 +192,10 @@ func listenMemif(t *testing.T, path string) {
 			if err != nil {
 				return
 			}
-			go func() { defer c.Close(); _, _ = memif.Answer(c, memif.Hello{Name: "vswitch"}, 5*time.Second) }()
+			go func() {
+				defer func() { _ = c.Close() }()
+				_, _ = memif.Answer(c, memif.Hello{Name: "vswitch"}, 5*time.Second)
+			}()
 		}
 	}()
 }

@@ -38,6 +38,7 @@ type runOptions struct {
 	nriSocket   string
 	stateDir    string
 	cdiDir      string
+	devRoot     string
 	metricsAddr string
 	profiling   bool
 	resync      time.Duration
@@ -52,6 +53,7 @@ func (o *runOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.nriSocket, "nri-socket", "/var/run/nri/nri.sock", "the container runtime's NRI socket")
 	fs.StringVar(&o.stateDir, "state-dir", "/var/lib/fastpath", "directory for the checkpoint and per-claim state")
 	fs.StringVar(&o.cdiDir, "cdi-dir", "/var/run/cdi", "directory for CDI specs")
+	fs.StringVar(&o.devRoot, "dev-root", "/", "directory holding dev/, where VFIO device nodes appear; a stand-in in tests")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9178", "address for /healthz and /readyz; empty disables")
 	fs.BoolVar(&o.profiling, "profiling", false, "also serve Go's /debug/pprof/ handlers on --metrics-addr")
 	fs.DurationVar(&o.resync, "rediscover-interval", 5*time.Minute, "rediscover devices this often even without an event")
@@ -62,7 +64,7 @@ func (o *runOptions) validate() error {
 		return usagef("run: --node-name (or $NODE_NAME) is required")
 	}
 	for name, dir := range map[string]string{"--plugin-dir": o.pluginDir, "--registry-dir": o.registryDir,
-		"--state-dir": o.stateDir, "--cdi-dir": o.cdiDir, "--nri-socket": o.nriSocket} {
+		"--state-dir": o.stateDir, "--cdi-dir": o.cdiDir, "--nri-socket": o.nriSocket, "--dev-root": o.devRoot} {
 		if dir == "" {
 			return usagef("run: %s must not be empty", name)
 		}
@@ -157,7 +159,8 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	}
 	driver, err := dra.New(dra.Options{
 		NodeName: o.nodeName, Client: client, PluginDir: o.pluginDir, RegistryDir: o.registryDir,
-		StateDir: o.stateDir, CDIDir: o.cdiDir,
+		StateDir: o.stateDir, CDIDir: o.cdiDir, MemifDir: o.MemifDir,
+		PCI: dataplane.PCIBinder{SysfsRoot: o.SysfsRoot, DevRoot: o.devRoot},
 	})
 	if err != nil {
 		return err

@@ -22,7 +22,7 @@ const (
 )
 
 // Version is the protocol version this package speaks: 2.0.
-const Version = 2<<8 | 0
+const Version = 2 << 8 // major 2, minor 0
 
 const (
 	msgSize = 128
@@ -136,7 +136,7 @@ func Probe(ctx context.Context, path string) (Hello, error) {
 	if err != nil {
 		return Hello{}, err
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	b, err := read(c, MsgHello)
 	if err != nil {
 		return Hello{}, fmt.Errorf("memif endpoint %s: %w", path, err)
@@ -155,7 +155,7 @@ func Greet(ctx context.Context, path string, init Init) (Hello, error) {
 	if err != nil {
 		return Hello{}, err
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	b, err := read(c, MsgHello)
 	if err != nil {
 		return Hello{}, fmt.Errorf("memif endpoint %s: %w", path, err)

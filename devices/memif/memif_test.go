@@ -24,7 +24,7 @@ func serve(t *testing.T, path string, handle func(*net.UnixConn)) {
 			if err != nil {
 				return
 			}
-			go func() { defer c.Close(); handle(c) }()
+			go func() { defer func() { _ = c.Close() }(); handle(c) }()
 		}
 	}()
 }

@@ -3,12 +3,17 @@
 // be stopped.
 //
 //	workload ifaces   print "NAME MAC ADDR,ADDR" per interface, then wait
-//	workload env      print the environment, and the content of every file
-//	                  a FASTPATH_DEVICE_INFO_* variable names, then wait
+//	workload env      print the environment, the content of every file a
+//	                  FASTPATH_DEVICE_INFO_* variable names, and the device
+//	                  nodes in /dev/vfio, then wait
+//	workload memif    greet the memif endpoint of every MEMIF_SOCKET_*
+//	                  variable as a slave (HELLO, INIT, ACK), then wait
 //	workload sleep    wait for SIGTERM
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -16,6 +21,9 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
+
+	"github.com/fastpath-dra/fastpath/devices/memif"
 )
 
 func main() {
@@ -32,8 +40,13 @@ func main() {
 		}
 	case "env":
 		printEnv()
+	case "memif":
+		if err := greetMemifs(); err != nil {
+			fmt.Fprintln(os.Stderr, "workload:", err)
+			os.Exit(1)
+		}
 	default:
-		fmt.Fprintf(os.Stderr, "workload: unknown command %q (want ifaces, env or sleep)\n", cmd)
+		fmt.Fprintf(os.Stderr, "workload: unknown command %q (want ifaces, env, memif or sleep)\n", cmd)
 		os.Exit(2)
 	}
 	stop := make(chan os.Signal, 1)
@@ -80,4 +93,32 @@ func printEnv() {
 		}
 		fmt.Printf("%s content: %s\n", name, strings.Join(strings.Fields(string(data)), ""))
 	}
+	nodes, _ := os.ReadDir("/dev/vfio")
+	for _, n := range nodes {
+		if info, err := n.Info(); err == nil {
+			fmt.Printf("device node /dev/vfio/%s %s\n", n.Name(), info.Mode().Type())
+		}
+	}
+}
+
+func greetMemifs() error {
+	found := false
+	for _, kv := range os.Environ() {
+		name, path, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "MEMIF_SOCKET_") {
+			continue
+		}
+		found = true
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		h, err := memif.Greet(ctx, path, memif.Init{ID: 1, Name: "workload"})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		fmt.Printf("memif %s: HELLO from %q, versions %#x-%#x; INIT acknowledged\n", path, h.Name, h.MinVersion, h.MaxVersion)
+	}
+	if !found {
+		return errors.New("no MEMIF_SOCKET_* variable")
+	}
+	return nil
 }
