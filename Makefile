@@ -29,6 +29,12 @@ generate: ## regenerate generated code (installs clang and libbpf headers when m
 	$(DEPS) apt
 	$(GO) generate ./...
 
+.PHONY: generated
+generated: ## regenerate, and fail if anything generated differs from what is committed
+	$(DEPS) apt
+	$(GO) generate ./...
+	@git diff --exit-code --stat -- bpf devices/testdata || { echo "generated files are stale: run make generate and commit" >&2; exit 1; }
+
 .PHONY: lint
 lint: ## go vet, gofmt and golangci-lint
 	$(DEPS) lint
@@ -83,7 +89,7 @@ bench-smoke: ## every benchmark once, so none can rot
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./bench/...
 
 .PHONY: test
-test: deps lint privileged fuzz e2e bench-smoke ## what CI runs: deps, lint, unit + privileged tests, fuzzing, e2e, benchmarks once
+test: deps generated lint privileged fuzz e2e bench-smoke ## what CI runs: deps, regenerated code unchanged, lint, unit + privileged tests, fuzzing, e2e, benchmarks once
 
 .PHONY: cluster-up
 cluster-up: ## start the test bed and print its KUBECONFIG (root)
