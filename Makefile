@@ -33,7 +33,9 @@ generate: ## regenerate generated code (installs clang and libbpf headers when m
 generated: ## regenerate, and fail if anything generated differs from what is committed
 	$(DEPS) apt
 	$(GO) generate ./...
-	@git diff --exit-code --stat -- bpf devices/testdata || { echo "generated files are stale: run make generate and commit" >&2; exit 1; }
+	@if [ -n "$$(git status --porcelain -- bpf devices/testdata)" ]; then \
+		git status --short -- bpf devices/testdata >&2; \
+		echo "generated files differ from what is committed: run make generate and commit" >&2; exit 1; fi
 
 .PHONY: lint
 lint: ## go vet, gofmt and golangci-lint

@@ -14,6 +14,8 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
+
+	"github.com/fastpath-dra/fastpath/bpf"
 )
 
 // Netdev says which host interface goes into a pod and how it looks there.
@@ -32,6 +34,16 @@ type Netdev struct {
 	MAC       string // "": keep
 	Addresses []string
 	Routes    []Route
+	// XDP is the program to attach in the pod (afxdp mode), nil for none.
+	XDP *XDP
+}
+
+// XDP is a program Prepare loaded and pinned, to attach to the interface
+// once it is in the pod.
+type XDP struct {
+	Dir      string // where Prepare pinned it; the attachment is pinned there too
+	Mode     bpf.Mode
+	Fallback bool // generic mode when the driver has no native XDP
 }
 
 // Route is a route through the pod's interface.
@@ -46,6 +58,8 @@ type Attached struct {
 	MAC       string
 	MTU       int
 	Addresses []string
+	// XDPMode is how the XDP program got attached, "" without one.
+	XDPMode bpf.Mode
 }
 
 // Attacher moves netdevs between the host network namespace and pods'. Make
@@ -156,11 +170,37 @@ func (a *Attacher) Attach(ctx context.Context, podNetNS string, nd Netdev) (_ At
 			return Attached{}, fmt.Errorf("add route to %s via %s on %s: %w", r.Destination, r.Gateway, nd.Name, err)
 		}
 	}
+	var xdpMode bpf.Mode
+	if nd.XDP != nil {
+		if xdpMode, err = attachXDP(podNetNS, nd); err != nil {
+			return Attached{}, err
+		}
+		logger.V(2).Info("Attached XDP program", "name", nd.Name, "mode", xdpMode)
+	}
 	link, err = pod.LinkByName(nd.Name)
 	if err != nil {
 		return Attached{}, fmt.Errorf("find %s in the pod: %w", nd.Name, err)
 	}
-	return Attached{Name: nd.Name, MAC: link.Attrs().HardwareAddr.String(), MTU: link.Attrs().MTU, Addresses: nd.Addresses}, nil
+	return Attached{Name: nd.Name, MAC: link.Attrs().HardwareAddr.String(), MTU: link.Attrs().MTU, Addresses: nd.Addresses, XDPMode: xdpMode}, nil
+}
+
+// attachXDP attaches the program pinned in nd.XDP.Dir to the interface in
+// the pod; an attachment pinned there already (a retried hook) stands.
+func attachXDP(podNetNS string, nd Netdev) (bpf.Mode, error) {
+	if _, err := os.Stat(filepath.Join(nd.XDP.Dir, bpf.PinLink)); err == nil {
+		if id, err := bpf.Attached(podNetNS, nd.Name); err == nil && id != 0 {
+			return nd.XDP.Mode, nil
+		}
+		if err := bpf.Detach(nd.XDP.Dir); err != nil {
+			return "", err
+		}
+	}
+	prog, err := bpf.LoadPinned(nd.XDP.Dir)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = prog.Close() }()
+	return prog.Attach(podNetNS, nd.Name, nd.XDP.Mode, nd.XDP.Fallback, nd.XDP.Dir)
 }
 
 // findInPod returns the interface if an earlier attach already moved it into
@@ -202,6 +242,11 @@ func podRoute(index int, r Route) (*netlink.Route, error) {
 // detached interface is harmless.
 func (a *Attacher) Detach(ctx context.Context, podNetNS string, nd Netdev) error {
 	logger := klog.FromContext(ctx).WithValues("hostInterface", nd.HostName, "netns", podNetNS)
+	if nd.XDP != nil {
+		if err := bpf.Detach(nd.XDP.Dir); err != nil {
+			return fmt.Errorf("detach the XDP program from %s: %w", nd.Name, err)
+		}
+	}
 	var hostMAC net.HardwareAddr
 	if nd.HostMAC != "" {
 		var err error

@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/fastpath-dra/fastpath/bpf"
 	"github.com/fastpath-dra/fastpath/devices"
 	cdiparser "tags.cncf.io/container-device-interface/pkg/parser"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
@@ -24,6 +25,14 @@ const (
 	// each request: <DeviceInfoDir>/<request>-device.json.
 	DeviceInfoDir = "/var/run/k8s.cni.cncf.io/devinfo/dra"
 )
+
+// XDPDir is where containers find an afxdp device's pinned maps:
+// <XDPDir>/<request>/xsks (the XSKMAP) and stats.
+const XDPDir = "/run/fastpath/xdp"
+
+func xdpContainerDir(request string) string {
+	return filepath.Join(XDPDir, strings.ReplaceAll(request, "/", "_"))
+}
 
 // cdiDeviceName is the CDI device name of a request of a claim. Subrequest
 // names (req/sub) become req_sub.
@@ -70,6 +79,19 @@ func cdiSpec(claim types.UID, devs []PreparedDevice) (*cdispec.Spec, error) {
 				})
 			}
 			edits.Env = append(edits.Env, "MEMIF_SOCKET_"+envName(d.Request)+"="+memifContainerSocket(d.Request))
+		}
+		if d.XDPDir != "" && d.Config.XDP != nil {
+			x, req := d.Config.XDP, envName(d.Request)
+			dir := xdpContainerDir(d.Request)
+			edits.Mounts = append(edits.Mounts, &cdispec.Mount{HostPath: d.XDPDir, ContainerPath: dir, Options: []string{"rw", "bind"}})
+			if x.Program == bpf.XSKRedirect {
+				edits.Env = append(edits.Env, "FASTPATH_XSKMAP_"+req+"="+filepath.Join(dir, bpf.PinXSKMap))
+			}
+			edits.Env = append(edits.Env,
+				"FASTPATH_XDP_PROGRAM_"+req+"="+x.Program,
+				"FASTPATH_XDP_STATS_"+req+"="+filepath.Join(dir, bpf.PinStats),
+				fmt.Sprintf("FASTPATH_XDP_QUEUES_%s=0-%d", req, x.Queues-1),
+				"FASTPATH_XDP_ZEROCOPY_"+req+"="+x.ZeroCopy)
 		}
 		for _, n := range d.DeviceNodes {
 			edits.DeviceNodes = append(edits.DeviceNodes, &cdispec.DeviceNode{Path: n.Path, HostPath: n.HostPath, Permissions: "rw"})

@@ -70,6 +70,9 @@ type PreparedDevice struct {
 	IOMMUGroup   *int         `json:"iommuGroup,omitempty"`
 	DriverBefore string       `json:"driverBefore,omitempty"`
 	DeviceNodes  []DeviceNode `json:"deviceNodes,omitempty"`
+	// XDPDir is where Prepare pinned the device's XDP program and maps
+	// (afxdp mode), on a bpffs; the attachment is pinned there too.
+	XDPDir string `json:"xdpDir,omitempty"`
 	// CDIDeviceID is the fully qualified CDI device the containers get.
 	CDIDeviceID    string `json:"cdiDeviceID"`
 	DeviceInfoFile string `json:"deviceInfoFile,omitempty"`

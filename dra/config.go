@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	sigsjson "sigs.k8s.io/json"
 
+	"github.com/fastpath-dra/fastpath/bpf"
 	"github.com/fastpath-dra/fastpath/devices"
 )
 
@@ -80,15 +81,20 @@ type VFConfig struct {
 
 // XDPConfig configures afxdp mode.
 type XDPConfig struct {
-	Program    string `json:"program,omitempty"`
+	// Program is one shipped in bpf/: xsk-redirect (default) or xdp-count.
+	Program string `json:"program,omitempty"`
+	// AttachMode is native (default) or generic.
 	AttachMode string `json:"attachMode,omitempty"`
-	Queues     int    `json:"queues,omitempty"`
-	ZeroCopy   string `json:"zeroCopy,omitempty"`
+	// FallbackToGeneric allows generic mode when the driver has no native
+	// XDP; without it, native mode or nothing.
+	FallbackToGeneric bool `json:"fallbackToGeneric,omitempty"`
+	// Queues is how many RX queues (from 0) the pod's sockets serve; the
+	// device's combined channels are set to it where it has them.
+	Queues int `json:"queues,omitempty"`
+	// ZeroCopy is preferred (default), required or off.
+	ZeroCopy string `json:"zeroCopy,omitempty"`
 }
 
-// XDPPrograms are the programs shipped in bpf/: the only ones a claim may
-// ask for.
-var XDPPrograms = []string{"xsk-redirect"}
 
 // decodeConfig decodes one opaque config into cfg, over what is already
 // there. Decoding is strict: unknown and duplicate fields are errors.
@@ -153,7 +159,7 @@ func (c *InterfaceConfig) setDefaults(request string, dev devices.Device) {
 			c.XDP = &XDPConfig{}
 		}
 		if c.XDP.Program == "" {
-			c.XDP.Program = XDPPrograms[0]
+			c.XDP.Program = bpf.XSKRedirect
 		}
 		if c.XDP.AttachMode == "" {
 			c.XDP.AttachMode = "native"
@@ -357,12 +363,8 @@ func (v *VFConfig) validate(path *field.Path) field.ErrorList {
 
 func (x *XDPConfig) validate(path *field.Path, dev devices.Device) field.ErrorList {
 	var errs field.ErrorList
-	known := false
-	for _, p := range XDPPrograms {
-		known = known || p == x.Program
-	}
-	if !known {
-		errs = append(errs, field.NotSupported(path.Child("program"), x.Program, XDPPrograms))
+	if !bpf.Known(x.Program) {
+		errs = append(errs, field.NotSupported(path.Child("program"), x.Program, bpf.Programs))
 	}
 	if x.AttachMode != "native" && x.AttachMode != "generic" {
 		errs = append(errs, field.NotSupported(path.Child("attachMode"), x.AttachMode, []string{"native", "generic"}))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 
+	"github.com/fastpath-dra/fastpath/bpf"
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/devices"
 )
@@ -33,6 +35,10 @@ type Options struct {
 	PCI dataplane.PCIBinder
 	// MemifDir is where memif endpoint sockets must live (--memif-dir).
 	MemifDir string
+	// BPFDir is where XDP programs are pinned, one directory per claim and
+	// request; a bpffs is mounted there if it is not on one. Default
+	// /sys/fs/bpf/fastpath.
+	BPFDir string
 }
 
 // Driver is fastpath's DRA kubelet plugin for driver fastpath.dev.
@@ -56,6 +62,9 @@ func New(opts Options) (*Driver, error) {
 	}
 	if opts.PF == nil {
 		opts.PF = dataplane.NetlinkPF{}
+	}
+	if opts.BPFDir == "" {
+		opts.BPFDir = "/sys/fs/bpf/fastpath"
 	}
 	if opts.PCI.SysfsRoot == "" {
 		opts.PCI.SysfsRoot = "/"
@@ -196,6 +205,10 @@ func (d *Driver) prepareClaim(ctx context.Context, cp *Checkpoint, claim *resour
 	}
 	for i := range st.Devices {
 		dev := &st.Devices[i]
+		if dev.Config.Mode == ModeAFXDP {
+			dev.XDPDir = filepath.Join(d.opts.BPFDir, string(claim.UID)+"-"+strings.ReplaceAll(dev.Request, "/", "_"))
+			st.Files = append(st.Files, dev.XDPDir)
+		}
 		if dev.MemifDir == "" {
 			continue
 		}
@@ -283,6 +296,18 @@ func (d *Driver) act(ctx context.Context, st *ClaimState) error {
 			return err
 		}
 	}
+	for _, dev := range st.Devices {
+		if dev.XDPDir == "" {
+			continue
+		}
+		if err := loadXDP(dev); err != nil {
+			err = fmt.Errorf("request %q, device %s: %w", dev.Request, dev.Device, err)
+			if rErr := d.restoreVFs(ctx, st.Devices); rErr != nil {
+				err = fmt.Errorf("%w (and undoing the rest: %w)", err, rErr)
+			}
+			return err
+		}
+	}
 	for i, dev := range st.Devices {
 		if dev.IOMMUGroup == nil {
 			continue
@@ -296,6 +321,21 @@ func (d *Driver) act(ctx context.Context, st *ClaimState) error {
 		}
 	}
 	return nil
+}
+
+// loadXDP loads the device's XDP program and pins it, with its maps, in
+// the device's directory, mounting a bpffs first if needed. The caller
+// removes the directory on failure.
+func loadXDP(dev PreparedDevice) error {
+	if err := bpf.MountBPFFS(filepath.Dir(dev.XDPDir)); err != nil {
+		return err
+	}
+	prog, err := bpf.Load(dev.Config.XDP.Program)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = prog.Close() }()
+	return prog.Pin(dev.XDPDir)
 }
 
 // restoreDrivers gives the functions of devs that went to vfio-pci back to

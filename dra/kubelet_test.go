@@ -124,6 +124,7 @@ func startTestDriverPF(t *testing.T, pf dataplane.PF, objects ...*fakeObject) (*
 		StateDir: filepath.Join(dir, "state"), CDIDir: filepath.Join(dir, "cdi"), PF: pf,
 		PCI:      dataplane.PCIBinder{SysfsRoot: sysfs, DevRoot: sysfs, Timeout: 2 * time.Second},
 		MemifDir: filepath.Join(dir, "memif"),
+		BPFDir:   filepath.Join(dir, "bpf"),
 	}
 	if err := os.MkdirAll(opts.RegistryDir, 0o750); err != nil {
 		t.Fatal(err)

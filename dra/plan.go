@@ -104,11 +104,6 @@ func plan(claim *resourceapi.ResourceClaim, cp *Checkpoint, inventory map[string
 			cfg.setDefaults(requestBase(res.Request), dev)
 			errs = cfg.validate(dev)
 		}
-		if len(errs) == 0 {
-			if why := handOverMissing(cfg, dev); why != "" {
-				return nil, fail(res.Request, dev.Name, why, nil)
-			}
-		}
 		if cfg.Interface != nil && len(errs) == 0 {
 			if where, dup := taken[cfg.Interface.Name]; dup {
 				errs = append(errs, field.Duplicate(field.NewPath("interface", "name"),
@@ -174,17 +169,6 @@ func vfSettings(cfg InterfaceConfig) *dataplane.VFSettings {
 		return nil
 	}
 	return &s
-}
-
-// handOverMissing says why this build cannot hand the device over as
-// configured, or "". A claim it cannot serve fully is refused at Prepare,
-// not half-served: a pod that starts without what it asked for is worse
-// than one that waits with a clear reason.
-func handOverMissing(cfg InterfaceConfig, _ devices.Device) string {
-	if cfg.Mode == ModeAFXDP {
-		return "mode afxdp is not supported by this fastpathd yet"
-	}
-	return ""
 }
 
 // requestBase is the request of a request or subrequest name (req/sub).

@@ -64,7 +64,7 @@ func TestPlanDefaults(t *testing.T) {
 	if c.Mode != ModeNetdev || c.Interface == nil || c.Interface.Name != "eth-fast" {
 		t.Errorf("defaulted config = %+v", c)
 	}
-	// afxdp defaults (the mode itself is refused until it is built).
+	// afxdp defaults.
 	var xcfg InterfaceConfig
 	xcfg.Mode = ModeAFXDP
 	xcfg.setDefaults("xsk", inventoryMap(testInventory(t))[vfNetdev])
@@ -169,9 +169,6 @@ func TestPlanErrors(t *testing.T) {
 			c.Spec.Devices.Requests[0].Exactly.AllocationMode = resourceapi.DeviceAllocationModeAll
 			return c
 		}, []string{"allocationMode All"}},
-		{"afxdp not built yet", func() *resourceapi.ResourceClaim {
-			return testClaim("c1", []alloc{{"nic", vfNetdev}}, fromClaim(config(`"mode": "afxdp"`)))
-		}, []string{`request "nic"`, "mode afxdp is not supported"}},
 		{"vfio on a PF with VFs", func() *resourceapi.ResourceClaim {
 			return testClaim("c1", []alloc{{"pf", pfDevice}}, fromClaim(config(`"mode": "vfio"`)))
 		}, []string{`request "pf"`, "mode", "PF with 4 VFs"}},

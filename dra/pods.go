@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/fastpath-dra/fastpath/bpf"
 	"github.com/fastpath-dra/fastpath/dataplane"
 )
 
@@ -75,7 +76,7 @@ func sortedClaims(cp *Checkpoint) []*ClaimState {
 
 // netdev is the attach plan of a device handed over as a kernel interface.
 func (p PreparedDevice) netdev() (dataplane.Netdev, bool) {
-	if p.Config.Mode != ModeNetdev || p.HostIfName == "" || p.Config.Interface == nil {
+	if (p.Config.Mode != ModeNetdev && p.Config.Mode != ModeAFXDP) || p.HostIfName == "" || p.Config.Interface == nil {
 		return dataplane.Netdev{}, false
 	}
 	i := p.Config.Interface
@@ -85,6 +86,9 @@ func (p PreparedDevice) netdev() (dataplane.Netdev, bool) {
 	}
 	for _, r := range i.Routes {
 		nd.Routes = append(nd.Routes, dataplane.Route{Destination: r.Destination, Gateway: r.Gateway})
+	}
+	if p.XDPDir != "" && p.Config.XDP != nil {
+		nd.XDP = &dataplane.XDP{Dir: p.XDPDir, Mode: bpf.Mode(p.Config.XDP.AttachMode), Fallback: p.Config.XDP.FallbackToGeneric}
 	}
 	return nd, true
 }

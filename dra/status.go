@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
+	"github.com/fastpath-dra/fastpath/bpf"
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/devices"
 )
@@ -71,6 +73,16 @@ func (d *Driver) Attached(ctx context.Context, dev dataplane.PodNetdev, netns st
 	if info := d.deviceInfoOf(dev); info != nil {
 		data["device-info"] = info
 	}
+	if x := dev.Netdev.XDP; x != nil {
+		xdp := map[string]any{"attachMode": res.XDPMode, "pinPath": x.Dir, "mapPath": filepath.Join(xdpContainerDir(dev.Request), bpf.PinXSKMap)}
+		if cfg := d.xdpConfigOf(dev); cfg != nil {
+			xdp["program"], xdp["queues"] = cfg.Program, cfg.Queues
+			if cfg.Program != bpf.XSKRedirect {
+				delete(xdp, "mapPath")
+			}
+		}
+		data["xdp"] = xdp
+	}
 	st := resourceapi.AllocatedDeviceStatus{
 		Driver: devices.DriverName, Pool: dev.Pool, Device: dev.Device,
 		Conditions:  []metav1.Condition{condition(metav1.ConditionTrue, ReasonReady, fmt.Sprintf("host interface %s attached as %s", dev.Netdev.HostName, res.Name))},
@@ -117,6 +129,24 @@ func (d *Driver) deviceInfoOf(dev dataplane.PodNetdev) *DeviceInfo {
 	for _, p := range st.Devices {
 		if p.Request == dev.Request {
 			return deviceInfo(p)
+		}
+	}
+	return nil
+}
+
+// xdpConfigOf is the XDP config of a prepared device.
+func (d *Driver) xdpConfigOf(dev dataplane.PodNetdev) *XDPConfig {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	cp, err := loadCheckpoint(d.checkpointPath())
+	if err != nil {
+		return nil
+	}
+	if st, ok := cp.Claims[types.UID(dev.ClaimUID)]; ok {
+		for _, p := range st.Devices {
+			if p.Request == dev.Request {
+				return p.Config.XDP
+			}
 		}
 	}
 	return nil
