@@ -321,6 +321,11 @@ func TestAttachFailures(t *testing.T) {
 		t.Errorf("program %d still attached to lo after Unpin", id)
 	}
 
+	if s, err := xsk.Open(xsk.Options{Ifindex: 1 << 30}); err == nil {
+		_ = s.Close()
+		t.Error("AF_XDP socket on a missing interface: no error")
+	}
+
 	if _, err := bpf.Load("xdp-pwn"); !errors.Is(err, bpf.ErrUnknownProgram) {
 		t.Errorf("Load of an unknown program: %v, want ErrUnknownProgram", err)
 	}

@@ -36,6 +36,7 @@ var ratios = []ratio{
 	{"detach / floor", "Detach", "Floor/detach", "<= 1.05", func(r float64) bool { return r <= 1.05 }},
 	{"CNI host-device / attach", "CNI/host-device", "Attach", ">= 3", func(r float64) bool { return r >= 3 }},
 	{"CNI macvlan / attach", "CNI/macvlan", "Attach", "-", nil},
+	{"attach with XDP / attach", "AttachXDP", "Attach", "-", nil},
 }
 
 func main() {

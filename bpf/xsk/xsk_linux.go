@@ -46,12 +46,12 @@ type ring struct {
 
 // Open creates the socket, registers its UMEM and rings, gives the kernel
 // every frame to fill and binds it to the queue.
-func Open(o Options) (s *Socket, err error) {
+func Open(o Options) (_ *Socket, err error) {
 	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("AF_XDP socket: %w", err)
 	}
-	s = &Socket{fd: fd}
+	s := &Socket{fd: fd}
 	defer func() {
 		if err != nil {
 			_ = s.Close()

@@ -39,6 +39,7 @@ type runOptions struct {
 	stateDir    string
 	cdiDir      string
 	devRoot     string
+	bpfDir      string
 	metricsAddr string
 	profiling   bool
 	resync      time.Duration
@@ -53,6 +54,7 @@ func (o *runOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.nriSocket, "nri-socket", "/var/run/nri/nri.sock", "the container runtime's NRI socket")
 	fs.StringVar(&o.stateDir, "state-dir", "/var/lib/fastpath", "directory for the checkpoint and per-claim state")
 	fs.StringVar(&o.cdiDir, "cdi-dir", "/var/run/cdi", "directory for CDI specs")
+	fs.StringVar(&o.bpfDir, "bpf-dir", "/sys/fs/bpf/fastpath", "directory on a bpffs for XDP programs and maps of afxdp claims (a bpffs is mounted there if it is not on one)")
 	fs.StringVar(&o.devRoot, "dev-root", "/", "directory holding dev/, where VFIO device nodes appear; a stand-in in tests")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9178", "address for /healthz and /readyz; empty disables")
 	fs.BoolVar(&o.profiling, "profiling", false, "also serve Go's /debug/pprof/ handlers on --metrics-addr")
@@ -64,7 +66,7 @@ func (o *runOptions) validate() error {
 		return usagef("run: --node-name (or $NODE_NAME) is required")
 	}
 	for name, dir := range map[string]string{"--plugin-dir": o.pluginDir, "--registry-dir": o.registryDir,
-		"--state-dir": o.stateDir, "--cdi-dir": o.cdiDir, "--nri-socket": o.nriSocket, "--dev-root": o.devRoot} {
+		"--state-dir": o.stateDir, "--cdi-dir": o.cdiDir, "--nri-socket": o.nriSocket, "--dev-root": o.devRoot, "--bpf-dir": o.bpfDir} {
 		if dir == "" {
 			return usagef("run: %s must not be empty", name)
 		}
@@ -159,7 +161,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	}
 	driver, err := dra.New(dra.Options{
 		NodeName: o.nodeName, Client: client, PluginDir: o.pluginDir, RegistryDir: o.registryDir,
-		StateDir: o.stateDir, CDIDir: o.cdiDir, MemifDir: o.MemifDir,
+		StateDir: o.stateDir, CDIDir: o.cdiDir, MemifDir: o.MemifDir, BPFDir: o.bpfDir,
 		PCI: dataplane.PCIBinder{SysfsRoot: o.SysfsRoot, DevRoot: o.devRoot},
 	})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,7 +55,9 @@ func dataplaneSetup(t *testing.T, ctx context.Context, first, port int, more ...
 			_ = bed.Client().ResourceV1().DeviceClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
 		})
 	}
-	lastDaemon = startDaemon(t, ctx, port, "--filter",
+	bpfDir := filepath.Join(t.TempDir(), "bpf")
+	t.Cleanup(func() { _ = unix.Unmount(bpfDir, unix.MNT_DETACH) })
+	lastDaemon = startDaemon(t, ctx, port, "--bpf-dir", bpfDir, "--filter",
 		fmt.Sprintf(`device.attributes["fastpath.dev"].kind == "netdev" && device.attributes["fastpath.dev"].ifName.startsWith(%q) && device.attributes["fastpath.dev"].ifName.endsWith("a")`, vethPrefix))
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		s, err := nodeSlices(ctx)

@@ -6,6 +6,10 @@
 //	workload env      print the environment, the content of every file a
 //	                  FASTPATH_DEVICE_INFO_* variable names, and the device
 //	                  nodes in /dev/vfio, then wait
+//	workload xsk      for every FASTPATH_XSKMAP_* variable, open an AF_XDP
+//	                  socket on queue 0 of the request's interface (zero-copy
+//	                  when the device has it and it is not off), register it
+//	                  in the pinned XSKMAP, and print the frames received
 //	workload memif    greet the memif endpoint of every MEMIF_SOCKET_*
 //	                  variable as a slave (HELLO, INIT, ACK), then wait
 //	workload sleep    wait for SIGTERM
@@ -23,6 +27,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cilium/ebpf"
+
+	"github.com/fastpath-dra/fastpath/bpf/xsk"
 	"github.com/fastpath-dra/fastpath/devices/memif"
 )
 
@@ -40,13 +47,18 @@ func main() {
 		}
 	case "env":
 		printEnv()
+	case "xsk":
+		if err := consumeXSK(); err != nil {
+			fmt.Fprintln(os.Stderr, "workload:", err)
+			os.Exit(1)
+		}
 	case "memif":
 		if err := greetMemifs(); err != nil {
 			fmt.Fprintln(os.Stderr, "workload:", err)
 			os.Exit(1)
 		}
 	default:
-		fmt.Fprintf(os.Stderr, "workload: unknown command %q (want ifaces, env, memif or sleep)\n", cmd)
+		fmt.Fprintf(os.Stderr, "workload: unknown command %q (want ifaces, env, xsk, memif or sleep)\n", cmd)
 		os.Exit(2)
 	}
 	stop := make(chan os.Signal, 1)
@@ -119,6 +131,62 @@ func greetMemifs() error {
 	}
 	if !found {
 		return errors.New("no MEMIF_SOCKET_* variable")
+	}
+	return nil
+}
+
+// consumeXSK is the example AF_XDP consumer: what a pod does with an afxdp
+// device.
+func consumeXSK() error {
+	found := false
+	for _, kv := range os.Environ() {
+		name, path, _ := strings.Cut(kv, "=")
+		req, ok := strings.CutPrefix(name, "FASTPATH_XSKMAP_")
+		if !ok {
+			continue
+		}
+		found = true
+		ifName := os.Getenv("FASTPATH_INTERFACE_" + req)
+		ifc, err := net.InterfaceByName(ifName)
+		if err != nil {
+			return fmt.Errorf("interface %q of request %s: %w", ifName, req, err)
+		}
+		xsks, err := ebpf.LoadPinnedMap(path, nil)
+		if err != nil {
+			return fmt.Errorf("open the XSKMAP %s: %w", path, err)
+		}
+		zeroCopy := os.Getenv("FASTPATH_XDP_ZEROCOPY_" + req)
+		mode := "zero-copy"
+		var sock *xsk.Socket
+		if zeroCopy != "off" {
+			sock, err = xsk.Open(xsk.Options{Ifindex: ifc.Index, Queue: 0, ZeroCopy: true})
+		}
+		if sock == nil && zeroCopy != "required" {
+			mode = "copy"
+			sock, err = xsk.Open(xsk.Options{Ifindex: ifc.Index, Queue: 0})
+		}
+		if err != nil {
+			return fmt.Errorf("AF_XDP socket on %s: %w", ifName, err)
+		}
+		if err := sock.Register(xsks, 0); err != nil {
+			return err
+		}
+		fmt.Printf("xsk %s queue 0: registered, %s mode\n", ifName, mode)
+		go func() {
+			for {
+				n, err := sock.Receive(time.Second)
+				if err != nil {
+					fmt.Fprintf(os.Stderr, "xsk %s: %v\n", ifName, err)
+					return
+				}
+				if n > 0 {
+					fmt.Printf("xsk %s queue 0: %d frames\n", ifName, sock.Received())
+				}
+			}
+		}()
+	}
+	if !found {
+		return errors.New("no FASTPATH_XSKMAP_* variable")
 	}
 	return nil
 }

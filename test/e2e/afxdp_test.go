@@ -1,0 +1,138 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/fastpath-dra/fastpath/bpf"
+)
+
+// sendFrames writes n Ethernet frames to dst out of the host interface
+// ifName (the peer of a pod's veth).
+func sendFrames(t *testing.T, ifName string, dst net.HardwareAddr, n int) {
+	t.Helper()
+	ifc, err := net.InterfaceByName(ifName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = unix.Close(fd) }()
+	frame := make([]byte, 60)
+	copy(frame[0:6], dst)
+	copy(frame[6:12], ifc.HardwareAddr)
+	frame[12], frame[13] = 0x88, 0xb5 // local experimental EtherType
+	to := &unix.SockaddrLinklayer{Ifindex: ifc.Index, Halen: 6}
+	copy(to.Addr[:], dst)
+	for range n {
+		if err := unix.Sendto(fd, frame, 0, to); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+var framesLine = regexp.MustCompile(`xsk xsk0 queue 0: (\d+) frames`)
+
+// TestDataplaneAFXDP: a pod claiming from afxdp.fastpath.dev gets the
+// device with xsk-redirect attached in its namespace and the XSKMAP mounted;
+// the example consumer registers an AF_XDP socket and receives the frames
+// sent to the interface from the host side; the claim reports the program.
+// Once the pod is gone the program is detached and its pins are gone.
+func TestDataplaneAFXDP(t *testing.T) {
+	ctx := testContext(t)
+	orig := dataplaneSetup(t, ctx, 5, 26186)[0]
+	peer := strings.TrimSuffix(orig.Name, "a") + "b"
+	if err := netlink.LinkSetUp(mustLink(t, peer)); err != nil {
+		t.Fatal(err)
+	}
+	const mac = "02:00:00:fa:58:01"
+	tmpl := claimTemplate(t, ctx, "e2e-xsk", "xsk", "afxdp.fastpath.dev", `device.attributes["fastpath.dev"].kind == "netdev"`,
+		`{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig", "interface": {"name": "xsk0", "mac": "`+mac+`"},
+		  "xdp": {"attachMode": "native", "queues": 1, "zeroCopy": "preferred"}}`)
+	pod := claimPod("e2e-xsk", "xsk", &corev1.PodResourceClaim{Name: "fast", ResourceClaimTemplateName: &tmpl.Name})
+	running, err := bed.RunPod(ctx, pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bed.DeletePod(context.Background(), "default", pod.Name) })
+	if _, err := bed.WaitPodLog(ctx, "default", pod.Name, "xsk xsk0 queue 0: registered", 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	const n = 20
+	dst, _ := net.ParseMAC(mac)
+	sendFrames(t, peer, dst, n)
+	var got int
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		logs, err := bed.PodLogs(ctx, "default", pod.Name)
+		if err != nil {
+			return false, nil
+		}
+		for _, m := range framesLine.FindAllStringSubmatch(logs, -1) {
+			got, _ = strconv.Atoi(m[1])
+		}
+		return got >= n, nil
+	})
+	if err != nil {
+		t.Fatalf("the consumer received %d frames, want %d", got, n)
+	}
+
+	st := podClaimStatus(t, ctx, running)
+	var data struct {
+		XDP struct {
+			Program, AttachMode, MapPath, PinPath string
+			Queues                                int
+		} `json:"xdp"`
+	}
+	if err := json.Unmarshal(st.Data.Raw, &data); err != nil || data.XDP.Program != bpf.XSKRedirect || data.XDP.AttachMode != "native" ||
+		data.XDP.Queues != 1 || data.XDP.MapPath != "/run/fastpath/xdp/xsk/xsks" {
+		t.Errorf("status data = %s (%v)", st.Data.Raw, err)
+	}
+	if st.NetworkData == nil || st.NetworkData.InterfaceName != "xsk0" || st.NetworkData.HardwareAddress != mac {
+		t.Errorf("networkData = %+v", st.NetworkData)
+	}
+	pinDir := data.XDP.PinPath
+	if _, err := os.Stat(filepath.Join(pinDir, bpf.PinLink)); err != nil {
+		t.Errorf("the attachment is not pinned in %s: %v", pinDir, err)
+	}
+
+	if err := bed.DeletePod(ctx, "default", running.Name); err != nil {
+		t.Fatal(err)
+	}
+	assertReturned(t, ctx, orig)
+	if id, err := bpf.Attached("", orig.Name); err != nil || id != 0 {
+		t.Errorf("XDP program %d still on %s after the pod went (%v)", id, orig.Name, err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
+		_, err := os.Stat(pinDir)
+		return os.IsNotExist(err), nil
+	})
+	if err != nil {
+		t.Errorf("the pin directory %s outlived the claim", pinDir)
+	}
+}
+
+func mustLink(t *testing.T, name string) netlink.Link {
+	t.Helper()
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		t.Fatal(fmt.Errorf("link %s: %w", name, err))
+	}
+	return l
+}
