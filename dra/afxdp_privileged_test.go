@@ -3,6 +3,7 @@
 package dra
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,6 +26,8 @@ func TestKubeletAFXDP(t *testing.T) {
 	bad := testClaim("bad", []alloc{{"xsk", vfNetdev}}, fromClaim(config(`"mode": "afxdp", "xdp": {"program": "xdp-pwn"}`)))
 	d, k, ctx := startTestDriver(t, &fakeObject{good}, &fakeObject{bad})
 	t.Cleanup(func() { _ = unix.Unmount(d.opts.BPFDir, unix.MNT_DETACH) })
+	channels := &fakeChannels{cur: 8, max: 16}
+	d.Driver.opts.Channels = channels
 
 	msg := prepare(t, ctx, k, bad)
 	for _, want := range []string{"claim default/bad", `request "xsk"`, "xdp.program", "xsk-redirect"} {
@@ -69,9 +72,28 @@ func TestKubeletAFXDP(t *testing.T) {
 		t.Errorf("pod netdevs = %+v, want one with the program to attach", nds)
 	}
 
+	if got := strings.Join(channels.set, " "); got != "ens1f0v0=2" {
+		t.Errorf("channels set at Prepare: %q, want ens1f0v0=2", got)
+	}
+
 	unprepare(t, ctx, k, good)
+	if got := strings.Join(channels.set, " "); got != "ens1f0v0=2 ens1f0v0=8" {
+		t.Errorf("channels set: %q, want the 8 from before restored", got)
+	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("%s still there after Unprepare: %v", dir, err)
 	}
 	assertNothingLeft(t, d)
+}
+
+// fakeChannels records the combined channel counts set.
+type fakeChannels struct {
+	cur, max int
+	set      []string
+}
+
+func (f *fakeChannels) Combined(string) (int, int, error) { return f.cur, f.max, nil }
+func (f *fakeChannels) SetCombined(ifName string, n int) error {
+	f.set = append(f.set, fmt.Sprintf("%s=%d", ifName, n))
+	return nil
 }

@@ -73,6 +73,9 @@ type PreparedDevice struct {
 	// XDPDir is where Prepare pinned the device's XDP program and maps
 	// (afxdp mode), on a bpffs; the attachment is pinned there too.
 	XDPDir string `json:"xdpDir,omitempty"`
+	// ChannelsBefore is the device's combined channel count before Prepare
+	// set it to the afxdp queues (restored on release); 0 when unchanged.
+	ChannelsBefore int `json:"channelsBefore,omitempty"`
 	// CDIDeviceID is the fully qualified CDI device the containers get.
 	CDIDeviceID    string `json:"cdiDeviceID"`
 	DeviceInfoFile string `json:"deviceInfoFile,omitempty"`

@@ -35,6 +35,8 @@ type Options struct {
 	PCI dataplane.PCIBinder
 	// MemifDir is where memif endpoint sockets must live (--memif-dir).
 	MemifDir string
+	// Channels sets combined channels for afxdp claims. Default: ethtool.
+	Channels dataplane.Channels
 	// BPFDir is where XDP programs are pinned, one directory per claim and
 	// request; a bpffs is mounted there if it is not on one. Default
 	// /sys/fs/bpf/fastpath.
@@ -62,6 +64,9 @@ func New(opts Options) (*Driver, error) {
 	}
 	if opts.PF == nil {
 		opts.PF = dataplane.NetlinkPF{}
+	}
+	if opts.Channels == nil {
+		opts.Channels = dataplane.EthtoolChannels{}
 	}
 	if opts.BPFDir == "" {
 		opts.BPFDir = "/sys/fs/bpf/fastpath"
@@ -208,6 +213,15 @@ func (d *Driver) prepareClaim(ctx context.Context, cp *Checkpoint, claim *resour
 		if dev.Config.Mode == ModeAFXDP {
 			dev.XDPDir = filepath.Join(d.opts.BPFDir, string(claim.UID)+"-"+strings.ReplaceAll(dev.Request, "/", "_"))
 			st.Files = append(st.Files, dev.XDPDir)
+			// The queues the pod serves, as combined channels where the
+			// device has them; the count before is kept to restore.
+			cur, most, err := d.opts.Channels.Combined(dev.HostIfName)
+			switch {
+			case err != nil:
+				logger.V(2).Info("Leaving channels as they are", "interface", dev.HostIfName, "reason", err.Error())
+			case most > 0 && cur != dev.Config.XDP.Queues:
+				dev.ChannelsBefore = cur
+			}
 		}
 		if dev.MemifDir == "" {
 			continue
@@ -261,7 +275,7 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 			out[c.UID] = nil
 			continue
 		}
-		if err := errors.Join(d.restoreDrivers(ctx, st.Devices), d.restoreVFs(ctx, st.Devices), st.removeFiles()); err != nil {
+		if err := errors.Join(d.restoreDrivers(ctx, st.Devices), d.restoreChannels(st.Devices), d.restoreVFs(ctx, st.Devices), st.removeFiles()); err != nil {
 			out[c.UID] = fmt.Errorf("claim %s: %w", c.NamespacedName, err)
 			continue
 		}
@@ -296,13 +310,25 @@ func (d *Driver) act(ctx context.Context, st *ClaimState) error {
 			return err
 		}
 	}
+	for i, dev := range st.Devices {
+		if dev.ChannelsBefore == 0 {
+			continue
+		}
+		if err := d.opts.Channels.SetCombined(dev.HostIfName, dev.Config.XDP.Queues); err != nil {
+			err = fmt.Errorf("request %q, device %s: %w", dev.Request, dev.Device, err)
+			if rErr := errors.Join(d.restoreChannels(st.Devices[:i]), d.restoreVFs(ctx, st.Devices)); rErr != nil {
+				err = fmt.Errorf("%w (and undoing the rest: %w)", err, rErr)
+			}
+			return err
+		}
+	}
 	for _, dev := range st.Devices {
 		if dev.XDPDir == "" {
 			continue
 		}
 		if err := loadXDP(dev); err != nil {
 			err = fmt.Errorf("request %q, device %s: %w", dev.Request, dev.Device, err)
-			if rErr := d.restoreVFs(ctx, st.Devices); rErr != nil {
+			if rErr := errors.Join(d.restoreChannels(st.Devices), d.restoreVFs(ctx, st.Devices)); rErr != nil {
 				err = fmt.Errorf("%w (and undoing the rest: %w)", err, rErr)
 			}
 			return err
@@ -314,7 +340,7 @@ func (d *Driver) act(ctx context.Context, st *ClaimState) error {
 		}
 		if err := d.opts.PCI.BindVFIO(ctx, dev.PCIAddress, *dev.IOMMUGroup); err != nil {
 			err = fmt.Errorf("request %q, device %s: %w", dev.Request, dev.Device, err)
-			if rErr := errors.Join(d.restoreDrivers(ctx, st.Devices[:i]), d.restoreVFs(ctx, st.Devices)); rErr != nil {
+			if rErr := errors.Join(d.restoreDrivers(ctx, st.Devices[:i]), d.restoreChannels(st.Devices), d.restoreVFs(ctx, st.Devices)); rErr != nil {
 				err = fmt.Errorf("%w (and undoing the rest: %w)", err, rErr)
 			}
 			return err
@@ -336,6 +362,21 @@ func loadXDP(dev PreparedDevice) error {
 	}
 	defer func() { _ = prog.Close() }()
 	return prog.Pin(dev.XDPDir)
+}
+
+// restoreChannels puts back the combined channels of devs changed for
+// afxdp, all of them even if one fails.
+func (d *Driver) restoreChannels(devs []PreparedDevice) error {
+	var errs []error
+	for _, dev := range devs {
+		if dev.ChannelsBefore == 0 {
+			continue
+		}
+		if err := d.opts.Channels.SetCombined(dev.HostIfName, dev.ChannelsBefore); err != nil {
+			errs = append(errs, fmt.Errorf("request %q, device %s: %w", dev.Request, dev.Device, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // restoreDrivers gives the functions of devs that went to vfio-pci back to
