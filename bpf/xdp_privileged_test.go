@@ -104,25 +104,8 @@ func inNS(t *testing.T, path string, fn func()) {
 func (p pair) send(t *testing.T, n int) {
 	t.Helper()
 	inNS(t, p.nsB, func() {
-		ifc, err := net.InterfaceByName(p.b)
-		if err != nil {
+		if err := netnstest.SendFrames(p.b, p.macA, n); err != nil {
 			t.Fatal(err)
-		}
-		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = unix.Close(fd) }()
-		frame := make([]byte, 60)
-		copy(frame[0:6], p.macA)
-		copy(frame[6:12], ifc.HardwareAddr)
-		frame[12], frame[13] = 0x88, 0xb5 // local experimental EtherType
-		to := &unix.SockaddrLinklayer{Ifindex: ifc.Index, Halen: 6}
-		copy(to.Addr[:], p.macA)
-		for range n {
-			if err := unix.Sendto(fd, frame, 0, to); err != nil {
-				t.Fatal(err)
-			}
 		}
 	})
 }

@@ -95,7 +95,6 @@ type XDPConfig struct {
 	ZeroCopy string `json:"zeroCopy,omitempty"`
 }
 
-
 // decodeConfig decodes one opaque config into cfg, over what is already
 // there. Decoding is strict: unknown and duplicate fields are errors.
 func decodeConfig(raw []byte, cfg *InterfaceConfig, path *field.Path) field.ErrorList {

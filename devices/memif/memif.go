@@ -129,19 +129,28 @@ func dial(ctx context.Context, path string) (*net.UnixConn, error) {
 	return uc, nil
 }
 
+// hello connects to the endpoint at path and reads its HELLO.
+func hello(ctx context.Context, path string) (*net.UnixConn, Hello, error) {
+	c, err := dial(ctx, path)
+	if err != nil {
+		return nil, Hello{}, err
+	}
+	b, err := read(c, MsgHello)
+	if err != nil {
+		_ = c.Close()
+		return nil, Hello{}, fmt.Errorf("memif endpoint %s: %w", path, err)
+	}
+	return c, parseHello(b), nil
+}
+
 // Probe connects to the endpoint at path and reads its HELLO: the endpoint
 // is healthy when it answers with one whose version range holds Version.
 func Probe(ctx context.Context, path string) (Hello, error) {
-	c, err := dial(ctx, path)
+	c, h, err := hello(ctx, path)
 	if err != nil {
 		return Hello{}, err
 	}
-	defer func() { _ = c.Close() }()
-	b, err := read(c, MsgHello)
-	if err != nil {
-		return Hello{}, fmt.Errorf("memif endpoint %s: %w", path, err)
-	}
-	h := parseHello(b)
+	_ = c.Close()
 	if h.MinVersion > Version || h.MaxVersion < Version {
 		return h, fmt.Errorf("memif endpoint %s speaks versions %#x-%#x, not %#x", path, h.MinVersion, h.MaxVersion, Version)
 	}
@@ -151,16 +160,11 @@ func Probe(ctx context.Context, path string) (Hello, error) {
 // Greet connects to the endpoint at path as a slave: it reads the HELLO,
 // answers with init and waits for the ACK.
 func Greet(ctx context.Context, path string, init Init) (Hello, error) {
-	c, err := dial(ctx, path)
+	c, h, err := hello(ctx, path)
 	if err != nil {
 		return Hello{}, err
 	}
 	defer func() { _ = c.Close() }()
-	b, err := read(c, MsgHello)
-	if err != nil {
-		return Hello{}, fmt.Errorf("memif endpoint %s: %w", path, err)
-	}
-	h := parseHello(b)
 	if init.Version == 0 {
 		init.Version = Version
 	}
@@ -193,4 +197,22 @@ func Answer(c *net.UnixConn, hello Hello, timeout time.Duration) (Init, error) {
 		return Init{}, fmt.Errorf("send ACK: %w", err)
 	}
 	return parseInit(b), nil
+}
+
+// Serve answers every connection to l as a master announcing hello, until
+// l is closed, and hands each slave's INIT to inits (nil: dropped). It is a
+// stand-in for a vswitch's control channel.
+func Serve(l *net.UnixListener, hello Hello, inits func(Init)) {
+	for {
+		c, err := l.AcceptUnix()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer func() { _ = c.Close() }()
+			if in, err := Answer(c, hello, 10*time.Second); err == nil && inits != nil {
+				inits(in)
+			}
+		}()
+	}
 }

@@ -32,11 +32,12 @@ func serve(t *testing.T, path string, handle func(*net.UnixConn)) {
 func TestGreetAndProbe(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "vpp.sock")
 	inits := make(chan Init, 1)
-	serve(t, path, func(c *net.UnixConn) {
-		if in, err := Answer(c, Hello{Name: "vswitch", MaxRegion: 255, MaxM2SRing: 255, MaxS2MRing: 255, MaxLog2RingSize: 14}, 5*time.Second); err == nil {
-			inits <- in
-		}
-	})
+	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	go Serve(l, Hello{Name: "vswitch", MaxRegion: 255, MaxM2SRing: 255, MaxS2MRing: 255, MaxLog2RingSize: 14}, func(in Init) { inits <- in })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 

@@ -14,38 +14,12 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/fastpath-dra/fastpath/bpf"
+	"github.com/fastpath-dra/fastpath/test/netnstest"
 )
-
-// sendFrames writes n Ethernet frames to dst out of the host interface
-// ifName (the peer of a pod's veth).
-func sendFrames(t *testing.T, ifName string, dst net.HardwareAddr, n int) {
-	t.Helper()
-	ifc, err := net.InterfaceByName(ifName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = unix.Close(fd) }()
-	frame := make([]byte, 60)
-	copy(frame[0:6], dst)
-	copy(frame[6:12], ifc.HardwareAddr)
-	frame[12], frame[13] = 0x88, 0xb5 // local experimental EtherType
-	to := &unix.SockaddrLinklayer{Ifindex: ifc.Index, Halen: 6}
-	copy(to.Addr[:], dst)
-	for range n {
-		if err := unix.Sendto(fd, frame, 0, to); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 var framesLine = regexp.MustCompile(`xsk xsk0 queue 0: (\d+) frames`)
 
@@ -77,7 +51,9 @@ func TestDataplaneAFXDP(t *testing.T) {
 
 	const n = 20
 	dst, _ := net.ParseMAC(mac)
-	sendFrames(t, peer, dst, n)
+	if err := netnstest.SendFrames(peer, dst, n); err != nil {
+		t.Fatal(err)
+	}
 	var got int
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		logs, err := bed.PodLogs(ctx, "default", pod.Name)

@@ -173,22 +173,11 @@ func TestMemif(t *testing.T) {
 	t.Cleanup(func() { _ = l.Close() })
 	var mu sync.Mutex
 	var greeted []string
-	go func() {
-		for {
-			c, err := l.AcceptUnix()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer func() { _ = c.Close() }()
-				if in, err := memif.Answer(c, memif.Hello{Name: "vswitch"}, 10*time.Second); err == nil {
-					mu.Lock()
-					greeted = append(greeted, in.Name)
-					mu.Unlock()
-				}
-			}()
-		}
-	}()
+	go memif.Serve(l, memif.Hello{Name: "vswitch"}, func(in memif.Init) {
+		mu.Lock()
+		defer mu.Unlock()
+		greeted = append(greeted, in.Name)
+	})
 	t.Cleanup(func() { deleteSlices(t) })
 	applyDeviceClasses(t, ctx)
 	d := startDaemon(t, ctx, 26185, "--sysfs-root", root, "--memif-dir", memifDir)

@@ -4,12 +4,14 @@ package netnstest
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
 
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // New creates the network namespace /run/netns/<name>, deleted when the
@@ -37,4 +39,31 @@ func New(tb testing.TB, name string) string {
 	}
 	tb.Cleanup(func() { _ = netns.DeleteNamed(name) })
 	return filepath.Join("/run/netns", name)
+}
+
+// SendFrames writes n minimal Ethernet frames (local experimental
+// EtherType 0x88b5) to dst out of the interface ifName of the calling
+// thread's network namespace.
+func SendFrames(ifName string, dst net.HardwareAddr, n int) error {
+	ifc, err := net.InterfaceByName(ifName)
+	if err != nil {
+		return err
+	}
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0)
+	if err != nil {
+		return fmt.Errorf("packet socket: %w", err)
+	}
+	defer func() { _ = unix.Close(fd) }()
+	frame := make([]byte, 60)
+	copy(frame[0:6], dst)
+	copy(frame[6:12], ifc.HardwareAddr)
+	frame[12], frame[13] = 0x88, 0xb5
+	to := &unix.SockaddrLinklayer{Ifindex: ifc.Index, Halen: 6}
+	copy(to.Addr[:], dst)
+	for range n {
+		if err := unix.Sendto(fd, frame, 0, to); err != nil {
+			return fmt.Errorf("send a frame out of %s: %w", ifName, err)
+		}
+	}
+	return nil
 }
