@@ -33,6 +33,26 @@ type Devices interface {
 	PreparedPods() []string
 }
 
+// PodRef names a pod sandbox.
+type PodRef struct {
+	UID, Namespace, Name string
+	SandboxID            string
+}
+
+// PodNetworks are a pod's networks that are not netdevs fastpath moves:
+// CNI configs of claims, run when the sandbox starts (package dra).
+type PodNetworks interface {
+	// AddPod sets up the pod's networks in its namespace (netns "" for a
+	// pod without one, an error if it has networks); an error fails the
+	// sandbox, with nothing of the pod's networks left behind.
+	AddPod(ctx context.Context, pod PodRef, netns string) error
+	// DelPod tears them down; what fails is retried later by the caller's
+	// owner (Unprepare).
+	DelPod(ctx context.Context, pod PodRef) error
+	// PodsWithNetworks lists the UIDs of pods with networks set up.
+	PodsWithNetworks() []string
+}
+
 // Reporter hears how each attach went (package dra writes the claim status).
 type Reporter interface {
 	Attached(ctx context.Context, dev PodNetdev, netns string, res Attached)
@@ -45,6 +65,8 @@ type PluginOptions struct {
 	Devices  Devices
 	Reporter Reporter
 	Attacher *Attacher
+	// Networks, when set, are set up after the netdevs are attached.
+	Networks PodNetworks
 }
 
 // Plugin is fastpath's NRI plugin: it attaches prepared netdevs when a pod
@@ -102,7 +124,21 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, _ []*a
 			}
 		}
 	}
+	if p.opts.Networks != nil {
+		for _, uid := range p.opts.Networks.PodsWithNetworks() {
+			if running[uid] {
+				continue
+			}
+			if err := p.opts.Networks.DelPod(ctx, PodRef{UID: uid}); err != nil {
+				logger.Error(err, "Tearing down the networks of a pod that is gone", "podUID", uid)
+			}
+		}
+	}
 	return nil, nil
+}
+
+func podRef(pod *api.PodSandbox) PodRef {
+	return PodRef{UID: pod.GetUid(), Namespace: pod.GetNamespace(), Name: pod.GetName(), SandboxID: pod.GetId()}
 }
 
 // RunPodSandbox attaches the pod's netdevs. If one fails, those attached
@@ -112,14 +148,17 @@ func (p *Plugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) (err er
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	devs := p.opts.Devices.PodNetdevs(pod.GetUid())
-	if len(devs) == 0 {
+	if len(devs) == 0 && p.opts.Networks == nil {
 		return nil
 	}
 	logger := klog.FromContext(ctx).WithValues("pod", pod.GetNamespace()+"/"+pod.GetName())
 	start := time.Now()
 	netns := podNetNS(pod)
 	if netns == "" {
-		return fmt.Errorf("pod %s/%s has no network namespace: fastpath devices need one (not hostNetwork)", pod.GetNamespace(), pod.GetName())
+		if len(devs) > 0 {
+			return fmt.Errorf("pod %s/%s has no network namespace: fastpath devices need one (not hostNetwork)", pod.GetNamespace(), pod.GetName())
+		}
+		return p.addNetworks(ctx, pod, "", nil)
 	}
 	var done []PodNetdev
 	for _, dev := range devs {
@@ -140,8 +179,29 @@ func (p *Plugin) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) (err er
 		done = append(done, dev)
 		p.opts.Reporter.Attached(ctx, dev, netns, res)
 	}
-	logger.Info("Attached devices", "devices", len(done), "duration", time.Since(start))
-	return nil
+	if len(done) > 0 {
+		logger.Info("Attached devices", "devices", len(done), "duration", time.Since(start))
+	}
+	return p.addNetworks(ctx, pod, netns, done)
+}
+
+// addNetworks sets up the pod's other networks; if that fails, the netdevs
+// attached for the pod go back to the host.
+func (p *Plugin) addNetworks(ctx context.Context, pod *api.PodSandbox, netns string, attached []PodNetdev) error {
+	if p.opts.Networks == nil {
+		return nil
+	}
+	err := p.opts.Networks.AddPod(ctx, podRef(pod), netns)
+	if err == nil {
+		return nil
+	}
+	for i := len(attached) - 1; i >= 0; i-- {
+		if dErr := p.opts.Attacher.Detach(ctx, netns, attached[i].Netdev); dErr != nil {
+			err = fmt.Errorf("%w; undoing %s also failed: %w", err, attached[i], dErr)
+		}
+		p.opts.Reporter.Failed(ctx, attached[i], fmt.Errorf("undone: %w", err))
+	}
+	return err
 }
 
 // StopPodSandbox returns the pod's netdevs to the host. Errors are logged,
@@ -168,6 +228,11 @@ func (p *Plugin) detachAll(ctx context.Context, pod *api.PodSandbox) {
 	for _, dev := range p.opts.Devices.PodNetdevs(pod.GetUid()) {
 		if err := p.opts.Attacher.Detach(ctx, netns, dev.Netdev); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", dev, err))
+		}
+	}
+	if p.opts.Networks != nil {
+		if err := p.opts.Networks.DelPod(ctx, podRef(pod)); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

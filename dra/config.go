@@ -98,6 +98,12 @@ type XDPConfig struct {
 // decodeConfig decodes one opaque config into cfg, over what is already
 // there. Decoding is strict: unknown and duplicate fields are errors.
 func decodeConfig(raw []byte, cfg *InterfaceConfig, path *field.Path) field.ErrorList {
+	return decodeStrict(raw, cfg, path, ConfigAPIVersion, ConfigKind)
+}
+
+// decodeStrict decodes an opaque config of apiVersion and kind into v:
+// unknown and duplicate fields are errors naming the field.
+func decodeStrict(raw []byte, v any, path *field.Path, apiVersion, kind string) field.ErrorList {
 	var meta struct {
 		APIVersion string `json:"apiVersion"`
 		Kind       string `json:"kind"`
@@ -105,11 +111,11 @@ func decodeConfig(raw []byte, cfg *InterfaceConfig, path *field.Path) field.Erro
 	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &meta); err != nil {
 		return field.ErrorList{invalid(path, fmt.Sprintf("not a JSON object: %v", err))}
 	}
-	if meta.APIVersion != ConfigAPIVersion || meta.Kind != ConfigKind {
+	if meta.APIVersion != apiVersion || meta.Kind != kind {
 		return field.ErrorList{field.Invalid(path.Child("apiVersion"), meta.APIVersion+"/"+meta.Kind,
-			fmt.Sprintf("want apiVersion %s, kind %s", ConfigAPIVersion, ConfigKind))}
+			fmt.Sprintf("want apiVersion %s, kind %s", apiVersion, kind))}
 	}
-	strict, err := sigsjson.UnmarshalStrict(raw, cfg, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
+	strict, err := sigsjson.UnmarshalStrict(raw, v, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
 	if err != nil {
 		return field.ErrorList{invalid(path, err.Error())}
 	}

@@ -1,6 +1,8 @@
 package dra
 
 import (
+	"encoding/json"
+	"slices"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -37,6 +39,44 @@ func FuzzDecodeConfig(f *testing.F) {
 		}
 		if cfg.VF != nil && cfg.VF.VLAN != nil && (*cfg.VF.VLAN < 0 || *cfg.VF.VLAN > 4094) {
 			t.Errorf("accepted VLAN %d", *cfg.VF.VLAN)
+		}
+	})
+}
+
+// FuzzCNIConfig: any CNI parameters decode and build without panicking, and
+// a conflist that builds runs only allowed plugin types.
+func FuzzCNIConfig(f *testing.F) {
+	f.Add(`{` + cniHead + `, "plugins": [{"type": "macvlan", "config": {"mode": "bridge", "ipam": {"type": "host-local", "subnet": "10.1.0.0/24"}},
+		"arguments": [{"fieldPath": "master", "valueFrom": {"attributeRef": "name"}}]}]}`)
+	f.Add(`{` + cniHead + `, "plugins": [{"type": "vlan", "arguments": [{"fieldPath": "a.b.c", "value": {"x": [1]}},
+		{"fieldPath": "vlanId", "valueFrom": {"configMapKeyRef": {"name": "vlans", "keyFrom": {"attributeRef": "name"}}}}]}]}`)
+	f.Add(`{` + cniHead + `, "configName": "storage-net"}`)
+	f.Add(`{` + cniHead + `, "plugins": [{"type": "bridge", "config": {"ipam": {"type": "dhcp"}}}]}`)
+	// No API client: ConfigMap references fail, as they do for a claim
+	// naming one that does not exist.
+	c := testCNIContext()
+	c.client = nil
+	f.Fuzz(func(t *testing.T, raw string) {
+		var cfg CNIConfig
+		if errs := decodeStrict([]byte(raw), &cfg, field.NewPath("parameters"), CNIAPIVersion, CNIKind); len(errs) > 0 {
+			return
+		}
+		data, errs := buildConflist(cfg, "default-c-r", testPolicy, c)
+		if len(errs) > 0 {
+			return
+		}
+		var list struct {
+			Plugins []map[string]any `json:"plugins"`
+		}
+		if err := json.Unmarshal(data, &list); err != nil {
+			t.Fatalf("built %s: %v", data, err)
+		}
+		for _, p := range list.Plugins {
+			for _, pt := range pluginTypes(p) {
+				if !slices.Contains(testPolicy.Plugins, pt.name) {
+					t.Errorf("built a conflist running %q: %s", pt.name, data)
+				}
+			}
 		}
 	})
 }

@@ -43,6 +43,7 @@ type runOptions struct {
 	metricsAddr string
 	profiling   bool
 	resync      time.Duration
+	cni         cniOptions
 }
 
 func (o *runOptions) addFlags(fs *flag.FlagSet) {
@@ -58,6 +59,7 @@ func (o *runOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.devRoot, "dev-root", "/", "directory holding dev/, where VFIO device nodes appear; a stand-in in tests")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9178", "address for /healthz and /readyz; empty disables")
 	fs.BoolVar(&o.profiling, "profiling", false, "also serve Go's /debug/pprof/ handlers on --metrics-addr")
+	o.cni.addFlags(fs)
 	fs.DurationVar(&o.resync, "rediscover-interval", 5*time.Minute, "rediscover devices this often even without an event")
 }
 
@@ -70,6 +72,9 @@ func (o *runOptions) validate() error {
 		if dir == "" {
 			return usagef("run: %s must not be empty", name)
 		}
+	}
+	if err := o.cni.validate(); err != nil {
+		return err
 	}
 	if o.metricsAddr != "" {
 		if _, _, err := net.SplitHostPort(o.metricsAddr); err != nil {
@@ -139,14 +144,14 @@ func loadRESTConfig(kubeconfig string) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// run is the daemon: it checks that it can do its job on this node, then
-// serves until the context ends.
 // defaultGCPercent is the daemon's GC target unless $GOGC says otherwise.
 // fastpathd idles between claims and discoveries; collecting at half again
 // the live heap instead of twice it keeps its resident memory about 5 MiB
 // smaller with 1024 devices published, for GC work nobody notices.
 const defaultGCPercent = 50
 
+// run is the daemon: it checks that it can do its job on this node, then
+// serves until the context ends.
 func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer *devices.Discoverer) error {
 	logger := klog.FromContext(ctx)
 	if _, set := os.LookupEnv("GOGC"); !set {
@@ -176,8 +181,19 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 		return err
 	}
 	defer func() { _ = attacher.Close() }()
-	go serveNRI(ctx, dataplane.PluginOptions{Socket: o.nriSocket, Devices: driver, Reporter: driver, Attacher: attacher})
-	srv, serveErr, err := serveHealth(ctx, o.metricsAddr, o.profiling, driver.RegistrationStatus)
+	nri := dataplane.PluginOptions{Socket: o.nriSocket, Devices: driver, Reporter: driver, Attacher: attacher}
+	ready := driver.RegistrationStatus
+	if o.cni.enabled {
+		cniDriver, err := o.cni.start(ctx, client, o.nodeName, o.registryDir, o.stateDir)
+		if err != nil {
+			return err
+		}
+		defer cniDriver.Stop()
+		nri.Networks = cniDriver
+		ready = func() error { return errors.Join(driver.RegistrationStatus(), cniDriver.RegistrationStatus()) }
+	}
+	go serveNRI(ctx, nri)
+	srv, serveErr, err := serveHealth(ctx, o.metricsAddr, o.profiling, ready)
 	if err != nil {
 		return err
 	}

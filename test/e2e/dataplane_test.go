@@ -22,7 +22,12 @@ const vethPrefix = "fpv"
 // hostVeth creates a veth pair whose "a" end stands in for a VF netdev.
 func hostVeth(t *testing.T, n int) netlink.Link {
 	t.Helper()
-	name, peer := fmt.Sprintf("%s%da", vethPrefix, n), fmt.Sprintf("%s%db", vethPrefix, n)
+	return hostVethNamed(t, fmt.Sprintf("%s%da", vethPrefix, n), fmt.Sprintf("%s%db", vethPrefix, n))
+}
+
+// hostVethNamed creates the veth pair name/peer and returns name's end.
+func hostVethNamed(t *testing.T, name, peer string) netlink.Link {
+	t.Helper()
 	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: 1500}, PeerName: peer}); err != nil {
 		t.Fatal(err)
 	}
@@ -44,8 +49,14 @@ func hostVeth(t *testing.T, n int) netlink.Link {
 // and the DeviceClasses of deploy/, and returns the veths as they were.
 func dataplaneSetup(t *testing.T, ctx context.Context, first, port int, more ...int) []*netlink.LinkAttrs {
 	t.Helper()
+	return dataplaneSetupArgs(t, ctx, port, nil, append([]int{first}, more...)...)
+}
+
+// dataplaneSetupArgs is dataplaneSetup with more fastpathd arguments.
+func dataplaneSetupArgs(t *testing.T, ctx context.Context, port int, args []string, vethNums ...int) []*netlink.LinkAttrs {
+	t.Helper()
 	var out []*netlink.LinkAttrs
-	for _, n := range append([]int{first}, more...) {
+	for _, n := range vethNums {
 		out = append(out, hostVeth(t, n).Attrs())
 	}
 	t.Cleanup(func() { deleteSlices(t) })
@@ -57,8 +68,9 @@ func dataplaneSetup(t *testing.T, ctx context.Context, first, port int, more ...
 	}
 	bpfDir := filepath.Join(t.TempDir(), "bpf")
 	t.Cleanup(func() { _ = unix.Unmount(bpfDir, unix.MNT_DETACH) })
-	lastDaemon = startDaemon(t, ctx, port, "--bpf-dir", bpfDir, "--filter",
-		fmt.Sprintf(`device.attributes["fastpath.dev"].kind == "netdev" && device.attributes["fastpath.dev"].ifName.startsWith(%q) && device.attributes["fastpath.dev"].ifName.endsWith("a")`, vethPrefix))
+	lastDaemon = startDaemon(t, ctx, port, append([]string{"--bpf-dir", bpfDir, "--filter",
+		fmt.Sprintf(`device.attributes["fastpath.dev"].kind == "netdev" && device.attributes["fastpath.dev"].ifName.startsWith(%q) && device.attributes["fastpath.dev"].ifName.endsWith("a")`, vethPrefix)},
+		args...)...)
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		s, err := nodeSlices(ctx)
 		return err == nil && countDevices(s) == len(out), nil

@@ -87,11 +87,18 @@ func TestDRAPlugin(t *testing.T) {
 	if err := sysfsfixture.Generated(129).Write(root); err != nil {
 		t.Fatal(err)
 	}
+	// The kernel's stand-in makes /dev/vfio/<group> of the VFs on vfio-pci.
+	devRoot := sysfsfixture.TempDir(t)
+	kernel, err := sysfsfixture.StartKernel(root, devRoot, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kernel.Stop)
 	t.Cleanup(func() { deleteSlices(t) })
-	d := startDaemon(t, ctx, 26180, "--sysfs-root", root)
+	d := startDaemon(t, ctx, 26180, "--sysfs-root", root, "--dev-root", devRoot)
 
 	var slices map[string]resourceapi.ResourceSlice
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		var err error
 		slices, err = nodeSlices(ctx)
 		return err == nil && len(slices) == 3 && countDevices(slices) == 130, nil
@@ -155,8 +162,8 @@ func TestDRAPlugin(t *testing.T) {
 		})
 	}
 	examples, _ := filepath.Glob(filepath.Join(bed.Config().RepoDir, "deploy", "examples", "*.yaml"))
-	if len(examples) != 4 {
-		t.Errorf("deploy/examples holds %d files, want one per class", len(examples))
+	if len(examples) != 5 {
+		t.Errorf("deploy/examples holds %d files, want one per class (fastpath's four and CNI)", len(examples))
 	}
 	for _, ex := range examples {
 		applyYAML(t, ctx, ex, true)
@@ -194,8 +201,8 @@ func TestDRAPlugin(t *testing.T) {
 	})
 
 	// The fixture's devices are not on this host, so the valid claim asks
-	// for a VF already bound to vfio-pci: nothing to attach, and the
-	// container gets the CDI edits.
+	// for a VF already bound to vfio-pci: nothing to bind or attach, and
+	// the container gets the CDI edits and the group's device node.
 	t.Run("valid claim", func(t *testing.T) {
 		spec := netdevClaim("", "").Spec
 		spec.Devices.Requests[0].Exactly.DeviceClassName = "vfio.fastpath.dev"

@@ -56,9 +56,16 @@ func claimTemplate(t *testing.T, ctx context.Context, name, request, class, sele
 	return tmpl
 }
 
-// podClaimStatus waits for the status of the pod's claim to hold a device
-// of fastpath.dev and returns it.
+// podClaimStatus waits for the status of the pod's first claim to hold a
+// device of fastpath.dev and returns it.
 func podClaimStatus(t *testing.T, ctx context.Context, pod *corev1.Pod) resourceapi.AllocatedDeviceStatus {
+	t.Helper()
+	return podClaimStatusOf(t, ctx, pod, driverName)
+}
+
+// podClaimStatusOf waits for the status of the pod's first claim to hold a
+// device of driver and returns it.
+func podClaimStatusOf(t *testing.T, ctx context.Context, pod *corev1.Pod, driver string) resourceapi.AllocatedDeviceStatus {
 	t.Helper()
 	var st resourceapi.AllocatedDeviceStatus
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -71,7 +78,7 @@ func podClaimStatus(t *testing.T, ctx context.Context, pod *corev1.Pod) resource
 			return false, nil
 		}
 		for _, d := range c.Status.Devices {
-			if d.Driver == driverName {
+			if d.Driver == driver {
 				st = d
 				return true, nil
 			}
@@ -79,7 +86,7 @@ func podClaimStatus(t *testing.T, ctx context.Context, pod *corev1.Pod) resource
 		return false, nil
 	})
 	if err != nil {
-		t.Fatalf("the claim of pod %s never got a status of %s", pod.Name, driverName)
+		t.Fatalf("the claim of pod %s never got a status of %s", pod.Name, driver)
 	}
 	return st
 }

@@ -1,0 +1,85 @@
+package dataplane
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/containernetworking/cni/libcni"
+	cnitypes "github.com/containernetworking/cni/pkg/types"
+	cni100 "github.com/containernetworking/cni/pkg/types/100"
+)
+
+// CNI runs CNI plugin chains through libcni, as a container runtime does:
+// ADD with the pod's network namespace and the interface name, DEL with
+// the result libcni cached at ADD.
+type CNI struct{ cfg *libcni.CNIConfig }
+
+// NewCNI runs plugins from binDirs and caches results in cacheDir.
+func NewCNI(binDirs []string, cacheDir string) *CNI {
+	return &CNI{cfg: libcni.NewCNIConfigWithCacheDir(binDirs, cacheDir, nil)}
+}
+
+// CNINetwork is one network of a pod: a conflist and where it goes.
+type CNINetwork struct {
+	Conflist    []byte // with name and cniVersion
+	ContainerID string // the pod sandbox's ID
+	NetNS       string
+	IfName      string
+	// Args are CNI_ARGS, e.g. K8S_POD_NAMESPACE.
+	Args [][2]string
+}
+
+func (n CNINetwork) parse() (*libcni.NetworkConfigList, *libcni.RuntimeConf, error) {
+	list, err := libcni.ConfListFromBytes(n.Conflist)
+	if err != nil {
+		return nil, nil, fmt.Errorf("CNI config: %w", err)
+	}
+	return list, &libcni.RuntimeConf{ContainerID: n.ContainerID, NetNS: n.NetNS, IfName: n.IfName, Args: n.Args}, nil
+}
+
+// CNIResult is an ADD's result: as the plugins returned it (in the
+// conflist's cniVersion) and in the current form, to read.
+type CNIResult struct {
+	Raw     json.RawMessage
+	Current *cni100.Result
+}
+
+// Add runs ADD and returns its result.
+func (c *CNI) Add(ctx context.Context, n CNINetwork) (CNIResult, error) {
+	list, rt, err := n.parse()
+	if err != nil {
+		return CNIResult{}, err
+	}
+	res, err := c.cfg.AddNetworkList(ctx, list, rt)
+	if err != nil {
+		return CNIResult{}, err
+	}
+	raw, err := json.Marshal(res)
+	if err != nil {
+		return CNIResult{}, fmt.Errorf("CNI result: %w", err)
+	}
+	cur, err := asCurrent(res)
+	if err != nil {
+		return CNIResult{}, err
+	}
+	return CNIResult{Raw: raw, Current: cur}, nil
+}
+
+// Del runs DEL with the result cached at ADD. DEL of what was never added,
+// or was deleted already, is not an error for conforming plugins.
+func (c *CNI) Del(ctx context.Context, n CNINetwork) error {
+	list, rt, err := n.parse()
+	if err != nil {
+		return err
+	}
+	return c.cfg.DelNetworkList(ctx, list, rt)
+}
+
+func asCurrent(res cnitypes.Result) (*cni100.Result, error) {
+	cur, err := cni100.NewResultFromResult(res)
+	if err != nil {
+		return nil, fmt.Errorf("CNI result: %w", err)
+	}
+	return cur, nil
+}

@@ -1,0 +1,86 @@
+package dra
+
+import (
+	"strings"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// cniTestClaim builds an allocated claim with CNI requests and configs.
+func cniTestClaim(requests []string, configs ...cfg) *resourceapi.ResourceClaim {
+	var allocs []alloc
+	for i, r := range requests {
+		allocs = append(allocs, alloc{r, "cni-" + string(rune('0'+i))})
+	}
+	c := testClaim("net", allocs)
+	for i := range c.Status.Allocation.Devices.Results {
+		c.Status.Allocation.Devices.Results[i].Driver = CNIDriverName
+	}
+	for _, cf := range configs {
+		c.Status.Allocation.Devices.Config = append(c.Status.Allocation.Devices.Config, resourceapi.DeviceAllocationConfiguration{
+			Source: cf.source, Requests: cf.requests,
+			DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
+				Driver: CNIDriverName, Parameters: raw(cf.json),
+			}},
+		})
+	}
+	return c
+}
+
+func macvlan(ifName string) string {
+	return `{` + strings.Replace(cniHead, `"net1"`, `"`+ifName+`"`, 1) + `, "plugins": [{"type": "macvlan", "config": {"master": "eth7"}}]}`
+}
+
+func TestCNIPlan(t *testing.T) {
+	d := &CNIDriver{opts: CNIOptions{NodeName: testNode, Client: testCNIContext().client, Policy: testPolicy}, attrs: testCNIContext().attributes}
+	empty := &cniCheckpoint{Claims: map[types.UID]*cniClaim{}}
+
+	st, err := d.plan(t.Context(), cniTestClaim([]string{"a", "b"}, fromClaimFor("a", macvlan("net1")), fromClaimFor("b", macvlan("net2"))), empty)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Networks) != 2 || st.Networks[0].IfName != "net1" || st.Networks[1].IfName != "net2" ||
+		!strings.Contains(string(st.Networks[1].Conflist), `"name":"default-net-b"`) {
+		t.Errorf("planned networks = %+v", st.Networks)
+	}
+
+	other := &cniCheckpoint{Claims: map[types.UID]*cniClaim{"uid-other": {Namespace: "default", Name: "other", PodUID: "pod-uid-net",
+		Networks: []cniNetwork{{Request: "x", IfName: "net1"}}}}}
+	for name, tc := range map[string]struct {
+		claim *resourceapi.ResourceClaim
+		cp    *cniCheckpoint
+		want  []string
+	}{
+		"no config":   {cniTestClaim([]string{"a"}), empty, []string{`request "a"`, "has 0 CNI configs"}},
+		"two configs": {cniTestClaim([]string{"a"}, fromClaim(macvlan("net1")), fromClaimFor("a", macvlan("net2"))), empty, []string{"has 2 CNI configs"}},
+		"same ifName": {cniTestClaim([]string{"a", "b"}, fromClaimFor("a", macvlan("net1")), fromClaimFor("b", macvlan("net1"))), empty,
+			[]string{`request "b"`, "ifName: Duplicate value", `request \"a\"`}},
+		"ifName of another claim of the pod": {cniTestClaim([]string{"a"}, fromClaim(macvlan("net1"))), other, []string{"claim default/other"}},
+		"count 2": {func() *resourceapi.ResourceClaim {
+			c := cniTestClaim([]string{"a"}, fromClaim(macvlan("net1")))
+			c.Spec.Devices.Requests[0].Exactly.Count = 2
+			return c
+		}(), empty, []string{"exactly one device"}},
+		"two pods": {func() *resourceapi.ResourceClaim {
+			c := cniTestClaim([]string{"a"}, fromClaim(macvlan("net1")))
+			c.Status.ReservedFor = append(c.Status.ReservedFor, c.Status.ReservedFor[0])
+			return c
+		}(), empty, []string{"exactly one pod"}},
+		"not allowed": {cniTestClaim([]string{"a"}, fromClaim(strings.Replace(macvlan("net1"), "macvlan", "bridge", 1))), empty,
+			[]string{"claim default/net", `request "a"`, "device cni-0", "allowlist"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := d.plan(t.Context(), tc.claim, tc.cp)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}

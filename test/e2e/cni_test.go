@@ -1,0 +1,308 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+const cniDriver = "cni.dra.networking.x-k8s.io"
+
+// cniMaster is the host link the CNI devices name in their attribute
+// "name": the macvlan master of the design's example.
+const cniMaster = vethPrefix + "m0"
+
+// cniClaimSpec is a claim spec with one CNI request per config.
+func cniClaimSpec(configs map[string]string) resourceapi.ResourceClaimSpec {
+	var spec resourceapi.ResourceClaimSpec
+	for _, req := range slices.Sorted(maps.Keys(configs)) {
+		spec.Devices.Requests = append(spec.Devices.Requests, resourceapi.DeviceRequest{
+			Name: req, Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "cni.networking.x-k8s.io"},
+		})
+		spec.Devices.Config = append(spec.Devices.Config, resourceapi.DeviceClaimConfiguration{
+			Requests: []string{req},
+			DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
+				Driver: cniDriver, Parameters: runtime.RawExtension{Raw: []byte(configs[req])},
+			}},
+		})
+	}
+	return spec
+}
+
+// macvlanConfig is the design's example: macvlan in bridge mode on the
+// device attribute "name", host-local IPAM keeping its state in ipamDir.
+func macvlanConfig(ifName, ipamRange, ipamDir string) string {
+	return fmt.Sprintf(`{"apiVersion": "cni.networking.x-k8s.io/v1alpha1", "kind": "CNI", "ifName": %q, "cniVersion": "1.0.0",
+		"plugins": [{"type": "macvlan", "config": {"mode": "bridge", "ipam": {"type": "host-local", "dataDir": %q, "ranges": [[%s]]}},
+		"arguments": [{"fieldPath": "master", "valueFrom": {"attributeRef": "name"}}]}]}`, ifName, ipamDir, ipamRange)
+}
+
+// ipamAllocations lists host-local's allocations below dir.
+func ipamAllocations(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && !strings.HasPrefix(d.Name(), "last_reserved_ip") && d.Name() != "lock" {
+			out = append(out, strings.TrimPrefix(path, dir+"/"))
+		}
+		return nil
+	})
+	return out
+}
+
+func cniTemplate(t *testing.T, ctx context.Context, name string, spec resourceapi.ResourceClaimSpec) *resourceapi.ResourceClaimTemplate {
+	t.Helper()
+	tmpl := &resourceapi.ResourceClaimTemplate{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+		Spec:       resourceapi.ResourceClaimTemplateSpec{Spec: spec},
+	}
+	if _, err := bed.Client().ResourceV1().ResourceClaimTemplates("default").Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = bed.Client().ResourceV1().ResourceClaimTemplates("default").Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	return tmpl
+}
+
+// interfaceLine is the workload's "NAME MAC ADDRS" line for name.
+func interfaceLine(logs, name string) string {
+	for line := range strings.Lines(logs) {
+		if strings.HasPrefix(line, name+" ") {
+			return strings.TrimSpace(line)
+		}
+	}
+	return ""
+}
+
+// TestCNI runs fastpathd with the CNI DRA driver on the real node, the
+// reference plugins in the bed's CNI bin dir, and a veth as the host link
+// the devices name.
+func TestCNI(t *testing.T) {
+	ctx := testContext(t)
+	master := hostVethNamed(t, cniMaster, vethPrefix+"m1")
+	if err := netlink.LinkSetUp(master); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = bed.Client().ResourceV1().ResourceSlices().DeleteCollection(context.Background(), metav1.DeleteOptions{},
+			metav1.ListOptions{FieldSelector: "spec.driver=" + cniDriver})
+	})
+	orig := dataplaneSetupArgs(t, ctx, 26187, []string{"--cni", "--cni-plugin-dir", bed.PluginDir(cniDriver),
+		"--cni-bin-dir", bed.Config().CNIBinDir(), "--cni-plugins", "macvlan,host-local,static,tuning",
+		"--cni-interface", cniMaster, "--cni-devices", "8"}, 7)[0]
+	for _, obj := range applyYAML(t, ctx, filepath.Join(bed.Config().RepoDir, "deploy", "cni-deviceclass.yaml"), false) {
+		name := obj.(*resourceapi.DeviceClass).Name
+		t.Cleanup(func() {
+			_ = bed.Client().ResourceV1().DeviceClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
+	}
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		list, err := bed.Client().ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.driver=" + cniDriver})
+		return err == nil && len(list.Items) == 1 && len(list.Items[0].Spec.Devices) == 8, nil
+	})
+	if err != nil {
+		t.Fatal("the CNI driver's 8 devices were never published")
+	}
+
+	t.Run("the design's example", func(t *testing.T) {
+		ipam := t.TempDir()
+		tmpl := cniTemplate(t, ctx, "e2e-cni", cniClaimSpec(map[string]string{"macvlan0": macvlanConfig("net1", `{"subnet": "10.10.1.0/24"}`, ipam)}))
+		pod := claimPod("e2e-cni", "ifaces", &corev1.PodResourceClaim{Name: "cni", ResourceClaimTemplateName: &tmpl.Name})
+		running, err := bed.RunPod(ctx, pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs, err := bed.WaitPodLog(ctx, "default", pod.Name, "net1 ", 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		net1 := strings.Fields(interfaceLine(logs, "net1"))
+		if len(net1) < 3 || !strings.HasPrefix(net1[2], "10.10.1.") {
+			t.Fatalf("net1 in the pod: %q; the pod sees:\n%s", net1, logs)
+		}
+		st := podClaimStatusOf(t, ctx, running, cniDriver)
+		if len(st.Conditions) != 1 || st.Conditions[0].Type != "Ready" || st.Conditions[0].Status != metav1.ConditionTrue ||
+			st.Conditions[0].Reason != "NetworkInterfaceReady" || st.Conditions[0].Message != "CNI-DRA-Driver has configured the device." {
+			t.Errorf("conditions = %+v", st.Conditions)
+		}
+		var result struct {
+			CNIVersion string `json:"cniVersion"`
+			Interfaces []struct{ Name, Mac, Sandbox string }
+			IPs        []struct{ Address string }
+		}
+		if err := json.Unmarshal(st.Data.Raw, &result); err != nil || result.CNIVersion != "1.0.0" || len(result.IPs) != 1 ||
+			result.IPs[0].Address != net1[2] || len(result.Interfaces) == 0 {
+			t.Errorf("data = %s (%v), want the CNI result", st.Data.Raw, err)
+		}
+		nd := st.NetworkData
+		if nd == nil || nd.InterfaceName != "net1" || nd.HardwareAddress != net1[1] || strings.Join(nd.IPs, ",") != net1[2] {
+			t.Errorf("networkData = %+v, want net1 %s %s", nd, net1[1], net1[2])
+		}
+		if got := ipamAllocations(t, ipam); len(got) != 1 {
+			t.Errorf("host-local allocations while the pod runs: %v", got)
+		}
+		if err := bed.DeletePod(ctx, "default", running.Name); err != nil {
+			t.Fatal(err)
+		}
+		waitReleased(t, ctx, ipam)
+	})
+
+	t.Run("an address released is given again", func(t *testing.T) {
+		ipam := t.TempDir()
+		one := `{"subnet": "10.10.2.0/24", "rangeStart": "10.10.2.5", "rangeEnd": "10.10.2.5"}`
+		tmpl := cniTemplate(t, ctx, "e2e-cni-one", cniClaimSpec(map[string]string{"macvlan0": macvlanConfig("net1", one, ipam)}))
+		for i := range 2 {
+			pod := claimPod(fmt.Sprintf("e2e-cni-one-%d", i), "ifaces", &corev1.PodResourceClaim{Name: "cni", ResourceClaimTemplateName: &tmpl.Name})
+			running, err := bed.RunPod(ctx, pod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			logs, err := bed.WaitPodLog(ctx, "default", pod.Name, "net1 ", 30*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if line := interfaceLine(logs, "net1"); !strings.HasSuffix(line, " 10.10.2.5/24") {
+				t.Errorf("pod %d: net1 %q, want the range's one address", i, line)
+			}
+			if err := bed.DeletePod(ctx, "default", running.Name); err != nil {
+				t.Fatal(err)
+			}
+			waitReleased(t, ctx, ipam)
+		}
+	})
+
+	t.Run("a plugin failure", func(t *testing.T) {
+		ipam := t.TempDir()
+		bad := strings.Replace(macvlanConfig("net1", `{"subnet": "10.10.5.0/24"}`, ipam),
+			`"valueFrom": {"attributeRef": "name"}`, `"value": "`+vethPrefix+`-missing"`, 1)
+		tmpl := cniTemplate(t, ctx, "e2e-cni-fail", cniClaimSpec(map[string]string{"macvlan0": bad}))
+		pod := claimPod("e2e-cni-fail", "ifaces", &corev1.PodResourceClaim{Name: "cni", ResourceClaimTemplateName: &tmpl.Name})
+		if _, err := bed.Client().CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = bed.DeletePod(context.Background(), "default", pod.Name) })
+		msg, err := waitEvent(ctx, pod.Name, "CNI ADD")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{`request "macvlan0"`, "device cni-", `plugin type="macvlan" failed (add)`} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("sandbox event %q does not name %q", msg, want)
+			}
+		}
+		st := podClaimStatusOf(t, ctx, pod, cniDriver)
+		if len(st.Conditions) != 1 || st.Conditions[0].Status != metav1.ConditionFalse || st.Conditions[0].Reason != "NetworkInterfaceNotReady" ||
+			!strings.Contains(st.Conditions[0].Message, `plugin type="macvlan" failed (add)`) {
+			t.Errorf("conditions = %+v, want not ready with the CNI error", st.Conditions)
+		}
+		if got := ipamAllocations(t, ipam); len(got) != 0 {
+			t.Errorf("host-local allocations after the failed ADD: %v", got)
+		}
+	})
+
+	t.Run("two CNI requests and a fastpath claim in one pod", func(t *testing.T) {
+		ipam := t.TempDir()
+		// Claims, not templates: the pod names them in its spec, so the
+		// kubelet may read them as soon as the pod is bound to the node.
+		cniClaim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "e2e-cni-two"},
+			Spec: cniClaimSpec(map[string]string{
+				"a": macvlanConfig("net1", `{"subnet": "10.10.3.0/24"}`, ipam),
+				"b": macvlanConfig("net2", `{"subnet": "10.10.4.0/24"}`, ipam),
+			})}
+		fast := netdevClaim("e2e-cni-fast", `{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig", "interface": {"name": "net3", "addresses": ["10.10.6.2/24"]}}`)
+		fast.Spec.Devices.Requests[0].Exactly.Selectors = nil
+		for _, c := range []*resourceapi.ResourceClaim{cniClaim, fast} {
+			if _, err := bed.Client().ResourceV1().ResourceClaims("default").Create(ctx, c, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				_ = bed.Client().ResourceV1().ResourceClaims("default").Delete(context.Background(), c.Name, metav1.DeleteOptions{})
+			})
+		}
+		pod := claimPod("e2e-cni-two", "ifaces", &corev1.PodResourceClaim{Name: "cni", ResourceClaimName: &cniClaim.Name})
+		pod.Spec.ResourceClaims = append(pod.Spec.ResourceClaims, corev1.PodResourceClaim{Name: "fast", ResourceClaimName: &fast.Name})
+		pod.Spec.Containers[0].Resources.Claims = append(pod.Spec.Containers[0].Resources.Claims, corev1.ResourceClaim{Name: "fast"})
+		running, err := bed.RunPod(ctx, pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs, err := bed.WaitPodLog(ctx, "default", pod.Name, "net3 ", 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, prefix := range map[string]string{"net1": "10.10.3.", "net2": "10.10.4.", "net3": "10.10.6.2/24"} {
+			if f := strings.Fields(interfaceLine(logs, name)); len(f) < 3 || !strings.HasPrefix(f[2], prefix) {
+				t.Errorf("%s in the pod: %q, want %s...; the pod sees:\n%s", name, f, prefix, logs)
+			}
+		}
+		if err := bed.DeletePod(ctx, "default", running.Name); err != nil {
+			t.Fatal(err)
+		}
+		waitReleased(t, ctx, ipam)
+		assertReturned(t, ctx, orig)
+	})
+}
+
+// TestCNIAllowlist: a config whose plugin type is not on the node's
+// allowlist is refused at Prepare with an error naming it.
+func TestCNIAllowlist(t *testing.T) {
+	ctx := testContext(t)
+	t.Cleanup(func() {
+		_ = bed.Client().ResourceV1().ResourceSlices().DeleteCollection(context.Background(), metav1.DeleteOptions{},
+			metav1.ListOptions{FieldSelector: "spec.driver=" + cniDriver})
+	})
+	dataplaneSetupArgs(t, ctx, 26188, []string{"--cni", "--cni-plugin-dir", bed.PluginDir(cniDriver),
+		"--cni-bin-dir", bed.Config().CNIBinDir(), "--cni-plugins", "macvlan,host-local", "--cni-devices", "2"})
+	for _, obj := range applyYAML(t, ctx, filepath.Join(bed.Config().RepoDir, "deploy", "cni-deviceclass.yaml"), false) {
+		name := obj.(*resourceapi.DeviceClass).Name
+		t.Cleanup(func() {
+			_ = bed.Client().ResourceV1().DeviceClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
+	}
+	bridge := `{"apiVersion": "cni.networking.x-k8s.io/v1alpha1", "kind": "CNI", "ifName": "net1",
+		"plugins": [{"type": "bridge", "config": {"bridge": "` + vethPrefix + `br0", "ipam": {"type": "static", "addresses": [{"address": "10.10.7.2/24"}]}}}]}`
+	tmpl := cniTemplate(t, ctx, "e2e-cni-deny", cniClaimSpec(map[string]string{"br": bridge}))
+	pod := claimPod("e2e-cni-deny", "ifaces", &corev1.PodResourceClaim{Name: "cni", ResourceClaimTemplateName: &tmpl.Name})
+	if _, err := bed.Client().CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bed.DeletePod(context.Background(), "default", pod.Name) })
+	msg, err := waitEvent(ctx, pod.Name, "allowlist")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`request "br"`, `"bridge"`, `"static"`, "--cni-plugins"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("event %q does not name %q", msg, want)
+		}
+	}
+	if _, err := netlink.LinkByName(vethPrefix + "br0"); err == nil {
+		t.Errorf("the refused config's bridge exists")
+	}
+}
+
+// waitReleased waits for host-local to hold no allocation in dir.
+func waitReleased(t *testing.T, ctx context.Context, dir string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
+		return len(ipamAllocations(t, dir)) == 0, nil
+	})
+	if err != nil {
+		t.Errorf("host-local still holds %v after the pod went", ipamAllocations(t, dir))
+	}
+}
