@@ -1,0 +1,107 @@
+package dra
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/fastpath-dra/fastpath/dataplane"
+)
+
+// flakyPlugin is a CNI plugin that succeeds ADD (logging it) and fails DEL
+// while the file fail-del exists in its directory.
+const flakyPlugin = `#!/bin/sh
+dir=$(dirname "$0")
+case "$CNI_COMMAND" in
+VERSION) echo '{"cniVersion":"1.0.0","supportedVersions":["0.4.0","1.0.0","1.1.0"]}' ;;
+ADD) cat >/dev/null; echo "ADD $CNI_IFNAME $CNI_CONTAINERID" >>"$dir/calls"
+     echo '{"cniVersion":"1.0.0","interfaces":[{"name":"'"$CNI_IFNAME"'","mac":"02:00:00:00:00:0f","sandbox":"'"$CNI_NETNS"'"}],"ips":[{"address":"10.9.9.9/24","interface":0}]}' ;;
+DEL) cat >/dev/null; echo "DEL $CNI_IFNAME $CNI_CONTAINERID" >>"$dir/calls"
+     if [ -e "$dir/fail-del" ]; then echo '{"cniVersion":"1.0.0","code":11,"msg":"DEL refused"}'; exit 1; fi ;;
+esac
+`
+
+// TestCNIDelRetried: a DEL that fails when the sandbox stops leaves the
+// network recorded; Unprepare retries it, failing while DEL fails, and
+// succeeds once DEL does. The claim's status follows ADD.
+func TestCNIDelRetried(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "flaky"), []byte(flakyPlugin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	claim := cniTestClaim([]string{"a"}, fromClaim(`{`+cniHead+`, "plugins": [{"type": "flaky"}]}`))
+	client := fake.NewClientset(claim)
+	d, err := NewCNIDriver(CNIOptions{NodeName: testNode, Client: client, PluginDir: t.TempDir(), StateDir: t.TempDir(), Devices: 2,
+		Policy: CNIPolicy{Plugins: []string{"flaky"}}, CNI: dataplane.NewCNI([]string{bin}, t.TempDir())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.status.base = ctx
+	res, err := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{claim})
+	if err != nil || res[claim.UID].Err != nil {
+		t.Fatalf("prepare: %v %v", err, res[claim.UID].Err)
+	}
+	pod := dataplane.PodRef{UID: string(claim.Status.ReservedFor[0].UID), Namespace: "default", Name: "pod-net", SandboxID: "sandbox1"}
+	if err := d.AddPod(ctx, pod, "/run/netns/test"); err != nil {
+		t.Fatal(err)
+	}
+	st := waitClaimStatus(t, ctx, client, claim.Name)
+	if st.NetworkData == nil || st.NetworkData.HardwareAddress != "02:00:00:00:00:0f" || strings.Join(st.NetworkData.IPs, ",") != "10.9.9.9/24" {
+		t.Errorf("networkData = %+v", st.NetworkData)
+	}
+
+	if err := os.WriteFile(filepath.Join(bin, "fail-del"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.DelPod(ctx, pod); err == nil || !strings.Contains(err.Error(), "DEL refused") {
+		t.Errorf("DelPod with DEL failing: %v", err)
+	}
+	if got := d.PodsWithNetworks(); len(got) != 1 {
+		t.Errorf("pods with networks after a failed DEL: %v, want the pod", got)
+	}
+	ref := []kubeletplugin.NamespacedObject{{UID: claim.UID}}
+	if out, _ := d.UnprepareResourceClaims(ctx, ref); out[claim.UID] == nil {
+		t.Error("Unprepare succeeded while DEL fails")
+	}
+	if err := os.Remove(filepath.Join(bin, "fail-del")); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := d.UnprepareResourceClaims(ctx, ref); out[claim.UID] != nil {
+		t.Errorf("Unprepare once DEL works: %v", out[claim.UID])
+	}
+	if got := d.PodsWithNetworks(); len(got) != 0 {
+		t.Errorf("pods with networks after Unprepare: %v", got)
+	}
+	calls, _ := os.ReadFile(filepath.Join(bin, "calls"))
+	if n := strings.Count(string(calls), "DEL net1 sandbox1"); n != 3+3+1 {
+		t.Errorf("DEL ran %d times, want 3 at stop, 3 at the first Unprepare and 1 at the second:\n%s", n, calls)
+	}
+}
+
+func waitClaimStatus(t *testing.T, ctx context.Context, client *fake.Clientset, name string) resourceapi.AllocatedDeviceStatus {
+	t.Helper()
+	var st resourceapi.AllocatedDeviceStatus
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		c, err := client.ResourceV1().ResourceClaims("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil || len(c.Status.Devices) == 0 {
+			return false, nil
+		}
+		st = c.Status.Devices[0]
+		return true, nil
+	})
+	if err != nil {
+		t.Fatal("the claim got no status")
+	}
+	return st
+}
