@@ -163,15 +163,9 @@ func (d *CNIDriver) Resources() resourceslice.DriverResources {
 // Start registers the plugin with the kubelet and publishes the devices.
 func (d *CNIDriver) Start(ctx context.Context) error {
 	d.status.base = ctx
-	h, err := kubeletplugin.Start(ctx, d,
-		kubeletplugin.DriverName(CNIDriverName),
-		kubeletplugin.KubeClient(d.opts.Client),
-		kubeletplugin.NodeName(d.opts.NodeName),
-		kubeletplugin.PluginDataDirectoryPath(d.opts.PluginDir),
-		kubeletplugin.RegistrarDirectoryPath(d.opts.RegistryDir),
-	)
+	h, err := startPlugin(ctx, d, CNIDriverName, d.opts.Client, d.opts.NodeName, d.opts.PluginDir, d.opts.RegistryDir)
 	if err != nil {
-		return fmt.Errorf("start the CNI kubelet plugin: %w", err)
+		return err
 	}
 	d.helper = h
 	return h.PublishResources(ctx, d.Resources())
@@ -185,19 +179,7 @@ func (d *CNIDriver) Stop() {
 }
 
 // RegistrationStatus is the kubelet's answer to the registration.
-func (d *CNIDriver) RegistrationStatus() error {
-	if d.helper == nil {
-		return errors.New("CNI driver not started")
-	}
-	st := d.helper.RegistrationStatus()
-	switch {
-	case st == nil:
-		return errors.New("the kubelet has not answered the CNI driver's registration yet")
-	case !st.PluginRegistered:
-		return fmt.Errorf("the kubelet refused the CNI driver's registration: %s", st.Error)
-	}
-	return nil
-}
+func (d *CNIDriver) RegistrationStatus() error { return registrationStatus(d.helper, CNIDriverName) }
 
 // HandleError is called for errors in the background.
 func (d *CNIDriver) HandleError(ctx context.Context, err error, msg string) {

@@ -88,17 +88,38 @@ func New(opts Options) (*Driver, error) {
 // ctx ends or Stop is called.
 func (d *Driver) Start(ctx context.Context) error {
 	d.status.base = ctx
-	h, err := kubeletplugin.Start(ctx, d,
-		kubeletplugin.DriverName(devices.DriverName),
-		kubeletplugin.KubeClient(d.opts.Client),
-		kubeletplugin.NodeName(d.opts.NodeName),
-		kubeletplugin.PluginDataDirectoryPath(d.opts.PluginDir),
-		kubeletplugin.RegistrarDirectoryPath(d.opts.RegistryDir),
+	h, err := startPlugin(ctx, d, devices.DriverName, d.opts.Client, d.opts.NodeName, d.opts.PluginDir, d.opts.RegistryDir)
+	d.helper = h
+	return err
+}
+
+// startPlugin starts the kubelet plugin helper for one driver.
+func startPlugin(ctx context.Context, p kubeletplugin.DRAPlugin, driver string, client kubernetes.Interface, node, pluginDir, registryDir string) (*kubeletplugin.Helper, error) {
+	h, err := kubeletplugin.Start(ctx, p,
+		kubeletplugin.DriverName(driver),
+		kubeletplugin.KubeClient(client),
+		kubeletplugin.NodeName(node),
+		kubeletplugin.PluginDataDirectoryPath(pluginDir),
+		kubeletplugin.RegistrarDirectoryPath(registryDir),
 	)
 	if err != nil {
-		return fmt.Errorf("start the kubelet plugin: %w", err)
+		return nil, fmt.Errorf("start the kubelet plugin of %s: %w", driver, err)
 	}
-	d.helper = h
+	return h, nil
+}
+
+// registrationStatus is the kubelet's answer to a helper's registration.
+func registrationStatus(h *kubeletplugin.Helper, driver string) error {
+	if h == nil {
+		return fmt.Errorf("%s: not started", driver)
+	}
+	st := h.RegistrationStatus()
+	switch {
+	case st == nil:
+		return fmt.Errorf("%s: the kubelet has not answered the registration yet", driver)
+	case !st.PluginRegistered:
+		return fmt.Errorf("%s: the kubelet refused the registration: %s", driver, st.Error)
+	}
 	return nil
 }
 
@@ -132,19 +153,7 @@ func (d *Driver) UseInventory(inv devices.Inventory) {
 }
 
 // RegistrationStatus is the kubelet's answer to the registration, nil before.
-func (d *Driver) RegistrationStatus() error {
-	if d.helper == nil {
-		return errors.New("not started")
-	}
-	st := d.helper.RegistrationStatus()
-	if st == nil {
-		return errors.New("the kubelet has not answered the registration yet")
-	}
-	if !st.PluginRegistered {
-		return fmt.Errorf("the kubelet refused the registration: %s", st.Error)
-	}
-	return nil
-}
+func (d *Driver) RegistrationStatus() error { return registrationStatus(d.helper, devices.DriverName) }
 
 func (d *Driver) checkpointPath() string { return filepath.Join(d.opts.StateDir, "checkpoint.json") }
 func (d *Driver) claimDir(uid types.UID) string {

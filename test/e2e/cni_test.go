@@ -98,19 +98,8 @@ func TestCNI(t *testing.T) {
 	if err := netlink.LinkSetUp(master); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = bed.Client().ResourceV1().ResourceSlices().DeleteCollection(context.Background(), metav1.DeleteOptions{},
-			metav1.ListOptions{FieldSelector: "spec.driver=" + cniDriver})
-	})
-	orig := dataplaneSetupArgs(t, ctx, 26187, []string{"--cni", "--cni-plugin-dir", bed.PluginDir(cniDriver),
-		"--cni-bin-dir", bed.Config().CNIBinDir(), "--cni-plugins", "macvlan,host-local,static,tuning",
+	orig := cniSetup(t, ctx, 26187, []string{"--cni-plugins", "macvlan,host-local,static,tuning",
 		"--cni-interface", cniMaster, "--cni-devices", "8"}, 7)[0]
-	for _, obj := range applyYAML(t, ctx, filepath.Join(bed.Config().RepoDir, "deploy", "cni-deviceclass.yaml"), false) {
-		name := obj.(*resourceapi.DeviceClass).Name
-		t.Cleanup(func() {
-			_ = bed.Client().ResourceV1().DeviceClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
-		})
-	}
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		list, err := bed.Client().ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.driver=" + cniDriver})
 		return err == nil && len(list.Items) == 1 && len(list.Items[0].Spec.Devices) == 8, nil
@@ -192,14 +181,7 @@ func TestCNI(t *testing.T) {
 			`"valueFrom": {"attributeRef": "name"}`, `"value": "`+vethPrefix+`-missing"`, 1)
 		tmpl := cniTemplate(t, ctx, "e2e-cni-fail", cniClaimSpec(map[string]string{"macvlan0": bad}))
 		pod := claimPod("e2e-cni-fail", "ifaces", &corev1.PodResourceClaim{Name: "cni", ResourceClaimTemplateName: &tmpl.Name})
-		if _, err := bed.Client().CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = bed.DeletePod(context.Background(), "default", pod.Name) })
-		msg, err := waitEvent(ctx, pod.Name, "CNI ADD")
-		if err != nil {
-			t.Fatal(err)
-		}
+		msg := createPodWaitEvent(t, ctx, pod, "CNI ADD")
 		for _, want := range []string{`request "macvlan0"`, "device cni-", `plugin type="macvlan" failed (add)`} {
 			if !strings.Contains(msg, want) {
 				t.Errorf("sandbox event %q does not name %q", msg, want)
@@ -262,30 +244,12 @@ func TestCNI(t *testing.T) {
 // allowlist is refused at Prepare with an error naming it.
 func TestCNIAllowlist(t *testing.T) {
 	ctx := testContext(t)
-	t.Cleanup(func() {
-		_ = bed.Client().ResourceV1().ResourceSlices().DeleteCollection(context.Background(), metav1.DeleteOptions{},
-			metav1.ListOptions{FieldSelector: "spec.driver=" + cniDriver})
-	})
-	dataplaneSetupArgs(t, ctx, 26188, []string{"--cni", "--cni-plugin-dir", bed.PluginDir(cniDriver),
-		"--cni-bin-dir", bed.Config().CNIBinDir(), "--cni-plugins", "macvlan,host-local", "--cni-devices", "2"})
-	for _, obj := range applyYAML(t, ctx, filepath.Join(bed.Config().RepoDir, "deploy", "cni-deviceclass.yaml"), false) {
-		name := obj.(*resourceapi.DeviceClass).Name
-		t.Cleanup(func() {
-			_ = bed.Client().ResourceV1().DeviceClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
-		})
-	}
+	cniSetup(t, ctx, 26188, []string{"--cni-plugins", "macvlan,host-local", "--cni-devices", "2"})
 	bridge := `{"apiVersion": "cni.networking.x-k8s.io/v1alpha1", "kind": "CNI", "ifName": "net1",
 		"plugins": [{"type": "bridge", "config": {"bridge": "` + vethPrefix + `br0", "ipam": {"type": "static", "addresses": [{"address": "10.10.7.2/24"}]}}}]}`
 	tmpl := cniTemplate(t, ctx, "e2e-cni-deny", cniClaimSpec(map[string]string{"br": bridge}))
 	pod := claimPod("e2e-cni-deny", "ifaces", &corev1.PodResourceClaim{Name: "cni", ResourceClaimTemplateName: &tmpl.Name})
-	if _, err := bed.Client().CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = bed.DeletePod(context.Background(), "default", pod.Name) })
-	msg, err := waitEvent(ctx, pod.Name, "allowlist")
-	if err != nil {
-		t.Fatal(err)
-	}
+	msg := createPodWaitEvent(t, ctx, pod, "allowlist")
 	for _, want := range []string{`request "br"`, `"bridge"`, `"static"`, "--cni-plugins"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("event %q does not name %q", msg, want)
@@ -294,6 +258,40 @@ func TestCNIAllowlist(t *testing.T) {
 	if _, err := netlink.LinkByName(vethPrefix + "br0"); err == nil {
 		t.Errorf("the refused config's bridge exists")
 	}
+}
+
+// cniSetup runs fastpathd with the CNI driver (the bed's reference plugins)
+// and args, publishing veths vethNums, and creates the CNI DeviceClass.
+func cniSetup(t *testing.T, ctx context.Context, port int, args []string, vethNums ...int) []*netlink.LinkAttrs {
+	t.Helper()
+	t.Cleanup(func() {
+		_ = bed.Client().ResourceV1().ResourceSlices().DeleteCollection(context.Background(), metav1.DeleteOptions{},
+			metav1.ListOptions{FieldSelector: "spec.driver=" + cniDriver})
+	})
+	veths := dataplaneSetupArgs(t, ctx, port, append([]string{"--cni", "--cni-plugin-dir", bed.PluginDir(cniDriver),
+		"--cni-bin-dir", bed.Config().CNIBinDir()}, args...), vethNums...)
+	for _, obj := range applyYAML(t, ctx, filepath.Join(bed.Config().RepoDir, "deploy", "cni-deviceclass.yaml"), false) {
+		name := obj.(*resourceapi.DeviceClass).Name
+		t.Cleanup(func() {
+			_ = bed.Client().ResourceV1().DeviceClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
+	}
+	return veths
+}
+
+// createPodWaitEvent creates the pod (deleted when the test ends) and
+// waits for an event on it whose message contains want.
+func createPodWaitEvent(t *testing.T, ctx context.Context, pod *corev1.Pod, want string) string {
+	t.Helper()
+	if _, err := bed.Client().CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bed.DeletePod(context.Background(), "default", pod.Name) })
+	msg, err := waitEvent(ctx, pod.Name, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msg
 }
 
 // waitReleased waits for host-local to hold no allocation in dir.
