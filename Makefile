@@ -58,12 +58,7 @@ FUZZTIME ?= 10s
 
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME (default 10s) each
-	@set -e; for pkg in $(PKGS); do \
-		for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
-			echo "fuzz $$pkg $$target"; \
-			$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg; \
-		done; \
-	done
+	GO=$(GO) FUZZTIME=$(FUZZTIME) test/fuzz.sh $(PKGS)
 
 .PHONY: e2e
 e2e: ## end-to-end tests on a real single-node Kubernetes (root; uses a running bed or starts its own)

@@ -207,7 +207,7 @@ func exactlyOne(claim *resourceapi.ResourceClaim, request string) string {
 			count = 1
 		}
 		if mode != resourceapi.DeviceAllocationModeExactCount || count != 1 {
-			return fmt.Sprintf("allocationMode %s, count %d: a fastpath request must ask for exactly one device (allocationMode ExactCount, count 1); use one request per device", mode, count)
+			return fmt.Sprintf("allocationMode %s, count %d: each request must ask for exactly one device (allocationMode ExactCount, count 1); use one request per device", mode, count)
 		}
 		return ""
 	}

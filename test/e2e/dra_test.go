@@ -10,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -65,6 +68,18 @@ func applyYAML(t *testing.T, ctx context.Context, path string, dryRun bool) []ru
 			_, err = bed.Client().ResourceV1().ResourceClaimTemplates("default").Create(ctx, o, opts)
 		case *corev1.Pod:
 			_, err = bed.Client().CoreV1().Pods("default").Create(ctx, o, opts)
+		case *corev1.Namespace:
+			if _, err = bed.Client().CoreV1().Namespaces().Create(ctx, o, opts); apierrors.IsAlreadyExists(err) {
+				err = nil
+			}
+		case *corev1.ServiceAccount:
+			_, err = bed.Client().CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, opts)
+		case *rbacv1.ClusterRole:
+			_, err = bed.Client().RbacV1().ClusterRoles().Create(ctx, o, opts)
+		case *rbacv1.ClusterRoleBinding:
+			_, err = bed.Client().RbacV1().ClusterRoleBindings().Create(ctx, o, opts)
+		case *appsv1.DaemonSet:
+			_, err = bed.Client().AppsV1().DaemonSets(o.Namespace).Create(ctx, o, opts)
 		default:
 			t.Fatalf("%s: unexpected %T", path, obj)
 		}
@@ -168,6 +183,16 @@ func TestDRAPlugin(t *testing.T) {
 	for _, ex := range examples {
 		applyYAML(t, ctx, ex, true)
 	}
+	// The DaemonSet and its RBAC are valid for the API server; its
+	// namespace must exist for the namespaced objects' dry run.
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fastpath-system"}}
+	if _, err := bed.Client().CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = bed.Client().CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
+	})
+	applyYAML(t, ctx, filepath.Join(bed.Config().RepoDir, "deploy", "fastpathd.yaml"), true)
 
 	t.Run("invalid config", func(t *testing.T) {
 		claim := netdevClaim("e2e-bad", `{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig", "interface": {"mtu": 50}}`)

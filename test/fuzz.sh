@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Runs every fuzz target of the given packages for FUZZTIME each.
+#
+# Go's fuzzing engine can fail a run with a bare "context deadline exceeded"
+# when the time is up while a worker is still busy (slow with binaries as
+# large as ours); no input failed then, and no crasher is written. Such a run
+# is repeated once; any other failure, or a crasher, fails at once.
+set -euo pipefail
+go=${GO:-go}
+fuzztime=${FUZZTIME:-10s}
+for pkg in "$@"; do
+	for target in $("$go" test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true); do
+		echo "fuzz $pkg $target"
+		dir=$("$go" list -f '{{.Dir}}' "$pkg")
+		for attempt in 1 2; do
+			if out=$("$go" test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg" 2>&1); then
+				echo "$out" | tail -n 2
+				break
+			fi
+			if [ "$attempt" = 1 ] && [ ! -d "$dir/testdata/fuzz/$target" ] &&
+				echo "$out" | grep -q -- "--- FAIL: $target" && echo "$out" | grep -qx '    context deadline exceeded'; then
+				echo "fuzz engine timed out without a failing input; once more"
+				continue
+			fi
+			echo "$out"
+			exit 1
+		done
+	done
+done
