@@ -393,6 +393,8 @@ func TestMemifConfigErrors(t *testing.T) {
 	head := "apiVersion: fastpath.dev/v1alpha1\nkind: MemifConfig\nendpoints:\n"
 	for name, tc := range map[string]struct{ body, want string }{
 		"unknown field": {head + "- {name: a, role: slave, socketPath: /a, colour: red}\n", "colour"},
+		"field case":    {head + "- {nAme: a, role: slave, socketPath: /a}\n", "nAme"},
+		"duplicate key": {head + "- {name: a, name: b, role: slave, socketPath: /a}\n", "name"},
 		"bad role":      {head + "- {name: a, role: boss, socketPath: /a}\n", "endpoints[0].role"},
 		"bad mode":      {head + "- {name: a, role: slave, mode: tun, socketPath: /a}\n", "endpoints[0].mode"},
 		"relative path": {head + "- {name: a, role: slave, socketPath: a.sock}\n", "endpoints[0].socketPath"},

@@ -29,7 +29,10 @@ func FuzzLoadMemifConfig(f *testing.F) {
 		}
 		seen := map[string]bool{}
 		for _, e := range cfg.Endpoints {
-			if validName(MemifDeviceName(e.Name)) != nil || seen[e.Name] || !filepath.IsAbs(e.SocketPath) ||
+			// A slave endpoint's socket is required; a master's is optional
+			// (the pod creates the socket), and absolute when given.
+			badPath := (e.Role == MemifRoleSlave || e.SocketPath != "") && !filepath.IsAbs(e.SocketPath)
+			if validName(MemifDeviceName(e.Name)) != nil || seen[e.Name] || badPath ||
 				(e.Role != MemifRoleMaster && e.Role != MemifRoleSlave) ||
 				(e.Mode != MemifModeEthernet && e.Mode != MemifModeIP && e.Mode != MemifModePunt) {
 				t.Errorf("accepted an invalid endpoint %+v", e)

@@ -2,6 +2,7 @@ package devices
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
 	"github.com/fastpath-dra/fastpath/devices/memif"
@@ -51,7 +53,7 @@ func LoadMemifConfig(path string) (*MemifConfig, error) {
 		return nil, fmt.Errorf("memif config: %w", err)
 	}
 	var c MemifConfig
-	if err := yaml.UnmarshalStrict(data, &c); err != nil {
+	if err := decodeYAMLStrict(data, &c); err != nil {
 		return nil, fmt.Errorf("memif config %s: %w", path, err)
 	}
 	if c.APIVersion != "fastpath.dev/v1alpha1" || c.Kind != "MemifConfig" {
@@ -83,6 +85,20 @@ func LoadMemifConfig(path string) (*MemifConfig, error) {
 		seen[e.Name] = true
 	}
 	return &c, nil
+}
+
+// decodeYAMLStrict decodes YAML into v as the API server decodes objects:
+// field names case-sensitive, unknown and duplicate fields errors.
+func decodeYAMLStrict(data []byte, v any) error {
+	js, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return err
+	}
+	strict, err := sigsjson.UnmarshalStrict(js, v, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
+	if err != nil {
+		return err
+	}
+	return errors.Join(strict...)
 }
 
 // checkDir checks that every socket path of the config is in dir, without

@@ -3,6 +3,7 @@ package dra
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes"
+	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
@@ -330,7 +332,12 @@ func approvedConfig(c cniContext, ns, name string) (*CNIConfig, error) {
 		return nil, err
 	}
 	var approved CNIConfig
-	if err := yaml.UnmarshalStrict([]byte(cm.Data["config"]), &approved); err != nil {
+	js, err := yaml.YAMLToJSONStrict([]byte(cm.Data["config"]))
+	if err != nil {
+		return nil, fmt.Errorf("approved config %s/%s: %w", ns, name, err)
+	}
+	strict, err := sigsjson.UnmarshalStrict(js, &approved, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
+	if err = errors.Join(append(strict, err)...); err != nil {
 		return nil, fmt.Errorf("approved config %s/%s: %w", ns, name, err)
 	}
 	if len(approved.Plugins) == 0 {

@@ -18,6 +18,8 @@ func testCNIContext() cniContext {
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "vlans"}, Data: map[string]string{"eth7": "107", "node-a": "10.9.0.0/24"}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "fastpath-system", Name: "storage-net"}, Data: map[string]string{
 			"config": "cniVersion: 0.4.0\nplugins:\n- type: macvlan\n  config: {mode: private, ipam: {type: host-local, subnet: 10.11.0.0/16}}\n  arguments:\n  - {fieldPath: master, valueFrom: {attributeRef: name}}\n"}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "fastpath-system", Name: "misspelt"}, Data: map[string]string{
+			"config": "cniVersion: 1.0.0\nPlugins:\n- type: macvlan\n"}},
 	)
 	return cniContext{ctx: context.Background(), client: client, namespace: "default",
 		attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{CNIDriverName + "/name": {StringValue: new("eth7")}},
@@ -86,6 +88,7 @@ func TestBuildConflistErrors(t *testing.T) {
 		"both configs":          {`{` + cniHead + `, "configName": "storage-net", "plugins": [{"type": "macvlan"}]}`, "configName"},
 		"no config":             {`{` + cniHead + `}`, "plugins: Required value"},
 		"unknown approved":      {`{` + cniHead + `, "configName": "nope"}`, "no approved config nope in namespace fastpath-system"},
+		"misspelt approved":     {`{` + cniHead + `, "configName": "misspelt"}`, `unknown field "Plugins"`},
 		"bad ifName":            {`{"apiVersion": "cni.networking.x-k8s.io/v1alpha1", "kind": "CNI", "ifName": "a/b", "plugins": [{"type": "macvlan"}]}`, "ifName"},
 		"unknown attribute":     {plugin(`{"type": "macvlan", "arguments": [{"fieldPath": "master", "valueFrom": {"attributeRef": "uplink"}}]}`), "plugins[0].arguments[0].valueFrom.attributeRef: Not found"},
 		"unknown slice field":   {plugin(`{"type": "macvlan", "arguments": [{"fieldPath": "master", "valueFrom": {"resourceSliceFieldRef": "spec.devices"}}]}`), "resourceSliceFieldRef: Unsupported value"},
