@@ -6,10 +6,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/go-logr/logr"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
-	"k8s.io/klog/v2"
 
 	"github.com/fastpath-dra/fastpath/bpf"
 	"github.com/fastpath-dra/fastpath/dataplane"
@@ -38,23 +36,7 @@ func BenchmarkAttachXDP(b *testing.B) {
 	}
 	_ = prog.Close()
 	nd.XDP = &dataplane.XDP{Dir: dir, Mode: bpf.Native}
-	a, err := dataplane.NewAttacher()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = a.Close() }()
-	ctx := klog.NewContext(b.Context(), logr.Discard())
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := a.Attach(ctx, podNS, nd); err != nil {
-			b.Fatal(err)
-		}
-		b.StopTimer()
-		if err := a.Detach(ctx, podNS, nd); err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
-	}
+	benchAttach(b, podNS, nd)
 }
 
 // BenchmarkXDPFloor is the kernel's part of BenchmarkAttachXDP's extra work:

@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
@@ -58,7 +57,7 @@ func newPair(t *testing.T) pair {
 		t.Fatal(err)
 	}
 	for _, side := range []struct{ ns, name string }{{p.nsA, p.a}, {p.nsB, p.b}} {
-		inNS(t, side.ns, func() {
+		netnstest.Do(t, side.ns, func() {
 			l, err := netlink.LinkByName(side.name)
 			if err != nil {
 				t.Fatal(err)
@@ -74,40 +73,31 @@ func newPair(t *testing.T) pair {
 	return p
 }
 
-// inNS runs fn on a locked thread in the namespace at path.
-func inNS(t *testing.T, path string, fn func()) {
-	t.Helper()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = orig.Close() }()
-	h, err := netns.GetFromPath(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = h.Close() }()
-	if err := netns.Set(h); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := netns.Set(orig); err != nil {
-			panic(err)
-		}
-	}()
-	fn()
-}
-
 // send writes n Ethernet frames from b to a's MAC.
 func (p pair) send(t *testing.T, n int) {
 	t.Helper()
-	inNS(t, p.nsB, func() {
+	netnstest.Do(t, p.nsB, func() {
 		if err := netnstest.SendFrames(p.b, p.macA, n); err != nil {
 			t.Fatal(err)
 		}
 	})
+}
+
+// loadPinned loads a program and pins it in a directory of a bpffs of the
+// test's; the pins go when the test ends.
+func loadPinned(t *testing.T, name string) (*bpf.Program, string) {
+	t.Helper()
+	dir := bpffs(t)
+	prg, err := bpf.Load(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = prg.Close() })
+	if err := prg.Pin(dir); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bpf.Unpin(dir) })
+	return prg, dir
 }
 
 // bpffs mounts a bpffs for the test and returns a directory in it.
@@ -214,21 +204,12 @@ func pollStats(t *testing.T, p *bpf.Program, done func(bpf.QueueStats) bool) bpf
 // xsk-redirect delivers the frames to it.
 func TestRedirectToSocket(t *testing.T) {
 	p := newPair(t)
-	dir := bpffs(t)
-	prg, err := bpf.Load(bpf.XSKRedirect)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = prg.Close() }()
-	if err := prg.Pin(dir); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = bpf.Unpin(dir) })
+	prg, dir := loadPinned(t, bpf.XSKRedirect)
 	if _, err := prg.Attach(p.nsA, p.a, bpf.Native, false, dir); err != nil {
 		t.Fatal(err)
 	}
 	var sock *xsk.Socket
-	inNS(t, p.nsA, func() {
+	netnstest.Do(t, p.nsA, func() {
 		ifc, err := net.InterfaceByName(p.a)
 		if err != nil {
 			t.Fatal(err)
@@ -266,16 +247,7 @@ func TestRedirectToSocket(t *testing.T) {
 // and falls back to generic only when allowed.
 func TestAttachFailures(t *testing.T) {
 	p := newPair(t)
-	dir := bpffs(t)
-	prg, err := bpf.Load(bpf.Count)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = prg.Close() }()
-	if err := prg.Pin(dir); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = bpf.Unpin(dir) })
+	prg, dir := loadPinned(t, bpf.Count)
 
 	if _, err := prg.Attach(p.nsA, prefix+"-missing", bpf.Native, true, dir); err == nil {
 		t.Error("attach to a missing interface: no error")

@@ -216,3 +216,14 @@ func Serve(l *net.UnixListener, hello Hello, inits func(Init)) {
 		}()
 	}
 }
+
+// ListenAndServe listens on a SOCK_SEQPACKET socket at path and serves it
+// as Serve does, until the returned listener is closed.
+func ListenAndServe(path string, hello Hello, inits func(Init)) (*net.UnixListener, error) {
+	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if err != nil {
+		return nil, err
+	}
+	go Serve(l, hello, inits)
+	return l, nil
+}

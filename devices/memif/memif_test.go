@@ -32,12 +32,11 @@ func serve(t *testing.T, path string, handle func(*net.UnixConn)) {
 func TestGreetAndProbe(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "vpp.sock")
 	inits := make(chan Init, 1)
-	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
+	l, err := ListenAndServe(path, Hello{Name: "vswitch", MaxRegion: 255, MaxM2SRing: 255, MaxS2MRing: 255, MaxLog2RingSize: 14}, func(in Init) { inits <- in })
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = l.Close() })
-	go Serve(l, Hello{Name: "vswitch", MaxRegion: 255, MaxM2SRing: 255, MaxS2MRing: 255, MaxLog2RingSize: 14}, func(in Init) { inits <- in })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 

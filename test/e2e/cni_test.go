@@ -64,21 +64,6 @@ func ipamAllocations(t *testing.T, dir string) []string {
 	return out
 }
 
-func cniTemplate(t *testing.T, ctx context.Context, name string, spec resourceapi.ResourceClaimSpec) *resourceapi.ResourceClaimTemplate {
-	t.Helper()
-	tmpl := &resourceapi.ResourceClaimTemplate{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
-		Spec:       resourceapi.ResourceClaimTemplateSpec{Spec: spec},
-	}
-	if _, err := bed.Client().ResourceV1().ResourceClaimTemplates("default").Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = bed.Client().ResourceV1().ResourceClaimTemplates("default").Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
-	return tmpl
-}
-
 // interfaceLine is the workload's "NAME MAC ADDRS" line for name.
 func interfaceLine(logs, name string) string {
 	for line := range strings.Lines(logs) {
@@ -110,7 +95,7 @@ func TestCNI(t *testing.T) {
 
 	t.Run("the design's example", func(t *testing.T) {
 		ipam := t.TempDir()
-		tmpl := cniTemplate(t, ctx, "e2e-cni", cniClaimSpec(map[string]string{"macvlan0": macvlanConfig("net1", `{"subnet": "10.10.1.0/24"}`, ipam)}))
+		tmpl := createTemplate(t, ctx, "e2e-cni", cniClaimSpec(map[string]string{"macvlan0": macvlanConfig("net1", `{"subnet": "10.10.1.0/24"}`, ipam)}))
 		pod := claimPod("e2e-cni", "ifaces", &corev1.PodResourceClaim{Name: "cni", ResourceClaimTemplateName: &tmpl.Name})
 		running, err := bed.RunPod(ctx, pod)
 		if err != nil {
@@ -154,7 +139,7 @@ func TestCNI(t *testing.T) {
 	t.Run("an address released is given again", func(t *testing.T) {
 		ipam := t.TempDir()
 		one := `{"subnet": "10.10.2.0/24", "rangeStart": "10.10.2.5", "rangeEnd": "10.10.2.5"}`
-		tmpl := cniTemplate(t, ctx, "e2e-cni-one", cniClaimSpec(map[string]string{"macvlan0": macvlanConfig("net1", one, ipam)}))
+		tmpl := createTemplate(t, ctx, "e2e-cni-one", cniClaimSpec(map[string]string{"macvlan0": macvlanConfig("net1", one, ipam)}))
 		for i := range 2 {
 			pod := claimPod(fmt.Sprintf("e2e-cni-one-%d", i), "ifaces", &corev1.PodResourceClaim{Name: "cni", ResourceClaimTemplateName: &tmpl.Name})
 			running, err := bed.RunPod(ctx, pod)
@@ -179,7 +164,7 @@ func TestCNI(t *testing.T) {
 		ipam := t.TempDir()
 		bad := strings.Replace(macvlanConfig("net1", `{"subnet": "10.10.5.0/24"}`, ipam),
 			`"valueFrom": {"attributeRef": "name"}`, `"value": "`+vethPrefix+`-missing"`, 1)
-		tmpl := cniTemplate(t, ctx, "e2e-cni-fail", cniClaimSpec(map[string]string{"macvlan0": bad}))
+		tmpl := createTemplate(t, ctx, "e2e-cni-fail", cniClaimSpec(map[string]string{"macvlan0": bad}))
 		pod := claimPod("e2e-cni-fail", "ifaces", &corev1.PodResourceClaim{Name: "cni", ResourceClaimTemplateName: &tmpl.Name})
 		msg := createPodWaitEvent(t, ctx, pod, "CNI ADD")
 		for _, want := range []string{`request "macvlan0"`, "device cni-", `plugin type="macvlan" failed (add)`} {
@@ -247,7 +232,7 @@ func TestCNIAllowlist(t *testing.T) {
 	cniSetup(t, ctx, 26188, []string{"--cni-plugins", "macvlan,host-local", "--cni-devices", "2"})
 	bridge := `{"apiVersion": "cni.networking.x-k8s.io/v1alpha1", "kind": "CNI", "ifName": "net1",
 		"plugins": [{"type": "bridge", "config": {"bridge": "` + vethPrefix + `br0", "ipam": {"type": "static", "addresses": [{"address": "10.10.7.2/24"}]}}}]}`
-	tmpl := cniTemplate(t, ctx, "e2e-cni-deny", cniClaimSpec(map[string]string{"br": bridge}))
+	tmpl := createTemplate(t, ctx, "e2e-cni-deny", cniClaimSpec(map[string]string{"br": bridge}))
 	pod := claimPod("e2e-cni-deny", "ifaces", &corev1.PodResourceClaim{Name: "cni", ResourceClaimTemplateName: &tmpl.Name})
 	msg := createPodWaitEvent(t, ctx, pod, "allowlist")
 	for _, want := range []string{`request "br"`, `"bridge"`, `"static"`, "--cni-plugins"} {
@@ -270,12 +255,7 @@ func cniSetup(t *testing.T, ctx context.Context, port int, args []string, vethNu
 	})
 	veths := dataplaneSetupArgs(t, ctx, port, append([]string{"--cni", "--cni-plugin-dir", bed.PluginDir(cniDriver),
 		"--cni-bin-dir", bed.Config().CNIBinDir()}, args...), vethNums...)
-	for _, obj := range applyYAML(t, ctx, filepath.Join(bed.Config().RepoDir, "deploy", "cni-deviceclass.yaml"), false) {
-		name := obj.(*resourceapi.DeviceClass).Name
-		t.Cleanup(func() {
-			_ = bed.Client().ResourceV1().DeviceClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
-		})
-	}
+	applyDeviceClasses(t, ctx, "cni-deviceclass.yaml")
 	return veths
 }
 

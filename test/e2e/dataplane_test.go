@@ -60,12 +60,7 @@ func dataplaneSetupArgs(t *testing.T, ctx context.Context, port int, args []stri
 		out = append(out, hostVeth(t, n).Attrs())
 	}
 	t.Cleanup(func() { deleteSlices(t) })
-	for _, obj := range applyYAML(t, ctx, bed.Config().RepoDir+"/deploy/deviceclasses.yaml", false) {
-		name := obj.(*resourceapi.DeviceClass).Name
-		t.Cleanup(func() {
-			_ = bed.Client().ResourceV1().DeviceClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
-		})
-	}
+	applyDeviceClasses(t, ctx, "deviceclasses.yaml")
 	bpfDir := filepath.Join(t.TempDir(), "bpf")
 	t.Cleanup(func() { _ = unix.Unmount(bpfDir, unix.MNT_DETACH) })
 	lastDaemon = startDaemon(t, ctx, port, append([]string{"--bpf-dir", bpfDir, "--filter",

@@ -170,12 +170,7 @@ func TestDRAPlugin(t *testing.T) {
 
 	// The DeviceClasses of deploy/ are what the claims below use; the
 	// examples must be valid for the API server.
-	for _, obj := range applyYAML(t, ctx, filepath.Join(bed.Config().RepoDir, "deploy", "deviceclasses.yaml"), false) {
-		name := obj.(*resourceapi.DeviceClass).Name
-		t.Cleanup(func() {
-			_ = bed.Client().ResourceV1().DeviceClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
-		})
-	}
+	applyDeviceClasses(t, ctx, "deviceclasses.yaml")
 	examples, _ := filepath.Glob(filepath.Join(bed.Config().RepoDir, "deploy", "examples", "*.yaml"))
 	if len(examples) != 5 {
 		t.Errorf("deploy/examples holds %d files, want one per class (fastpath's four and CNI)", len(examples))

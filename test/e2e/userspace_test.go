@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,10 +20,11 @@ import (
 	"github.com/fastpath-dra/fastpath/test/sysfsfixture"
 )
 
-// applyDeviceClasses creates the DeviceClasses of deploy/ for the test.
-func applyDeviceClasses(t *testing.T, ctx context.Context) {
+// applyDeviceClasses creates the DeviceClasses of a file of deploy/ for
+// the test.
+func applyDeviceClasses(t *testing.T, ctx context.Context, file string) {
 	t.Helper()
-	for _, obj := range applyYAML(t, ctx, filepath.Join(bed.Config().RepoDir, "deploy", "deviceclasses.yaml"), false) {
+	for _, obj := range applyYAML(t, ctx, filepath.Join(bed.Config().RepoDir, "deploy", file), false) {
 		name := obj.(*resourceapi.DeviceClass).Name
 		t.Cleanup(func() {
 			_ = bed.Client().ResourceV1().DeviceClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
@@ -43,6 +43,12 @@ func claimTemplate(t *testing.T, ctx context.Context, name, request, class, sele
 	if config != "" {
 		spec.Devices.Config[0].Requests = []string{request}
 	}
+	return createTemplate(t, ctx, name, spec)
+}
+
+// createTemplate creates a ResourceClaimTemplate, deleted when the test ends.
+func createTemplate(t *testing.T, ctx context.Context, name string, spec resourceapi.ResourceClaimSpec) *resourceapi.ResourceClaimTemplate {
+	t.Helper()
 	tmpl := &resourceapi.ResourceClaimTemplate{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
 		Spec:       resourceapi.ResourceClaimTemplateSpec{Spec: spec},
@@ -109,7 +115,7 @@ func TestVFIO(t *testing.T) {
 	}
 	t.Cleanup(kernel.Stop)
 	t.Cleanup(func() { deleteSlices(t) })
-	applyDeviceClasses(t, ctx)
+	applyDeviceClasses(t, ctx, "deviceclasses.yaml")
 	d := startDaemon(t, ctx, 26184, "--sysfs-root", root, "--dev-root", devRoot)
 
 	tmpl := claimTemplate(t, ctx, "e2e-vfio", "dpdk", "vfio.fastpath.dev", `device.attributes["fastpath.dev"].driver == "iavf"`, "")
@@ -173,20 +179,19 @@ func TestMemif(t *testing.T) {
 		t.Fatal(err)
 	}
 	socket := filepath.Join(memifDir, "vswitch.sock")
-	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: socket, Net: "unixpacket"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
 	var mu sync.Mutex
 	var greeted []string
-	go memif.Serve(l, memif.Hello{Name: "vswitch"}, func(in memif.Init) {
+	l, err := memif.ListenAndServe(socket, memif.Hello{Name: "vswitch"}, func(in memif.Init) {
 		mu.Lock()
 		defer mu.Unlock()
 		greeted = append(greeted, in.Name)
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
 	t.Cleanup(func() { deleteSlices(t) })
-	applyDeviceClasses(t, ctx)
+	applyDeviceClasses(t, ctx, "deviceclasses.yaml")
 	d := startDaemon(t, ctx, 26185, "--sysfs-root", root, "--memif-dir", memifDir)
 
 	tmpl := claimTemplate(t, ctx, "e2e-memif", "vs", "memif.fastpath.dev", `device.attributes["fastpath.dev"].memifRole == "slave"`,

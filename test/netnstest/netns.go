@@ -41,6 +41,34 @@ func New(tb testing.TB, name string) string {
 	return filepath.Join("/run/netns", name)
 }
 
+// Do runs fn on a locked thread in the network namespace at path, and
+// returns the thread to the caller's namespace.
+func Do(tb testing.TB, path string, fn func()) {
+	tb.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer func() { _ = orig.Close() }()
+	h, err := netns.GetFromPath(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer func() { _ = h.Close() }()
+	if err := netns.Set(h); err != nil {
+		tb.Fatalf("enter network namespace %s: %v", path, err)
+	}
+	defer func() {
+		if err := netns.Set(orig); err != nil {
+			// This thread is in the wrong namespace and must not run anything else.
+			panic(fmt.Sprintf("cannot return to the original network namespace: %v", err))
+		}
+	}()
+	fn()
+}
+
 // SendFrames writes n minimal Ethernet frames (local experimental
 // EtherType 0x88b5) to dst out of the interface ifName of the calling
 // thread's network namespace.
