@@ -513,3 +513,8 @@ func networkData(res *cni100.Result, ifName string) *resourceapi.NetworkDeviceDa
 	}
 	return nd
 }
+
+// WatchHealthStatus: CNI devices have no health of their own.
+func (d *CNIDriver) WatchHealthStatus(context.Context, chan<- kubeletplugin.DeviceHealthReport) error {
+	return kubeletplugin.ErrHealthNotSupported
+}

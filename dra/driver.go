@@ -482,3 +482,9 @@ func (st *ClaimState) removeFiles() error {
 	}
 	return errors.Join(errs...)
 }
+
+// WatchHealthStatus reports device health to the kubelet; this build has no
+// health model yet, so the kubelet stops asking.
+func (d *Driver) WatchHealthStatus(context.Context, chan<- kubeletplugin.DeviceHealthReport) error {
+	return kubeletplugin.ErrHealthNotSupported
+}
