@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/fastpath-dra/fastpath/devices"
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 )
 
 // TestDeployDeviceClasses: every DeviceClass in deploy/ decodes, its config
@@ -33,7 +34,7 @@ func TestDeployDeviceClasses(t *testing.T) {
 		// Not the endpoint that does not answer.
 		"memif.fastpath.dev": {memifSlave, memifMaster},
 	}
-	modes := map[string]string{"netdev.fastpath.dev": ModeNetdev, "afxdp.fastpath.dev": ModeAFXDP, "vfio.fastpath.dev": ModeVFIO}
+	modes := map[string]string{"netdev.fastpath.dev": v1alpha1.ModeNetdev, "afxdp.fastpath.dev": v1alpha1.ModeAFXDP, "vfio.fastpath.dev": v1alpha1.ModeVFIO}
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	seen := 0
 	for {
@@ -51,11 +52,11 @@ func TestDeployDeviceClasses(t *testing.T) {
 		class := obj.(*resourceapi.DeviceClass)
 		seen++
 		if mode, ok := modes[class.Name]; ok {
-			var cfg InterfaceConfig
+			var cfg v1alpha1.InterfaceConfig
 			if len(class.Spec.Config) != 1 {
 				t.Fatalf("%s: %d configs, want 1", class.Name, len(class.Spec.Config))
 			}
-			if errs := decodeConfig(class.Spec.Config[0].Opaque.Parameters.Raw, &cfg, field.NewPath("config")); len(errs) > 0 {
+			if errs := v1alpha1.DecodeInterfaceConfig(class.Spec.Config[0].Opaque.Parameters.Raw, &cfg, field.NewPath("config")); len(errs) > 0 {
 				t.Errorf("%s: %v", class.Name, errs)
 			}
 			if cfg.Mode != mode {
