@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"slices"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -13,8 +14,10 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/fastpath-dra/fastpath/bpf"
 	"github.com/fastpath-dra/fastpath/devices"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
+	"github.com/fastpath-dra/fastpath/dra/status"
 )
 
 // TestDeployDeviceClasses: every DeviceClass in deploy/ decodes, its config
@@ -86,5 +89,15 @@ func TestDeployDeviceClasses(t *testing.T) {
 	}
 	if seen != len(want) {
 		t.Errorf("deploy/deviceclasses.yaml holds %d classes, want %d", seen, len(want))
+	}
+}
+
+// The API names the programs and pins package bpf ships.
+func TestAPIMatchesBPF(t *testing.T) {
+	if !slices.Equal(v1alpha1.XDPPrograms, bpf.Programs) {
+		t.Errorf("the API allows programs %v, package bpf ships %v", v1alpha1.XDPPrograms, bpf.Programs)
+	}
+	if status.XSKMapPin != bpf.PinXSKMap {
+		t.Errorf("status reports the XSKMAP as %q, package bpf pins it as %q", status.XSKMapPin, bpf.PinXSKMap)
 	}
 }

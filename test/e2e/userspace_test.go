@@ -21,13 +21,23 @@ import (
 	"github.com/fastpath-dra/fastpath/devices/memif"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/test/sysfsfixture"
+	"github.com/fastpath-dra/fastpath/test/testbed"
 )
 
 // applyDeviceClasses creates the DeviceClasses of a file of deploy/ for
 // the test.
 func applyDeviceClasses(t *testing.T, ctx context.Context, file string) {
 	t.Helper()
-	for _, obj := range applyYAML(t, ctx, filepath.Join(bed.Config().RepoDir, "deploy", file), false) {
+	path := filepath.Join(bed.Config().RepoDir, "deploy", file)
+	// Create or update: the demo, run on the same bed, applies them too.
+	if err := bed.ApplyDeviceClasses(ctx, path); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := testbed.DecodeYAML(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range objs {
 		name := obj.(*resourceapi.DeviceClass).Name
 		t.Cleanup(func() {
 			_ = bed.Client().ResourceV1().DeviceClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
