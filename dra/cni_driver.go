@@ -167,11 +167,8 @@ func (d *CNIDriver) plan(ctx context.Context, claim *resourceapi.ResourceClaim) 
 		if res.Driver != CNIDriverName {
 			continue
 		}
-		if why := exactlyOne(claim, res.Request); why != "" {
-			return nil, fail(res.Request, "", why, nil)
-		}
-		if res.Pool != d.opts.NodeName {
-			return nil, fail(res.Request, res.Device, fmt.Sprintf("allocated from pool %q, but this node's pool is %q", res.Pool, d.opts.NodeName), nil)
+		if err := checkResult(claim, res, d.opts.NodeName, fail); err != nil {
+			return nil, err
 		}
 		var configs []int
 		for i, cfg := range claim.Status.Allocation.Devices.Config {

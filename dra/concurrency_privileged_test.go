@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
 	"k8s.io/apimachinery/pkg/types"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 
@@ -48,18 +47,7 @@ func TestHookDuringSlowPrepare(t *testing.T) {
 
 	// Another pod's claim, prepared: a veth standing in for its VF.
 	name := fmt.Sprintf("fpc%d", os.Getpid()%100000)
-	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name + "a"}, PeerName: name + "b"}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if l, err := netlink.LinkByName(name + "b"); err == nil {
-			_ = netlink.LinkDel(l)
-		}
-	})
-	host, err := netlink.LinkByName(name + "a")
-	if err != nil {
-		t.Fatal(err)
-	}
+	host := netnstest.Veth(t, name+"a", name+"b")
 	ready := claims.Claim{Driver: claims.DriverFastpath, UID: "uid-ready", Namespace: "default", Name: "ready", Prepared: true,
 		Pod: claims.Pod{UID: "pod-ready", Name: "ready"},
 		Devices: []claims.Device{{Request: "nic", Pool: testNode, Device: "netdev-" + host.Attrs().Name, Mode: "netdev",

@@ -47,6 +47,9 @@ func (e *ClaimError) Error() string {
 	return b.String()
 }
 
+// failFunc makes the error of a claim that cannot be prepared.
+type failFunc func(request, device, reason string, errs field.ErrorList) error
+
 // planPaths are where a claim's files go.
 type planPaths struct {
 	claimDir, cdiSpec, bpfDir string
@@ -54,7 +57,7 @@ type planPaths struct {
 
 // consumer is the one pod a claim serves: fastpath configures a device for
 // exactly one pod.
-func consumer(claim *resourceapi.ResourceClaim, fail func(request, device, reason string, errs field.ErrorList) error) (claims.Pod, error) {
+func consumer(claim *resourceapi.ResourceClaim, fail failFunc) (claims.Pod, error) {
 	if claim.Status.Allocation == nil {
 		return claims.Pod{}, fail("", "", "not allocated", nil)
 	}
@@ -92,11 +95,8 @@ func plan(claim *resourceapi.ResourceClaim, inventory map[string]devices.Device,
 		if res.Driver != devices.DriverName {
 			continue
 		}
-		if err := exactlyOne(claim, res.Request); err != "" {
-			return nil, fail(res.Request, "", err, nil)
-		}
-		if res.Pool != nodeName {
-			return nil, fail(res.Request, res.Device, fmt.Sprintf("allocated from pool %q, but this node's pool is %q", res.Pool, nodeName), nil)
+		if err := checkResult(claim, res, nodeName, fail); err != nil {
+			return nil, err
 		}
 		dev, ok := inventory[res.Device]
 		if !ok {
@@ -195,6 +195,18 @@ func vfSettings(cfg v1alpha1.InterfaceConfig) *claims.VFSettings {
 		return nil
 	}
 	return &s
+}
+
+// checkResult checks an allocated device of this node's driver: one
+// device for its request, from this node's pool.
+func checkResult(claim *resourceapi.ResourceClaim, res resourceapi.DeviceRequestAllocationResult, nodeName string, fail failFunc) error {
+	if why := exactlyOne(claim, res.Request); why != "" {
+		return fail(res.Request, "", why, nil)
+	}
+	if res.Pool != nodeName {
+		return fail(res.Request, res.Device, fmt.Sprintf("allocated from pool %q, but this node's pool is %q", res.Pool, nodeName), nil)
+	}
+	return nil
 }
 
 // requestBase is the request of a request or subrequest name (req/sub).

@@ -36,16 +36,10 @@ type Store struct {
 	mu     sync.RWMutex
 	claims map[Key]*Claim
 
-	locksMu sync.Mutex
-	locks   map[Key]*claimLock
+	locks Locks[Key]
 
 	// write writes the file; a seam for tests of failed writes.
 	write func(path string, data []byte) error
-}
-
-type claimLock struct {
-	mu   sync.Mutex
-	refs int
 }
 
 // Open loads the checkpoint at path, migrating the files of the previous
@@ -53,7 +47,7 @@ type claimLock struct {
 // checkpoint that cannot be read, is corrupt or is of a newer version is an
 // error naming the file and what is wrong; the file is left as it is.
 func Open(path string, legacy Legacy) (*Store, error) {
-	s := &Store{path: path, claims: map[Key]*Claim{}, locks: map[Key]*claimLock{}}
+	s := &Store{path: path, claims: map[Key]*Claim{}}
 	s.write = func(path string, data []byte) error { return WriteFileAtomic(path, data, 0o600) }
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, fmt.Errorf("checkpoint directory: %w", err)
@@ -164,25 +158,7 @@ func (s *Store) Path() string { return s.path }
 
 // Lock takes the claim's lock and returns its release. Writers of one
 // claim hold it across their whole change.
-func (s *Store) Lock(k Key) (unlock func()) {
-	s.locksMu.Lock()
-	l, ok := s.locks[k]
-	if !ok {
-		l = &claimLock{}
-		s.locks[k] = l
-	}
-	l.refs++
-	s.locksMu.Unlock()
-	l.mu.Lock()
-	return func() {
-		l.mu.Unlock()
-		s.locksMu.Lock()
-		if l.refs--; l.refs == 0 {
-			delete(s.locks, k)
-		}
-		s.locksMu.Unlock()
-	}
-}
+func (s *Store) Lock(k Key) (unlock func()) { return s.locks.Lock(k) }
 
 // Get returns a copy of the claim's record.
 func (s *Store) Get(k Key) (Claim, bool) {

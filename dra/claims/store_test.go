@@ -158,8 +158,8 @@ func TestLockIsPerClaim(t *testing.T) {
 	}
 	unlockA()
 	<-second
-	if len(s.locks) != 0 {
-		t.Errorf("%d locks left behind", len(s.locks))
+	if n := s.locks.held(); n != 0 {
+		t.Errorf("%d locks left behind", n)
 	}
 }
 

@@ -40,20 +40,7 @@ func newNetNS(t *testing.T) string {
 func newVeth(t *testing.T) netlink.Link {
 	t.Helper()
 	n := seq.Add(1)
-	name, peer := fmt.Sprintf("%s%da", testPrefix, n), fmt.Sprintf("%s%db", testPrefix, n)
-	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: 1500}, PeerName: peer}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if l, err := netlink.LinkByName(peer); err == nil {
-			_ = netlink.LinkDel(l)
-		}
-	})
-	l, err := netlink.LinkByName(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
+	return netnstest.Veth(t, fmt.Sprintf("%s%da", testPrefix, n), fmt.Sprintf("%s%db", testPrefix, n))
 }
 
 // testBed is a plugin over a store, with a fake API server for the status.
@@ -112,7 +99,8 @@ func sandbox(uid types.UID, netnsPath string) *api.PodSandbox {
 		Linux: &api.LinuxPodSandbox{Namespaces: []*api.LinuxNamespace{{Type: "network", Path: netnsPath}}}}
 }
 
-func podLink(t *testing.T, netnsPath, name string) netlink.Link {
+// podHandle is a netlink handle in the pod's network namespace.
+func podHandle(t *testing.T, netnsPath string) *netlink.Handle {
 	t.Helper()
 	ns, err := netns.GetFromPath(netnsPath)
 	if err != nil {
@@ -123,8 +111,13 @@ func podLink(t *testing.T, netnsPath, name string) netlink.Link {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.Close()
-	l, err := h.LinkByName(name)
+	t.Cleanup(h.Close)
+	return h
+}
+
+func podLink(t *testing.T, netnsPath, name string) netlink.Link {
+	t.Helper()
+	l, err := podHandle(t, netnsPath).LinkByName(name)
 	if err != nil {
 		return nil
 	}
@@ -236,16 +229,7 @@ func TestRunStopSynchronize(t *testing.T) {
 // keeping its alias.
 func kernelReturns(t *testing.T, podNS, name string) {
 	t.Helper()
-	ns, err := netns.GetFromPath(podNS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	h := podHandle(t, podNS)
 	l, err := h.LinkByName(name)
 	if err != nil {
 		t.Fatalf("the pod has no %s: %v", name, err)

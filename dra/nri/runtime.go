@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -66,15 +65,9 @@ func (p Pod) String() string { return p.Namespace + "/" + p.Name }
 type Plugin struct {
 	opts Options
 
-	podsMu sync.Mutex
-	pods   map[types.UID]*podLock
+	pods claims.Locks[types.UID]
 
 	conn connection
-}
-
-type podLock struct {
-	mu   sync.Mutex
-	refs int
 }
 
 // New returns a plugin; Run connects it to the runtime.
@@ -85,29 +78,11 @@ func New(opts Options) *Plugin {
 	if opts.DelBackoff == 0 {
 		opts.DelBackoff = 100 * time.Millisecond
 	}
-	return &Plugin{opts: opts, pods: map[types.UID]*podLock{}, conn: connection{synced: make(chan struct{})}}
+	return &Plugin{opts: opts, conn: connection{synced: make(chan struct{})}}
 }
 
 // lockPod serializes the hooks of one pod.
-func (p *Plugin) lockPod(uid types.UID) func() {
-	p.podsMu.Lock()
-	l, ok := p.pods[uid]
-	if !ok {
-		l = &podLock{}
-		p.pods[uid] = l
-	}
-	l.refs++
-	p.podsMu.Unlock()
-	l.mu.Lock()
-	return func() {
-		l.mu.Unlock()
-		p.podsMu.Lock()
-		if l.refs--; l.refs == 0 {
-			delete(p.pods, uid)
-		}
-		p.podsMu.Unlock()
-	}
-}
+func (p *Plugin) lockPod(uid types.UID) func() { return p.pods.Lock(uid) }
 
 // podNetdev is one netdev prepared for a pod.
 type podNetdev struct {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
+	"github.com/fastpath-dra/fastpath/test/netnstest"
 )
 
 // vethPrefix starts the veths that stand in for VF netdevs here.
@@ -32,21 +33,7 @@ func hostVeth(t *testing.T, n int) netlink.Link {
 // hostVethNamed creates the veth pair name/peer and returns name's end.
 func hostVethNamed(t *testing.T, name, peer string) netlink.Link {
 	t.Helper()
-	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: 1500}, PeerName: peer}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, n := range []string{name, peer} {
-			if l, err := netlink.LinkByName(n); err == nil {
-				_ = netlink.LinkDel(l)
-			}
-		}
-	})
-	l, err := netlink.LinkByName(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
+	return netnstest.Veth(t, name, peer)
 }
 
 // dataplaneSetup publishes n veths (their "a" ends) through a fastpathd
