@@ -189,6 +189,20 @@ func (a *Attacher) Attach(ctx context.Context, podNetNS string, nd Netdev) (_ At
 	return Attached{Name: nd.Name, MAC: link.Attrs().HardwareAddr.String(), MTU: link.Attrs().MTU, Addresses: nd.Addresses, XDPMode: xdpMode}, nil
 }
 
+// InPod says whether the interface is in the pod's network namespace under
+// its pod name, moved there by an Attach (it carries the host name as
+// alias).
+func (a *Attacher) InPod(podNetNS string, nd Netdev) (bool, error) {
+	ns, pod, err := podHandle(podNetNS)
+	if err != nil {
+		return false, err
+	}
+	defer ns.Close()
+	defer pod.Close()
+	l, err := findInPod(pod, nd)
+	return l != nil, err
+}
+
 // attachXDP attaches the program pinned in nd.XDP.Dir to the interface in
 // the pod; an attachment pinned there already (a retried hook) stands.
 func attachXDP(podNetNS string, nd Netdev) (bpf.Mode, error) {

@@ -208,6 +208,11 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	if err != nil {
 		return err
 	}
+	// Claims interrupted mid-Prepare are undone, and claims prepared in an
+	// earlier boot done again, before the kubelet may call.
+	if err := driver.Reconcile(ctx); err != nil {
+		logger.Error(err, "Some claims could not be reconciled; their devices may not be as their claims say")
+	}
 	if err := driver.Start(ctx); err != nil {
 		return err
 	}

@@ -40,12 +40,26 @@ func (p *Plugin) addNetworks(ctx context.Context, pod Pod, cls []claims.Claim) e
 	var done []added
 	for _, c := range cls {
 		for i := range c.Networks {
-			n, err := p.markAdded(c.Key(), i, pod)
+			n, fresh, err := p.markAdded(c.Key(), i, pod)
 			if err != nil {
 				return fmt.Errorf("claim %s: %w", c.String(), err)
 			}
-			if n == nil {
-				continue // a retried hook: this one is in place
+			if !fresh {
+				// Recorded for this sandbox by an earlier hook: in place
+				// if its ADD completed; else ADD was interrupted, and DEL
+				// cleans up what it left before ADD runs again.
+				res, ok, err := p.opts.CNI.Added(ctx, runtimeConf(c, *n))
+				if err != nil {
+					return fmt.Errorf("claim %s, request %q: %w", c.String(), n.Request, err)
+				}
+				if ok {
+					p.opts.Status.Set(ctx, ref(c), status.NetworkReady(*n, res.Raw, res.Current))
+					done = append(done, added{c.Key(), i})
+					continue
+				}
+				if err := p.opts.CNI.Del(ctx, runtimeConf(c, *n)); err != nil {
+					return fmt.Errorf("claim %s, request %q, device %s: CNI DEL before ADD again: %w", c.String(), n.Request, n.Device, err)
+				}
 			}
 			start := time.Now()
 			res, addErr := p.opts.CNI.Add(ctx, runtimeConf(c, *n))
@@ -77,24 +91,24 @@ func (p *Plugin) addNetworks(ctx context.Context, pod Pod, cls []claims.Claim) e
 }
 
 // markAdded records network i of the claim as added to the pod's sandbox,
-// before ADD runs. It returns nil when the network is added to this
-// sandbox already.
-func (p *Plugin) markAdded(key claims.Key, i int, pod Pod) (*claims.Network, error) {
+// before ADD runs. fresh is false when an earlier hook recorded it for
+// this sandbox already.
+func (p *Plugin) markAdded(key claims.Key, i int, pod Pod) (n *claims.Network, fresh bool, _ error) {
 	defer p.opts.Store.Lock(key)()
 	c, ok := p.opts.Store.Get(key)
 	if !ok {
-		return nil, errors.New("no longer prepared")
+		return nil, false, errors.New("no longer prepared")
 	}
-	n := &c.Networks[i]
+	n = &c.Networks[i]
 	if n.Added && n.SandboxID == pod.SandboxID {
-		return nil, nil
+		return n, false, nil
 	}
 	n.Added, n.SandboxID, n.NetNS = true, pod.SandboxID, pod.NetNS
 	if err := p.opts.Store.Put(c); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	fault.Point("cni.add.recorded")
-	return n, nil
+	return n, true, nil
 }
 
 // delNetworks runs DEL for the claim's added networks, each tried
@@ -146,6 +160,7 @@ func (p *Plugin) del(ctx context.Context, key claims.Key, i, attempts int) error
 		return err
 	}
 	fault.Point("cni.del.done")
-	c.Networks[i].Added = false
+	n := &c.Networks[i]
+	n.Added, n.SandboxID, n.NetNS = false, "", ""
 	return p.opts.Store.Put(c)
 }

@@ -19,6 +19,7 @@ import (
 // Attacher moves netdevs into pods and back (dataplane.Attacher).
 type Attacher interface {
 	HostUp(name string) (bool, error)
+	InPod(netns string, nd dataplane.Netdev) (bool, error)
 	Attach(ctx context.Context, netns string, nd dataplane.Netdev) (dataplane.Attached, error)
 	Detach(ctx context.Context, netns string, nd dataplane.Netdev) error
 }
@@ -26,6 +27,7 @@ type Attacher interface {
 // CNI runs CNI plugin chains (dataplane.CNI).
 type CNI interface {
 	Add(ctx context.Context, n dataplane.CNINetwork) (dataplane.CNIResult, error)
+	Added(ctx context.Context, n dataplane.CNINetwork) (dataplane.CNIResult, bool, error)
 	Del(ctx context.Context, n dataplane.CNINetwork) error
 }
 
@@ -257,17 +259,28 @@ func (p *Plugin) detach(ctx context.Context, n podNetdev, netns string) error {
 	return p.record(n, nil)
 }
 
-// inPlace says whether everything of the pod's claims is attached to, or
-// added to, its sandbox.
-func inPlace(pod Pod, cls []claims.Claim) bool {
+// inPlace says whether everything of the pod's claims is in its sandbox,
+// as recorded and as the kernel and libcni's cache show it: a hook killed
+// after its record and before its work left a record only.
+func (p *Plugin) inPlace(ctx context.Context, pod Pod, cls []claims.Claim) bool {
 	for _, c := range cls {
 		for _, d := range c.Devices {
-			if _, ok := Netdev(d); ok && (d.Attached == nil || d.Attached.SandboxID != pod.SandboxID) {
+			nd, ok := Netdev(d)
+			if !ok {
+				continue
+			}
+			if d.Attached == nil || d.Attached.SandboxID != pod.SandboxID {
+				return false
+			}
+			if in, err := p.opts.Attacher.InPod(pod.NetNS, nd); err != nil || !in {
 				return false
 			}
 		}
 		for _, n := range c.Networks {
-			if !n.Added || n.SandboxID != pod.SandboxID {
+			if !n.Added || n.SandboxID != pod.SandboxID || p.opts.CNI == nil {
+				return false
+			}
+			if _, ok, err := p.opts.CNI.Added(ctx, runtimeConf(c, n)); err != nil || !ok {
 				return false
 			}
 		}
@@ -280,7 +293,7 @@ func inPlace(pod Pod, cls []claims.Claim) bool {
 // missed (it was down, restarting, or slower than the runtime's timeout)
 // gets them now, and if that fails the container does not start.
 func (p *Plugin) EnsurePod(ctx context.Context, pod Pod) error {
-	if cls := p.opts.Store.PodClaims(pod.UID); len(cls) == 0 || inPlace(pod, cls) {
+	if cls := p.opts.Store.PodClaims(pod.UID); len(cls) == 0 || p.inPlace(ctx, pod, cls) {
 		return nil
 	}
 	klog.FromContext(ctx).Info("The pod's devices are not in place: attaching them now", "pod", pod.String())

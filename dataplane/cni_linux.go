@@ -1,0 +1,51 @@
+package dataplane
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// Added says whether ADD of n completed: libcni cached its result, and the
+// interface is in the namespace. It returns the result then. A network
+// whose ADD was interrupted (the process killed) has no cached result, or
+// no interface, and needs DEL before another ADD.
+func (c *CNI) Added(_ context.Context, n CNINetwork) (CNIResult, bool, error) {
+	list, rt, err := n.parse()
+	if err != nil {
+		return CNIResult{}, false, err
+	}
+	res, err := c.cfg.GetNetworkListCachedResult(list, rt)
+	if err != nil || res == nil {
+		return CNIResult{}, false, err
+	}
+	ns, err := netns.GetFromPath(n.NetNS)
+	if err != nil {
+		return CNIResult{}, false, nil // the sandbox is gone: nothing is in place
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return CNIResult{}, false, fmt.Errorf("netlink in %s: %w", n.NetNS, err)
+	}
+	defer h.Close()
+	var notFound netlink.LinkNotFoundError
+	if _, err := h.LinkByName(n.IfName); errors.As(err, &notFound) {
+		return CNIResult{}, false, nil
+	} else if err != nil {
+		return CNIResult{}, false, fmt.Errorf("look for %s in %s: %w", n.IfName, n.NetNS, err)
+	}
+	raw, err := json.Marshal(res)
+	if err != nil {
+		return CNIResult{}, false, fmt.Errorf("CNI result: %w", err)
+	}
+	cur, err := asCurrent(res)
+	if err != nil {
+		return CNIResult{}, false, err
+	}
+	return CNIResult{Raw: raw, Current: cur}, true, nil
+}

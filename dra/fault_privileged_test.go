@@ -1,0 +1,737 @@
+//go:build privileged && faultinject
+
+package dra
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/go-logr/logr"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/klog/v2"
+
+	"github.com/fastpath-dra/fastpath/dataplane"
+	"github.com/fastpath-dra/fastpath/dataplane/fault"
+	"github.com/fastpath-dra/fastpath/devices"
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
+	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/nri"
+	"github.com/fastpath-dra/fastpath/dra/status"
+	"github.com/fastpath-dra/fastpath/test/netnstest"
+	"github.com/fastpath-dra/fastpath/test/sysfsfixture"
+)
+
+// The fault suite runs the daemon's parts in a worker process, one
+// operation per process as a daemon's life, kills it with SIGKILL at every
+// fault point, starts it again on the same state and replays what the
+// kubelet and the runtime can do next. Every run must end with the node
+// exactly as an uninterrupted run leaves it.
+
+// workerEnv carries a worker's job; a test binary started with it set is a
+// worker, not a test run.
+const workerEnv = "FASTPATH_FAULT_WORKER"
+
+func TestMain(m *testing.M) {
+	if job := os.Getenv(workerEnv); job != "" {
+		os.Exit(worker(job))
+	}
+	os.Exit(m.Run())
+}
+
+// job is what a worker does: start as the daemon does (the runtime's
+// Synchronize with the pods it runs, then the driver's Reconcile), then one
+// operation.
+type job struct {
+	Rig rig
+	// Sync: the runtime connects and synchronizes at start; Running says
+	// whether the pod runs then.
+	Sync, Running bool
+	Op            string // prepare | unprepare | run | create | stop | none
+}
+
+// rig is the node the suite plays on, shared by the test and its workers.
+type rig struct {
+	Dir, StateDir, CDIDir, BPFDir, MemifDir, SysfsRoot string
+	PFFile, ChannelsFile                               string
+	CNIBin, CNICache, IPAMDir                          string
+	Inventory                                          []devices.Device
+	Claim, CNIClaim                                    *resourceapi.ResourceClaim
+	Pod                                                nri.Pod
+	BootID                                             string
+	// The veths standing in for the VF's netdev, the afxdp netdev and the
+	// CNI network's macvlan master.
+	VFLink, XSKLink, MasterLink string
+}
+
+// worker runs a job; its exit code is 0, or 1 with the error on stderr.
+func worker(data string) int {
+	var j job
+	if err := json.Unmarshal([]byte(data), &j); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	if err := j.run(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+func (j job) run() error {
+	r := j.Rig
+	ctx := klog.NewContext(context.Background(), logr.Discard())
+	store, err := claims.Open(filepath.Join(r.StateDir, "checkpoint.json"), claims.Legacy{})
+	if err != nil {
+		return err
+	}
+	client := fake.NewClientset(r.Claim, r.CNIClaim)
+	writer := status.NewWriter(client)
+	attacher, err := dataplane.NewAttacher()
+	if err != nil {
+		return err
+	}
+	defer attacher.Close()
+	plugin := nri.New(nri.Options{Store: store, Attacher: attacher, Status: writer,
+		CNI: dataplane.NewCNI([]string{r.CNIBin}, r.CNICache)})
+	d, err := New(Options{NodeName: testNode, Client: client, PluginDir: filepath.Join(r.Dir, "plugin"), StateDir: r.StateDir,
+		CDIDir: r.CDIDir, BPFDir: r.BPFDir, MemifDir: r.MemifDir, Store: store, Status: writer, Runtime: plugin, BootID: r.BootID,
+		PF: filePF(r.PFFile), Channels: fileChannels(r.ChannelsFile), PCI: dataplane.PCIBinder{SysfsRoot: r.SysfsRoot, DevRoot: r.SysfsRoot}})
+	if err != nil {
+		return err
+	}
+	d.UseInventory(devices.Inventory{Devices: r.Inventory})
+	cniDriver, err := NewCNIDriver(CNIOptions{NodeName: testNode, Client: client, PluginDir: filepath.Join(r.Dir, "cniplugin"), Devices: 4,
+		Store: store, Status: writer, Runtime: plugin, Attributes: map[string]string{"name": r.MasterLink},
+		Policy: CNIPolicy{Plugins: []string{"macvlan", "host-local"}}})
+	if err != nil {
+		return err
+	}
+	if j.Sync {
+		var running []*api.PodSandbox
+		if j.Running {
+			running = append(running, &api.PodSandbox{Uid: string(r.Pod.UID), Id: r.Pod.SandboxID, Name: r.Pod.Name, Namespace: r.Pod.Namespace,
+				Linux: &api.LinuxPodSandbox{Namespaces: []*api.LinuxNamespace{{Type: "network", Path: r.Pod.NetNS}}}})
+		}
+		plugin.Synchronize(ctx, running)
+	}
+	if err := d.Reconcile(ctx); err != nil {
+		return fmt.Errorf("reconcile: %w", err)
+	}
+	refs := []kubeletplugin.NamespacedObject{{UID: r.Claim.UID}, {UID: r.CNIClaim.UID}}
+	switch j.Op {
+	case "prepare":
+		res, _ := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{r.Claim})
+		cres, _ := cniDriver.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{r.CNIClaim})
+		return errors.Join(res[r.Claim.UID].Err, cres[r.CNIClaim.UID].Err)
+	case "unprepare":
+		out, _ := d.UnprepareResourceClaims(ctx, refs[:1])
+		cout, _ := cniDriver.UnprepareResourceClaims(ctx, refs[1:])
+		return errors.Join(out[r.Claim.UID], cout[r.CNIClaim.UID])
+	case "run":
+		return plugin.AttachPod(ctx, r.Pod)
+	case "create":
+		return plugin.EnsurePod(ctx, r.Pod)
+	case "stop":
+		return plugin.DetachPod(ctx, r.Pod)
+	case "none":
+		return nil
+	}
+	return fmt.Errorf("unknown operation %q", j.Op)
+}
+
+// filePF keeps VF settings in a file, so that they outlive a killed worker
+// as a PF's do.
+type filePF string
+
+func (f filePF) load() map[string]dataplane.VFState {
+	m := map[string]dataplane.VFState{}
+	if data, err := os.ReadFile(string(f)); err == nil {
+		_ = json.Unmarshal(data, &m)
+	}
+	return m
+}
+
+func (f filePF) change(pf string, vf int, set func(*dataplane.VFState)) error {
+	m := f.load()
+	k := fmt.Sprintf("%s/%d", pf, vf)
+	st, ok := m[k]
+	if !ok {
+		return fmt.Errorf("%w: PF %s has no VF %d", dataplane.ErrDeviceGone, pf, vf)
+	}
+	set(&st)
+	m[k] = st
+	data, _ := json.Marshal(m)
+	return claims.WriteFileAtomic(string(f), data, 0o600)
+}
+
+func (f filePF) VFState(pf string, vf int) (dataplane.VFState, error) {
+	st, ok := f.load()[fmt.Sprintf("%s/%d", pf, vf)]
+	if !ok {
+		return st, fmt.Errorf("%w: PF %s has no VF %d", dataplane.ErrDeviceGone, pf, vf)
+	}
+	return st, nil
+}
+func (f filePF) SetVLAN(pf string, vf, vlan, qos int, proto string) error {
+	return f.change(pf, vf, func(s *dataplane.VFState) { s.VLAN, s.QoS, s.VLANProto = vlan, qos, proto })
+}
+func (f filePF) SetMAC(pf string, vf int, mac net.HardwareAddr) error {
+	return f.change(pf, vf, func(s *dataplane.VFState) { s.MAC = mac.String() })
+}
+func (f filePF) SetRate(pf string, vf, lo, hi int) error {
+	return f.change(pf, vf, func(s *dataplane.VFState) { s.MinTxRate, s.MaxTxRate = lo, hi })
+}
+func (f filePF) SetSpoofChk(pf string, vf int, on bool) error {
+	return f.change(pf, vf, func(s *dataplane.VFState) { s.SpoofChk = on })
+}
+func (f filePF) SetTrust(pf string, vf int, on bool) error {
+	return f.change(pf, vf, func(s *dataplane.VFState) { s.Trust = on })
+}
+func (f filePF) SetLinkState(pf string, vf int, state string) error {
+	return f.change(pf, vf, func(s *dataplane.VFState) { s.LinkState = state })
+}
+
+// fileChannels keeps combined channel counts in a file (veths have none).
+type fileChannels string
+
+func (f fileChannels) Combined(string) (int, int, error) {
+	data, err := os.ReadFile(string(f))
+	if err != nil {
+		return 0, 0, err
+	}
+	var n int
+	_, err = fmt.Sscan(string(data), &n)
+	return n, 8, err
+}
+
+func (f fileChannels) SetCombined(_ string, n int) error {
+	return claims.WriteFileAtomic(string(f), fmt.Appendf(nil, "%d", n), 0o600)
+}
+
+var macRE = regexp.MustCompile(`mac=[0-9a-f:]+`)
+
+// faultPrefix starts the names of the rig's links and namespaces.
+const faultPrefix = "fpf"
+
+// rigs numbers the rigs, for their links' names.
+var rigs atomic.Int32
+
+// newRig makes the node: veths standing in for a VF netdev, an afxdp
+// netdev and the CNI network's macvlan master; a fixture E810 with a
+// kernel for the vfio device; a PF and channels in files; a bpffs; the
+// claims; and the pod's network namespace.
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	cniBin := os.Getenv("FASTPATH_CNI_BIN")
+	if _, err := os.Stat(filepath.Join(cniBin, "macvlan")); err != nil {
+		t.Fatalf("the fault suite runs the reference CNI plugins from $FASTPATH_CNI_BIN (make faults sets it): %v", err)
+	}
+	dir, err := os.MkdirTemp("", "fpf") // short: unix socket paths are limited
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	r := &rig{Dir: dir, StateDir: filepath.Join(dir, "state"), CDIDir: filepath.Join(dir, "cdi"), BPFDir: filepath.Join(dir, "bpf", "fastpath"),
+		MemifDir: filepath.Join(dir, "memif"), SysfsRoot: filepath.Join(dir, "sysfs"), PFFile: filepath.Join(dir, "pf.json"),
+		ChannelsFile: filepath.Join(dir, "channels"), CNIBin: cniBin, CNICache: filepath.Join(dir, "state", "cni", "cache"),
+		IPAMDir: filepath.Join(dir, "ipam"), BootID: "boot-1"}
+	n := rigs.Add(1)
+	r.VFLink, r.XSKLink, r.MasterLink = fmt.Sprintf("%s%dv", faultPrefix, n), fmt.Sprintf("%s%dx", faultPrefix, n), fmt.Sprintf("%s%dm", faultPrefix, n)
+	for _, d := range []string{r.MemifDir, r.IPAMDir, filepath.Dir(r.BPFDir)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := dataplaneBPFFS(t, filepath.Dir(r.BPFDir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := sysfsfixture.E810().Write(r.SysfsRoot); err != nil {
+		t.Fatal(err)
+	}
+	kernel, err := sysfsfixture.StartKernel(r.SysfsRoot, r.SysfsRoot, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kernel.Stop)
+	vf := netnstest.Veth(t, r.VFLink, r.VFLink+"p")
+	xsk := netnstest.Veth(t, r.XSKLink, r.XSKLink+"p")
+	netnstest.Veth(t, r.MasterLink, r.MasterLink+"p")
+	// Fixed MACs, the same in every rig; one link up, one down: the admin
+	// state is given back as it was.
+	for l, mac := range map[netlink.Link]string{vf: "02:fa:f0:00:00:01", xsk: "02:fa:f0:00:00:02"} {
+		hw, _ := net.ParseMAC(mac)
+		if err := netlink.LinkSetHardwareAddr(l, hw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := netlink.LinkSetUp(vf); err != nil {
+		t.Fatal(err)
+	}
+	vf, _ = netlink.LinkByName(r.VFLink)
+	xsk, _ = netlink.LinkByName(r.XSKLink)
+	pf := map[string]dataplane.VFState{"ens1f0/0": {VLANProto: "802.1q", MAC: "00:00:00:00:00:00", LinkState: "auto"}}
+	data, _ := json.Marshal(pf)
+	writeTestFile(t, r.PFFile, data)
+	writeTestFile(t, r.ChannelsFile, []byte("4"))
+
+	fixture := inventoryMap(testInventory(t))
+	vfDev := fixture[vfNetdev]
+	vfDev.Netdev = &devices.Netdev{Name: r.VFLink, MTU: vf.Attrs().MTU, MAC: vf.Attrs().HardwareAddr.String(), MinMTU: 68, MaxMTU: 9000}
+	xskDev := devices.Device{Name: "netdev-" + r.XSKLink, Kind: devices.KindNetdev, Netdev: &devices.Netdev{Name: r.XSKLink, MTU: xsk.Attrs().MTU,
+		MAC: xsk.Attrs().HardwareAddr.String(), MaxCombinedChannels: 8, XDP: devices.XDP{Supported: new(true), ZeroCopy: new(false)}}}
+	vfioDev := fixture[vfNetdev2]
+	vfioDev.Netdev = nil
+	memifDev := devices.Device{Name: memifMaster, Kind: devices.KindMemif, Memif: &devices.Memif{Role: devices.MemifRoleMaster,
+		Mode: devices.MemifModeIP, SocketPath: filepath.Join(r.MemifDir, "vpp1.sock"), Source: "config", Healthy: true}}
+	r.Inventory = []devices.Device{vfDev, xskDev, vfioDev, memifDev}
+
+	r.Claim = testClaim("all", []alloc{{"nic", vfNetdev}, {"xsk", xskDev.Name}, {"dpdk", vfNetdev2}, {"vs", memifMaster}},
+		fromClaimFor("nic", config(`"interface": {"name": "net1", "mtu": 9000, "mac": "02:00:00:fa:0f:01", "addresses": ["10.90.1.2/24"],
+			"routes": [{"destination": "10.91.0.0/16", "gateway": "10.90.1.1"}]}, "vf": {"vlan": 100, "spoofChk": true}`)),
+		fromClaimFor("xsk", config(`"mode": "afxdp", "interface": {"name": "xsk0"}, "xdp": {"attachMode": "native", "queues": 2}`)),
+		fromClaimFor("dpdk", config(`"mode": "vfio"`)))
+	r.Claim.Status.ReservedFor[0].UID = "pod-fault"
+	cniCfg, _ := json.Marshal(v1alpha1.CNIConfig{IfName: "net2", CNIVersion: "1.0.0", Plugins: []v1alpha1.CNIPlugin{{Type: "macvlan",
+		Config: map[string]any{"mode": "bridge", "ipam": map[string]any{"type": "host-local", "dataDir": r.IPAMDir,
+			"ranges": [][]any{{map[string]any{"subnet": "10.92.0.0/24"}}}}},
+		Arguments: []v1alpha1.CNIArgument{{FieldPath: "master", ValueFrom: &v1alpha1.CNIValueSource{AttributeRef: "name"}}}}}})
+	r.CNIClaim = cniTestClaim([]string{"macvlan"}, fromClaim(string(cniCfg)))
+	r.CNIClaim.Name, r.CNIClaim.UID = "cni", "uid-cni"
+	r.CNIClaim.Status.ReservedFor[0].UID = "pod-fault"
+	r.Pod = nri.Pod{UID: "pod-fault", Namespace: "default", Name: "pod-fault", SandboxID: "sandbox-1"}
+	return r
+}
+
+func writeTestFile(t *testing.T, path string, data []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dataplaneBPFFS mounts a bpffs at dir for the rig's pins.
+func dataplaneBPFFS(t *testing.T, dir string) error {
+	t.Helper()
+	if err := syscall.Mount("bpffs", dir, "bpf", 0, "mode=0700"); err != nil {
+		return fmt.Errorf("mount a bpffs at %s: %w", dir, err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
+	return nil
+}
+
+// sandbox creates the pod's network namespace: the sandbox starts.
+func (r *rig) sandbox(t *testing.T) {
+	t.Helper()
+	if r.Pod.NetNS != "" {
+		t.Fatal("the rig's pod already has a sandbox")
+	}
+	r.Pod.NetNS = netnstest.New(t, fmt.Sprintf("%s-%d-%s", faultPrefix, os.Getpid(), r.VFLink))
+}
+
+// sandboxGone plays the runtime removing the pod's sandbox while fastpath
+// is down, and the kernel returning its devices to the host under other
+// names (as it returns a VF's netdev; a veth would die with its namespace).
+func (r *rig) sandboxGone(t *testing.T) {
+	t.Helper()
+	ns, err := netns.GetFromPath(r.Pod.NetNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := netlink.NewHandleAt(ns)
+	ns.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	links, _ := h.LinkList()
+	host, err := netns.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range links {
+		if l.Attrs().Alias != r.VFLink && l.Attrs().Alias != r.XSKLink {
+			continue
+		}
+		_ = h.LinkSetDown(l)
+		if err := h.LinkSetName(l, fmt.Sprintf("%sr%d", r.VFLink, i)); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.LinkSetNsFd(l, int(host)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	host.Close()
+	h.Close()
+	if err := netns.DeleteNamed(filepath.Base(r.Pod.NetNS)); err != nil {
+		t.Fatal(err)
+	}
+	r.Pod.NetNS = ""
+}
+
+// do runs a job in a worker; killed reports whether SIGKILL ended it.
+func (r *rig) do(t *testing.T, op string, sync, running bool, fault string) (killed bool, err error) {
+	t.Helper()
+	data, _ := json.Marshal(job{Rig: *r, Sync: sync, Running: running, Op: op})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), workerEnv+"="+string(data), faultEnv(fault))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	runErr := cmd.Run()
+	var exit *exec.ExitError
+	if errors.As(runErr, &exit) {
+		if st, ok := exit.Sys().(syscall.WaitStatus); ok && st.Signaled() && st.Signal() == syscall.SIGKILL {
+			return true, nil
+		}
+		return false, fmt.Errorf("%s: %v: %s", op, runErr, strings.TrimSpace(stderr.String()))
+	}
+	return false, runErr
+}
+
+func faultEnv(point string) string { return fault.Env + "=" + point }
+
+// must runs a job that has to succeed.
+func (r *rig) must(t *testing.T, op string, sync, running bool) {
+	t.Helper()
+	if killed, err := r.do(t, op, sync, running, ""); err != nil || killed {
+		t.Fatalf("%s: killed %v, %v", op, killed, err)
+	}
+}
+
+// snapshot is everything of the node that fastpath changes.
+type snapshot map[string]string
+
+func (r *rig) snapshot(t *testing.T) snapshot {
+	t.Helper()
+	s := snapshot{}
+	for _, name := range []string{r.VFLink, r.XSKLink} {
+		s["host link "+name[len(name)-1:]] = linkState(netlink.LinkByName(name))
+	}
+	if r.Pod.NetNS != "" {
+		ns, err := netns.GetFromPath(r.Pod.NetNS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := netlink.NewHandleAt(ns)
+		ns.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		links, _ := h.LinkList()
+		for _, l := range links {
+			if l.Attrs().Name == "lo" {
+				continue
+			}
+			st := linkStateIn(h, l)
+			if l.Type() == "macvlan" {
+				// The CNI network's macvlan gets a new MAC each time.
+				st = macRE.ReplaceAllString(st, "mac=random")
+			}
+			s["pod link "+l.Attrs().Name] = st
+			routes, _ := h.RouteList(l, netlink.FAMILY_V4)
+			var rs []string
+			for _, rt := range routes {
+				if rt.Dst != nil && rt.Gw != nil {
+					rs = append(rs, rt.Dst.String()+" via "+rt.Gw.String())
+				}
+			}
+			s["pod routes "+l.Attrs().Name] = strings.Join(rs, ",")
+		}
+		h.Close()
+	}
+	pf, _ := os.ReadFile(r.PFFile)
+	s["pf"] = string(pf)
+	ch, _ := os.ReadFile(r.ChannelsFile)
+	s["channels"] = string(ch)
+	drv, _ := dataplane.PCIBinder{SysfsRoot: r.SysfsRoot, DevRoot: r.SysfsRoot}.Driver("0000:3b:01.1")
+	s["vfio function driver"] = drv
+	all := func(string, fs.DirEntry) bool { return true }
+	s["pins"] = tree(r.BPFDir, all)
+	s["cdi"] = tree(r.CDIDir, all)
+	s["memif"] = tree(r.MemifDir, all)
+	// libcni keeps its cache directories; the results in them must go.
+	// The claims directory holds the claims' directories.
+	s["state"] = tree(r.StateDir, func(rel string, d fs.DirEntry) bool {
+		return !d.IsDir() || (!strings.HasPrefix(rel, "cni") && rel != "claims")
+	})
+	// host-local keeps its lock and last reserved address; the
+	// reservations (files named by address) must go.
+	s["ipam reservations"] = tree(r.IPAMDir, func(_ string, d fs.DirEntry) bool { return !d.IsDir() && net.ParseIP(d.Name()) != nil })
+	cp, err := claims.Open(filepath.Join(r.StateDir, "checkpoint.json"), claims.Legacy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cp.Claims() {
+		c.BootID = ""
+		for i := range c.Networks {
+			c.Networks[i].NetNS = ""
+		}
+		for i := range c.Devices {
+			if a := c.Devices[i].Attached; a != nil {
+				a.NetNS = ""
+			}
+		}
+		data, _ := json.Marshal(c)
+		s["claim "+c.Key().String()] = string(data)
+	}
+	// What differs from rig to rig: its directory and its links' names.
+	names := strings.NewReplacer(r.Dir, "$RIG", r.VFLink, "$VF", r.XSKLink, "$XSK", r.MasterLink, "$MASTER")
+	for k, v := range s {
+		s[k] = names.Replace(v)
+	}
+	return s
+}
+
+func linkState(l netlink.Link, err error) string {
+	if err != nil {
+		return "absent"
+	}
+	return linkStateIn(nil, l)
+}
+
+func linkStateIn(h *netlink.Handle, l netlink.Link) string {
+	a := l.Attrs()
+	var addrs []netlink.Addr
+	if h != nil {
+		addrs, _ = h.AddrList(l, netlink.FAMILY_ALL)
+	} else {
+		addrs, _ = netlink.AddrList(l, netlink.FAMILY_ALL)
+	}
+	var as []string
+	for _, ad := range addrs {
+		if !ad.IP.IsLinkLocalUnicast() {
+			as = append(as, ad.IPNet.String())
+		}
+	}
+	sort.Strings(as)
+	xdp := a.Xdp != nil && a.Xdp.Attached
+	return fmt.Sprintf("mtu=%d mac=%s alias=%q up=%v addrs=%v xdp=%v", a.MTU, a.HardwareAddr, a.Alias, a.Flags&net.FlagUp != 0, as, xdp)
+}
+
+// tree lists what keep keeps below dir, with the content of small regular
+// files and the targets of links; temporary files are listed too: none may
+// be left.
+func tree(dir string, keep func(rel string, d fs.DirEntry) bool) string {
+	var out []string
+	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || path == dir {
+			return nil
+		}
+		rel, _ := filepath.Rel(dir, path)
+		if rel == "checkpoint.json" || !keep(rel, d) {
+			return nil // the checkpoint is compared as claims
+		}
+		entry := rel
+		// libcni's cached results hold the macvlan's random MAC: their
+		// names say enough.
+		if info, err := d.Info(); err == nil && info.Mode().IsRegular() && info.Size() < 4096 && !strings.Contains(rel, "cache") {
+			data, _ := os.ReadFile(path)
+			entry += "=" + string(data)
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			target, _ := os.Readlink(path)
+			entry += "->" + target
+		}
+		out = append(out, entry)
+		return nil
+	})
+	return strings.Join(out, "\n")
+}
+
+func (s snapshot) diff(want snapshot) string {
+	var keys []string
+	for k := range s {
+		keys = append(keys, k)
+	}
+	for k := range want {
+		if _, ok := s[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		if s[k] != want[k] {
+			fmt.Fprintf(&b, "  %s:\n    got  %q\n    want %q\n", k, s[k], want[k])
+		}
+	}
+	return b.String()
+}
+
+// references are the node's states along an uninterrupted life: before,
+// prepared, the pod running, the pod stopped, unprepared.
+type references struct{ initial, prepared, running, stopped, final snapshot }
+
+// phases of a claim's life, in order, and the points each may be killed at.
+var phases = map[string][]string{
+	"prepare":   {"prepare.recorded", "prepare.files.before", "prepare.files.applied", "prepare.vf.before", "vf.setting", "vf.setting#2", "prepare.vf.applied", "prepare.channels.before", "prepare.channels.applied", "prepare.xdp.before", "prepare.xdp.applied", "prepare.vfio.before", "vfio.unbound", "prepare.vfio.applied", "prepare.cdi.before", "prepare.cdi.applied"},
+	"run":       {"attach.recorded", "attach.moved", "attach.moved#2", "attach.addressed", "cni.add.recorded", "cni.add.done"},
+	"stop":      {"detach.moved", "detach.moved#2", "detach.returned", "cni.del.done"},
+	"unprepare": {"unprepare.released", "unprepare.undone"},
+}
+
+// orders are what the kubelet and the runtime may do after a kill in each
+// phase, as steps: "op" runs op in a restarted worker; "op/nosync" runs it
+// without the runtime's Synchronize; "gone" removes the sandbox; "kill:op"
+// kills the restarted worker again at the same point during op. Each order
+// ends with the node as a reference says.
+var orders = map[string]map[string]struct {
+	steps []string
+	want  string // the reference the node ends at
+}{
+	"prepare": {
+		"Prepare retried":                 {[]string{"prepare"}, "prepared"},
+		"Unprepare":                       {[]string{"unprepare"}, "final"},
+		"killed again, Prepare retried":   {[]string{"kill:prepare", "prepare"}, "prepared"},
+		"restart, then Prepare and a pod": {[]string{"none", "prepare", "sandbox", "run", "stop", "unprepare"}, "final"},
+	},
+	"run": {
+		"RunPodSandbox retried":             {[]string{"run"}, "running"},
+		"Synchronize, pod running":          {[]string{"none/running"}, "running"},
+		"CreateContainer":                   {[]string{"create/running"}, "running"},
+		"Synchronize, pod gone":             {[]string{"gone", "none"}, "stopped"},
+		"pod gone, Unprepare before sync":   {[]string{"gone", "unprepare/nosync", "none"}, "final"},
+		"killed again, RunPodSandbox again": {[]string{"kill:run", "run"}, "running"},
+	},
+	"stop": {
+		"StopPodSandbox retried":       {[]string{"stop"}, "stopped"},
+		"Synchronize, pod gone":        {[]string{"gone", "none"}, "stopped"},
+		"Unprepare before Synchronize": {[]string{"gone", "unprepare/nosync", "none"}, "final"},
+		"killed again, Stop again":     {[]string{"kill:stop", "stop"}, "stopped"},
+	},
+	"unprepare": {
+		"Unprepare retried":               {[]string{"unprepare"}, "final"},
+		"killed again, Unprepare retried": {[]string{"kill:unprepare", "unprepare"}, "final"},
+	},
+}
+
+// TestFaults kills the daemon at every fault point of a claim's life and
+// replays every order the kubelet and the runtime can produce after it;
+// the node always ends as an uninterrupted run leaves it.
+func TestFaults(t *testing.T) {
+	var listed []string
+	for _, pts := range phases {
+		for _, p := range pts {
+			listed = append(listed, strings.Split(p, "#")[0])
+		}
+	}
+	for _, p := range fault.Points {
+		if !slices.Contains(listed, p) {
+			t.Errorf("fault point %s is in no phase of the suite", p)
+		}
+	}
+	refs := referenceRun(t)
+	var mu sync.Mutex
+	var report []string
+	for _, phase := range []string{"prepare", "run", "stop", "unprepare"} {
+		for _, point := range phases[phase] {
+			for name, order := range orders[phase] {
+				t.Run(point+"/"+name, func(t *testing.T) {
+					r := newRig(t)
+					r.reach(t, phase)
+					killed, err := r.do(t, phaseOp(phase), true, phase == "stop" || phase == "run", point)
+					if err != nil || !killed {
+						t.Fatalf("%s was not killed at %s: %v", phase, point, err)
+					}
+					for _, s := range order.steps {
+						r.replay(t, s, point)
+					}
+					if d := r.snapshot(t).diff(refs.pick(order.want)); d != "" {
+						t.Fatalf("killed at %s in %s, then %v: the node is not as an uninterrupted run leaves it (%s):\n%s", point, phase, order.steps, order.want, d)
+					}
+					mu.Lock()
+					report = append(report, fmt.Sprintf("%-26s %-9s %s", point, phase, name))
+					mu.Unlock()
+				})
+			}
+		}
+	}
+	sort.Strings(report)
+	t.Logf("killed at %d points, replayed %d orders:\n%s", len(fault.Points), len(report), strings.Join(report, "\n"))
+}
+
+func phaseOp(phase string) string { return phase }
+
+// reach brings a fresh rig to the start of phase, uninterrupted.
+func (r *rig) reach(t *testing.T, phase string) {
+	t.Helper()
+	steps := map[string][]string{"prepare": nil, "run": {"prepare", "sandbox"}, "stop": {"prepare", "sandbox", "run"},
+		"unprepare": {"prepare", "sandbox", "run", "stop", "gone"}}[phase]
+	for _, s := range steps {
+		r.replay(t, s, "")
+	}
+}
+
+// replay does one step of an order (see orders).
+func (r *rig) replay(t *testing.T, s, point string) {
+	t.Helper()
+	switch {
+	case s == "sandbox":
+		r.sandbox(t)
+	case s == "gone":
+		if r.Pod.NetNS != "" {
+			r.sandboxGone(t)
+		}
+	case strings.HasPrefix(s, "kill:"):
+		op := strings.TrimPrefix(s, "kill:")
+		if _, err := r.do(t, op, true, r.Pod.NetNS != "" && op != "unprepare", point); err != nil {
+			t.Fatalf("%s (killed again at %s): %v", op, point, err)
+		}
+	default:
+		op, mode, _ := strings.Cut(s, "/")
+		running := r.Pod.NetNS != "" && (mode == "running" || op == "run" || op == "stop" || op == "create")
+		r.must(t, op, mode != "nosync", running)
+	}
+}
+
+// referenceRun runs a claim's life uninterrupted and records the node at
+// each phase.
+func referenceRun(t *testing.T) references {
+	t.Helper()
+	r := newRig(t)
+	var refs references
+	refs.initial = r.snapshot(t)
+	r.must(t, "prepare", true, false)
+	refs.prepared = r.snapshot(t)
+	r.sandbox(t)
+	r.must(t, "run", true, true)
+	refs.running = r.snapshot(t)
+	if refs.running["pod link net1"] == "" || refs.running["pod link xsk0"] == "" || refs.running["pod link net2"] == "" {
+		t.Fatalf("the pod lacks its interfaces: %v", refs.running)
+	}
+	r.must(t, "stop", true, true)
+	refs.stopped = r.snapshot(t)
+	r.sandboxGone(t)
+	r.must(t, "unprepare", true, false)
+	refs.final = r.snapshot(t)
+	if d := refs.final.diff(refs.initial); d != "" {
+		t.Fatalf("an uninterrupted life does not leave the node as it found it:\n%s", d)
+	}
+	if d := refs.stopped.diff(refs.prepared); d != "" {
+		t.Fatalf("a stopped pod does not leave the node as Prepare left it:\n%s", d)
+	}
+	return refs
+}
+
+func (refs references) pick(name string) snapshot {
+	return map[string]snapshot{"initial": refs.initial, "prepared": refs.prepared, "running": refs.running,
+		"stopped": refs.stopped, "final": refs.final}[name]
+}
