@@ -40,7 +40,7 @@ generated: ## regenerate, and fail if anything generated differs from what is co
 .PHONY: lint
 lint: ## go vet, gofmt and golangci-lint
 	$(DEPS) lint
-	$(GO) vet -tags privileged,benche2e ./...
+	$(GO) vet -tags privileged,benche2e,sriov ./...
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
 		if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(DEPS_ENV); "$$FASTPATH_GOLANGCI_LINT" run ./...
@@ -85,8 +85,19 @@ bench-smoke: ## every benchmark once, so none can rot
 	$(DEPS) testbed
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./bench/...
 
+# Packages whose sriov-tagged tests (TestSRIOV*, BenchmarkSRIOV*) run in the
+# SR-IOV VM, one a line.
+SRIOV_PKGS += ./devices
+SRIOV_PKGS += ./dataplane
+SRIOV_PKGS += ./bench
+
+.PHONY: e2e-sriov
+e2e-sriov: ## real SR-IOV VFs: boot the igb VM (QEMU) once and run the sriov-tagged tests in it (root)
+	$(DEPS) vm
+	set -a && $(DEPS_ENV) && set +a && $(GO) run ./test/vm/cmd/fastpath-vm test $(SRIOV_PKGS)
+
 .PHONY: test
-test: deps generated lint privileged fuzz e2e bench-smoke ## what CI runs: deps, regenerated code unchanged, lint, unit + privileged tests, fuzzing, e2e, benchmarks once
+test: deps generated lint privileged fuzz e2e bench-smoke e2e-sriov ## what CI runs: deps, regenerated code unchanged, lint, unit + privileged tests, fuzzing, e2e, benchmarks once, real SR-IOV in a VM
 
 .PHONY: cluster-up
 cluster-up: ## start the test bed and print its KUBECONFIG (root)

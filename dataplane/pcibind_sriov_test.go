@@ -57,7 +57,7 @@ func openVFIODevice(t *testing.T, group string, addr string) int {
 	if err != nil {
 		t.Fatalf("open /dev/vfio/vfio: %v", err)
 	}
-	defer unix.Close(container)
+	defer func() { _ = unix.Close(container) }()
 	if v, err := ioctlValue(container, vfioGetAPIVersion, 0); err != nil || v != vfioAPIVersion {
 		t.Fatalf("VFIO API version %d, %v", v, err)
 	}
@@ -68,7 +68,7 @@ func openVFIODevice(t *testing.T, group string, addr string) int {
 	if err != nil {
 		t.Fatalf("open /dev/vfio/%s: %v", group, err)
 	}
-	defer unix.Close(g)
+	defer func() { _ = unix.Close(g) }()
 	status := struct{ argsz, flags uint32 }{argsz: 8}
 	if _, err := ioctl(g, vfioGroupGetStatus, unsafe.Pointer(&status)); err != nil {
 		t.Fatalf("VFIO_GROUP_GET_STATUS: %v", err)
@@ -91,7 +91,7 @@ func openVFIODevice(t *testing.T, group string, addr string) int {
 	if err != nil {
 		t.Fatalf("VFIO_GROUP_GET_DEVICE_FD %s: %v", addr, err)
 	}
-	defer unix.Close(int(dev))
+	defer func() { _ = unix.Close(int(dev)) }()
 	info := struct{ argsz, flags, regions, irqs uint32 }{argsz: 16}
 	if _, err := ioctl(int(dev), vfioDeviceGetInfo, unsafe.Pointer(&info)); err != nil {
 		t.Fatalf("VFIO_DEVICE_GET_INFO: %v", err)

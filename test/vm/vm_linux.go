@@ -241,7 +241,7 @@ func Running(o Options) (*VM, error) {
 	}
 	v := &VM{dir: d, pid: pid, exited: make(chan struct{})}
 	go func() {
-		defer unix.Close(fd)
+		defer func() { _ = unix.Close(fd) }()
 		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 		for {
 			if _, err := unix.Poll(fds, -1); err == nil || !errors.Is(err, unix.EINTR) {
@@ -349,7 +349,7 @@ func (v *VM) waitFile(ctx context.Context, path string, timeout time.Duration) (
 	if err != nil {
 		return nil, err
 	}
-	defer w.Close()
+	defer func() { _ = w.Close() }()
 	if err := w.Add(filepath.Dir(path)); err != nil {
 		return nil, err
 	}
@@ -441,11 +441,11 @@ func (v *VM) Run(ctx context.Context, c Command, out io.Writer) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer w.Close()
+	defer func() { _ = w.Close() }()
 	if err := w.Add(q); err != nil {
 		return 0, err
 	}
-	req, err := json.Marshal(request{Args: c.Args, Dir: c.Dir, Env: c.Env})
+	req, err := json.Marshal(request(c))
 	if err != nil {
 		return 0, err
 	}

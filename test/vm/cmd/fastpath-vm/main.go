@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -150,6 +151,7 @@ func test(ctx context.Context, args []string) (int, error) {
 	runRE := fs.String("run", "^TestSRIOV", "the tests to run (go test -run)")
 	benchRE := fs.String("bench", "^BenchmarkSRIOV", "the benchmarks to run (go test -bench)")
 	benchtime := fs.String("benchtime", "20x", "go test -benchtime")
+	count := fs.Int("count", 1, "go test -count")
 	timeout := fs.Duration("timeout", 10*time.Minute, "per test binary (go test -timeout)")
 	if err := fs.Parse(args); err != nil {
 		return 2, err
@@ -194,7 +196,7 @@ func test(ctx context.Context, args []string) (int, error) {
 	}
 	defer func() { _, _ = shutdown() }()
 
-	testArgs := []string{"-test.v", "-test.count=1", "-test.run", *runRE, "-test.bench", *benchRE,
+	testArgs := []string{"-test.v", "-test.count=" + strconv.Itoa(*count), "-test.run", *runRE, "-test.bench", *benchRE,
 		"-test.benchtime", *benchtime, "-test.timeout", timeout.String()}
 	var results []vm.Result
 	for _, s := range suites {
