@@ -129,19 +129,41 @@ func BenchmarkFloor(b *testing.B) {
 // of host into the namespace ns and back.
 func benchFloor(b *testing.B, half string, ns netns.NsHandle, host netlink.Link) {
 	b.Helper()
+	in, out := floorRoundTrip(b, ns, host)
+	b.ReportAllocs()
+	for b.Loop() {
+		if half == "attach" {
+			in()
+			b.StopTimer()
+			out()
+			b.StartTimer()
+		} else {
+			b.StopTimer()
+			in()
+			b.StartTimer()
+			out()
+		}
+	}
+}
+
+// floorRoundTrip returns the floor's two halves for host and the
+// namespace ns: in (move, then MTU, MAC, address and up in the
+// namespace) and out (move back, then MTU and MAC as they were).
+func floorRoundTrip(b *testing.B, ns netns.NsHandle, host netlink.Link) (in, out func()) {
+	b.Helper()
 	pod, err := netlink.NewHandleAt(ns)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer pod.Close()
+	b.Cleanup(pod.Close)
 	hostNS, err := netns.Get()
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer hostNS.Close()
+	b.Cleanup(func() { _ = hostNS.Close() })
 	mac, _ := net.ParseMAC("02:00:00:be:0c:01")
 	addr, _ := netlink.ParseAddr("10.90.0.2/24")
-	in := func() {
+	in = func() {
 		l, err := netlink.LinkByName(host.Attrs().Name)
 		if err != nil {
 			b.Fatal(err)
@@ -159,7 +181,7 @@ func benchFloor(b *testing.B, half string, ns netns.NsHandle, host netlink.Link)
 			}
 		}
 	}
-	out := func() {
+	out = func() {
 		pl, err := pod.LinkByName(host.Attrs().Name)
 		if err != nil {
 			b.Fatal(err)
@@ -177,20 +199,7 @@ func benchFloor(b *testing.B, half string, ns netns.NsHandle, host netlink.Link)
 			}
 		}
 	}
-	b.ReportAllocs()
-	for b.Loop() {
-		if half == "attach" {
-			in()
-			b.StopTimer()
-			out()
-			b.StartTimer()
-		} else {
-			b.StopTimer()
-			in()
-			b.StartTimer()
-			out()
-		}
-	}
+	return in, out
 }
 
 // BenchmarkAttachScale attaches a device to each of N pods (N = 1, 16, 64),
