@@ -18,14 +18,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// guestPath is the agent's PATH, and so the commands'.
+// guestPath is the guest program's PATH, and so the commands'.
 const guestPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-// Guest is the VM's agent. Stage 1 starts it (as `<agent> guest`) once the
-// host's root is mounted. It readies the guest (run-time mounts, the
-// kernel's modules, device drivers loaded as udev would load them, loopback
-// up), tells the host it is ready, and runs the commands the host queues
-// until the host asks for the VM to power off; then it powers the VM off.
+// Guest is the guest program, the VM's own side: stage 1 starts it (as
+// `<program> guest`) once the host's root is mounted. It readies the guest
+// (run-time mounts, the kernel's modules, device drivers loaded as udev
+// would load them, loopback up), tells the host it is ready, and runs the
+// commands the host queues until the host asks for the VM to power off;
+// then it powers the VM off.
 func Guest(ctx context.Context) error {
 	cmdline, err := os.ReadFile("/proc/cmdline")
 	if err != nil {
@@ -111,7 +112,7 @@ func Guest(ctx context.Context) error {
 
 // step logs a step on the console, where the host finds the last one when a
 // boot fails.
-func step(s string) { fmt.Printf("fastpath-vm: step: agent: %s (%s)\n", s, uptime()) }
+func step(s string) { fmt.Printf("fastpath-vm: step: guest: %s (%s)\n", s, uptime()) }
 
 func uptime() string {
 	raw, _ := os.ReadFile("/proc/uptime")

@@ -12,7 +12,7 @@ import (
 const processName = "fastpath-vm"
 
 // wakePort is the name of the virtio-serial port the host wakes the
-// guest's agent through.
+// guest program through.
 const wakePort = "fastpath.wake"
 
 // The igb PF's MAC address; its VFs get theirs from the PF.
@@ -66,7 +66,7 @@ func pickAccel(want string) (accel, error) {
 // qemuArgs is the VM's QEMU command line. The guest has no network
 // backend: the igb NIC sits alone on a QEMU hub, so nothing it sends leaves
 // the VM, and -nodefaults keeps QEMU from adding a NIC of its own.
-func qemuArgs(img Image, o Options, d runDir, a accel, agent string) []string {
+func qemuArgs(img Image, o Options, d runDir, a accel, guest string) []string {
 	args := []string{"-name", "fastpath-vm,process=" + processName, "-nodefaults", "-no-user-config", "-no-reboot",
 		"-display", "none", "-serial", "file:" + d.console()}
 	args = append(args, a.args...)
@@ -75,8 +75,8 @@ func qemuArgs(img Image, o Options, d runDir, a accel, agent string) []string {
 		"-kernel", img.Kernel, "-initrd", img.Initramfs,
 		// no_timer_check: under TCG on a busy host the kernel's check of the
 		// timer interrupt can fail and panic the boot.
-		"-append", fmt.Sprintf("console=ttyS0 intel_iommu=on iommu=pt no_timer_check panic=-1 loglevel=4 fastpath.agent=%s fastpath.share=%s fastpath.modules=%s",
-			agent, d.share(), img.Modules),
+		"-append", fmt.Sprintf("console=ttyS0 intel_iommu=on iommu=pt no_timer_check panic=-1 loglevel=4 fastpath.guest=%s fastpath.share=%s fastpath.modules=%s",
+			guest, d.share(), img.Modules),
 		// The host's root, read-only, and the share, read-write.
 		"-fsdev", "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap",
 		"-device", "virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot",

@@ -11,11 +11,11 @@ func TestQEMUArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := strings.Join(qemuArgs(img, Options{Memory: "2G", CPUs: 2}, runDir("/c/run"), a, "/c/agent"), " ")
+	args := strings.Join(qemuArgs(img, Options{Memory: "2G", CPUs: 2}, runDir("/c/run"), a, "/c/guest"), " ")
 	for _, want := range []string{
 		"-name fastpath-vm,process=fastpath-vm", "-nodefaults", "-no-reboot", "-accel tcg",
 		"-device intel-iommu,intremap=on,caching-mode=on", "-device igb,bus=rp0,netdev=hub0port0",
-		"path=/,security_model=none,readonly=on", "fastpath.agent=/c/agent", "fastpath.share=/c/run/share",
+		"path=/,security_model=none,readonly=on", "fastpath.guest=/c/guest", "fastpath.share=/c/run/share",
 		"-serial file:/c/run/console.log", "-chardev pipe,id=wake,path=/c/run/wake",
 	} {
 		if !strings.Contains(args, want) {

@@ -22,7 +22,7 @@ func (d runDir) qemuLog() string  { return filepath.Join(string(d), "qemu.log") 
 func (d runDir) wake() string  { return filepath.Join(string(d), "wake") }
 func (d runDir) share() string { return filepath.Join(string(d), "share") }
 
-// ready is written by the guest's agent once it serves commands.
+// ready is written by the guest program once it serves commands.
 func (d runDir) ready() string { return filepath.Join(d.share(), "ready") }
 
 // queue holds the commands, their output and exit codes, and the poweroff
@@ -48,7 +48,7 @@ func tail(path string, n int) []string {
 	return lines
 }
 
-// lastStep is the last step stage 1 or the agent logged on the console,
+// lastStep is the last step stage 1 or the guest program logged on the console,
 // or its failure.
 func lastStep(console string) string {
 	step := "the kernel starting (nothing from the initramfs on the console yet)"

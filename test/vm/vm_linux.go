@@ -38,12 +38,12 @@ type Options struct {
 	CPUs   int
 	// Accel is kvm, tcg or auto (the default, or $FASTPATH_VM_ACCEL).
 	Accel string
-	// BootTimeout bounds the boot, from QEMU's start to the agent serving.
-	// Default 3m (TCG on a busy machine).
+	// BootTimeout bounds the boot, from QEMU's start to the guest program
+	// serving. Default 3m (TCG on a busy machine).
 	BootTimeout time.Duration
-	// Agent is the program the guest runs as its agent, with the argument
+	// GuestProgram is the program the guest runs, with the argument
 	// "guest" (see Guest). Default: the running program.
-	Agent string
+	GuestProgram string
 	// Detach lets QEMU outlive this process, for a VM booted now and used
 	// by later commands. Otherwise QEMU is killed when this process ends,
 	// however it ends.
@@ -114,9 +114,10 @@ type VM struct {
 	exitErr error
 	// Accel says how the guest's CPUs run, and why.
 	Accel string
-	// Booted is how long QEMU took from its start to the agent serving.
+	// Booted is how long QEMU took from its start to the guest program
+	// serving.
 	Booted time.Duration
-	// Ready is what the agent reported: guest uptime and kernel release.
+	// Ready is what the guest program reported: guest uptime and kernel release.
 	Ready string
 }
 
@@ -126,9 +127,10 @@ func (v *VM) PID() int { return v.pid }
 // Console is the path of the guest's console log.
 func (v *VM) Console() string { return v.dir.console() }
 
-// Boot starts a VM from img and waits until its agent serves commands. It
-// is refused while a VM runs. If the boot fails, QEMU is stopped and the
-// error says which step failed, with the console's last lines.
+// Boot starts a VM from img and waits until its guest program serves
+// commands. It is refused while a VM runs. If the boot fails, QEMU is
+// stopped and the error says which step failed, with the console's last
+// lines.
 func Boot(ctx context.Context, img Image, o Options) (_ *VM, err error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
@@ -145,7 +147,7 @@ func Boot(ctx context.Context, img Image, o Options) (_ *VM, err error) {
 	if pid, ok := running(d); ok {
 		return nil, fmt.Errorf("%w (qemu pid %d, console %s): stop it first (fastpath-vm down)", ErrRunning, pid, d.console())
 	}
-	agent, err := installAgent(o)
+	guest, err := installGuestProgram(o)
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +163,7 @@ func Boot(ctx context.Context, img Image, o Options) (_ *VM, err error) {
 		return nil, err
 	}
 	defer qlog.Close()
-	cmd := exec.Command("qemu-system-x86_64", qemuArgs(img, o, d, a, agent)...)
+	cmd := exec.Command("qemu-system-x86_64", qemuArgs(img, o, d, a, guest)...)
 	cmd.Stdout, cmd.Stderr = qlog, qlog
 	if o.Detach {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -295,24 +297,24 @@ func lock(d runDir) (func(), error) {
 	return func() { _ = f.Close() }, nil
 }
 
-// installAgent copies the agent program into the cache under a name made
-// of its content: the guest runs it from there, and a rebuild of the
+// installGuestProgram copies the guest program into the cache under a name
+// made of its content: the guest runs it from there, and a rebuild of the
 // program while a VM runs does not pull it from under the guest.
-func installAgent(o Options) (string, error) {
-	src := o.Agent
+func installGuestProgram(o Options) (string, error) {
+	src := o.GuestProgram
 	if src == "" {
 		exe, err := os.Executable()
 		if err != nil {
-			return "", fmt.Errorf("find the agent program: %w", err)
+			return "", fmt.Errorf("find the guest program: %w", err)
 		}
 		src = exe
 	}
 	data, err := os.ReadFile(src)
 	if err != nil {
-		return "", fmt.Errorf("read the agent program: %w", err)
+		return "", fmt.Errorf("read the guest program: %w", err)
 	}
 	sum := sha256.Sum256(data)
-	dst := filepath.Join(o.dir(), "agent", "fastpath-vm-"+hex.EncodeToString(sum[:])[:12])
+	dst := filepath.Join(o.dir(), "guest", "fastpath-vm-"+hex.EncodeToString(sum[:])[:12])
 	if _, err := os.Stat(dst); err == nil {
 		return dst, nil
 	}
@@ -392,7 +394,7 @@ func (v *VM) alive() bool {
 	}
 }
 
-// wake nudges the guest's agent to look at the queue.
+// wake nudges the guest program to look at the queue.
 func (v *VM) wake() {
 	// QEMU holds the FIFO open for reading, so this open does not block;
 	// a full FIFO already holds a wake-up.
@@ -410,11 +412,11 @@ type Command struct {
 	// Dir is the working directory in the guest (the host's directories are
 	// there at the same paths). Default /.
 	Dir string
-	// Env is added to the agent's environment (PATH, HOME).
+	// Env is added to the guest program's environment (PATH, HOME).
 	Env []string
 }
 
-// request is how a command travels to the agent: <id>.req in the queue.
+// request is how a command travels to the guest program: <id>.req in the queue.
 type request struct {
 	Args []string `json:"args"`
 	Dir  string   `json:"dir"`
@@ -504,7 +506,7 @@ func (v *VM) Run(ctx context.Context, c Command, out io.Writer) (int, error) {
 			_ = copyOut()
 			return 0, fmt.Errorf("the VM stopped while running %q (%w); console %s", c.Args, v.exitReason(), v.dir.console())
 		case <-done:
-			// Ask the agent to kill it, and give it a moment.
+			// Ask the guest program to kill it, and give it a moment.
 			done = nil
 			_ = os.WriteFile(base+".cancel", nil, 0o644)
 			v.wake()

@@ -12,5 +12,5 @@
 // FASTPATH_CACHE, FASTPATH_VM_KERNEL and FASTPATH_VM_BUSYBOX (printed by
 // `test/deps.sh env`) say where the builds are; FASTPATH_VM_ACCEL=kvm|tcg
 // overrides the choice of accelerator. Inside the VM, `fastpath-vm guest`
-// is the agent that runs the commands.
+// is the guest program that runs the commands.
 package main
