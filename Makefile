@@ -40,7 +40,12 @@ generated: ## regenerate, and fail if anything generated differs from what is co
 .PHONY: lint
 lint: ## go vet, gofmt and golangci-lint
 	$(DEPS) lint
-	$(GO) vet -tags privileged,benche2e,sriov ./...
+	$(GO) vet -tags privileged,e2e,benche2e,sriov ./...
+	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod or go.sum are not tidy: run go mod tidy" >&2; $(GO) mod tidy -diff; exit 1; }
+	@bad=$$($(GO) list -deps ./dataplane/... | grep '^github.com/fastpath-dra/fastpath/dra'); \
+		if [ -n "$$bad" ]; then echo "dataplane must not import package dra:" $$bad >&2; exit 1; fi
+	@bad=$$($(GO) list -deps ./dra/api/... | grep -E 'kubeletplugin|vishvananda/netlink|cilium/ebpf|containerd/nri'); \
+		if [ -n "$$bad" ]; then echo "the config API must not import:" $$bad >&2; exit 1; fi
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
 		if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(DEPS_ENV); "$$FASTPATH_GOLANGCI_LINT" run ./...
@@ -63,7 +68,7 @@ fuzz: ## run every fuzz target for FUZZTIME (default 10s) each
 .PHONY: e2e
 e2e: ## end-to-end tests on a real single-node Kubernetes (root; uses a running bed or starts its own)
 	$(DEPS) testbed
-	$(GO) test -race -count=1 -timeout $(E2E_TIMEOUT) -v ./test/e2e/...
+	$(GO) test -race -count=1 -timeout $(E2E_TIMEOUT) -tags e2e -v ./test/e2e/...
 
 .PHONY: bench
 BENCH_COUNT ?= 5
@@ -78,7 +83,7 @@ bench: ## benchmarks with medians and ratios; rewrites the summary in bench/RESU
 .PHONY: bench-e2e
 bench-e2e: ## pod start-up with and without a claim on the real node, and the daemon's RSS (root)
 	$(DEPS) testbed
-	$(GO) test -count=1 -timeout 30m -tags benche2e -run TestPodStartup -v ./test/e2e/
+	$(GO) test -count=1 -timeout 30m -tags e2e,benche2e -run TestPodStartup -v ./test/e2e/
 
 .PHONY: bench-smoke
 bench-smoke: ## every benchmark once, so none can rot

@@ -268,18 +268,5 @@ func scaleNetNS(b *testing.B, i int) string {
 
 func scaleVeth(b *testing.B, i int) netlink.Link {
 	b.Helper()
-	name, peer := fmt.Sprintf("%ss%da", benchPrefix, i), fmt.Sprintf("%ss%db", benchPrefix, i)
-	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: 1500}, PeerName: peer}); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		if l, err := netlink.LinkByName(peer); err == nil {
-			_ = netlink.LinkDel(l)
-		}
-	})
-	l, err := netlink.LinkByName(name)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return l
+	return netnstest.Veth(b, fmt.Sprintf("%ss%da", benchPrefix, i), fmt.Sprintf("%ss%db", benchPrefix, i))
 }

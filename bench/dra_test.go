@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"encoding/json"
 	"net"
 	"testing"
 
@@ -15,6 +16,8 @@ import (
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/devices"
 	"github.com/fastpath-dra/fastpath/dra"
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
+	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/test/sysfsfixture"
 )
 
@@ -69,7 +72,19 @@ func (nopPF) SetLinkState(string, int, string) error      { return nil }
 func BenchmarkPrepare(b *testing.B) {
 	inv := generatedInventory(b, 8)
 	dir := b.TempDir()
-	d, err := dra.New(dra.Options{NodeName: "node-a", PluginDir: dir + "/plugin", StateDir: dir + "/state", CDIDir: dir + "/cdi", PF: nopPF{}})
+	store, err := claims.Open(dir+"/state/checkpoint.json", claims.Legacy{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	d, err := dra.New(dra.Options{NodeName: "node-a", PluginDir: dir + "/plugin", StateDir: dir + "/state", CDIDir: dir + "/cdi", PF: nopPF{}, Store: store})
+	if err != nil {
+		b.Fatal(err)
+	}
+	params, err := json.Marshal(v1alpha1.InterfaceConfig{
+		Interface: &v1alpha1.InterfaceSpec{Name: "net1", MTU: 1500, MAC: "02:00:00:00:00:01", Addresses: []string{"10.10.1.2/24", "fd00::2/64"},
+			Routes: []v1alpha1.Route{{Destination: "10.20.0.0/16", Gateway: "10.10.1.1"}}},
+		VF: &v1alpha1.VFConfig{VLAN: new(100), SpoofChk: new(true)},
+	})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -86,20 +101,18 @@ func BenchmarkPrepare(b *testing.B) {
 				Config: []resourceapi.DeviceAllocationConfiguration{{
 					Source: resourceapi.AllocationConfigSourceClaim,
 					DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
-						Driver: devices.DriverName, Parameters: runtime.RawExtension{Raw: []byte(`{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig",
-							"interface": {"name": "net1", "mtu": 1500, "mac": "02:00:00:00:00:01", "addresses": ["10.10.1.2/24", "fd00::2/64"],
-							"routes": [{"destination": "10.20.0.0/16", "gateway": "10.10.1.1"}]}, "vf": {"vlan": 100, "spoofChk": true}}`)},
+						Driver: devices.DriverName, Parameters: runtime.RawExtension{Raw: params},
 					}},
 				}},
 			}},
 		},
 	}
 	ctx := klog.NewContext(b.Context(), logr.Discard())
-	claims := []*resourceapi.ResourceClaim{claim}
+	prepared := []*resourceapi.ResourceClaim{claim}
 	refs := []kubeletplugin.NamespacedObject{{NamespacedName: types.NamespacedName{Namespace: "default", Name: "bench"}, UID: claim.UID}}
 	b.ReportAllocs()
 	for b.Loop() {
-		res, err := d.PrepareResourceClaims(ctx, claims)
+		res, err := d.PrepareResourceClaims(ctx, prepared)
 		if err != nil || res[claim.UID].Err != nil || len(res[claim.UID].Devices) != 1 {
 			b.Fatalf("prepare: %v %+v", err, res)
 		}

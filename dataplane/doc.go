@@ -1,5 +1,6 @@
-// Package dataplane puts prepared devices into pods and takes them back: the
-// NRI plugin hooks, the one-move netns attach and its restore, VF settings
-// through the PF, driver binding and CNI invocation. It never talks to the
-// Kubernetes API server.
+// Package dataplane is mechanism: it moves netdevs into pods' network
+// namespaces and back (one RTM_NEWLINK each way), makes VF settings through
+// the PF, binds PCI functions to vfio-pci and back, sets channels, and runs
+// CNI plugin chains with libcni. It knows nothing of claims and never talks
+// to the Kubernetes API server; package dra decides, records and calls it.
 package dataplane

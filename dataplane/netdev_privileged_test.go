@@ -41,20 +41,8 @@ func newNetNS(t *testing.T) string {
 func newVeth(t *testing.T) (string, netlink.Link) {
 	t.Helper()
 	n := seq.Add(1)
-	name, peer := fmt.Sprintf("%s%da", testPrefix, n), fmt.Sprintf("%s%db", testPrefix, n)
-	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: 1500}, PeerName: peer}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if l, err := netlink.LinkByName(peer); err == nil {
-			_ = netlink.LinkDel(l)
-		}
-	})
-	l, err := netlink.LinkByName(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return name, l
+	name := fmt.Sprintf("%s%da", testPrefix, n)
+	return name, netnstest.Veth(t, name, fmt.Sprintf("%s%db", testPrefix, n))
 }
 
 func podLink(t *testing.T, path, name string) (netlink.Link, *netlink.Handle) {

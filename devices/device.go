@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 )
 
 // Kind says what a device is and so how it can be handed to a pod.
@@ -104,11 +106,11 @@ type XDP struct {
 
 // Memif roles and modes.
 const (
-	MemifRoleMaster   = "master"
-	MemifRoleSlave    = "slave"
-	MemifModeEthernet = "ethernet"
-	MemifModeIP       = "ip"
-	MemifModePunt     = "punt"
+	MemifRoleMaster   = v1alpha1.MemifRoleMaster
+	MemifRoleSlave    = v1alpha1.MemifRoleSlave
+	MemifModeEthernet = v1alpha1.MemifModeEthernet
+	MemifModeIP       = v1alpha1.MemifModeIP
+	MemifModePunt     = v1alpha1.MemifModePunt
 )
 
 // Memif is a memif endpoint.

@@ -401,7 +401,7 @@ func TestMemifConfigErrors(t *testing.T) {
 		"slave no path": {head + "- {name: a, role: slave}\n", "endpoints[0].socketPath"},
 		"bad name":      {head + "- {name: A_1, role: slave, socketPath: /a}\n", "endpoints[0].name"},
 		"duplicate":     {head + "- {name: a, role: slave, socketPath: /a}\n- {name: a, role: slave, socketPath: /b}\n", "endpoints[1].name"},
-		"wrong kind":    {"apiVersion: v1\nkind: ConfigMap\n", "apiVersion/kind"},
+		"wrong kind":    {"apiVersion: v1\nkind: ConfigMap\n", "apiVersion: Invalid value: \"v1/ConfigMap\""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "memif.yaml")

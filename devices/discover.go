@@ -71,7 +71,7 @@ func New(opts Options) (*Discoverer, error) {
 		if d.memif, err = LoadMemifConfig(opts.MemifConfig); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
 		}
-		if err := d.memif.checkDir(opts.MemifConfig, opts.MemifDir); err != nil {
+		if err := checkMemifDir(d.memif, opts.MemifConfig, opts.MemifDir); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
 		}
 	}

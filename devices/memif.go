@@ -2,7 +2,6 @@ package devices
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,100 +9,37 @@ import (
 	"strings"
 	"time"
 
-	sigsjson "sigs.k8s.io/json"
-	"sigs.k8s.io/yaml"
-
 	"github.com/fastpath-dra/fastpath/devices/memif"
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // MemifConfig is the operator's file of static memif endpoints
-// (--memif-config), for endpoints whose socket is not (yet) in --memif-dir.
-//
-//	apiVersion: fastpath.dev/v1alpha1
-//	kind: MemifConfig
-//	endpoints:
-//	- name: fw0              # device memif-fw0
-//	  role: slave            # the role the pod takes: slave connects, master serves
-//	  mode: ethernet         # ethernet | ip | punt
-//	  socketPath: /run/vswitch/fw0.sock  # in --memif-dir
-//
-// A slave endpoint's socketPath is the vswitch's socket the pod connects
-// to. A master endpoint's socketPath is optional: the pod creates its
-// socket in its own directory, and fastpath links socketPath to it so that
-// the vswitch finds it there.
-type MemifConfig struct {
-	APIVersion string          `json:"apiVersion"`
-	Kind       string          `json:"kind"`
-	Endpoints  []MemifEndpoint `json:"endpoints"`
-}
+// (--memif-config); see v1alpha1.MemifConfig.
+type MemifConfig = v1alpha1.MemifConfig
 
-// MemifEndpoint is one statically defined memif endpoint.
-type MemifEndpoint struct {
-	Name       string `json:"name"`
-	Role       string `json:"role"`
-	Mode       string `json:"mode,omitempty"`
-	SocketPath string `json:"socketPath"`
-}
-
-// LoadMemifConfig reads and validates a memif config file. Unknown fields
-// are errors; every error names the file and the field.
+// LoadMemifConfig reads, decodes (strictly: unknown, misspelt and duplicate
+// fields are errors) and checks a memif config file. Every error names the
+// file and the field.
 func LoadMemifConfig(path string) (*MemifConfig, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("memif config: %w", err)
 	}
-	var c MemifConfig
-	if err := decodeYAMLStrict(data, &c); err != nil {
-		return nil, fmt.Errorf("memif config %s: %w", path, err)
+	c, errs := v1alpha1.DecodeMemifConfig(data, field.NewPath("memifConfig"))
+	if len(errs) == 0 {
+		c.Default()
+		errs = c.Validate(field.NewPath("memifConfig"))
 	}
-	if c.APIVersion != "fastpath.dev/v1alpha1" || c.Kind != "MemifConfig" {
-		return nil, fmt.Errorf("memif config %s: apiVersion/kind = %q/%q, want fastpath.dev/v1alpha1/MemifConfig", path, c.APIVersion, c.Kind)
-	}
-	seen := map[string]bool{}
-	for i := range c.Endpoints {
-		e := &c.Endpoints[i]
-		field := fmt.Sprintf("memif config %s: endpoints[%d]", path, i)
-		if e.Mode == "" {
-			e.Mode = MemifModeEthernet
-		}
-		switch {
-		case e.Name == "":
-			return nil, fmt.Errorf("%s.name: required", field)
-		case validName(MemifDeviceName(e.Name)) != nil || MemifDeviceName(e.Name) != "memif-"+e.Name:
-			return nil, fmt.Errorf("%s.name %q: must be lowercase letters, digits and '-'", field, e.Name)
-		case seen[e.Name]:
-			return nil, fmt.Errorf("%s.name %q: defined twice", field, e.Name)
-		case e.Role != MemifRoleMaster && e.Role != MemifRoleSlave:
-			return nil, fmt.Errorf("%s.role %q: want master or slave", field, e.Role)
-		case e.Mode != MemifModeEthernet && e.Mode != MemifModeIP && e.Mode != MemifModePunt:
-			return nil, fmt.Errorf("%s.mode %q: want ethernet, ip or punt", field, e.Mode)
-		case e.SocketPath == "" && e.Role == MemifRoleSlave:
-			return nil, fmt.Errorf("%s.socketPath: required for role slave", field)
-		case e.SocketPath != "" && !filepath.IsAbs(e.SocketPath):
-			return nil, fmt.Errorf("%s.socketPath %q: must be an absolute path", field, e.SocketPath)
-		}
-		seen[e.Name] = true
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("memif config %s: %w", path, errs.ToAggregate())
 	}
 	return &c, nil
 }
 
-// decodeYAMLStrict decodes YAML into v as the API server decodes objects:
-// field names case-sensitive, unknown and duplicate fields errors.
-func decodeYAMLStrict(data []byte, v any) error {
-	js, err := yaml.YAMLToJSONStrict(data)
-	if err != nil {
-		return err
-	}
-	strict, err := sigsjson.UnmarshalStrict(js, v, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
-	if err != nil {
-		return err
-	}
-	return errors.Join(strict...)
-}
-
 // checkDir checks that every socket path of the config is in dir, without
 // following symlinks (Prepare follows them, when the sockets exist).
-func (c *MemifConfig) checkDir(path, dir string) error {
+func checkMemifDir(c *MemifConfig, path, dir string) error {
 	for i, e := range c.Endpoints {
 		if e.SocketPath == "" {
 			continue

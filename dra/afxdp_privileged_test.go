@@ -13,6 +13,8 @@ import (
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/fastpath-dra/fastpath/bpf"
+	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/nri"
 )
 
 // TestKubeletAFXDP: Prepare of an afxdp claim loads xsk-redirect and pins
@@ -67,9 +69,9 @@ func TestKubeletAFXDP(t *testing.T) {
 	if m := dev.ContainerEdits.Mounts[0]; m.HostPath != dir || m.ContainerPath != "/run/fastpath/xdp/xsk" {
 		t.Errorf("first mount = %+v, want the pin directory", m)
 	}
-	nds := d.PodNetdevs(string(good.Status.ReservedFor[0].UID))
-	if len(nds) != 1 || nds[0].Netdev.XDP == nil || nds[0].Netdev.XDP.Dir != dir || nds[0].Netdev.XDP.Mode != bpf.Native {
-		t.Errorf("pod netdevs = %+v, want one with the program to attach", nds)
+	rec, _ := d.store.Get(claims.Key{Driver: claims.DriverFastpath, UID: good.UID})
+	if nd, ok := nri.Netdev(rec.Devices[0]); !ok || nd.XDP == nil || nd.XDP.Dir != dir || nd.XDP.Mode != bpf.Native {
+		t.Errorf("the pod's netdev = %+v, want one with the program to attach", nd)
 	}
 
 	if got := strings.Join(channels.set, " "); got != "ens1f0v0=2" {

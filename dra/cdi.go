@@ -7,11 +7,13 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/fastpath-dra/fastpath/bpf"
-	"github.com/fastpath-dra/fastpath/devices"
 	cdiparser "tags.cncf.io/container-device-interface/pkg/parser"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/fastpath-dra/fastpath/bpf"
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
+	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/status"
 )
 
 // CDI names: devices are fastpath.dev/net=<claim UID>-<request>.
@@ -20,28 +22,16 @@ const (
 	cdiClass   = "net"
 	cdiKind    = cdiVendor + "/" + cdiClass
 	cdiVersion = "0.6.0"
-
-	// DeviceInfoDir is where containers find the NPWG device-info file of
-	// each request: <DeviceInfoDir>/<request>-device.json.
-	DeviceInfoDir = "/var/run/k8s.cni.cncf.io/devinfo/dra"
 )
-
-// XDPDir is where containers find an afxdp device's pinned maps:
-// <XDPDir>/<request>/xsks (the XSKMAP) and stats.
-const XDPDir = "/run/fastpath/xdp"
-
-func xdpContainerDir(request string) string {
-	return filepath.Join(XDPDir, strings.ReplaceAll(request, "/", "_"))
-}
 
 // cdiDeviceName is the CDI device name of a request of a claim. Subrequest
 // names (req/sub) become req_sub.
 func cdiDeviceName(claim types.UID, request string) string {
-	return string(claim) + "-" + strings.ReplaceAll(request, "/", "_")
+	return string(claim) + "-" + status.RequestFileName(request)
 }
 
 // envName turns a request name into an environment variable suffix:
-// upper case, '-' and '/' as '_'.
+// upper case, '-', '.' and '/' as '_'.
 func envName(request string) string {
 	return strings.ToUpper(strings.NewReplacer("-", "_", "/", "_", ".", "_").Replace(request))
 }
@@ -53,38 +43,37 @@ func cdiSpecPath(dir string, claim types.UID) string {
 
 // cdiSpec builds the CDI spec of a claim: per device, env naming the device,
 // its interface in the pod and its PCI address (as the SR-IOV device plugin
-// does), and the device-info file.
-func cdiSpec(claim types.UID, devs []PreparedDevice) (*cdispec.Spec, error) {
+// does), the device-info file, and the device's own mounts and nodes.
+func cdiSpec(c *claims.Claim) (*cdispec.Spec, error) {
 	spec := &cdispec.Spec{Version: cdiVersion, Kind: cdiKind}
-	for _, d := range devs {
-		name := cdiDeviceName(claim, d.Request)
+	for _, d := range c.Devices {
+		name := cdiDeviceName(c.UID, d.Request)
 		if err := cdiparser.ValidateDeviceName(name); err != nil {
 			return nil, fmt.Errorf("CDI device name %q: %w", name, err)
 		}
+		req := envName(d.Request)
 		// Every device gets at least its name: CDI refuses a device without
 		// edits, and the container learns which device it got.
-		edits := cdispec.ContainerEdits{Env: []string{"FASTPATH_DEVICE_" + envName(d.Request) + "=" + d.Device}}
-		if d.Config.Interface != nil {
-			edits.Env = append(edits.Env, "FASTPATH_INTERFACE_"+envName(d.Request)+"="+d.Config.Interface.Name)
+		edits := cdispec.ContainerEdits{Env: []string{"FASTPATH_DEVICE_" + req + "=" + d.Device}}
+		if d.Pod != nil {
+			edits.Env = append(edits.Env, "FASTPATH_INTERFACE_"+req+"="+d.Pod.Name)
 		}
 		if d.PCIAddress != "" {
-			edits.Env = append(edits.Env, "PCIDEVICE_FASTPATH_DEV_"+envName(d.Request)+"="+d.PCIAddress)
+			edits.Env = append(edits.Env, "PCIDEVICE_FASTPATH_DEV_"+req+"="+d.PCIAddress)
 		}
-		if d.MemifDir != "" {
-			dir := memifContainerDir(d.Request)
-			edits.Mounts = append(edits.Mounts, &cdispec.Mount{HostPath: d.MemifDir, ContainerPath: dir, Options: []string{"rw", "bind"}})
-			if d.MemifRole == devices.MemifRoleSlave {
+		if m := d.Memif; m != nil {
+			edits.Mounts = append(edits.Mounts, &cdispec.Mount{HostPath: m.Dir, ContainerPath: status.MemifContainerDir(d.Request), Options: []string{"rw", "bind"}})
+			if m.Role == v1alpha1.MemifRoleSlave {
 				edits.Mounts = append(edits.Mounts, &cdispec.Mount{
-					HostPath: d.MemifSocket, ContainerPath: memifContainerSocket(d.Request), Options: []string{"rw", "bind"},
+					HostPath: m.Socket, ContainerPath: status.MemifContainerSocket(d.Request), Options: []string{"rw", "bind"},
 				})
 			}
-			edits.Env = append(edits.Env, "MEMIF_SOCKET_"+envName(d.Request)+"="+memifContainerSocket(d.Request))
+			edits.Env = append(edits.Env, "MEMIF_SOCKET_"+req+"="+status.MemifContainerSocket(d.Request))
 		}
-		if d.XDPDir != "" && d.Config.XDP != nil {
-			x, req := d.Config.XDP, envName(d.Request)
-			dir := xdpContainerDir(d.Request)
-			edits.Mounts = append(edits.Mounts, &cdispec.Mount{HostPath: d.XDPDir, ContainerPath: dir, Options: []string{"rw", "bind"}})
-			if x.Program == bpf.XSKRedirect {
+		if x := d.XDP; x != nil {
+			dir := status.XDPContainerDir(d.Request)
+			edits.Mounts = append(edits.Mounts, &cdispec.Mount{HostPath: x.PinDir, ContainerPath: dir, Options: []string{"rw", "bind"}})
+			if x.Program == v1alpha1.XDPProgramXSKRedirect {
 				edits.Env = append(edits.Env, "FASTPATH_XSKMAP_"+req+"="+filepath.Join(dir, bpf.PinXSKMap))
 			}
 			edits.Env = append(edits.Env,
@@ -93,25 +82,34 @@ func cdiSpec(claim types.UID, devs []PreparedDevice) (*cdispec.Spec, error) {
 				fmt.Sprintf("FASTPATH_XDP_QUEUES_%s=0-%d", req, x.Queues-1),
 				"FASTPATH_XDP_ZEROCOPY_"+req+"="+x.ZeroCopy)
 		}
-		for _, n := range d.DeviceNodes {
-			edits.DeviceNodes = append(edits.DeviceNodes, &cdispec.DeviceNode{Path: n.Path, HostPath: n.HostPath, Permissions: "rw"})
+		if v := d.VFIO; v != nil {
+			for _, n := range v.DeviceNodes {
+				edits.DeviceNodes = append(edits.DeviceNodes, &cdispec.DeviceNode{Path: n.Path, HostPath: n.HostPath, Permissions: "rw"})
+			}
 		}
 		if d.DeviceInfoFile != "" {
-			target := filepath.Join(DeviceInfoDir, strings.ReplaceAll(d.Request, "/", "_")+"-device.json")
-			edits.Mounts = append(edits.Mounts, &cdispec.Mount{
-				HostPath: d.DeviceInfoFile, ContainerPath: target, Options: []string{"ro", "bind"},
-			})
-			edits.Env = append(edits.Env, "FASTPATH_DEVICE_INFO_"+envName(d.Request)+"="+target)
+			target := status.DeviceInfoPath(d.Request)
+			edits.Mounts = append(edits.Mounts, &cdispec.Mount{HostPath: d.DeviceInfoFile, ContainerPath: target, Options: []string{"ro", "bind"}})
+			edits.Env = append(edits.Env, "FASTPATH_DEVICE_INFO_"+req+"="+target)
 		}
 		spec.Devices = append(spec.Devices, cdispec.Device{Name: name, ContainerEdits: edits})
 	}
 	return spec, nil
 }
 
-func writeCDISpec(path string, spec *cdispec.Spec) error {
+// writeCDISpec writes the claim's CDI spec (again, when a retried Prepare
+// or a reboot calls for it).
+func writeCDISpec(c *claims.Claim) error {
+	spec, err := cdiSpec(c)
+	if err != nil {
+		return err
+	}
 	data, err := json.MarshalIndent(spec, "", "  ")
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(path, data, 0o644)
+	if err := claims.WriteFileAtomic(c.CDISpec, data, 0o644); err != nil {
+		return fmt.Errorf("write CDI spec: %w", err)
+	}
+	return nil
 }

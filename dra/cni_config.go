@@ -3,7 +3,6 @@ package dra
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -15,79 +14,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes"
-	sigsjson "sigs.k8s.io/json"
-	"sigs.k8s.io/yaml"
+
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
+	"github.com/fastpath-dra/fastpath/dra/claims"
 )
 
-// The CNI DRA driver API: a claim's request of class cni.networking.x-k8s.io
-// carries a CNI configuration that fastpath runs with libcni when the pod's
-// sandbox starts.
+// The CNI DRA driver: a claim's request of class cni.networking.x-k8s.io
+// carries a CNI configuration (v1alpha1.CNIConfig) that fastpath runs with
+// libcni when the pod's sandbox starts.
 const (
-	CNIDriverName = "cni.dra.networking.x-k8s.io"
+	CNIDriverName = claims.DriverCNI
 	CNIClassName  = "cni.networking.x-k8s.io"
-	CNIAPIVersion = "cni.networking.x-k8s.io/v1alpha1"
-	CNIKind       = "CNI"
 )
-
-// CNIConfig is the opaque parameters of a CNI request.
-//
-//	apiVersion: cni.networking.x-k8s.io/v1alpha1
-//	kind: CNI
-//	ifName: net1
-//	cniVersion: 1.0.0
-//	plugins:
-//	- type: macvlan
-//	  config: {mode: bridge, ipam: {type: host-local, ranges: [[{subnet: 10.10.1.0/24}]]}}
-//	  arguments:
-//	  - fieldPath: master
-//	    valueFrom: {attributeRef: name}
-//
-// or, instead of plugins, configName: a config the operator approved (a
-// ConfigMap in the driver's namespace whose key "config" holds cniVersion
-// and plugins in this form).
-type CNIConfig struct {
-	APIVersion string      `json:"apiVersion"`
-	Kind       string      `json:"kind"`
-	IfName     string      `json:"ifName"`
-	CNIVersion string      `json:"cniVersion,omitempty"`
-	Plugins    []CNIPlugin `json:"plugins,omitempty"`
-	ConfigName string      `json:"configName,omitempty"`
-}
-
-// CNIPlugin is one plugin of the chain.
-type CNIPlugin struct {
-	Type string `json:"type"`
-	// Config is the plugin's own configuration, without type.
-	Config map[string]any `json:"config,omitempty"`
-	// Arguments set fields of Config when the claim is prepared.
-	Arguments []CNIArgument `json:"arguments,omitempty"`
-}
-
-// CNIArgument sets the field at FieldPath (dot-separated, into Config) to a
-// constant or to a value found when the claim is prepared.
-type CNIArgument struct {
-	FieldPath string          `json:"fieldPath"`
-	Value     json.RawMessage `json:"value,omitempty"`
-	ValueFrom *CNIValueSource `json:"valueFrom,omitempty"`
-}
-
-// CNIValueSource is where an argument's value comes from: exactly one of an
-// attribute of the allocated device, a field of its ResourceSlice, or a
-// ConfigMap key.
-type CNIValueSource struct {
-	AttributeRef          string              `json:"attributeRef,omitempty"`
-	ResourceSliceFieldRef string              `json:"resourceSliceFieldRef,omitempty"`
-	ConfigMapKeyRef       *CNIConfigMapKeyRef `json:"configMapKeyRef,omitempty"`
-}
-
-// CNIConfigMapKeyRef selects a key of a ConfigMap in the claim's namespace
-// (or Namespace); the key may itself come from an attribute or slice field.
-type CNIConfigMapKeyRef struct {
-	Name      string          `json:"name"`
-	Namespace string          `json:"namespace,omitempty"`
-	Key       string          `json:"key,omitempty"`
-	KeyFrom   *CNIValueSource `json:"keyFrom,omitempty"`
-}
 
 // sliceFields are the ResourceSlice fields an argument may read.
 var sliceFields = []string{"spec.nodeName", "spec.pool.name", "spec.driver"}
@@ -116,18 +54,13 @@ var cniNetworkName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`)
 // the config or the approved config, arguments resolved, cniVersion and
 // name set, every plugin type (and IPAM type) on the allowlist, and the
 // result parsed by libcni. Errors name the fields.
-func buildConflist(cfg CNIConfig, name string, policy CNIPolicy, c cniContext) ([]byte, field.ErrorList) {
-	var errs field.ErrorList
-	if err := ValidInterfaceName(cfg.IfName); err != nil {
-		errs = append(errs, field.Invalid(field.NewPath("ifName"), cfg.IfName, err.Error()))
+func buildConflist(cfg v1alpha1.CNIConfig, name string, policy CNIPolicy, c cniContext) ([]byte, field.ErrorList) {
+	if errs := cfg.Validate(); len(errs) > 0 {
+		return nil, errs
 	}
+	var errs field.ErrorList
 	plugins, cniVersion := cfg.Plugins, cfg.CNIVersion
-	switch {
-	case len(cfg.Plugins) > 0 && cfg.ConfigName != "":
-		return nil, append(errs, field.Invalid(field.NewPath("configName"), cfg.ConfigName, "give plugins or configName, not both"))
-	case len(cfg.Plugins) == 0 && cfg.ConfigName == "":
-		return nil, append(errs, field.Required(field.NewPath("plugins"), "give plugins or configName"))
-	case cfg.ConfigName != "":
+	if cfg.ConfigName != "" {
 		approved, err := approvedConfig(c, policy.ConfigNamespace, cfg.ConfigName)
 		if err != nil {
 			return nil, append(errs, field.Invalid(field.NewPath("configName"), cfg.ConfigName, err.Error()))
@@ -138,7 +71,7 @@ func buildConflist(cfg CNIConfig, name string, policy CNIPolicy, c cniContext) (
 		}
 	}
 	if cniVersion == "" {
-		cniVersion = "1.0.0"
+		cniVersion = v1alpha1.DefaultCNIVersion
 	}
 	if !cniNetworkName.MatchString(name) {
 		errs = append(errs, field.Invalid(field.NewPath("name"), name, "not a valid CNI network name"))
@@ -157,7 +90,7 @@ func buildConflist(cfg CNIConfig, name string, policy CNIPolicy, c cniContext) (
 		conf["type"] = p.Type
 		for j, a := range p.Arguments {
 			apath := path.Child("arguments").Index(j)
-			v, err := a.resolve(c, apath)
+			v, err := argument(a).resolve(c, apath)
 			if err != nil {
 				errs = append(errs, err)
 				continue
@@ -181,10 +114,10 @@ func buildConflist(cfg CNIConfig, name string, policy CNIPolicy, c cniContext) (
 	}
 	data, err := json.Marshal(list)
 	if err != nil {
-		return nil, field.ErrorList{invalid(field.NewPath("plugins"), err.Error())}
+		return nil, field.ErrorList{field.Invalid(field.NewPath("plugins"), "", err.Error())}
 	}
 	if _, err := libcni.ConfListFromBytes(data); err != nil {
-		return nil, field.ErrorList{invalid(field.NewPath("plugins"), fmt.Sprintf("not a valid CNI configuration: %v", err))}
+		return nil, field.ErrorList{field.Invalid(field.NewPath("plugins"), "", fmt.Sprintf("not a valid CNI configuration: %v", err))}
 	}
 	return data, nil
 }
@@ -234,7 +167,10 @@ func setPath(conf map[string]any, path []string, v any) {
 	conf[path[len(path)-1]] = v
 }
 
-func (a CNIArgument) resolve(c cniContext, path *field.Path) (any, *field.Error) {
+// argument is an argument being resolved.
+type argument v1alpha1.CNIArgument
+
+func (a argument) resolve(c cniContext, path *field.Path) (any, *field.Error) {
 	switch {
 	case len(a.Value) > 0 && a.ValueFrom != nil:
 		return nil, field.Invalid(path.Child("valueFrom"), "", "give value or valueFrom, not both")
@@ -257,7 +193,7 @@ func (a CNIArgument) resolve(c cniContext, path *field.Path) (any, *field.Error)
 }
 
 // value is an attribute of the allocated device or a field of its slice.
-func (c cniContext) value(src CNIValueSource, path *field.Path) (string, *field.Error) {
+func (c cniContext) value(src v1alpha1.CNIValueSource, path *field.Path) (string, *field.Error) {
 	switch {
 	case src.AttributeRef != "" && src.ResourceSliceFieldRef != "":
 		return "", field.Invalid(path, "", "give exactly one of attributeRef, resourceSliceFieldRef")
@@ -284,7 +220,7 @@ func (c cniContext) value(src CNIValueSource, path *field.Path) (string, *field.
 	return "", field.Required(path, "give attributeRef, resourceSliceFieldRef or configMapKeyRef")
 }
 
-func (c cniContext) configMapValue(ref CNIConfigMapKeyRef, path *field.Path) (string, *field.Error) {
+func (c cniContext) configMapValue(ref v1alpha1.CNIConfigMapKeyRef, path *field.Path) (string, *field.Error) {
 	key := ref.Key
 	switch {
 	case ref.Name == "":
@@ -320,7 +256,7 @@ func (c cniContext) configMapValue(ref CNIConfigMapKeyRef, path *field.Path) (st
 
 // approvedConfig reads the operator's config name: ConfigMap name in ns,
 // key "config", YAML or JSON with cniVersion and plugins.
-func approvedConfig(c cniContext, ns, name string) (*CNIConfig, error) {
+func approvedConfig(c cniContext, ns, name string) (*v1alpha1.CNIConfig, error) {
 	if c.client == nil {
 		return nil, fmt.Errorf("no API server to read approved configs from")
 	}
@@ -331,14 +267,9 @@ func approvedConfig(c cniContext, ns, name string) (*CNIConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	var approved CNIConfig
-	js, err := yaml.YAMLToJSONStrict([]byte(cm.Data["config"]))
-	if err != nil {
-		return nil, fmt.Errorf("approved config %s/%s: %w", ns, name, err)
-	}
-	strict, err := sigsjson.UnmarshalStrict(js, &approved, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
-	if err = errors.Join(append(strict, err)...); err != nil {
-		return nil, fmt.Errorf("approved config %s/%s: %w", ns, name, err)
+	var approved v1alpha1.CNIConfig
+	if errs := v1alpha1.DecodeStrict([]byte(cm.Data["config"]), &approved, field.NewPath("data", "config")); len(errs) > 0 {
+		return nil, fmt.Errorf("approved config %s/%s: %w", ns, name, errs.ToAggregate())
 	}
 	if len(approved.Plugins) == 0 {
 		return nil, fmt.Errorf("approved config %s/%s has no plugins", ns, name)

@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 )
 
 func testCNIContext() cniContext {
@@ -28,10 +30,10 @@ func testCNIContext() cniContext {
 
 var testPolicy = CNIPolicy{Plugins: []string{"macvlan", "host-local", "tuning", "vlan"}, ConfigNamespace: "fastpath-system"}
 
-func decodeCNI(t *testing.T, doc string) CNIConfig {
+func decodeCNI(t *testing.T, doc string) v1alpha1.CNIConfig {
 	t.Helper()
-	var cfg CNIConfig
-	if errs := decodeStrict([]byte(doc), &cfg, field.NewPath("parameters"), CNIAPIVersion, CNIKind); len(errs) > 0 {
+	cfg, errs := v1alpha1.DecodeCNIConfig([]byte(doc), field.NewPath("parameters"))
+	if len(errs) > 0 {
 		t.Fatalf("decode: %v", errs)
 	}
 	return cfg
@@ -88,7 +90,7 @@ func TestBuildConflistErrors(t *testing.T) {
 		"both configs":          {`{` + cniHead + `, "configName": "storage-net", "plugins": [{"type": "macvlan"}]}`, "configName"},
 		"no config":             {`{` + cniHead + `}`, "plugins: Required value"},
 		"unknown approved":      {`{` + cniHead + `, "configName": "nope"}`, "no approved config nope in namespace fastpath-system"},
-		"misspelt approved":     {`{` + cniHead + `, "configName": "misspelt"}`, `unknown field "Plugins"`},
+		"misspelt approved":     {`{` + cniHead + `, "configName": "misspelt"}`, "data.config.Plugins: Forbidden: unknown field"},
 		"bad ifName":            {`{"apiVersion": "cni.networking.x-k8s.io/v1alpha1", "kind": "CNI", "ifName": "a/b", "plugins": [{"type": "macvlan"}]}`, "ifName"},
 		"unknown attribute":     {plugin(`{"type": "macvlan", "arguments": [{"fieldPath": "master", "valueFrom": {"attributeRef": "uplink"}}]}`), "plugins[0].arguments[0].valueFrom.attributeRef: Not found"},
 		"unknown slice field":   {plugin(`{"type": "macvlan", "arguments": [{"fieldPath": "master", "valueFrom": {"resourceSliceFieldRef": "spec.devices"}}]}`), "resourceSliceFieldRef: Unsupported value"},
@@ -105,8 +107,7 @@ func TestBuildConflistErrors(t *testing.T) {
 		})
 	}
 	// Decoding is strict.
-	var cfg CNIConfig
-	if errs := decodeStrict([]byte(`{`+cniHead+`, "plugin": []}`), &cfg, field.NewPath("parameters"), CNIAPIVersion, CNIKind); len(errs) == 0 ||
+	if _, errs := v1alpha1.DecodeCNIConfig([]byte(`{`+cniHead+`, "plugin": []}`), field.NewPath("parameters")); len(errs) == 0 ||
 		!strings.Contains(errs.ToAggregate().Error(), "parameters.plugin") {
 		t.Errorf("unknown field: %v", errs)
 	}

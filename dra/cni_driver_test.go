@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // cniTestClaim builds an allocated claim with CNI requests and configs.
@@ -35,9 +34,7 @@ func macvlan(ifName string) string {
 
 func TestCNIPlan(t *testing.T) {
 	d := &CNIDriver{opts: CNIOptions{NodeName: testNode, Client: testCNIContext().client, Policy: testPolicy}, attrs: testCNIContext().attributes}
-	empty := &cniCheckpoint{Claims: map[types.UID]*cniClaim{}}
-
-	st, err := d.plan(t.Context(), cniTestClaim([]string{"a", "b"}, fromClaimFor("a", macvlan("net1")), fromClaimFor("b", macvlan("net2"))), empty)
+	st, err := d.plan(t.Context(), cniTestClaim([]string{"a", "b"}, fromClaimFor("a", macvlan("net1")), fromClaimFor("b", macvlan("net2"))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,33 +43,29 @@ func TestCNIPlan(t *testing.T) {
 		t.Errorf("planned networks = %+v", st.Networks)
 	}
 
-	other := &cniCheckpoint{Claims: map[types.UID]*cniClaim{"uid-other": {Namespace: "default", Name: "other", PodUID: "pod-uid-net",
-		Networks: []cniNetwork{{Request: "x", IfName: "net1"}}}}}
 	for name, tc := range map[string]struct {
 		claim *resourceapi.ResourceClaim
-		cp    *cniCheckpoint
 		want  []string
 	}{
-		"no config":   {cniTestClaim([]string{"a"}), empty, []string{`request "a"`, "has 0 CNI configs"}},
-		"two configs": {cniTestClaim([]string{"a"}, fromClaim(macvlan("net1")), fromClaimFor("a", macvlan("net2"))), empty, []string{"has 2 CNI configs"}},
-		"same ifName": {cniTestClaim([]string{"a", "b"}, fromClaimFor("a", macvlan("net1")), fromClaimFor("b", macvlan("net1"))), empty,
+		"no config":   {cniTestClaim([]string{"a"}), []string{`request "a"`, "has 0 CNI configs"}},
+		"two configs": {cniTestClaim([]string{"a"}, fromClaim(macvlan("net1")), fromClaimFor("a", macvlan("net2"))), []string{"has 2 CNI configs"}},
+		"same ifName": {cniTestClaim([]string{"a", "b"}, fromClaimFor("a", macvlan("net1")), fromClaimFor("b", macvlan("net1"))),
 			[]string{`request "b"`, "ifName: Duplicate value", `request \"a\"`}},
-		"ifName of another claim of the pod": {cniTestClaim([]string{"a"}, fromClaim(macvlan("net1"))), other, []string{"claim default/other"}},
 		"count 2": {func() *resourceapi.ResourceClaim {
 			c := cniTestClaim([]string{"a"}, fromClaim(macvlan("net1")))
 			c.Spec.Devices.Requests[0].Exactly.Count = 2
 			return c
-		}(), empty, []string{"exactly one device"}},
+		}(), []string{"exactly one device"}},
 		"two pods": {func() *resourceapi.ResourceClaim {
 			c := cniTestClaim([]string{"a"}, fromClaim(macvlan("net1")))
 			c.Status.ReservedFor = append(c.Status.ReservedFor, c.Status.ReservedFor[0])
 			return c
-		}(), empty, []string{"exactly one pod"}},
-		"not allowed": {cniTestClaim([]string{"a"}, fromClaim(strings.Replace(macvlan("net1"), "macvlan", "bridge", 1))), empty,
+		}(), []string{"exactly one pod"}},
+		"not allowed": {cniTestClaim([]string{"a"}, fromClaim(strings.Replace(macvlan("net1"), "macvlan", "bridge", 1))),
 			[]string{"claim default/net", `request "a"`, "device cni-0", "allowlist"}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := d.plan(t.Context(), tc.claim, tc.cp)
+			_, err := d.plan(t.Context(), tc.claim)
 			if err == nil {
 				t.Fatal("no error")
 			}

@@ -16,6 +16,9 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/fastpath-dra/fastpath/dataplane"
+	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/nri"
+	"github.com/fastpath-dra/fastpath/dra/status"
 )
 
 // flakyPlugin is a CNI plugin that succeeds ADD (logging it) and fails DEL
@@ -42,18 +45,21 @@ func TestCNIDelRetried(t *testing.T) {
 	}
 	claim := cniTestClaim([]string{"a"}, fromClaim(`{`+cniHead+`, "plugins": [{"type": "flaky"}]}`))
 	client := fake.NewClientset(claim)
-	d, err := NewCNIDriver(CNIOptions{NodeName: testNode, Client: client, PluginDir: t.TempDir(), StateDir: t.TempDir(), Devices: 2,
-		Policy: CNIPolicy{Plugins: []string{"flaky"}}, CNI: dataplane.NewCNI([]string{bin}, t.TempDir())})
+	store := testStore(t)
+	writer := status.NewWriter(client)
+	writer.Start(ctx)
+	plugin := nri.New(nri.Options{Store: store, Status: writer, CNI: dataplane.NewCNI([]string{bin}, t.TempDir()), DelBackoff: time.Millisecond})
+	d, err := NewCNIDriver(CNIOptions{NodeName: testNode, Client: client, PluginDir: t.TempDir(), Devices: 2, Store: store, Status: writer, Runtime: plugin,
+		Policy: CNIPolicy{Plugins: []string{"flaky"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.status.base = ctx
 	res, err := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{claim})
 	if err != nil || res[claim.UID].Err != nil {
 		t.Fatalf("prepare: %v %v", err, res[claim.UID].Err)
 	}
-	pod := dataplane.PodRef{UID: string(claim.Status.ReservedFor[0].UID), Namespace: "default", Name: "pod-net", SandboxID: "sandbox1"}
-	if err := d.AddPod(ctx, pod, "/run/netns/test"); err != nil {
+	pod := nri.Pod{UID: claim.Status.ReservedFor[0].UID, Namespace: "default", Name: "pod-net", SandboxID: "sandbox1", NetNS: "/run/netns/test"}
+	if err := plugin.AttachPod(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
 	st := waitClaimStatus(t, ctx, client, claim.Name)
@@ -64,11 +70,12 @@ func TestCNIDelRetried(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(bin, "fail-del"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.DelPod(ctx, pod); err == nil || !strings.Contains(err.Error(), "DEL refused") {
-		t.Errorf("DelPod with DEL failing: %v", err)
+	if err := plugin.DetachPod(ctx, pod); err == nil || !strings.Contains(err.Error(), "DEL refused") {
+		t.Errorf("DetachPod with DEL failing: %v", err)
 	}
-	if got := d.PodsWithNetworks(); len(got) != 1 {
-		t.Errorf("pods with networks after a failed DEL: %v, want the pod", got)
+	key := claims.Key{Driver: claims.DriverCNI, UID: claim.UID}
+	if c, _ := store.Get(key); !c.Networks[0].Added {
+		t.Error("a network whose DEL failed is no longer recorded as added")
 	}
 	ref := []kubeletplugin.NamespacedObject{{UID: claim.UID}}
 	if out, _ := d.UnprepareResourceClaims(ctx, ref); out[claim.UID] == nil {
@@ -80,8 +87,8 @@ func TestCNIDelRetried(t *testing.T) {
 	if out, _ := d.UnprepareResourceClaims(ctx, ref); out[claim.UID] != nil {
 		t.Errorf("Unprepare once DEL works: %v", out[claim.UID])
 	}
-	if got := d.PodsWithNetworks(); len(got) != 0 {
-		t.Errorf("pods with networks after Unprepare: %v", got)
+	if _, ok := store.Get(key); ok {
+		t.Error("the claim is still in the store after Unprepare")
 	}
 	calls, _ := os.ReadFile(filepath.Join(bin, "calls"))
 	if n := strings.Count(string(calls), "DEL net1 sandbox1"); n != 3+3+1 {

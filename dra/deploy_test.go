@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"slices"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -13,7 +14,10 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/fastpath-dra/fastpath/bpf"
 	"github.com/fastpath-dra/fastpath/devices"
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
+	"github.com/fastpath-dra/fastpath/dra/status"
 )
 
 // TestDeployDeviceClasses: every DeviceClass in deploy/ decodes, its config
@@ -33,7 +37,7 @@ func TestDeployDeviceClasses(t *testing.T) {
 		// Not the endpoint that does not answer.
 		"memif.fastpath.dev": {memifSlave, memifMaster},
 	}
-	modes := map[string]string{"netdev.fastpath.dev": ModeNetdev, "afxdp.fastpath.dev": ModeAFXDP, "vfio.fastpath.dev": ModeVFIO}
+	modes := map[string]string{"netdev.fastpath.dev": v1alpha1.ModeNetdev, "afxdp.fastpath.dev": v1alpha1.ModeAFXDP, "vfio.fastpath.dev": v1alpha1.ModeVFIO}
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	seen := 0
 	for {
@@ -51,11 +55,11 @@ func TestDeployDeviceClasses(t *testing.T) {
 		class := obj.(*resourceapi.DeviceClass)
 		seen++
 		if mode, ok := modes[class.Name]; ok {
-			var cfg InterfaceConfig
+			var cfg v1alpha1.InterfaceConfig
 			if len(class.Spec.Config) != 1 {
 				t.Fatalf("%s: %d configs, want 1", class.Name, len(class.Spec.Config))
 			}
-			if errs := decodeConfig(class.Spec.Config[0].Opaque.Parameters.Raw, &cfg, field.NewPath("config")); len(errs) > 0 {
+			if errs := v1alpha1.DecodeInterfaceConfig(class.Spec.Config[0].Opaque.Parameters.Raw, &cfg, field.NewPath("config")); len(errs) > 0 {
 				t.Errorf("%s: %v", class.Name, errs)
 			}
 			if cfg.Mode != mode {
@@ -85,5 +89,15 @@ func TestDeployDeviceClasses(t *testing.T) {
 	}
 	if seen != len(want) {
 		t.Errorf("deploy/deviceclasses.yaml holds %d classes, want %d", seen, len(want))
+	}
+}
+
+// The API names the programs and pins package bpf ships.
+func TestAPIMatchesBPF(t *testing.T) {
+	if !slices.Equal(v1alpha1.XDPPrograms, bpf.Programs) {
+		t.Errorf("the API allows programs %v, package bpf ships %v", v1alpha1.XDPPrograms, bpf.Programs)
+	}
+	if status.XSKMapPin != bpf.PinXSKMap {
+		t.Errorf("status reports the XSKMAP as %q, package bpf pins it as %q", status.XSKMapPin, bpf.PinXSKMap)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 )
 
 // FuzzDecodeConfig: any opaque parameters decode without panicking, and a
@@ -20,20 +22,23 @@ func FuzzDecodeConfig(f *testing.F) {
 	inv := inventoryMap(testInventory(f))
 	dev := inv[vfNetdev]
 	f.Fuzz(func(t *testing.T, raw string) {
-		var cfg InterfaceConfig
-		if errs := decodeConfig([]byte(raw), &cfg, field.NewPath("parameters")); len(errs) > 0 {
+		var cfg v1alpha1.InterfaceConfig
+		if errs := v1alpha1.DecodeInterfaceConfig([]byte(raw), &cfg, field.NewPath("parameters")); len(errs) > 0 {
 			return
 		}
-		cfg.setDefaults("nic", dev)
-		if errs := cfg.validate(dev); len(errs) > 0 {
+		cfg, errs := configFor(cfg, "nic", dev)
+		if len(errs) > 0 {
 			return
 		}
 		switch cfg.Mode {
-		case ModeNetdev, ModeAFXDP:
-			if cfg.Interface == nil || ValidInterfaceName(cfg.Interface.Name) != nil {
+		case v1alpha1.ModeNetdev, v1alpha1.ModeAFXDP:
+			if cfg.Interface == nil || v1alpha1.ValidInterfaceName(cfg.Interface.Name) != nil {
 				t.Errorf("accepted %s without a valid interface name: %+v", raw, cfg.Interface)
 			}
-		case ModeVFIO:
+			if m := cfg.Interface.MTU; m != 0 && (m < dev.Netdev.MinMTU || m > dev.Netdev.MaxMTU) {
+				t.Errorf("accepted MTU %d outside the device's range", m)
+			}
+		case v1alpha1.ModeVFIO:
 		default:
 			t.Errorf("accepted mode %q", cfg.Mode)
 		}
@@ -57,8 +62,8 @@ func FuzzCNIConfig(f *testing.F) {
 	c := testCNIContext()
 	c.client = nil
 	f.Fuzz(func(t *testing.T, raw string) {
-		var cfg CNIConfig
-		if errs := decodeStrict([]byte(raw), &cfg, field.NewPath("parameters"), CNIAPIVersion, CNIKind); len(errs) > 0 {
+		cfg, errs := v1alpha1.DecodeCNIConfig([]byte(raw), field.NewPath("parameters"))
+		if len(errs) > 0 {
 			return
 		}
 		data, errs := buildConflist(cfg, "default-c-r", testPolicy, c)

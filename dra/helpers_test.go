@@ -2,6 +2,7 @@ package dra
 
 import (
 	"fmt"
+	"path/filepath"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fastpath-dra/fastpath/devices"
+	"github.com/fastpath-dra/fastpath/dra/claims"
 )
 
 const testNode = "node-a"
@@ -122,6 +124,16 @@ const (
 	memifSlave  = "memif-fw0"        // the pod connects
 	memifMaster = "memif-vpp1"       // the pod serves
 )
+
+// testStore is an empty claim store in a temporary directory.
+func testStore(t testing.TB) *claims.Store {
+	t.Helper()
+	s, err := claims.Open(filepath.Join(t.TempDir(), "checkpoint.json"), claims.Legacy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
 
 func raw(s string) runtime.RawExtension { return runtime.RawExtension{Raw: []byte(s)} }
 

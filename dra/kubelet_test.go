@@ -25,6 +25,9 @@ import (
 
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/devices"
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
+	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/status"
 	"github.com/fastpath-dra/fastpath/test/sysfsfixture"
 )
 
@@ -84,6 +87,7 @@ func containsString(list []string, s string) bool {
 type testDriver struct {
 	*Driver
 	opts   Options
+	store  *claims.Store
 	client *fake.Clientset
 	kernel *sysfsfixture.Kernel
 }
@@ -125,7 +129,10 @@ func startTestDriverPF(t *testing.T, pf dataplane.PF, objects ...*fakeObject) (*
 		PCI:      dataplane.PCIBinder{SysfsRoot: sysfs, DevRoot: sysfs, Timeout: 2 * time.Second},
 		MemifDir: filepath.Join(dir, "memif"),
 		BPFDir:   filepath.Join(dir, "bpf"),
+		Store:    testStore(t),
+		Status:   status.NewWriter(client),
 	}
+	opts.Status.Start(ctx)
 	if err := os.MkdirAll(opts.RegistryDir, 0o750); err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +149,7 @@ func startTestDriverPF(t *testing.T, pf dataplane.PF, objects ...*fakeObject) (*
 	if err := d.RegistrationStatus(); err != nil {
 		t.Errorf("registration status: %v", err)
 	}
-	return &testDriver{Driver: d, opts: opts, client: client, kernel: kernel}, k, ctx
+	return &testDriver{Driver: d, opts: opts, store: opts.Store, client: client, kernel: kernel}, k, ctx
 }
 
 type fakeObject struct{ claim *resourceapi.ResourceClaim }
@@ -179,13 +186,13 @@ func TestKubeletPrepareUnprepare(t *testing.T) {
 	}
 	env := strings.Join(nic.ContainerEdits.Env, " ")
 	if !strings.Contains(env, "PCIDEVICE_FASTPATH_DEV_NIC=0000:3b:01.0") || !strings.Contains(env, "FASTPATH_DEVICE_NIC="+vfNetdev) ||
-		!strings.Contains(env, "FASTPATH_INTERFACE_NIC=net1") || !strings.Contains(env, "FASTPATH_DEVICE_INFO_NIC="+DeviceInfoDir+"/nic-device.json") {
+		!strings.Contains(env, "FASTPATH_INTERFACE_NIC=net1") || !strings.Contains(env, "FASTPATH_DEVICE_INFO_NIC="+status.DeviceInfoDir+"/nic-device.json") {
 		t.Errorf("nic env = %v", nic.ContainerEdits.Env)
 	}
 	if len(nic.ContainerEdits.Mounts) != 1 {
 		t.Fatalf("nic mounts = %+v", nic.ContainerEdits.Mounts)
 	}
-	var info DeviceInfo
+	var info status.DeviceInfo
 	data, err := os.ReadFile(nic.ContainerEdits.Mounts[0].HostPath)
 	if err != nil {
 		t.Fatal(err)
@@ -233,28 +240,31 @@ func TestKubeletPrepareInvalidLeavesNothing(t *testing.T) {
 	if _, err := os.Stat(cdiSpecPath(d.opts.CDIDir, bad.UID)); !os.IsNotExist(err) {
 		t.Errorf("a CDI spec exists for the rejected claim: %v", err)
 	}
-	cp, err := loadCheckpoint(d.checkpointPath())
-	if err != nil {
-		t.Fatal(err)
+	on := onDisk(t, d)
+	if _, ok := on.Get(claims.Key{Driver: claims.DriverFastpath, UID: bad.UID}); ok || len(on.Claims()) != 1 {
+		t.Errorf("checkpoint holds %d claims (bad one present: %v), want only the good one", len(on.Claims()), ok)
 	}
-	if _, ok := cp.Claims[bad.UID]; ok || len(cp.Claims) != 1 {
-		t.Errorf("checkpoint holds %d claims (bad one present: %v), want only the good one", len(cp.Claims), ok)
-	}
-	if _, err := os.Stat(d.claimDir(bad.UID)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(d.opts.StateDir, "claims", string(bad.UID))); !os.IsNotExist(err) {
 		t.Errorf("a state directory exists for the rejected claim")
 	}
 }
 
-// assertNothingLeft checks that no claim is in the checkpoint and no CDI spec
-// or claim directory is on disk.
-func assertNothingLeft(t *testing.T, d *testDriver) {
+// onDisk is the checkpoint as a restarted daemon would read it.
+func onDisk(t *testing.T, d *testDriver) *claims.Store {
 	t.Helper()
-	cp, err := loadCheckpoint(d.checkpointPath())
+	s, err := claims.Open(d.store.Path(), claims.Legacy{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cp.Claims) != 0 {
-		t.Errorf("checkpoint still holds %d claims", len(cp.Claims))
+	return s
+}
+
+// assertNothingLeft checks that no claim is in the store or its file and no
+// CDI spec or claim directory is on disk.
+func assertNothingLeft(t *testing.T, d *testDriver) {
+	t.Helper()
+	if n, m := len(d.store.Claims()), len(onDisk(t, d).Claims()); n != 0 || m != 0 {
+		t.Errorf("the store still holds %d claims, its file %d", n, m)
 	}
 	if specs, _ := os.ReadDir(d.opts.CDIDir); len(specs) != 0 {
 		t.Errorf("CDI specs left: %v", specs)
@@ -267,13 +277,10 @@ func assertNothingLeft(t *testing.T, d *testDriver) {
 // TestCDISpecWithoutPCI: a device with no PCI address and no device-info (a
 // virtual netdev) still yields a spec CDI accepts.
 func TestCDISpecWithoutPCI(t *testing.T) {
-	spec, err := cdiSpec("uid-v", []PreparedDevice{{Request: "net", Device: "netdev-veth1", Kind: devices.KindNetdev,
-		Config: InterfaceConfig{Mode: ModeNetdev, Interface: &InterfaceSpec{Name: "net1"}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	path := filepath.Join(t.TempDir(), "spec.json")
-	if err := writeCDISpec(path, spec); err != nil {
+	c := &claims.Claim{UID: "uid-v", CDISpec: path, Devices: []claims.Device{{Request: "net", Device: "netdev-veth1", Kind: string(devices.KindNetdev),
+		Mode: v1alpha1.ModeNetdev, Host: &claims.HostNetdev{Name: "veth1"}, Pod: &claims.PodInterface{Name: "net1"}}}}
+	if err := writeCDISpec(c); err != nil {
 		t.Fatal(err)
 	}
 	parsed, err := cdi.ReadSpec(path, 0)
@@ -338,16 +345,17 @@ func TestKubeletVFSettings(t *testing.T) {
 	if got := strings.Join(pf.calls, " "); got != want {
 		t.Errorf("prepare calls:\n%s\nwant:\n%s", got, want)
 	}
-	cp, err := loadCheckpoint(d.checkpointPath())
-	if err != nil || cp.Claims[claim.UID].Devices[0].VFBefore == nil || cp.Claims[claim.UID].Devices[0].VFBefore.MAC != "00:00:00:00:00:00" {
-		t.Fatalf("the checkpoint lacks the VF's state from before: %+v %v", cp, err)
+	rec, ok := onDisk(t, d).Get(claims.Key{Driver: claims.DriverFastpath, UID: claim.UID})
+	if !ok || rec.Devices[0].VF.Before == nil || rec.Devices[0].VF.Before.MAC != "00:00:00:00:00:00" {
+		t.Fatalf("the checkpoint lacks the VF's state from before: %+v", rec)
 	}
 	pf.calls = nil
 	uresp, err := k.dra.NodeUnprepareResources(ctx, &drapb.NodeUnprepareResourcesRequest{Claims: req})
 	if err != nil || uresp.Claims[string(claim.UID)].Error != "" {
 		t.Fatalf("unprepare: %v %v", err, uresp)
 	}
-	want = "spoofchk ens1f0/0=true mac ens1f0/0=00:00:00:00:00:00 vlan ens1f0/0=0 trust ens1f0/1=false vlan ens1f0/1=0"
+	// Undone in reverse: the second VF first.
+	want = "trust ens1f0/1=false vlan ens1f0/1=0 spoofchk ens1f0/0=true mac ens1f0/0=00:00:00:00:00:00 vlan ens1f0/0=0"
 	if got := strings.Join(pf.calls, " "); got != want {
 		t.Errorf("unprepare calls:\n%s\nwant:\n%s", got, want)
 	}
@@ -362,7 +370,10 @@ func TestKubeletVFSettings(t *testing.T) {
 	if msg := resp.Claims[string(claim.UID)].Error; !strings.Contains(msg, `request "b"`) || !strings.Contains(msg, "set trust of VF 1 on PF ens1f0") {
 		t.Errorf("error = %q, want the request and the refused setting", msg)
 	}
-	want = "vlan ens1f0/0=10 mac ens1f0/0=02:00:00:00:00:0a spoofchk ens1f0/0=true vlan ens1f0/1=20 trust ens1f0/1=true vlan ens1f0/1=0 spoofchk ens1f0/0=true mac ens1f0/0=00:00:00:00:00:00 vlan ens1f0/0=0"
+	// The failed step undoes what it made, then it is undone as a whole
+	// (harmless: its settings are as they were), then the first VF.
+	want = "vlan ens1f0/0=10 mac ens1f0/0=02:00:00:00:00:0a spoofchk ens1f0/0=true vlan ens1f0/1=20 trust ens1f0/1=true vlan ens1f0/1=0 " +
+		"trust ens1f0/1=false vlan ens1f0/1=0 spoofchk ens1f0/0=true mac ens1f0/0=00:00:00:00:00:00 vlan ens1f0/0=0"
 	if got := strings.Join(pf.calls, " "); got != want {
 		t.Errorf("calls on failure:\n%s\nwant:\n%s", got, want)
 	}

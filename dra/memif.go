@@ -8,36 +8,21 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fastpath-dra/fastpath/devices"
 	"github.com/fastpath-dra/fastpath/devices/memif"
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
+	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/status"
 )
-
-// MemifDir is where containers find a memif device's directory:
-// <MemifDir>/<request>/memif.sock is the socket, served by the node's
-// vswitch (the pod is slave) or created by the pod (the pod is master).
-const MemifDir = "/run/fastpath/memif"
-
-const memifSocketName = "memif.sock"
 
 // memifProbeTimeout bounds the HELLO an endpoint must answer at Prepare.
 const memifProbeTimeout = time.Second
-
-// memifContainerDir is the directory of a request's memif in containers.
-func memifContainerDir(request string) string {
-	return filepath.Join(MemifDir, strings.ReplaceAll(request, "/", "_"))
-}
-
-// memifContainerSocket is the socket of a request's memif in containers.
-func memifContainerSocket(request string) string {
-	return filepath.Join(memifContainerDir(request), memifSocketName)
-}
 
 // checkMemif checks a memif device's socket path against the memif
 // directory, following symlinks: an endpoint the pod connects to must be
 // a socket in it, and the link a vswitch finds a pod's socket by must land
 // in it and not exist yet. The endpoint must answer a memif HELLO. It
-// returns why not, or "".
-func checkMemif(ctx context.Context, memifDir string, pd *PreparedDevice) string {
+// records the resolved paths in m and returns why not, or "".
+func checkMemif(ctx context.Context, memifDir string, m *claims.Memif) string {
 	if memifDir == "" {
 		return "this fastpathd has no --memif-dir"
 	}
@@ -45,40 +30,40 @@ func checkMemif(ctx context.Context, memifDir string, pd *PreparedDevice) string
 	if err != nil {
 		return fmt.Sprintf("--memif-dir: %v", err)
 	}
-	if pd.MemifRole == devices.MemifRoleSlave {
-		real, err := filepath.EvalSymlinks(pd.MemifSocket)
+	if m.Role == v1alpha1.MemifRoleSlave {
+		real, err := filepath.EvalSymlinks(m.Socket)
 		if err != nil {
-			return fmt.Sprintf("endpoint socket %s: %v (is the vswitch serving it?)", pd.MemifSocket, err)
+			return fmt.Sprintf("endpoint socket %s: %v (is the vswitch serving it?)", m.Socket, err)
 		}
 		if !inside(base, real) {
-			return fmt.Sprintf("endpoint socket %s resolves to %s, outside --memif-dir %s", pd.MemifSocket, real, memifDir)
+			return fmt.Sprintf("endpoint socket %s resolves to %s, outside --memif-dir %s", m.Socket, real, memifDir)
 		}
 		if st, err := os.Stat(real); err != nil || st.Mode()&os.ModeSocket == 0 {
-			return fmt.Sprintf("endpoint socket %s is not a socket", pd.MemifSocket)
+			return fmt.Sprintf("endpoint socket %s is not a socket", m.Socket)
 		}
 		ctx, cancel := context.WithTimeout(ctx, memifProbeTimeout)
 		defer cancel()
 		if _, err := memif.Probe(ctx, real); err != nil {
 			return fmt.Sprintf("the endpoint does not answer memif HELLO: %v", err)
 		}
-		pd.MemifSocket = real
+		m.Socket = real
 		return ""
 	}
-	if pd.MemifSocket == "" {
+	if m.Socket == "" {
 		return ""
 	}
-	parent, err := filepath.EvalSymlinks(filepath.Dir(pd.MemifSocket))
+	parent, err := filepath.EvalSymlinks(filepath.Dir(m.Socket))
 	if err != nil {
-		return fmt.Sprintf("endpoint socket %s: %v", pd.MemifSocket, err)
+		return fmt.Sprintf("endpoint socket %s: %v", m.Socket, err)
 	}
-	link := filepath.Join(parent, filepath.Base(pd.MemifSocket))
+	link := filepath.Join(parent, filepath.Base(m.Socket))
 	if !inside(base, link) {
-		return fmt.Sprintf("endpoint socket %s resolves to %s, outside --memif-dir %s", pd.MemifSocket, link, memifDir)
+		return fmt.Sprintf("endpoint socket %s resolves to %s, outside --memif-dir %s", m.Socket, link, memifDir)
 	}
 	if _, err := os.Lstat(link); err == nil {
-		return fmt.Sprintf("endpoint socket %s already exists: another pod or process serves this endpoint", pd.MemifSocket)
+		return fmt.Sprintf("endpoint socket %s already exists: another pod or process serves this endpoint", m.Socket)
 	}
-	pd.MemifLink = link
+	m.Link = link
 	return ""
 }
 
@@ -87,43 +72,29 @@ func inside(base, path string) bool {
 	return err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
-// makeMemifDir makes the device's directory: mode 0750, owned as
+// makeMemifDir makes a memif device's directory: mode 0750, owned as
 // configured, with a mount point for the endpoint's socket when the pod
 // connects to it, or the vswitch's link to the pod's socket when the pod
-// serves it.
-func (p PreparedDevice) makeMemifDir() error {
-	if err := os.MkdirAll(p.MemifDir, 0o750); err != nil {
+// serves it. Done again, it finds them in place.
+func makeMemifDir(m *claims.Memif) error {
+	if err := os.MkdirAll(m.Dir, 0o750); err != nil {
 		return err
 	}
-	var uid, gid int64
-	if m := p.Config.Memif; m != nil {
-		if m.UID != nil {
-			uid = *m.UID
-		}
-		if m.GID != nil {
-			gid = *m.GID
-		}
-	}
-	if err := os.Chmod(p.MemifDir, 0o750); err != nil {
+	if err := os.Chmod(m.Dir, 0o750); err != nil {
 		return err
 	}
-	if err := os.Chown(p.MemifDir, int(uid), int(gid)); err != nil {
+	if err := os.Chown(m.Dir, int(m.UID), int(m.GID)); err != nil {
 		return err
 	}
-	socket := filepath.Join(p.MemifDir, memifSocketName)
-	if p.MemifRole == devices.MemifRoleSlave {
+	socket := filepath.Join(m.Dir, status.MemifSocketName)
+	if m.Role == v1alpha1.MemifRoleSlave {
 		return os.WriteFile(socket, nil, 0o600)
 	}
-	if p.MemifLink != "" {
-		return os.Symlink(socket, p.MemifLink)
+	if m.Link == "" {
+		return nil
 	}
-	return nil
-}
-
-// memifHostSocket is where the socket the pod uses is on the node.
-func (p PreparedDevice) memifHostSocket() string {
-	if p.MemifRole == devices.MemifRoleSlave {
-		return p.MemifSocket
+	if target, err := os.Readlink(m.Link); err == nil && target == socket {
+		return nil
 	}
-	return filepath.Join(p.MemifDir, memifSocketName)
+	return os.Symlink(socket, m.Link)
 }

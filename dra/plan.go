@@ -3,15 +3,16 @@ package dra
 import (
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
 
-	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/devices"
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
+	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/status"
 )
 
 // ClaimError is a claim fastpath cannot prepare as asked. It names the
@@ -46,17 +47,19 @@ func (e *ClaimError) Error() string {
 	return b.String()
 }
 
-// plan computes, without side effects, what preparing claim means: per
-// device, the resolved config and the files to write. It validates
-// everything the design asks: one pod per claim, exactly one device per
-// request, strict configs, interface names unique within the pod.
-func plan(claim *resourceapi.ResourceClaim, cp *Checkpoint, inventory map[string]devices.Device, nodeName, claimDir, cdiSpecFile string) (*ClaimState, error) {
-	name := klog.KObj(claim).String()
-	fail := func(request, device, reason string, errs field.ErrorList) error {
-		return &ClaimError{Claim: name, Request: request, Device: device, Reason: reason, Errs: errs}
-	}
+// failFunc makes the error of a claim that cannot be prepared.
+type failFunc func(request, device, reason string, errs field.ErrorList) error
+
+// planPaths are where a claim's files go.
+type planPaths struct {
+	claimDir, cdiSpec, bpfDir string
+}
+
+// consumer is the one pod a claim serves: fastpath configures a device for
+// exactly one pod.
+func consumer(claim *resourceapi.ResourceClaim, fail failFunc) (claims.Pod, error) {
 	if claim.Status.Allocation == nil {
-		return nil, fail("", "", "not allocated", nil)
+		return claims.Pod{}, fail("", "", "not allocated", nil)
 	}
 	var pods []resourceapi.ResourceClaimConsumerReference
 	for _, r := range claim.Status.ReservedFor {
@@ -65,35 +68,35 @@ func plan(claim *resourceapi.ResourceClaim, cp *Checkpoint, inventory map[string
 		}
 	}
 	if len(pods) != 1 || len(claim.Status.ReservedFor) != 1 {
-		return nil, fail("", "", fmt.Sprintf("reserved for %d consumers (%d pods); a fastpath device serves exactly one pod: use a ResourceClaimTemplate, or one claim per pod",
+		return claims.Pod{}, fail("", "", fmt.Sprintf("reserved for %d consumers (%d pods); a device serves exactly one pod: use a ResourceClaimTemplate, or one claim per pod",
 			len(claim.Status.ReservedFor), len(pods)), nil)
 	}
-	st := &ClaimState{
-		Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID,
-		PodUID: pods[0].UID, PodName: pods[0].Name,
-		Files: []string{cdiSpecFile, claimDir},
+	return claims.Pod{UID: pods[0].UID, Name: pods[0].Name}, nil
+}
+
+// plan computes, without side effects, what preparing claim means: per
+// device, the resolved config and what to do with it. It checks everything
+// the design asks of one claim: one pod, exactly one device per request,
+// strict and valid configs, interface names unique within the claim. (The
+// claim store checks names against the pod's other claims.)
+func plan(claim *resourceapi.ResourceClaim, inventory map[string]devices.Device, nodeName string, paths planPaths) (*claims.Claim, error) {
+	name := klog.KObj(claim).String()
+	fail := func(request, device, reason string, errs field.ErrorList) error {
+		return &ClaimError{Claim: name, Request: request, Device: device, Reason: reason, Errs: errs}
 	}
-	// Interface names already taken in this pod by its other claims.
+	pod, err := consumer(claim, fail)
+	if err != nil {
+		return nil, err
+	}
+	c := &claims.Claim{Driver: claims.DriverFastpath, UID: claim.UID, Namespace: claim.Namespace, Name: claim.Name, Pod: pod,
+		CDISpec: paths.cdiSpec, Dir: paths.claimDir}
 	taken := map[string]string{}
-	for _, other := range cp.Claims {
-		if other.PodUID != st.PodUID || other.UID == claim.UID {
-			continue
-		}
-		for _, d := range other.Devices {
-			if d.Config.Interface != nil {
-				taken[d.Config.Interface.Name] = fmt.Sprintf("claim %s/%s request %q", other.Namespace, other.Name, d.Request)
-			}
-		}
-	}
 	for _, res := range claim.Status.Allocation.Devices.Results {
 		if res.Driver != devices.DriverName {
 			continue
 		}
-		if err := exactlyOne(claim, res.Request); err != "" {
-			return nil, fail(res.Request, "", err, nil)
-		}
-		if res.Pool != nodeName {
-			return nil, fail(res.Request, res.Device, fmt.Sprintf("allocated from pool %q, but this node's pool is %q", res.Pool, nodeName), nil)
+		if err := checkResult(claim, res, nodeName, fail); err != nil {
+			return nil, err
 		}
 		dev, ok := inventory[res.Device]
 		if !ok {
@@ -101,74 +104,109 @@ func plan(claim *resourceapi.ResourceClaim, cp *Checkpoint, inventory map[string
 		}
 		cfg, errs := resolveConfig(claim, res.Request)
 		if len(errs) == 0 {
-			cfg.setDefaults(requestBase(res.Request), dev)
-			errs = cfg.validate(dev)
+			cfg, errs = configFor(cfg, res.Request, dev)
 		}
 		if cfg.Interface != nil && len(errs) == 0 {
 			if where, dup := taken[cfg.Interface.Name]; dup {
-				errs = append(errs, field.Duplicate(field.NewPath("interface", "name"),
-					fmt.Sprintf("%s (already used by %s)", cfg.Interface.Name, where)))
+				errs = append(errs, field.Duplicate(field.NewPath("interface", "name"), fmt.Sprintf("%s (already used by %s)", cfg.Interface.Name, where)))
 			}
 			taken[cfg.Interface.Name] = fmt.Sprintf("request %q", res.Request)
 		}
 		if len(errs) > 0 {
 			return nil, fail(res.Request, dev.Name, "", errs)
 		}
-		pd := PreparedDevice{
-			Request: res.Request, Pool: res.Pool, Device: res.Device, Kind: dev.Kind, Config: cfg,
-			CDIDeviceID: cdiKind + "=" + cdiDeviceName(claim.UID, res.Request),
+		d, err := planDevice(claim, res, dev, cfg, paths)
+		if err != nil {
+			return nil, err
 		}
-		if dev.PCI != nil {
-			pd.PCIAddress = dev.PCI.Address
-			if cfg.Mode == ModeVFIO {
-				group := *dev.PCI.IOMMUGroup
-				pd.IOMMUGroup = &group
-			}
-		}
-		if dev.VF != nil {
-			pd.PFPCIAddress, pd.PFName, pd.VFID = dev.VF.PFPCIAddress, dev.VF.PFName, dev.VF.ID
-			if set := vfSettings(cfg); set != nil {
-				if pd.PFName == "" {
-					return nil, fail(res.Request, dev.Name, "", field.ErrorList{field.Forbidden(field.NewPath("vf"),
-						fmt.Sprintf("the PF %s of this VF has no netdev to set it through", dev.VF.PFPCIAddress))})
-				}
-				pd.VFSet = set
-			}
-		}
-		if dev.Netdev != nil {
-			pd.HostIfName, pd.HostMTU, pd.HostMAC, pd.HostAlias = dev.Netdev.Name, dev.Netdev.MTU, dev.Netdev.MAC, dev.Netdev.Alias
-		}
-		if dev.Memif != nil {
-			pd.MemifSocket, pd.MemifRole, pd.MemifMode = dev.Memif.SocketPath, dev.Memif.Role, dev.Memif.Mode
-			pd.MemifDir = filepath.Join(claimDir, "memif", strings.ReplaceAll(res.Request, "/", "_"))
-		}
-		if deviceInfo(pd) != nil {
-			pd.DeviceInfoFile = filepath.Join(claimDir, strings.ReplaceAll(res.Request, "/", "_")+"-device.json")
-		}
-		st.Devices = append(st.Devices, pd)
+		c.Devices = append(c.Devices, d)
 	}
-	if len(st.Devices) == 0 {
+	if len(c.Devices) == 0 {
 		return nil, fail("", "", "no device of driver "+devices.DriverName+" is allocated", nil)
 	}
-	return st, nil
+	return c, nil
+}
+
+// planDevice is the record of one device: what identifies it, how the host
+// has it, and what to do with it.
+func planDevice(claim *resourceapi.ResourceClaim, res resourceapi.DeviceRequestAllocationResult, dev devices.Device, cfg v1alpha1.InterfaceConfig, paths planPaths) (claims.Device, error) {
+	req := status.RequestFileName(res.Request)
+	d := claims.Device{Request: res.Request, Pool: res.Pool, Device: res.Device, Kind: string(dev.Kind), Mode: cfg.Mode,
+		CDIDevice: cdiKind + "=" + cdiDeviceName(claim.UID, res.Request)}
+	if dev.PCI != nil {
+		d.PCIAddress = dev.PCI.Address
+	}
+	if dev.VF != nil {
+		d.PFPCIAddress = dev.VF.PFPCIAddress
+		if set := vfSettings(cfg); set != nil {
+			if dev.VF.PFName == "" {
+				return d, &ClaimError{Claim: klog.KObj(claim).String(), Request: res.Request, Device: dev.Name, Errs: field.ErrorList{field.Forbidden(field.NewPath("vf"),
+					fmt.Sprintf("the PF %s of this VF has no netdev to set it through", dev.VF.PFPCIAddress))}}
+			}
+			d.VF = &claims.VF{PFName: dev.VF.PFName, ID: dev.VF.ID, Set: *set}
+		}
+	}
+	if dev.Netdev != nil {
+		d.Host = &claims.HostNetdev{Name: dev.Netdev.Name, MTU: dev.Netdev.MTU, MAC: dev.Netdev.MAC, Alias: dev.Netdev.Alias}
+	}
+	if i := cfg.Interface; i != nil && (cfg.Mode == v1alpha1.ModeNetdev || cfg.Mode == v1alpha1.ModeAFXDP) {
+		d.Pod = &claims.PodInterface{Name: i.Name, MTU: i.MTU, MAC: i.MAC, Addresses: i.Addresses}
+		for _, r := range i.Routes {
+			d.Pod.Routes = append(d.Pod.Routes, claims.Route{Destination: r.Destination, Gateway: r.Gateway})
+		}
+	}
+	if cfg.Mode == v1alpha1.ModeVFIO {
+		d.VFIO = &claims.VFIO{IOMMUGroup: *dev.PCI.IOMMUGroup}
+	}
+	if x := cfg.XDP; x != nil && cfg.Mode == v1alpha1.ModeAFXDP {
+		d.XDP = &claims.XDP{Program: x.Program, AttachMode: x.AttachMode, Fallback: x.FallbackToGeneric, Queues: x.Queues, ZeroCopy: x.ZeroCopy,
+			PinDir: filepath.Join(paths.bpfDir, string(claim.UID)+"-"+req)}
+	}
+	if m := dev.Memif; m != nil {
+		d.Memif = &claims.Memif{Role: m.Role, Mode: m.Mode, Socket: m.SocketPath, Dir: filepath.Join(paths.claimDir, "memif", req)}
+		if s := cfg.Memif; s != nil {
+			if s.UID != nil {
+				d.Memif.UID = *s.UID
+			}
+			if s.GID != nil {
+				d.Memif.GID = *s.GID
+			}
+		}
+	}
+	if status.DeviceInfoOf(d) != nil {
+		d.DeviceInfoFile = filepath.Join(paths.claimDir, req+"-device.json")
+	}
+	return d, nil
 }
 
 // vfSettings are the settings to make on a VF through its PF: the vf
 // section, and the interface MAC (so that the PF's spoof check lets the
 // pod's MAC through). Nil when there are none.
-func vfSettings(cfg InterfaceConfig) *dataplane.VFSettings {
-	var s dataplane.VFSettings
+func vfSettings(cfg v1alpha1.InterfaceConfig) *claims.VFSettings {
+	var s claims.VFSettings
 	if v := cfg.VF; v != nil {
-		s = dataplane.VFSettings{VLAN: v.VLAN, QoS: v.QoS, VLANProto: v.VLANProto, SpoofChk: v.SpoofChk, Trust: v.Trust,
+		s = claims.VFSettings{VLAN: v.VLAN, QoS: v.QoS, VLANProto: v.VLANProto, SpoofChk: v.SpoofChk, Trust: v.Trust,
 			MinTxRate: v.MinTxRateMbps, MaxTxRate: v.MaxTxRateMbps, LinkState: v.LinkState}
 	}
-	if cfg.Interface != nil && cfg.Interface.MAC != "" && cfg.Mode == ModeNetdev {
+	if cfg.Interface != nil && cfg.Interface.MAC != "" && cfg.Mode == v1alpha1.ModeNetdev {
 		s.MAC = cfg.Interface.MAC
 	}
-	if s == (dataplane.VFSettings{}) {
+	if s == (claims.VFSettings{}) {
 		return nil
 	}
 	return &s
+}
+
+// checkResult checks an allocated device of this node's driver: one
+// device for its request, from this node's pool.
+func checkResult(claim *resourceapi.ResourceClaim, res resourceapi.DeviceRequestAllocationResult, nodeName string, fail failFunc) error {
+	if why := exactlyOne(claim, res.Request); why != "" {
+		return fail(res.Request, "", why, nil)
+	}
+	if res.Pool != nodeName {
+		return fail(res.Request, res.Device, fmt.Sprintf("allocated from pool %q, but this node's pool is %q", res.Pool, nodeName), nil)
+	}
+	return nil
 }
 
 // requestBase is the request of a request or subrequest name (req/sub).
@@ -178,7 +216,7 @@ func requestBase(request string) string {
 }
 
 // exactlyOne says what is wrong unless the request asks for exactly one
-// device: each fastpath device is configured on its own.
+// device: each device is configured on its own.
 func exactlyOne(claim *resourceapi.ResourceClaim, request string) string {
 	base, sub, hasSub := strings.Cut(request, "/")
 	for _, r := range claim.Spec.Devices.Requests {
@@ -212,45 +250,4 @@ func exactlyOne(claim *resourceapi.ResourceClaim, request string) string {
 		return ""
 	}
 	return "request not found in the claim's spec"
-}
-
-// resolveConfig merges the opaque configs for fastpath.dev that apply to
-// request: the DeviceClass's first, then the claim's, later fields winning.
-func resolveConfig(claim *resourceapi.ResourceClaim, request string) (InterfaceConfig, field.ErrorList) {
-	var cfg InterfaceConfig
-	var errs field.ErrorList
-	all := claim.Status.Allocation.Devices.Config
-	order := make([]int, 0, len(all))
-	for i := range all {
-		order = append(order, i)
-	}
-	// Class configs first; the claim's win.
-	slices.SortStableFunc(order, func(a, b int) int {
-		return sourceRank(all[a].Source) - sourceRank(all[b].Source)
-	})
-	for _, i := range order {
-		c := all[i]
-		if c.Opaque == nil || c.Opaque.Driver != devices.DriverName || !appliesTo(c.Requests, request) {
-			continue
-		}
-		path := field.NewPath("config").Index(i).Key(string(c.Source)).Child("parameters")
-		errs = append(errs, decodeConfig(c.Opaque.Parameters.Raw, &cfg, path)...)
-	}
-	return cfg, errs
-}
-
-func sourceRank(s resourceapi.AllocationConfigSource) int {
-	if s == resourceapi.AllocationConfigSourceClass {
-		return 0
-	}
-	return 1
-}
-
-// appliesTo reports whether a config listing requests covers request (or
-// its parent request). No list means every request.
-func appliesTo(requests []string, request string) bool {
-	if len(requests) == 0 {
-		return true
-	}
-	return slices.Contains(requests, request) || slices.Contains(requests, requestBase(request))
 }

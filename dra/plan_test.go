@@ -1,18 +1,20 @@
 package dra
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
+	"github.com/fastpath-dra/fastpath/dra/claims"
 )
 
-func planClaim(t *testing.T, claim *resourceapi.ResourceClaim, cp *Checkpoint) (*ClaimState, error) {
+func planClaim(t *testing.T, claim *resourceapi.ResourceClaim) (*claims.Claim, error) {
 	t.Helper()
-	if cp == nil {
-		cp = newCheckpoint()
-	}
-	return plan(claim, cp, inventoryMap(testInventory(t)), testNode, "/state/claims/"+string(claim.UID), "/cdi/spec.json")
+	return plan(claim, inventoryMap(testInventory(t)), testNode, planPaths{
+		claimDir: "/state/claims/" + string(claim.UID), cdiSpec: "/cdi/spec.json", bpfDir: "/sys/fs/bpf/fastpath"})
 }
 
 func TestPlanValid(t *testing.T) {
@@ -28,47 +30,52 @@ func TestPlanValid(t *testing.T) {
 			Driver: "fastpath.dev", Parameters: raw(config(`"mode": "vfio"`)),
 		}},
 	})
-	st, err := planClaim(t, claim, nil)
+	st, err := planClaim(t, claim)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.PodUID != "pod-uid-good" || len(st.Devices) != 2 {
+	if st.Pod.UID != "pod-uid-good" || len(st.Devices) != 2 || st.CDISpec != "/cdi/spec.json" || st.Dir != "/state/claims/uid-good" || st.Prepared {
 		t.Fatalf("state = %+v", st)
 	}
 	nic, dpdk := st.Devices[0], st.Devices[1]
-	if nic.Config.Mode != ModeNetdev || nic.Config.Interface.Name != "net1" || nic.Config.Interface.MTU != 9000 || *nic.Config.VF.VLAN != 100 {
-		t.Errorf("nic config = %+v / %+v", nic.Config, nic.Config.Interface)
+	if nic.Mode != v1alpha1.ModeNetdev || nic.Pod.Name != "net1" || nic.Pod.MTU != 9000 || nic.Pod.MAC != "02:00:00:00:00:01" ||
+		strings.Join(nic.Pod.Addresses, ",") != "10.10.1.2/24,fd00::2/64" || nic.Pod.Routes[0] != (claims.Route{Destination: "10.20.0.0/16", Gateway: "10.10.1.1"}) {
+		t.Errorf("nic in the pod = %+v", nic.Pod)
 	}
-	if nic.HostIfName != "ens1f0v0" || nic.PCIAddress != "0000:3b:01.0" || nic.PFPCIAddress != "0000:3b:00.0" {
-		t.Errorf("nic = %+v", nic)
+	if v := nic.VF; v == nil || v.PFName != "ens1f0" || v.ID != 0 || *v.Set.VLAN != 100 || *v.Set.QoS != 2 || !*v.Set.SpoofChk || v.Set.MAC != "02:00:00:00:00:01" || v.Before != nil {
+		t.Errorf("nic VF settings = %+v", nic.VF)
 	}
-	if nic.CDIDeviceID != "fastpath.dev/net=uid-good-nic" || nic.DeviceInfoFile != "/state/claims/uid-good/nic-device.json" {
-		t.Errorf("nic CDI %q, device-info %q", nic.CDIDeviceID, nic.DeviceInfoFile)
+	if nic.Host == nil || nic.Host.Name != "ens1f0v0" || nic.PCIAddress != "0000:3b:01.0" || nic.PFPCIAddress != "0000:3b:00.0" {
+		t.Errorf("nic = %+v, host %+v", nic, nic.Host)
 	}
-	if dpdk.Config.Mode != ModeVFIO || dpdk.Config.Interface != nil {
-		t.Errorf("dpdk config = %+v", dpdk.Config)
+	if nic.CDIDevice != "fastpath.dev/net=uid-good-nic" || nic.DeviceInfoFile != "/state/claims/uid-good/nic-device.json" {
+		t.Errorf("nic CDI %q, device-info %q", nic.CDIDevice, nic.DeviceInfoFile)
+	}
+	if dpdk.Mode != v1alpha1.ModeVFIO || dpdk.Pod != nil || dpdk.VFIO == nil || dpdk.VFIO.IOMMUGroup == 0 {
+		t.Errorf("dpdk = %+v, vfio %+v", dpdk, dpdk.VFIO)
 	}
 	// Deterministic: the same input gives the same plan.
-	again, err := planClaim(t, claim, nil)
-	if err != nil || again.Devices[0].Config.Interface.Name != "net1" || len(again.Devices) != 2 {
+	again, err := planClaim(t, claim)
+	if err != nil || !reflect.DeepEqual(again, st) {
 		t.Errorf("second plan differs: %+v, %v", again, err)
 	}
 }
 
 func TestPlanDefaults(t *testing.T) {
-	st, err := planClaim(t, testClaim("plain", []alloc{{"eth-fast", vfNetdev}}), nil)
+	st, err := planClaim(t, testClaim("plain", []alloc{{"eth-fast", vfNetdev}}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := st.Devices[0].Config
-	if c.Mode != ModeNetdev || c.Interface == nil || c.Interface.Name != "eth-fast" {
-		t.Errorf("defaulted config = %+v", c)
+	if d := st.Devices[0]; d.Mode != v1alpha1.ModeNetdev || d.Pod == nil || d.Pod.Name != "eth-fast" || d.VF != nil {
+		t.Errorf("defaulted device = %+v", d)
 	}
-	// afxdp defaults.
-	var xcfg InterfaceConfig
-	xcfg.Mode = ModeAFXDP
-	xcfg.setDefaults("xsk", inventoryMap(testInventory(t))[vfNetdev])
-	if x := xcfg.XDP; x == nil || x.Program != "xsk-redirect" || x.AttachMode != "native" || x.Queues != 1 || x.ZeroCopy != "preferred" {
+	// afxdp defaults, and where the program is pinned.
+	st, err = planClaim(t, testClaim("xsk", []alloc{{"xsk", vfNetdev}}, fromClaim(config(`"mode": "afxdp"`))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x := st.Devices[0].XDP; x == nil || x.Program != "xsk-redirect" || x.AttachMode != "native" || x.Queues != 1 || x.ZeroCopy != "preferred" ||
+		x.PinDir != "/sys/fs/bpf/fastpath/uid-xsk-xsk" {
 		t.Errorf("afxdp defaults = %+v", x)
 	}
 }
@@ -78,11 +85,11 @@ func TestPlanClaimWins(t *testing.T) {
 		fromClaim(config(`"interface": {"mtu": 1400}`)),
 		fromClass(config(`"interface": {"name": "cls0", "mtu": 9000}`)),
 	)
-	st, err := planClaim(t, claim, nil)
+	st, err := planClaim(t, claim)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if i := st.Devices[0].Config.Interface; i.MTU != 1400 || i.Name != "cls0" {
+	if i := st.Devices[0].Pod; i.MTU != 1400 || i.Name != "cls0" {
 		t.Errorf("merged interface = %+v, want the claim's MTU over the class's and the class's name kept", i)
 	}
 }
@@ -190,7 +197,7 @@ func TestPlanErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := planClaim(t, tt.claim(), nil)
+			_, err := planClaim(t, tt.claim())
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -200,20 +207,5 @@ func TestPlanErrors(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-func TestPlanNameTakenByOtherClaimOfPod(t *testing.T) {
-	cp := newCheckpoint()
-	first, err := planClaim(t, testClaim("first", []alloc{{"net1", vfNetdev}}), cp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp.Claims[first.UID] = first
-	second := testClaim("second", []alloc{{"net1", vfNetdev2}})
-	second.Status.ReservedFor[0].UID = first.PodUID
-	_, err = planClaim(t, second, cp)
-	if err == nil || !strings.Contains(err.Error(), "already used by claim default/first") {
-		t.Errorf("error = %v, want the name clash with the pod's other claim", err)
 	}
 }

@@ -20,6 +20,8 @@ import (
 
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/devices/memif"
+	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/status"
 )
 
 func prepare(t *testing.T, ctx context.Context, k *fakeKubelet, claim *resourceapi.ResourceClaim) string {
@@ -87,12 +89,9 @@ func TestKubeletVFIO(t *testing.T) {
 	if got := strings.Join(pf.calls, " "); got != "vlan ens1f0/0=30" {
 		t.Errorf("PF calls = %q", got)
 	}
-	cp, err := loadCheckpoint(d.checkpointPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if dev := cp.Claims[claim.UID].Devices[0]; dev.DriverBefore != "iavf" || dev.IOMMUGroup == nil || *dev.IOMMUGroup != group {
-		t.Errorf("checkpoint device = %+v, want the driver before (iavf) and group %d", dev, group)
+	rec, _ := onDisk(t, d).Get(claims.Key{Driver: claims.DriverFastpath, UID: claim.UID})
+	if v := rec.Devices[0].VFIO; v == nil || v.DriverBefore != "iavf" || v.IOMMUGroup != group {
+		t.Errorf("checkpoint device = %+v, want the driver before (iavf) and group %d", rec.Devices[0], group)
 	}
 	spec, err := cdi.ReadSpec(cdiSpecPath(d.opts.CDIDir, claim.UID), 0)
 	if err != nil {
@@ -115,11 +114,11 @@ func TestKubeletVFIO(t *testing.T) {
 	}
 	st := deviceStatus(t, ctx, d, claim, vfNetdev)
 	var data struct {
-		DeviceInfo DeviceInfo `json:"device-info"`
-		IOMMUGroup int        `json:"iommuGroup"`
-		Driver     string     `json:"driver"`
+		DeviceInfo status.DeviceInfo `json:"device-info"`
+		IOMMUGroup int               `json:"iommuGroup"`
+		Driver     string            `json:"driver"`
 	}
-	if len(st.Conditions) != 1 || st.Conditions[0].Status != metav1.ConditionTrue || st.Conditions[0].Reason != ReasonReady {
+	if len(st.Conditions) != 1 || st.Conditions[0].Status != metav1.ConditionTrue || st.Conditions[0].Reason != status.ReasonReady {
 		t.Errorf("conditions = %+v", st.Conditions)
 	}
 	if err := json.Unmarshal(st.Data.Raw, &data); err != nil || data.IOMMUGroup != group || data.Driver != "vfio-pci" ||
@@ -143,7 +142,9 @@ func TestKubeletVFIO(t *testing.T) {
 
 	// vfio-pci refuses the VF: back to iavf, settings undone, nothing left.
 	d.kernel.Refuse(dataplane.VFIODriver)
-	d.Driver.opts.PCI.Timeout = 200 * time.Millisecond
+	binder := d.Driver.opts.PCI.(dataplane.PCIBinder)
+	binder.Timeout = 200 * time.Millisecond
+	d.Driver.opts.PCI = binder
 	pf.calls = nil
 	msg := prepare(t, ctx, k, claim)
 	for _, want := range []string{"claim default/dpdk", `request "dpdk"`, "device " + vfNetdev, "not vfio-pci"} {
@@ -215,7 +216,7 @@ func TestKubeletMemif(t *testing.T) {
 	if e := prepare(t, ctx, k, claim); e != "" {
 		t.Fatalf("prepare: %s", e)
 	}
-	fwDir := filepath.Join(d.claimDir(claim.UID), "memif", "fw")
+	fwDir := filepath.Join(filepath.Join(d.opts.StateDir, "claims", string(claim.UID)), "memif", "fw")
 	fi, err := os.Stat(fwDir)
 	if err != nil {
 		t.Fatal(err)
@@ -233,21 +234,21 @@ func TestKubeletMemif(t *testing.T) {
 		mounts = append(mounts, m.HostPath+"="+m.ContainerPath)
 	}
 	wantMounts := []string{fwDir + "=/run/fastpath/memif/fw", socket + "=/run/fastpath/memif/fw/memif.sock",
-		filepath.Join(d.claimDir(claim.UID), "fw-device.json") + "=" + DeviceInfoDir + "/fw-device.json"}
+		filepath.Join(filepath.Join(d.opts.StateDir, "claims", string(claim.UID)), "fw-device.json") + "=" + status.DeviceInfoDir + "/fw-device.json"}
 	if !slices.Equal(mounts, wantMounts) {
 		t.Errorf("fw mounts:\n%q\nwant:\n%q", mounts, wantMounts)
 	}
 	if env := strings.Join(fw.ContainerEdits.Env, " "); !strings.Contains(env, "MEMIF_SOCKET_FW=/run/fastpath/memif/fw/memif.sock") {
 		t.Errorf("fw env = %s", env)
 	}
-	var info DeviceInfo
-	data, _ := os.ReadFile(filepath.Join(d.claimDir(claim.UID), "fw-device.json"))
+	var info status.DeviceInfo
+	data, _ := os.ReadFile(filepath.Join(filepath.Join(d.opts.StateDir, "claims", string(claim.UID)), "fw-device.json"))
 	if err := json.Unmarshal(data, &info); err != nil || info.Type != "memif" || info.Memif.Role != "slave" ||
 		info.Memif.Path != "/run/fastpath/memif/fw/memif.sock" || info.Memif.Mode != "ethernet" {
 		t.Errorf("fw device-info = %s (%v)", data, err)
 	}
 
-	vppSocket := filepath.Join(d.claimDir(claim.UID), "memif", "vpp", "memif.sock")
+	vppSocket := filepath.Join(filepath.Join(d.opts.StateDir, "claims", string(claim.UID)), "memif", "vpp", "memif.sock")
 	link := filepath.Join(d.opts.MemifDir, "vpp1.sock")
 	if target, err := os.Readlink(link); err != nil || target != vppSocket {
 		t.Errorf("link %s -> %q (%v), want -> %s", link, target, err, vppSocket)

@@ -4,14 +4,14 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"path/filepath"
 	"strings"
 
 	"github.com/vishvananda/netlink"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/dra"
+	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/status"
 )
 
 // cniOptions are the flags of the CNI DRA driver (cni.dra.networking.x-k8s.io).
@@ -65,7 +65,7 @@ func splitList(s string) []string {
 }
 
 // start starts the CNI driver.
-func (o *cniOptions) start(ctx context.Context, client kubernetes.Interface, nodeName, registryDir, stateDir string) (*dra.CNIDriver, error) {
+func (o *cniOptions) start(ctx context.Context, client kubernetes.Interface, nodeName, registryDir string, store *claims.Store, writer *status.Writer, runtime dra.Runtime) (*dra.CNIDriver, error) {
 	attrs := map[string]string{}
 	iface := o.iface
 	if iface == "" {
@@ -74,12 +74,11 @@ func (o *cniOptions) start(ctx context.Context, client kubernetes.Interface, nod
 	if iface != "" {
 		attrs["name"] = iface
 	}
-	cniState := filepath.Join(stateDir, "cni")
 	d, err := dra.NewCNIDriver(dra.CNIOptions{
-		NodeName: nodeName, Client: client, PluginDir: o.pluginDir, RegistryDir: registryDir, StateDir: cniState,
+		NodeName: nodeName, Client: client, PluginDir: o.pluginDir, RegistryDir: registryDir,
+		Store: store, Status: writer, Runtime: runtime,
 		Devices: o.devices, Attributes: attrs,
 		Policy: dra.CNIPolicy{Plugins: splitList(o.plugins), ConfigNamespace: o.configNamespace},
-		CNI:    dataplane.NewCNI(splitList(o.binDirs), filepath.Join(cniState, "cache")),
 	})
 	if err != nil {
 		return nil, err

@@ -11,7 +11,9 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
+	"sync"
 	"syscall"
 	"time"
 
@@ -24,6 +26,9 @@ import (
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/devices"
 	"github.com/fastpath-dra/fastpath/dra"
+	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/nri"
+	"github.com/fastpath-dra/fastpath/dra/status"
 )
 
 // DriverName is the DRA driver name fastpath serves.
@@ -165,9 +170,39 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	if err := checkCluster(ctx, client, o.nodeName); err != nil {
 		return err
 	}
+	store, err := claims.Open(filepath.Join(o.stateDir, "checkpoint.json"), claims.Legacy{CNI: filepath.Join(o.stateDir, "cni", "cni-checkpoint.json")})
+	if err != nil {
+		return err
+	}
+	writer := status.NewWriter(client)
+	writer.Start(ctx)
+	attacher, err := dataplane.NewAttacher()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = attacher.Close() }()
+	nriOpts := nri.Options{Socket: o.nriSocket, Store: store, Attacher: attacher, Status: writer}
+	if o.cni.enabled {
+		nriOpts.CNI = dataplane.NewCNI(splitList(o.cni.binDirs), filepath.Join(o.stateDir, "cni", "cache"))
+	}
+	plugin := nri.New(nriOpts)
+	go plugin.Run(ctx)
+	var ready readiness
+	ready.add(plugin.Connected)
+	srv, serveErr, err := serveHealth(ctx, o.metricsAddr, o.profiling, ready.check)
+	if err != nil {
+		return err
+	}
+	// The runtime first: the kubelet may prepare claims as soon as the
+	// plugin registers, and a pod whose sandbox starts before fastpath
+	// hears of it would run without its devices.
+	if err := waitForRuntime(ctx, plugin, o.nriSocket); err != nil {
+		return err
+	}
 	driver, err := dra.New(dra.Options{
 		NodeName: o.nodeName, Client: client, PluginDir: o.pluginDir, RegistryDir: o.registryDir,
 		StateDir: o.stateDir, CDIDir: o.cdiDir, MemifDir: o.MemifDir, BPFDir: o.bpfDir,
+		Store: store, Status: writer, Runtime: plugin,
 		PCI: dataplane.PCIBinder{SysfsRoot: o.SysfsRoot, DevRoot: o.devRoot},
 	})
 	if err != nil {
@@ -177,26 +212,14 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 		return err
 	}
 	defer driver.Stop()
-	attacher, err := dataplane.NewAttacher()
-	if err != nil {
-		return err
-	}
-	defer func() { _ = attacher.Close() }()
-	nri := dataplane.PluginOptions{Socket: o.nriSocket, Devices: driver, Reporter: driver, Attacher: attacher}
-	ready := driver.RegistrationStatus
+	ready.add(driver.RegistrationStatus)
 	if o.cni.enabled {
-		cniDriver, err := o.cni.start(ctx, client, o.nodeName, o.registryDir, o.stateDir)
+		cniDriver, err := o.cni.start(ctx, client, o.nodeName, o.registryDir, store, writer, plugin)
 		if err != nil {
 			return err
 		}
 		defer cniDriver.Stop()
-		nri.Networks = cniDriver
-		ready = func() error { return errors.Join(driver.RegistrationStatus(), cniDriver.RegistrationStatus()) }
-	}
-	go serveNRI(ctx, nri)
-	srv, serveErr, err := serveHealth(ctx, o.metricsAddr, o.profiling, ready)
-	if err != nil {
-		return err
+		ready.add(cniDriver.RegistrationStatus)
 	}
 	watchErr := make(chan error, 1)
 	go func() {
@@ -226,33 +249,43 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	return nil
 }
 
-// serveNRI keeps the NRI plugin connected to the runtime: it reconnects
-// when the runtime restarts, until ctx ends.
-func serveNRI(ctx context.Context, opts dataplane.PluginOptions) {
-	logger := klog.FromContext(ctx).WithValues("nriSocket", opts.Socket)
-	backoff := time.Second
-	for ctx.Err() == nil {
-		p, err := dataplane.NewPlugin(opts)
-		if err == nil {
-			err = p.Start(ctx)
+// readiness is what /readyz checks: the parts that are started.
+type readiness struct {
+	mu     sync.Mutex
+	checks []func() error
+}
+
+func (r *readiness) add(check func() error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.checks = append(r.checks, check)
+}
+
+func (r *readiness) check() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var errs []error
+	for _, c := range r.checks {
+		errs = append(errs, c())
+	}
+	return errors.Join(errs...)
+}
+
+// waitForRuntime waits until the runtime connected the NRI plugin and
+// synchronized with it, saying every while what it waits for.
+func waitForRuntime(ctx context.Context, plugin *nri.Plugin, socket string) error {
+	logger := klog.FromContext(ctx)
+	for {
+		waitCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		err := plugin.WaitConnected(waitCtx)
+		cancel()
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
 		}
-		if err != nil {
-			logger.Error(err, "NRI plugin not connected; retrying", "in", backoff)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, 30*time.Second)
-			continue
-		}
-		backoff = time.Second
-		logger.Info("NRI plugin connected")
-		p.Wait()
-		p.Stop()
-		if ctx.Err() == nil {
-			logger.Info("NRI connection closed; reconnecting")
-		}
+		logger.Info("Waiting for the container runtime to connect the NRI plugin before registering with the kubelet; is NRI enabled in the runtime?", "nriSocket", socket)
 	}
 }
 
@@ -268,8 +301,8 @@ func checkCluster(ctx context.Context, client kubernetes.Interface, node string)
 	return nil
 }
 
-// serveHealth serves /healthz (alive) and /readyz (registered with the
-// kubelet) on addr until ctx ends. Listening happens here, so a taken port is
+// serveHealth serves /healthz (alive) and /readyz (connected to the
+// runtime and registered with the kubelet) on addr until ctx ends. Listening happens here, so a taken port is
 // an error at start; a later failure arrives on the channel. With profiling,
 // Go's pprof handlers are served under /debug/pprof/ as well.
 func serveHealth(ctx context.Context, addr string, profiling bool, ready func() error) (*http.Server, <-chan error, error) {

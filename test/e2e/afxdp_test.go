@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 import (
@@ -18,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/fastpath-dra/fastpath/bpf"
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/test/netnstest"
 )
 
@@ -37,8 +40,8 @@ func TestDataplaneAFXDP(t *testing.T) {
 	}
 	const mac = "02:00:00:fa:58:01"
 	tmpl := claimTemplate(t, ctx, "e2e-xsk", "xsk", "afxdp.fastpath.dev", `device.attributes["fastpath.dev"].kind == "netdev"`,
-		`{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig", "interface": {"name": "xsk0", "mac": "`+mac+`"},
-		  "xdp": {"attachMode": "native", "queues": 1, "zeroCopy": "preferred"}}`)
+		&v1alpha1.InterfaceConfig{Interface: &v1alpha1.InterfaceSpec{Name: "xsk0", MAC: mac},
+			XDP: &v1alpha1.XDPConfig{AttachMode: v1alpha1.AttachNative, Queues: 1, ZeroCopy: v1alpha1.ZeroCopyPrefer}})
 	pod := claimPod("e2e-xsk", "xsk", &corev1.PodResourceClaim{Name: "fast", ResourceClaimTemplateName: &tmpl.Name})
 	running, err := bed.RunPod(ctx, pod)
 	if err != nil {

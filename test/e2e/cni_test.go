@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 import (
@@ -16,8 +18,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 )
 
 const cniDriver = "cni.dra.networking.x-k8s.io"
@@ -27,7 +30,7 @@ const cniDriver = "cni.dra.networking.x-k8s.io"
 const cniMaster = vethPrefix + "m0"
 
 // cniClaimSpec is a claim spec with one CNI request per config.
-func cniClaimSpec(configs map[string]string) resourceapi.ResourceClaimSpec {
+func cniClaimSpec(configs map[string]v1alpha1.CNIConfig) resourceapi.ResourceClaimSpec {
 	var spec resourceapi.ResourceClaimSpec
 	for _, req := range slices.Sorted(maps.Keys(configs)) {
 		spec.Devices.Requests = append(spec.Devices.Requests, resourceapi.DeviceRequest{
@@ -36,7 +39,7 @@ func cniClaimSpec(configs map[string]string) resourceapi.ResourceClaimSpec {
 		spec.Devices.Config = append(spec.Devices.Config, resourceapi.DeviceClaimConfiguration{
 			Requests: []string{req},
 			DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
-				Driver: cniDriver, Parameters: runtime.RawExtension{Raw: []byte(configs[req])},
+				Driver: cniDriver, Parameters: opaque(configs[req]),
 			}},
 		})
 	}
@@ -45,11 +48,16 @@ func cniClaimSpec(configs map[string]string) resourceapi.ResourceClaimSpec {
 
 // macvlanConfig is the design's example: macvlan in bridge mode on the
 // device attribute "name", host-local IPAM keeping its state in ipamDir.
-func macvlanConfig(ifName, ipamRange, ipamDir string) string {
-	return fmt.Sprintf(`{"apiVersion": "cni.networking.x-k8s.io/v1alpha1", "kind": "CNI", "ifName": %q, "cniVersion": "1.0.0",
-		"plugins": [{"type": "macvlan", "config": {"mode": "bridge", "ipam": {"type": "host-local", "dataDir": %q, "ranges": [[%s]]}},
-		"arguments": [{"fieldPath": "master", "valueFrom": {"attributeRef": "name"}}]}]}`, ifName, ipamDir, ipamRange)
+func macvlanConfig(ifName string, ipamRange map[string]any, ipamDir string) v1alpha1.CNIConfig {
+	return v1alpha1.CNIConfig{IfName: ifName, CNIVersion: "1.0.0", Plugins: []v1alpha1.CNIPlugin{{
+		Type:      "macvlan",
+		Config:    map[string]any{"mode": "bridge", "ipam": map[string]any{"type": "host-local", "dataDir": ipamDir, "ranges": [][]any{{ipamRange}}}},
+		Arguments: []v1alpha1.CNIArgument{{FieldPath: "master", ValueFrom: &v1alpha1.CNIValueSource{AttributeRef: "name"}}},
+	}}}
 }
+
+// subnet is a host-local range of a whole subnet.
+func subnet(cidr string) map[string]any { return map[string]any{"subnet": cidr} }
 
 // ipamAllocations lists host-local's allocations below dir.
 func ipamAllocations(t *testing.T, dir string) []string {
@@ -95,7 +103,7 @@ func TestCNI(t *testing.T) {
 
 	t.Run("the design's example", func(t *testing.T) {
 		ipam := t.TempDir()
-		tmpl := createTemplate(t, ctx, "e2e-cni", cniClaimSpec(map[string]string{"macvlan0": macvlanConfig("net1", `{"subnet": "10.10.1.0/24"}`, ipam)}))
+		tmpl := createTemplate(t, ctx, "e2e-cni", cniClaimSpec(map[string]v1alpha1.CNIConfig{"macvlan0": macvlanConfig("net1", subnet("10.10.1.0/24"), ipam)}))
 		pod := claimPod("e2e-cni", "ifaces", &corev1.PodResourceClaim{Name: "cni", ResourceClaimTemplateName: &tmpl.Name})
 		running, err := bed.RunPod(ctx, pod)
 		if err != nil {
@@ -138,8 +146,8 @@ func TestCNI(t *testing.T) {
 
 	t.Run("an address released is given again", func(t *testing.T) {
 		ipam := t.TempDir()
-		one := `{"subnet": "10.10.2.0/24", "rangeStart": "10.10.2.5", "rangeEnd": "10.10.2.5"}`
-		tmpl := createTemplate(t, ctx, "e2e-cni-one", cniClaimSpec(map[string]string{"macvlan0": macvlanConfig("net1", one, ipam)}))
+		one := map[string]any{"subnet": "10.10.2.0/24", "rangeStart": "10.10.2.5", "rangeEnd": "10.10.2.5"}
+		tmpl := createTemplate(t, ctx, "e2e-cni-one", cniClaimSpec(map[string]v1alpha1.CNIConfig{"macvlan0": macvlanConfig("net1", one, ipam)}))
 		for i := range 2 {
 			pod := claimPod(fmt.Sprintf("e2e-cni-one-%d", i), "ifaces", &corev1.PodResourceClaim{Name: "cni", ResourceClaimTemplateName: &tmpl.Name})
 			running, err := bed.RunPod(ctx, pod)
@@ -162,9 +170,9 @@ func TestCNI(t *testing.T) {
 
 	t.Run("a plugin failure", func(t *testing.T) {
 		ipam := t.TempDir()
-		bad := strings.Replace(macvlanConfig("net1", `{"subnet": "10.10.5.0/24"}`, ipam),
-			`"valueFrom": {"attributeRef": "name"}`, `"value": "`+vethPrefix+`-missing"`, 1)
-		tmpl := createTemplate(t, ctx, "e2e-cni-fail", cniClaimSpec(map[string]string{"macvlan0": bad}))
+		bad := macvlanConfig("net1", subnet("10.10.5.0/24"), ipam)
+		bad.Plugins[0].Arguments[0] = v1alpha1.CNIArgument{FieldPath: "master", Value: json.RawMessage(`"` + vethPrefix + `-missing"`)}
+		tmpl := createTemplate(t, ctx, "e2e-cni-fail", cniClaimSpec(map[string]v1alpha1.CNIConfig{"macvlan0": bad}))
 		pod := claimPod("e2e-cni-fail", "ifaces", &corev1.PodResourceClaim{Name: "cni", ResourceClaimTemplateName: &tmpl.Name})
 		msg := createPodWaitEvent(t, ctx, pod, "CNI ADD")
 		for _, want := range []string{`request "macvlan0"`, "device cni-", `plugin type="macvlan" failed (add)`} {
@@ -187,11 +195,11 @@ func TestCNI(t *testing.T) {
 		// Claims, not templates: the pod names them in its spec, so the
 		// kubelet may read them as soon as the pod is bound to the node.
 		cniClaim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "e2e-cni-two"},
-			Spec: cniClaimSpec(map[string]string{
-				"a": macvlanConfig("net1", `{"subnet": "10.10.3.0/24"}`, ipam),
-				"b": macvlanConfig("net2", `{"subnet": "10.10.4.0/24"}`, ipam),
+			Spec: cniClaimSpec(map[string]v1alpha1.CNIConfig{
+				"a": macvlanConfig("net1", subnet("10.10.3.0/24"), ipam),
+				"b": macvlanConfig("net2", subnet("10.10.4.0/24"), ipam),
 			})}
-		fast := netdevClaim("e2e-cni-fast", `{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig", "interface": {"name": "net3", "addresses": ["10.10.6.2/24"]}}`)
+		fast := netdevClaim("e2e-cni-fast", &v1alpha1.InterfaceConfig{Interface: &v1alpha1.InterfaceSpec{Name: "net3", Addresses: []string{"10.10.6.2/24"}}})
 		fast.Spec.Devices.Requests[0].Exactly.Selectors = nil
 		for _, c := range []*resourceapi.ResourceClaim{cniClaim, fast} {
 			if _, err := bed.Client().ResourceV1().ResourceClaims("default").Create(ctx, c, metav1.CreateOptions{}); err != nil {
@@ -230,9 +238,9 @@ func TestCNI(t *testing.T) {
 func TestCNIAllowlist(t *testing.T) {
 	ctx := testContext(t)
 	cniSetup(t, ctx, 26188, []string{"--cni-plugins", "macvlan,host-local", "--cni-devices", "2"})
-	bridge := `{"apiVersion": "cni.networking.x-k8s.io/v1alpha1", "kind": "CNI", "ifName": "net1",
-		"plugins": [{"type": "bridge", "config": {"bridge": "` + vethPrefix + `br0", "ipam": {"type": "static", "addresses": [{"address": "10.10.7.2/24"}]}}}]}`
-	tmpl := createTemplate(t, ctx, "e2e-cni-deny", cniClaimSpec(map[string]string{"br": bridge}))
+	bridge := v1alpha1.CNIConfig{IfName: "net1", Plugins: []v1alpha1.CNIPlugin{{Type: "bridge", Config: map[string]any{
+		"bridge": vethPrefix + "br0", "ipam": map[string]any{"type": "static", "addresses": []any{map[string]any{"address": "10.10.7.2/24"}}}}}}}
+	tmpl := createTemplate(t, ctx, "e2e-cni-deny", cniClaimSpec(map[string]v1alpha1.CNIConfig{"br": bridge}))
 	pod := claimPod("e2e-cni-deny", "ifaces", &corev1.PodResourceClaim{Name: "cni", ResourceClaimTemplateName: &tmpl.Name})
 	msg := createPodWaitEvent(t, ctx, pod, "allowlist")
 	for _, want := range []string{`request "br"`, `"bridge"`, `"static"`, "--cni-plugins"} {

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 import (
@@ -14,6 +16,9 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
+	"github.com/fastpath-dra/fastpath/test/netnstest"
 )
 
 // vethPrefix starts the veths that stand in for VF netdevs here.
@@ -28,21 +33,7 @@ func hostVeth(t *testing.T, n int) netlink.Link {
 // hostVethNamed creates the veth pair name/peer and returns name's end.
 func hostVethNamed(t *testing.T, name, peer string) netlink.Link {
 	t.Helper()
-	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: 1500}, PeerName: peer}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, n := range []string{name, peer} {
-			if l, err := netlink.LinkByName(n); err == nil {
-				_ = netlink.LinkDel(l)
-			}
-		}
-	})
-	l, err := netlink.LinkByName(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
+	return netnstest.Veth(t, name, peer)
 }
 
 // dataplaneSetup publishes n veths (their "a" ends) through a fastpathd
@@ -86,9 +77,10 @@ func TestDataplaneNetdev(t *testing.T) {
 	ctx := testContext(t)
 	orig := dataplaneSetup(t, ctx, 1, 26181)[0]
 
-	claim := netdevClaim("e2e-net", `{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig",
-		"interface": {"name": "net1", "mtu": 9000, "mac": "02:00:00:fa:57:01", "addresses": ["10.77.1.2/24", "fd00:77::2/64"],
-		"routes": [{"destination": "10.78.0.0/16", "gateway": "10.77.1.1"}]}}`)
+	claim := netdevClaim("e2e-net", &v1alpha1.InterfaceConfig{Interface: &v1alpha1.InterfaceSpec{
+		Name: "net1", MTU: 9000, MAC: "02:00:00:fa:57:01", Addresses: []string{"10.77.1.2/24", "fd00:77::2/64"},
+		Routes: []v1alpha1.Route{{Destination: "10.78.0.0/16", Gateway: "10.77.1.1"}},
+	}})
 	claim.Spec.Devices.Requests[0].Exactly.Selectors = nil
 	if _, err := bed.Client().ResourceV1().ResourceClaims("default").Create(ctx, claim, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -182,8 +174,9 @@ func assertReturned(t *testing.T, ctx context.Context, orig *netlink.LinkAttrs) 
 func TestDataplaneAttachFailure(t *testing.T) {
 	ctx := testContext(t)
 	orig := dataplaneSetup(t, ctx, 2, 26182)[0]
-	claim := netdevClaim("e2e-fail", `{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig",
-		"interface": {"name": "net1", "addresses": ["10.79.1.2/24"], "routes": [{"destination": "10.80.0.0/16", "gateway": "192.0.2.1"}]}}`)
+	claim := netdevClaim("e2e-fail", &v1alpha1.InterfaceConfig{Interface: &v1alpha1.InterfaceSpec{
+		Name: "net1", Addresses: []string{"10.79.1.2/24"}, Routes: []v1alpha1.Route{{Destination: "10.80.0.0/16", Gateway: "192.0.2.1"}},
+	}})
 	claim.Spec.Devices.Requests[0].Exactly.Selectors = nil
 	if _, err := bed.Client().ResourceV1().ResourceClaims("default").Create(ctx, claim, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -234,7 +227,7 @@ func TestDataplaneTwoClaims(t *testing.T) {
 	origs := dataplaneSetup(t, ctx, 4, 26183, 5)
 	d := lastDaemon
 	mkClaim := func(name, ifName string) *resourceapi.ResourceClaim {
-		c := netdevClaim(name, fmt.Sprintf(`{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig", "interface": {"name": %q}}`, ifName))
+		c := netdevClaim(name, &v1alpha1.InterfaceConfig{Interface: &v1alpha1.InterfaceSpec{Name: ifName}})
 		c.Spec.Devices.Requests[0].Exactly.Selectors = nil
 		if _, err := bed.Client().ResourceV1().ResourceClaims("default").Create(ctx, c, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -274,11 +267,11 @@ func TestDataplaneTwoClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = bed.DeletePod(context.Background(), "default", clash.Name) })
-	msg, err := waitEvent(ctx, clash.Name, "interface.name")
+	msg, err := waitEvent(ctx, clash.Name, "interface name net1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(msg, "already used by claim default/e2e-clash-") || !strings.Contains(msg, "net1") {
+	if !strings.Contains(msg, "already given to the pod by claim default/e2e-clash-") {
 		t.Errorf("event %q does not explain the name clash", msg)
 	}
 	if err := bed.DeletePod(ctx, "default", clash.Name); err != nil {

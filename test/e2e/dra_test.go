@@ -1,7 +1,10 @@
+//go:build e2e
+
 package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,6 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
+	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/test/sysfsfixture"
 	"github.com/fastpath-dra/fastpath/test/testbed"
 )
@@ -190,7 +195,7 @@ func TestDRAPlugin(t *testing.T) {
 	applyYAML(t, ctx, filepath.Join(bed.Config().RepoDir, "deploy", "fastpathd.yaml"), true)
 
 	t.Run("invalid config", func(t *testing.T) {
-		claim := netdevClaim("e2e-bad", `{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig", "interface": {"mtu": 50}}`)
+		claim := netdevClaim("e2e-bad", &v1alpha1.InterfaceConfig{Interface: &v1alpha1.InterfaceSpec{MTU: 50}})
 		created, err := bed.Client().ResourceV1().ResourceClaims("default").Create(ctx, claim, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -224,7 +229,7 @@ func TestDRAPlugin(t *testing.T) {
 	// for a VF already bound to vfio-pci: nothing to bind or attach, and
 	// the container gets the CDI edits and the group's device node.
 	t.Run("valid claim", func(t *testing.T) {
-		spec := netdevClaim("", "").Spec
+		spec := netdevClaim("", nil).Spec
 		spec.Devices.Requests[0].Exactly.DeviceClassName = "vfio.fastpath.dev"
 		spec.Devices.Requests[0].Exactly.Selectors[0].CEL.Expression = `device.attributes["fastpath.dev"].driver == "vfio-pci"`
 		tmpl := &resourceapi.ResourceClaimTemplate{
@@ -300,7 +305,7 @@ func intAttr(s resourceapi.ResourceSlice, device, attr string) int64 {
 
 // netdevClaim is a claim for one netdev-capable VF, with an optional claim
 // config.
-func netdevClaim(name, config string) *resourceapi.ResourceClaim {
+func netdevClaim(name string, config *v1alpha1.InterfaceConfig) *resourceapi.ResourceClaim {
 	c := &resourceapi.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
 		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
@@ -312,15 +317,24 @@ func netdevClaim(name, config string) *resourceapi.ResourceClaim {
 			}}},
 		}},
 	}
-	if config != "" {
+	if config != nil {
 		c.Spec.Devices.Config = []resourceapi.DeviceClaimConfiguration{{
 			Requests: []string{"nic"},
 			DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
-				Driver: driverName, Parameters: runtime.RawExtension{Raw: []byte(config)},
+				Driver: driverName, Parameters: opaque(config),
 			}},
 		}}
 	}
 	return c
+}
+
+// opaque is a config as a claim's opaque parameters.
+func opaque(config any) runtime.RawExtension {
+	data, err := json.Marshal(config)
+	if err != nil {
+		panic(fmt.Sprintf("a config does not marshal: %v", err))
+	}
+	return runtime.RawExtension{Raw: data}
 }
 
 func claimPod(name, cmd string, claim *corev1.PodResourceClaim) *corev1.Pod {
@@ -369,5 +383,9 @@ func checkpointClaims(t *testing.T, d *daemon) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.Count(string(data), `"podUID"`)
+	cls, _, err := claims.Parse(data)
+	if err != nil {
+		t.Fatalf("checkpoint %s: %v", d.checkpoint(), err)
+	}
+	return len(cls)
 }

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 import (
@@ -36,8 +38,12 @@ func TestNodeReady(t *testing.T) {
 	if want := bed.Config().NodeIP.String(); internalIP != want {
 		t.Errorf("node InternalIP = %q, want %q", internalIP, want)
 	}
-	if v := node.Status.NodeInfo.KubeletVersion; !strings.HasPrefix(v, "v1.35.") {
-		t.Errorf("kubelet version = %q, want v1.35.x", v)
+	vers, err := testbed.BedVersions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := node.Status.NodeInfo.KubeletVersion; v != vers.Kubernetes {
+		t.Errorf("kubelet version = %q, want %s", v, vers.Kubernetes)
 	}
 	if rt := node.Status.NodeInfo.ContainerRuntimeVersion; !strings.HasPrefix(rt, "containerd://2.") {
 		t.Errorf("container runtime = %q, want containerd 2.x", rt)

@@ -1,4 +1,4 @@
-//go:build benche2e
+//go:build e2e && benche2e
 
 package e2e
 
@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/test/sysfsfixture"
 	"github.com/fastpath-dra/fastpath/test/testbed"
 )
@@ -46,8 +47,8 @@ func TestPodStartup(t *testing.T) {
 	dataplaneSetup(t, ctx, first, 26190, more...)
 	tmpl := &resourceapi.ResourceClaimTemplate{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "startup"},
-		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: netdevClaim("", `{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig",
-			"interface": {"name": "net1", "mtu": 9000, "addresses": ["10.95.0.2/24"]}}`).Spec},
+		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: netdevClaim("", &v1alpha1.InterfaceConfig{Interface: &v1alpha1.InterfaceSpec{
+			Name: "net1", MTU: 9000, Addresses: []string{"10.95.0.2/24"}}}).Spec},
 	}
 	tmpl.Spec.Spec.Devices.Requests[0].Exactly.Selectors = nil
 	if _, err := bed.Client().ResourceV1().ResourceClaimTemplates("default").Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 import (
@@ -17,14 +19,25 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/fastpath-dra/fastpath/devices/memif"
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/test/sysfsfixture"
+	"github.com/fastpath-dra/fastpath/test/testbed"
 )
 
 // applyDeviceClasses creates the DeviceClasses of a file of deploy/ for
 // the test.
 func applyDeviceClasses(t *testing.T, ctx context.Context, file string) {
 	t.Helper()
-	for _, obj := range applyYAML(t, ctx, filepath.Join(bed.Config().RepoDir, "deploy", file), false) {
+	path := filepath.Join(bed.Config().RepoDir, "deploy", file)
+	// Create or update: the demo, run on the same bed, applies them too.
+	if err := bed.ApplyDeviceClasses(ctx, path); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := testbed.DecodeYAML(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range objs {
 		name := obj.(*resourceapi.DeviceClass).Name
 		t.Cleanup(func() {
 			_ = bed.Client().ResourceV1().DeviceClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
@@ -34,13 +47,13 @@ func applyDeviceClasses(t *testing.T, ctx context.Context, file string) {
 
 // claimTemplate creates a template with one request "dpdk" (or the given
 // name) of class, narrowed by a CEL selector, with an optional config.
-func claimTemplate(t *testing.T, ctx context.Context, name, request, class, selector, config string) *resourceapi.ResourceClaimTemplate {
+func claimTemplate(t *testing.T, ctx context.Context, name, request, class, selector string, config *v1alpha1.InterfaceConfig) *resourceapi.ResourceClaimTemplate {
 	t.Helper()
 	spec := netdevClaim("", config).Spec
 	spec.Devices.Requests[0].Name = request
 	spec.Devices.Requests[0].Exactly.DeviceClassName = class
 	spec.Devices.Requests[0].Exactly.Selectors[0].CEL.Expression = selector
-	if config != "" {
+	if config != nil {
 		spec.Devices.Config[0].Requests = []string{request}
 	}
 	return createTemplate(t, ctx, name, spec)
@@ -118,7 +131,7 @@ func TestVFIO(t *testing.T) {
 	applyDeviceClasses(t, ctx, "deviceclasses.yaml")
 	d := startDaemon(t, ctx, 26184, "--sysfs-root", root, "--dev-root", devRoot)
 
-	tmpl := claimTemplate(t, ctx, "e2e-vfio", "dpdk", "vfio.fastpath.dev", `device.attributes["fastpath.dev"].driver == "iavf"`, "")
+	tmpl := claimTemplate(t, ctx, "e2e-vfio", "dpdk", "vfio.fastpath.dev", `device.attributes["fastpath.dev"].driver == "iavf"`, nil)
 	pod := claimPod("e2e-vfio", "env", &corev1.PodResourceClaim{Name: "fast", ResourceClaimTemplateName: &tmpl.Name})
 	running, err := bed.RunPod(ctx, pod)
 	if err != nil {
@@ -195,7 +208,7 @@ func TestMemif(t *testing.T) {
 	d := startDaemon(t, ctx, 26185, "--sysfs-root", root, "--memif-dir", memifDir)
 
 	tmpl := claimTemplate(t, ctx, "e2e-memif", "vs", "memif.fastpath.dev", `device.attributes["fastpath.dev"].memifRole == "slave"`,
-		`{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig", "memif": {"uid": 0, "gid": 0}}`)
+		&v1alpha1.InterfaceConfig{Memif: &v1alpha1.MemifSpec{UID: new(int64(0)), GID: new(int64(0))}})
 	pod := claimPod("e2e-memif", "memif", &corev1.PodResourceClaim{Name: "fast", ResourceClaimTemplateName: &tmpl.Name})
 	running, err := bed.RunPod(ctx, pod)
 	if err != nil {

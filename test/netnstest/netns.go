@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
@@ -94,4 +95,26 @@ func SendFrames(ifName string, dst net.HardwareAddr, n int) error {
 		}
 	}
 	return nil
+}
+
+// Veth creates the veth pair name/peer (MTU 1500) in the caller's network
+// namespace, deleted when the test ends wherever name went, and returns
+// name's link.
+func Veth(tb testing.TB, name, peer string) netlink.Link {
+	tb.Helper()
+	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: 1500}, PeerName: peer}); err != nil {
+		tb.Fatalf("create veth %s: %v", name, err)
+	}
+	tb.Cleanup(func() {
+		for _, n := range []string{peer, name} {
+			if l, err := netlink.LinkByName(n); err == nil {
+				_ = netlink.LinkDel(l)
+			}
+		}
+	})
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return l
 }

@@ -61,3 +61,6 @@ func binariesIn(cache string, v Versions) binaries {
 		cni:        dir("cni-plugins", v.CNIPlugins),
 	}
 }
+
+// BedVersions are the versions of the components this test bed runs.
+func BedVersions() (Versions, error) { return parseVersions(versionsEnv) }

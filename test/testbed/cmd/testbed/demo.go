@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"net"
@@ -20,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/fastpath-dra/fastpath/devices"
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/test/testbed"
 )
 
@@ -100,12 +102,16 @@ func demo(ctx context.Context, args []string) error {
 	}
 	fmt.Printf("it publishes %s (the host veth %s) in a ResourceSlice\n", devices.NetdevDeviceName(hostIf), hostIf)
 
+	params, err := json.Marshal(demoConfig)
+	if err != nil {
+		return err
+	}
 	claim := &resourceapi.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: demoNamespace, Name: demoClaim},
 		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
 			Requests: []resourceapi.DeviceRequest{{Name: "net1", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "netdev.fastpath.dev"}}},
 			Config: []resourceapi.DeviceClaimConfiguration{{DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
-				Driver: "fastpath.dev", Parameters: runtime.RawExtension{Raw: []byte(demoConfig)},
+				Driver: "fastpath.dev", Parameters: runtime.RawExtension{Raw: params},
 			}}}},
 		}},
 	}
@@ -150,10 +156,13 @@ func demo(ctx context.Context, args []string) error {
 	return nil
 }
 
-const (
-	demoClaim  = "fastpath-demo"
-	demoConfig = `{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig", "interface": {"name": "net1", "mtu": 9000, "mac": "02:fa:57:00:00:01", "addresses": ["10.100.0.2/24", "fd00:100::2/64"], "routes": [{"destination": "10.101.0.0/16", "gateway": "10.100.0.1"}]}}`
-)
+const demoClaim = "fastpath-demo"
+
+// demoConfig is the demo claim's config: the interface as the pod sees it.
+var demoConfig = v1alpha1.InterfaceConfig{Interface: &v1alpha1.InterfaceSpec{
+	Name: "net1", MTU: 9000, MAC: "02:fa:57:00:00:01", Addresses: []string{"10.100.0.2/24", "fd00:100::2/64"},
+	Routes: []v1alpha1.Route{{Destination: "10.101.0.0/16", Gateway: "10.100.0.1"}},
+}}
 
 func deleteClaim(ctx context.Context, bed *testbed.Bed) error {
 	claims := bed.Client().ResourceV1().ResourceClaims(demoNamespace)

@@ -1,0 +1,207 @@
+package v1alpha1
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+func TestMarshalSetsTypeMeta(t *testing.T) {
+	for _, tc := range []struct {
+		v    any
+		want string
+	}{
+		{InterfaceConfig{Mode: ModeVFIO}, `{"apiVersion":"fastpath.dev/v1alpha1","kind":"InterfaceConfig","mode":"vfio"}`},
+		{&InterfaceConfig{}, `{"apiVersion":"fastpath.dev/v1alpha1","kind":"InterfaceConfig"}`},
+		{CNIConfig{IfName: "net1", ConfigName: "x"}, `{"apiVersion":"cni.networking.x-k8s.io/v1alpha1","kind":"CNI","ifName":"net1","configName":"x"}`},
+		{MemifConfig{}, `{"apiVersion":"fastpath.dev/v1alpha1","kind":"MemifConfig","endpoints":null}`},
+	} {
+		data, err := json.Marshal(tc.v)
+		if err != nil || string(data) != tc.want {
+			t.Errorf("Marshal(%+v) = %s, %v; want %s", tc.v, data, err, tc.want)
+		}
+	}
+}
+
+// A config written in Go decodes back to itself, in JSON and in YAML.
+func TestRoundTrip(t *testing.T) {
+	in := InterfaceConfig{Mode: ModeNetdev, Interface: &InterfaceSpec{Name: "net1", MTU: 9000, MAC: "02:00:00:00:00:01",
+		Addresses: []string{"10.0.0.2/24"}, Routes: []Route{{Destination: "10.1.0.0/16", Gateway: "10.0.0.1"}}},
+		VF: &VFConfig{VLAN: new(100), SpoofChk: new(true)}}
+	data, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out InterfaceConfig
+	if errs := DecodeInterfaceConfig(data, &out, field.NewPath("p")); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	again, _ := json.Marshal(out)
+	if string(again) != string(data) {
+		t.Errorf("round trip: %s, want %s", again, data)
+	}
+	yaml := "apiVersion: fastpath.dev/v1alpha1\nkind: InterfaceConfig\nmode: netdev\ninterface:\n  name: net1\n  mtu: 9000\n"
+	var fromYAML InterfaceConfig
+	if errs := DecodeInterfaceConfig([]byte(yaml), &fromYAML, field.NewPath("p")); len(errs) > 0 || fromYAML.Interface.MTU != 9000 {
+		t.Errorf("YAML: %+v, %v", fromYAML, errs)
+	}
+}
+
+func TestDecodeIsStrict(t *testing.T) {
+	head := `"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig"`
+	for name, tc := range map[string]struct{ doc, want string }{
+		"unknown field":       {`{` + head + `, "interface": {"colour": "red"}}`, "p.interface.colour: Forbidden: unknown field"},
+		"field case":          {`{` + head + `, "Mode": "netdev"}`, "p.Mode: Forbidden: unknown field"},
+		"duplicate field":     {`{` + head + `, "mode": "netdev", "mode": "vfio"}`, "p.mode: Forbidden: duplicate field"},
+		"YAML duplicate":      {"apiVersion: fastpath.dev/v1alpha1\nkind: InterfaceConfig\nmode: netdev\nmode: vfio\n", "p: Invalid value"},
+		"wrong kind":          {`{"apiVersion": "v1", "kind": "ConfigMap"}`, `p.apiVersion: Invalid value: "v1/ConfigMap"`},
+		"no kind":             {`{"mode": "netdev"}`, "want apiVersion fastpath.dev/v1alpha1, kind InterfaceConfig"},
+		"not an object":       {`[1, 2]`, "p: Invalid value"},
+		"wrong type":          {`{` + head + `, "interface": {"mtu": "big"}}`, "p: Invalid value"},
+		"number out of range": {`{` + head + `, "interface": {"mtu": 1e400}}`, "p: Invalid value"},
+		"empty":               {``, "p.apiVersion"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var cfg InterfaceConfig
+			errs := DecodeInterfaceConfig([]byte(tc.doc), &cfg, field.NewPath("p"))
+			if len(errs) == 0 || !strings.Contains(errs.ToAggregate().Error(), tc.want) {
+				t.Errorf("errors = %v, want %q", errs, tc.want)
+			}
+		})
+	}
+}
+
+func TestDefault(t *testing.T) {
+	var c InterfaceConfig
+	c.Default("nic")
+	if c.APIVersion != GroupVersion || c.Mode != ModeNetdev || c.Interface == nil || c.Interface.Name != "nic" || c.XDP != nil {
+		t.Errorf("netdev defaults = %+v", c)
+	}
+	x := InterfaceConfig{Mode: ModeAFXDP}
+	x.Default("xsk")
+	if x.XDP == nil || *x.XDP != (XDPConfig{Program: XDPProgramXSKRedirect, AttachMode: AttachNative, Queues: 1, ZeroCopy: ZeroCopyPrefer}) || x.Interface.Name != "xsk" {
+		t.Errorf("afxdp defaults = %+v %+v", x.XDP, x.Interface)
+	}
+	v := InterfaceConfig{Mode: ModeVFIO}
+	v.Default("dpdk")
+	if v.Interface != nil {
+		t.Errorf("vfio got an interface: %+v", v.Interface)
+	}
+}
+
+func TestValidInterfaceName(t *testing.T) {
+	for _, ok := range []string{"net1", "xsk0", "a", "eth1", "n-1_2.3", "123456789012345"} {
+		if err := ValidInterfaceName(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "1234567890123456", ".", "..", "lo", "eth0", "a/b", "a:b", "a b", "a\tb", "net\u200b1", "nét1", "a\x7f", "\x00"} {
+		if err := ValidInterfaceName(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	valid := func() InterfaceConfig {
+		c := InterfaceConfig{Interface: &InterfaceSpec{Name: "net1", MTU: 9000, MAC: "02:00:00:00:00:01", Addresses: []string{"10.0.0.2/24", "fd00::2/64"},
+			Routes: []Route{{Destination: "10.1.0.0/16", Gateway: "10.0.0.1"}, {Destination: "::/0", Gateway: "fd00::1"}}},
+			VF: &VFConfig{VLAN: new(4094), QoS: new(7), VLANProto: "802.1ad", MaxTxRateMbps: new(4294967295), LinkState: "enable"}}
+		c.Default("nic")
+		return c
+	}
+	if errs := (func() *InterfaceConfig { c := valid(); return &c }()).Validate(); len(errs) > 0 {
+		t.Fatalf("valid config: %v", errs)
+	}
+	for name, tc := range map[string]struct {
+		change func(*InterfaceConfig)
+		want   string
+	}{
+		"mode":               {func(c *InterfaceConfig) { c.Mode = "sriov" }, "mode: Unsupported value"},
+		"name":               {func(c *InterfaceConfig) { c.Interface.Name = "eth0" }, "interface.name"},
+		"MTU":                {func(c *InterfaceConfig) { c.Interface.MTU = 67 }, "interface.mtu"},
+		"multicast MAC":      {func(c *InterfaceConfig) { c.Interface.MAC = "01:00:5e:00:00:01" }, "interface.mac"},
+		"zero MAC":           {func(c *InterfaceConfig) { c.Interface.MAC = "00:00:00:00:00:00" }, "interface.mac"},
+		"long MAC":           {func(c *InterfaceConfig) { c.Interface.MAC = "02:00:00:00:00:00:00:01" }, "interface.mac"},
+		"non-canonical":      {func(c *InterfaceConfig) { c.Interface.Addresses = []string{"FD00::2/64"} }, "canonical: fd00::2/64"},
+		"no prefix":          {func(c *InterfaceConfig) { c.Interface.Addresses = []string{"10.0.0.1"} }, "interface.addresses[0]"},
+		"mapped":             {func(c *InterfaceConfig) { c.Interface.Addresses = []string{"::ffff:10.0.0.1/120"} }, "IPv4-mapped"},
+		"duplicate address":  {func(c *InterfaceConfig) { c.Interface.Addresses = []string{"10.0.0.2/24", "10.0.0.2/24"} }, "addresses[1]: Duplicate"},
+		"route family":       {func(c *InterfaceConfig) { c.Interface.Routes[0].Gateway = "fd00::1" }, "routes[0].gateway"},
+		"route destination":  {func(c *InterfaceConfig) { c.Interface.Routes[0].Destination = "10.1.0.0" }, "routes[0].destination"},
+		"VLAN":               {func(c *InterfaceConfig) { c.VF.VLAN = new(4095) }, "vf.vlan"},
+		"QoS":                {func(c *InterfaceConfig) { c.VF.QoS = new(8) }, "vf.qos"},
+		"QoS without VLAN":   {func(c *InterfaceConfig) { c.VF.VLAN = nil }, "vf.qos: Invalid value: 7: needs a vlan"},
+		"proto":              {func(c *InterfaceConfig) { c.VF.VLANProto = "802.1x" }, "vf.vlanProto"},
+		"link state":         {func(c *InterfaceConfig) { c.VF.LinkState = "up" }, "vf.linkState"},
+		"rate above 32 bits": {func(c *InterfaceConfig) { c.VF.MaxTxRateMbps = new(4294967396) }, "vf.maxTxRateMbps: Invalid value: 4294967396: must be between 0 and 4294967295"},
+		"negative rate":      {func(c *InterfaceConfig) { c.VF.MinTxRateMbps = new(-1) }, "vf.minTxRateMbps"},
+		"min above max":      {func(c *InterfaceConfig) { c.VF.MinTxRateMbps, c.VF.MaxTxRateMbps = new(20), new(10) }, "must not exceed maxTxRateMbps"},
+		"xdp in netdev":      {func(c *InterfaceConfig) { c.XDP = &XDPConfig{} }, "xdp: Forbidden: only for mode afxdp"},
+		"interface in vfio":  {func(c *InterfaceConfig) { c.Mode = ModeVFIO }, "interface: Forbidden"},
+		"memif uid":          {func(c *InterfaceConfig) { c.Memif = &MemifSpec{UID: new(int64(-1))} }, "memif.uid"},
+		"memif gid":          {func(c *InterfaceConfig) { c.Memif = &MemifSpec{GID: new(int64(1) << 32)} }, "memif.gid"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := valid()
+			tc.change(&c)
+			if errs := c.Validate(); len(errs) == 0 || !strings.Contains(errs.ToAggregate().Error(), tc.want) {
+				t.Errorf("errors = %v, want %q", errs, tc.want)
+			}
+		})
+	}
+	x := InterfaceConfig{Mode: ModeAFXDP, XDP: &XDPConfig{Program: "xdp-pwn", AttachMode: "offload", Queues: -1, ZeroCopy: "always"}}
+	x.Default("xsk")
+	msg := x.Validate().ToAggregate().Error()
+	for _, want := range []string{"xdp.program: Unsupported value", "xdp.attachMode", "xdp.queues", "xdp.zeroCopy"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("afxdp errors %q lack %q", msg, want)
+		}
+	}
+}
+
+func TestValidateCNIConfig(t *testing.T) {
+	plugin := func(p CNIPlugin) CNIConfig { return CNIConfig{IfName: "net1", Plugins: []CNIPlugin{p}} }
+	for name, tc := range map[string]struct {
+		c    CNIConfig
+		want string
+	}{
+		"both":               {CNIConfig{IfName: "net1", ConfigName: "x", Plugins: []CNIPlugin{{Type: "macvlan"}}}, "configName"},
+		"neither":            {CNIConfig{IfName: "net1"}, "plugins: Required value"},
+		"reserved name":      {CNIConfig{IfName: "lo", ConfigName: "x"}, "ifName"},
+		"no type":            {plugin(CNIPlugin{}), "plugins[0].type: Required value"},
+		"type in config":     {plugin(CNIPlugin{Type: "a", Config: map[string]any{"type": "b"}}), "plugins[0].config.type: Forbidden"},
+		"no field path":      {plugin(CNIPlugin{Type: "a", Arguments: []CNIArgument{{Value: json.RawMessage(`1`)}}}), "arguments[0].fieldPath: Required"},
+		"empty element":      {plugin(CNIPlugin{Type: "a", Arguments: []CNIArgument{{FieldPath: "a..b", Value: json.RawMessage(`1`)}}}), "empty path element"},
+		"type by argument":   {plugin(CNIPlugin{Type: "a", Arguments: []CNIArgument{{FieldPath: "type", Value: json.RawMessage(`"b"`)}}}), "arguments[0].fieldPath"},
+		"no value":           {plugin(CNIPlugin{Type: "a", Arguments: []CNIArgument{{FieldPath: "x"}}}), "give value or valueFrom"},
+		"two sources":        {plugin(CNIPlugin{Type: "a", Arguments: []CNIArgument{{FieldPath: "x", ValueFrom: &CNIValueSource{AttributeRef: "a", ResourceSliceFieldRef: "spec.nodeName"}}}}), "give exactly one of"},
+		"key and keyFrom":    {plugin(CNIPlugin{Type: "a", Arguments: []CNIArgument{{FieldPath: "x", ValueFrom: &CNIValueSource{ConfigMapKeyRef: &CNIConfigMapKeyRef{Name: "m", Key: "k", KeyFrom: &CNIValueSource{AttributeRef: "a"}}}}}}), "give key or keyFrom"},
+		"key from ConfigMap": {plugin(CNIPlugin{Type: "a", Arguments: []CNIArgument{{FieldPath: "x", ValueFrom: &CNIValueSource{ConfigMapKeyRef: &CNIConfigMapKeyRef{Name: "m", KeyFrom: &CNIValueSource{ConfigMapKeyRef: &CNIConfigMapKeyRef{Name: "n", Key: "k"}}}}}}}), "keyFrom.configMapKeyRef: Forbidden"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tc.c.APIVersion, tc.c.Kind = CNIGroupVersion, KindCNI
+			if errs := tc.c.Validate(); len(errs) == 0 || !strings.Contains(errs.ToAggregate().Error(), tc.want) {
+				t.Errorf("errors = %v, want %q", errs, tc.want)
+			}
+		})
+	}
+}
+
+func TestValidateMemifConfig(t *testing.T) {
+	c := MemifConfig{APIVersion: GroupVersion, Kind: KindMemifConfig, Endpoints: []MemifEndpoint{
+		{Name: "fw0", Role: MemifRoleSlave, SocketPath: "/run/fw0.sock"}, {Name: "vpp", Role: MemifRoleMaster}}}
+	c.Default()
+	if errs := c.Validate(field.NewPath("m")); len(errs) > 0 || c.Endpoints[1].Mode != MemifModeEthernet {
+		t.Fatalf("valid config: %v, %+v", errs, c)
+	}
+	c.Endpoints = append(c.Endpoints, MemifEndpoint{Name: "fw0", Role: "boss", Mode: "tun", SocketPath: "rel.sock"})
+	msg := c.Validate(field.NewPath("m")).ToAggregate().Error()
+	for _, want := range []string{"m.endpoints[2].name: Duplicate", "m.endpoints[2].role", "m.endpoints[2].mode", "m.endpoints[2].socketPath"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("errors %q lack %q", msg, want)
+		}
+	}
+}

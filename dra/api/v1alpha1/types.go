@@ -1,0 +1,255 @@
+package v1alpha1
+
+import "encoding/json"
+
+// API groups, versions and kinds.
+const (
+	// GroupVersion is the apiVersion of fastpath's own kinds.
+	GroupVersion        = "fastpath.dev/v1alpha1"
+	KindInterfaceConfig = "InterfaceConfig"
+	KindMemifConfig     = "MemifConfig"
+
+	// CNIGroupVersion is the apiVersion of the CNI DRA driver's parameters.
+	CNIGroupVersion = "cni.networking.x-k8s.io/v1alpha1"
+	KindCNI         = "CNI"
+)
+
+// Modes a device can be handed to a pod in.
+const (
+	ModeNetdev = "netdev" // the kernel interface moves into the pod
+	ModeVFIO   = "vfio"   // the PCI function is bound to vfio-pci for DPDK
+	ModeAFXDP  = "afxdp"  // the interface moves with an XDP program and its XSKMAP
+)
+
+// Modes lists the modes.
+var Modes = []string{ModeNetdev, ModeVFIO, ModeAFXDP}
+
+// XDP programs fastpath ships (package bpf builds them).
+const (
+	// XDPProgramXSKRedirect hands each packet to the AF_XDP socket of its
+	// RX queue, or to the kernel when there is none.
+	XDPProgramXSKRedirect = "xsk-redirect"
+	// XDPProgramCount counts packets and bytes per queue and passes them.
+	XDPProgramCount = "xdp-count"
+)
+
+// XDPPrograms lists the programs a config may name.
+var XDPPrograms = []string{XDPProgramXSKRedirect, XDPProgramCount}
+
+// XDP attach modes and AF_XDP zero-copy choices.
+const (
+	AttachNative     = "native"
+	AttachGeneric    = "generic"
+	ZeroCopyPrefer   = "preferred"
+	ZeroCopyRequired = "required"
+	ZeroCopyOff      = "off"
+)
+
+// memif roles (the role the pod takes) and modes.
+const (
+	MemifRoleMaster   = "master"
+	MemifRoleSlave    = "slave"
+	MemifModeEthernet = "ethernet"
+	MemifModeIP       = "ip"
+	MemifModePunt     = "punt"
+)
+
+// InterfaceConfig configures one device of a claim. DeviceClass configs
+// apply first, then the claim's; a field set later wins, lists are
+// replaced whole.
+//
+//	apiVersion: fastpath.dev/v1alpha1
+//	kind: InterfaceConfig
+//	mode: netdev
+//	interface: {name: net1, mtu: 9000, addresses: [10.10.1.2/24]}
+//	vf: {vlan: 100, spoofChk: true}
+//
+// apiVersion and kind may be left empty in Go: they are set when the
+// config is marshalled.
+type InterfaceConfig struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// Mode is netdev (default), vfio or afxdp. memif devices ignore it.
+	Mode      string         `json:"mode,omitempty"`
+	Interface *InterfaceSpec `json:"interface,omitempty"`
+	VF        *VFConfig      `json:"vf,omitempty"`
+	XDP       *XDPConfig     `json:"xdp,omitempty"`
+	Memif     *MemifSpec     `json:"memif,omitempty"`
+}
+
+// InterfaceSpec is the kernel interface in the pod (netdev and afxdp modes).
+type InterfaceSpec struct {
+	// Name in the pod; default: the request's name.
+	Name string `json:"name,omitempty"`
+	// MTU within the device's own range; 0 keeps the device's.
+	MTU int `json:"mtu,omitempty"`
+	// MAC is a unicast Ethernet address; "" keeps the device's.
+	MAC string `json:"mac,omitempty"`
+	// Addresses in canonical CIDR form.
+	Addresses []string `json:"addresses,omitempty"`
+	Routes    []Route  `json:"routes,omitempty"`
+}
+
+// Route is a route through the interface.
+type Route struct {
+	Destination string `json:"destination"`
+	Gateway     string `json:"gateway,omitempty"`
+}
+
+// VFConfig is applied to an SR-IOV VF through its PF, and restored on
+// release. A field left out is left as the VF has it.
+type VFConfig struct {
+	VLAN          *int   `json:"vlan,omitempty"`
+	QoS           *int   `json:"qos,omitempty"`
+	VLANProto     string `json:"vlanProto,omitempty"` // 802.1q | 802.1ad
+	SpoofChk      *bool  `json:"spoofChk,omitempty"`
+	Trust         *bool  `json:"trust,omitempty"`
+	MinTxRateMbps *int   `json:"minTxRateMbps,omitempty"`
+	MaxTxRateMbps *int   `json:"maxTxRateMbps,omitempty"`
+	LinkState     string `json:"linkState,omitempty"` // auto | enable | disable
+}
+
+// XDPConfig configures afxdp mode.
+type XDPConfig struct {
+	// Program is one of XDPPrograms; default xsk-redirect.
+	Program string `json:"program,omitempty"`
+	// AttachMode is native (default) or generic.
+	AttachMode string `json:"attachMode,omitempty"`
+	// FallbackToGeneric allows generic mode when the driver has no native
+	// XDP; without it, native mode or nothing.
+	FallbackToGeneric bool `json:"fallbackToGeneric,omitempty"`
+	// Queues is how many RX queues (from 0) the pod's sockets serve; the
+	// device's combined channels are set to it where it has them.
+	Queues int `json:"queues,omitempty"`
+	// ZeroCopy is preferred (default), required or off.
+	ZeroCopy string `json:"zeroCopy,omitempty"`
+}
+
+// MemifSpec configures the per-claim directory of a memif device, which
+// holds the socket and is mounted into the containers.
+type MemifSpec struct {
+	// UID and GID own the directory (mode 0750), so that a container
+	// running as that user can use (or, as master, create) the socket.
+	// Default: 0 (root).
+	UID *int64 `json:"uid,omitempty"`
+	GID *int64 `json:"gid,omitempty"`
+}
+
+// MemifConfig is the operator's file of static memif endpoints
+// (--memif-config), for endpoints whose socket is not (yet) in --memif-dir.
+//
+//	apiVersion: fastpath.dev/v1alpha1
+//	kind: MemifConfig
+//	endpoints:
+//	- name: fw0              # device memif-fw0
+//	  role: slave            # the role the pod takes: slave connects, master serves
+//	  mode: ethernet         # ethernet | ip | punt
+//	  socketPath: /run/vswitch/fw0.sock  # in --memif-dir
+//
+// A slave endpoint's socketPath is the vswitch's socket the pod connects
+// to. A master endpoint's socketPath is optional: the pod creates its
+// socket in its own directory, and fastpath links socketPath to it so that
+// the vswitch finds it there.
+type MemifConfig struct {
+	APIVersion string          `json:"apiVersion"`
+	Kind       string          `json:"kind"`
+	Endpoints  []MemifEndpoint `json:"endpoints"`
+}
+
+// MemifEndpoint is one statically defined memif endpoint.
+type MemifEndpoint struct {
+	Name       string `json:"name"`
+	Role       string `json:"role"`
+	Mode       string `json:"mode,omitempty"`
+	SocketPath string `json:"socketPath,omitempty"`
+}
+
+// CNIConfig is the opaque parameters of a request of the CNI DRA driver
+// (DeviceClass cni.networking.x-k8s.io).
+//
+//	apiVersion: cni.networking.x-k8s.io/v1alpha1
+//	kind: CNI
+//	ifName: net1
+//	cniVersion: 1.0.0
+//	plugins:
+//	- type: macvlan
+//	  config: {mode: bridge, ipam: {type: host-local, ranges: [[{subnet: 10.10.1.0/24}]]}}
+//	  arguments:
+//	  - fieldPath: master
+//	    valueFrom: {attributeRef: name}
+//
+// or, instead of plugins, configName: a config the operator approved.
+type CNIConfig struct {
+	APIVersion string      `json:"apiVersion"`
+	Kind       string      `json:"kind"`
+	IfName     string      `json:"ifName"`
+	CNIVersion string      `json:"cniVersion,omitempty"`
+	Plugins    []CNIPlugin `json:"plugins,omitempty"`
+	ConfigName string      `json:"configName,omitempty"`
+}
+
+// CNIPlugin is one plugin of the chain.
+type CNIPlugin struct {
+	Type string `json:"type"`
+	// Config is the plugin's own configuration, without type.
+	Config map[string]any `json:"config,omitempty"`
+	// Arguments set fields of Config when the claim is prepared.
+	Arguments []CNIArgument `json:"arguments,omitempty"`
+}
+
+// CNIArgument sets the field at FieldPath (dot-separated, into Config) to a
+// constant or to a value found when the claim is prepared.
+type CNIArgument struct {
+	FieldPath string          `json:"fieldPath"`
+	Value     json.RawMessage `json:"value,omitempty"`
+	ValueFrom *CNIValueSource `json:"valueFrom,omitempty"`
+}
+
+// CNIValueSource is where an argument's value comes from: exactly one of an
+// attribute of the allocated device, a field of its ResourceSlice, or a
+// ConfigMap key.
+type CNIValueSource struct {
+	AttributeRef          string              `json:"attributeRef,omitempty"`
+	ResourceSliceFieldRef string              `json:"resourceSliceFieldRef,omitempty"`
+	ConfigMapKeyRef       *CNIConfigMapKeyRef `json:"configMapKeyRef,omitempty"`
+}
+
+// CNIConfigMapKeyRef selects a key of a ConfigMap in the claim's namespace
+// (or Namespace); the key may itself come from an attribute or slice field.
+type CNIConfigMapKeyRef struct {
+	Name      string          `json:"name"`
+	Namespace string          `json:"namespace,omitempty"`
+	Key       string          `json:"key,omitempty"`
+	KeyFrom   *CNIValueSource `json:"keyFrom,omitempty"`
+}
+
+// The kinds marshal with their apiVersion and kind filled in, so that Go
+// code building a config need not set them.
+
+// MarshalJSON implements json.Marshaler.
+func (c InterfaceConfig) MarshalJSON() ([]byte, error) {
+	type plain InterfaceConfig
+	c.APIVersion, c.Kind = orDefault(c.APIVersion, GroupVersion), orDefault(c.Kind, KindInterfaceConfig)
+	return json.Marshal(plain(c))
+}
+
+// MarshalJSON implements json.Marshaler.
+func (c MemifConfig) MarshalJSON() ([]byte, error) {
+	type plain MemifConfig
+	c.APIVersion, c.Kind = orDefault(c.APIVersion, GroupVersion), orDefault(c.Kind, KindMemifConfig)
+	return json.Marshal(plain(c))
+}
+
+// MarshalJSON implements json.Marshaler.
+func (c CNIConfig) MarshalJSON() ([]byte, error) {
+	type plain CNIConfig
+	c.APIVersion, c.Kind = orDefault(c.APIVersion, CNIGroupVersion), orDefault(c.Kind, KindCNI)
+	return json.Marshal(plain(c))
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

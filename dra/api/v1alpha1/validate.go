@@ -1,0 +1,333 @@
+package v1alpha1
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Reserved interface names a config may not take in a pod: the loopback
+// and the primary network's interface.
+var reservedInterfaceNames = []string{"lo", "eth0"}
+
+// ValidInterfaceName says why name cannot be the name of an interface
+// fastpath puts into a pod, or nil.
+func ValidInterfaceName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("must not be empty")
+	case len(name) > 15:
+		return errors.New("must be at most 15 characters")
+	case name == "." || name == "..":
+		return errors.New(`must not be "." or ".."`)
+	case slices.Contains(reservedInterfaceNames, name):
+		return fmt.Errorf("%s is reserved (the loopback, or the pod's primary network)", name)
+	}
+	for _, r := range name {
+		switch {
+		case r <= ' ' || r > '~':
+			return errors.New("must be printable ASCII, without spaces")
+		case r == '/' || r == ':':
+			return errors.New("must not contain '/' or ':'")
+		}
+	}
+	return nil
+}
+
+// Validate checks what can be checked of a defaulted config without the
+// device it is for. Package dra checks the rest against the device (MTU
+// range, whether the mode is possible, channels, zero-copy).
+func (c *InterfaceConfig) Validate() field.ErrorList {
+	var errs field.ErrorList
+	if c.APIVersion != GroupVersion || c.Kind != KindInterfaceConfig {
+		errs = append(errs, field.Invalid(field.NewPath("apiVersion"), c.APIVersion+"/"+c.Kind, fmt.Sprintf("want apiVersion %s, kind %s", GroupVersion, KindInterfaceConfig)))
+	}
+	mode := field.NewPath("mode")
+	if c.Mode != "" && !slices.Contains(Modes, c.Mode) {
+		return append(errs, field.NotSupported(mode, c.Mode, Modes))
+	}
+	if c.XDP != nil && c.Mode != ModeAFXDP {
+		errs = append(errs, field.Forbidden(field.NewPath("xdp"), "only for mode afxdp"))
+	}
+	if c.Interface != nil && c.Mode == ModeVFIO {
+		errs = append(errs, field.Forbidden(field.NewPath("interface"), "mode vfio hands over no kernel interface"))
+	}
+	if c.Interface != nil {
+		errs = append(errs, c.Interface.Validate(field.NewPath("interface"))...)
+	}
+	if c.VF != nil {
+		errs = append(errs, c.VF.Validate(field.NewPath("vf"))...)
+	}
+	if c.XDP != nil {
+		errs = append(errs, c.XDP.Validate(field.NewPath("xdp"))...)
+	}
+	if c.Memif != nil {
+		errs = append(errs, c.Memif.Validate(field.NewPath("memif"))...)
+	}
+	return errs
+}
+
+// MTU bounds of any Ethernet interface; a device may allow less.
+const (
+	MinMTU = 68
+	MaxMTU = 65535
+)
+
+// Validate checks the interface spec.
+func (s *InterfaceSpec) Validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if err := ValidInterfaceName(s.Name); err != nil {
+		errs = append(errs, field.Invalid(path.Child("name"), s.Name, err.Error()))
+	}
+	if s.MTU != 0 && (s.MTU < MinMTU || s.MTU > MaxMTU) {
+		errs = append(errs, field.Invalid(path.Child("mtu"), s.MTU, fmt.Sprintf("must be between %d and %d", MinMTU, MaxMTU)))
+	}
+	if s.MAC != "" {
+		if msg := validUnicastMAC(s.MAC); msg != "" {
+			errs = append(errs, field.Invalid(path.Child("mac"), s.MAC, msg))
+		}
+	}
+	seen := map[string]bool{}
+	for i, a := range s.Addresses {
+		p := path.Child("addresses").Index(i)
+		prefix, err := netip.ParsePrefix(a)
+		switch {
+		case err != nil:
+			errs = append(errs, field.Invalid(p, a, "must be an address in CIDR form, like 10.10.1.2/24"))
+		case prefix.String() != a:
+			errs = append(errs, field.Invalid(p, a, fmt.Sprintf("must be canonical: %s", prefix)))
+		case prefix.Addr().Is4In6():
+			errs = append(errs, field.Invalid(p, a, "must not be an IPv4-mapped IPv6 address"))
+		case seen[a]:
+			errs = append(errs, field.Duplicate(p, a))
+		}
+		seen[a] = true
+	}
+	for i, r := range s.Routes {
+		p := path.Child("routes").Index(i)
+		dst, err := netip.ParsePrefix(r.Destination)
+		if err != nil {
+			errs = append(errs, field.Invalid(p.Child("destination"), r.Destination, "must be a CIDR, like 10.20.0.0/16"))
+			continue
+		}
+		if r.Gateway != "" {
+			gw, err := netip.ParseAddr(r.Gateway)
+			switch {
+			case err != nil:
+				errs = append(errs, field.Invalid(p.Child("gateway"), r.Gateway, "must be an IP address"))
+			case gw.Is4() != dst.Addr().Is4():
+				errs = append(errs, field.Invalid(p.Child("gateway"), r.Gateway, "must be of the destination's address family"))
+			}
+		}
+	}
+	return errs
+}
+
+func validUnicastMAC(s string) string {
+	hw, err := net.ParseMAC(s)
+	switch {
+	case err != nil:
+		return "must be a MAC address, like 02:00:00:00:00:01"
+	case len(hw) != 6:
+		return "must be a 6-byte Ethernet MAC address"
+	case hw[0]&1 != 0:
+		return "must be a unicast address (the lowest bit of the first byte clear)"
+	case hw.String() == "00:00:00:00:00:00":
+		return "must not be all zeros"
+	}
+	return ""
+}
+
+// Validate checks the VF settings.
+func (v *VFConfig) Validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if v.VLAN != nil && (*v.VLAN < 0 || *v.VLAN > 4094) {
+		errs = append(errs, field.Invalid(path.Child("vlan"), *v.VLAN, "must be between 0 and 4094"))
+	}
+	if v.QoS != nil && (*v.QoS < 0 || *v.QoS > 7) {
+		errs = append(errs, field.Invalid(path.Child("qos"), *v.QoS, "must be between 0 and 7"))
+	}
+	if v.VLANProto != "" && v.VLANProto != "802.1q" && v.VLANProto != "802.1ad" {
+		errs = append(errs, field.NotSupported(path.Child("vlanProto"), v.VLANProto, []string{"802.1q", "802.1ad"}))
+	}
+	if v.LinkState != "" && v.LinkState != "auto" && v.LinkState != "enable" && v.LinkState != "disable" {
+		errs = append(errs, field.NotSupported(path.Child("linkState"), v.LinkState, []string{"auto", "enable", "disable"}))
+	}
+	for _, r := range []struct {
+		name string
+		v    *int
+	}{{"minTxRateMbps", v.MinTxRateMbps}, {"maxTxRateMbps", v.MaxTxRateMbps}} {
+		if r.v != nil && (*r.v < 0 || *r.v > math.MaxUint32) {
+			errs = append(errs, field.Invalid(path.Child(r.name), *r.v, fmt.Sprintf("must be between 0 and %d", uint32(math.MaxUint32))))
+		}
+	}
+	if v.MinTxRateMbps != nil && v.MaxTxRateMbps != nil && *v.MaxTxRateMbps > 0 && *v.MinTxRateMbps > *v.MaxTxRateMbps {
+		errs = append(errs, field.Invalid(path.Child("minTxRateMbps"), *v.MinTxRateMbps, "must not exceed maxTxRateMbps"))
+	}
+	if v.VLAN == nil && v.QoS != nil && *v.QoS != 0 {
+		errs = append(errs, field.Invalid(path.Child("qos"), *v.QoS, "needs a vlan"))
+	}
+	return errs
+}
+
+// Validate checks the XDP settings.
+func (x *XDPConfig) Validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if !slices.Contains(XDPPrograms, x.Program) {
+		errs = append(errs, field.NotSupported(path.Child("program"), x.Program, XDPPrograms))
+	}
+	if x.AttachMode != AttachNative && x.AttachMode != AttachGeneric {
+		errs = append(errs, field.NotSupported(path.Child("attachMode"), x.AttachMode, []string{AttachNative, AttachGeneric}))
+	}
+	if x.Queues < 1 {
+		errs = append(errs, field.Invalid(path.Child("queues"), x.Queues, "must be at least 1"))
+	}
+	if x.ZeroCopy != ZeroCopyPrefer && x.ZeroCopy != ZeroCopyRequired && x.ZeroCopy != ZeroCopyOff {
+		errs = append(errs, field.NotSupported(path.Child("zeroCopy"), x.ZeroCopy, []string{ZeroCopyPrefer, ZeroCopyRequired, ZeroCopyOff}))
+	}
+	return errs
+}
+
+// Validate checks the memif directory's owner.
+func (m *MemifSpec) Validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, id := range []struct {
+		name string
+		v    *int64
+	}{{"uid", m.UID}, {"gid", m.GID}} {
+		if id.v != nil && (*id.v < 0 || *id.v >= math.MaxUint32) {
+			errs = append(errs, field.Invalid(path.Child(id.name), *id.v, "must be between 0 and 4294967294"))
+		}
+	}
+	return errs
+}
+
+// MemifDeviceName is the device name of the memif endpoint name.
+func MemifDeviceName(name string) string { return "memif-" + name }
+
+// Validate checks a defaulted memif config: names that make DNS-label
+// device names, each once; known roles and modes; absolute socket paths,
+// required where the pod connects.
+func (c *MemifConfig) Validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if c.APIVersion != GroupVersion || c.Kind != KindMemifConfig {
+		errs = append(errs, field.Invalid(path.Child("apiVersion"), c.APIVersion+"/"+c.Kind, fmt.Sprintf("want apiVersion %s, kind %s", GroupVersion, KindMemifConfig)))
+	}
+	seen := map[string]bool{}
+	for i, e := range c.Endpoints {
+		p := path.Child("endpoints").Index(i)
+		switch {
+		case e.Name == "":
+			errs = append(errs, field.Required(p.Child("name"), ""))
+		case len(validation.IsDNS1123Label(MemifDeviceName(e.Name))) > 0:
+			errs = append(errs, field.Invalid(p.Child("name"), e.Name, "must be lowercase letters, digits and '-', at most 57 characters"))
+		case seen[e.Name]:
+			errs = append(errs, field.Duplicate(p.Child("name"), e.Name))
+		}
+		seen[e.Name] = true
+		if e.Role != MemifRoleMaster && e.Role != MemifRoleSlave {
+			errs = append(errs, field.NotSupported(p.Child("role"), e.Role, []string{MemifRoleMaster, MemifRoleSlave}))
+		}
+		if e.Mode != MemifModeEthernet && e.Mode != MemifModeIP && e.Mode != MemifModePunt {
+			errs = append(errs, field.NotSupported(p.Child("mode"), e.Mode, []string{MemifModeEthernet, MemifModeIP, MemifModePunt}))
+		}
+		switch {
+		case e.SocketPath == "" && e.Role == MemifRoleSlave:
+			errs = append(errs, field.Required(p.Child("socketPath"), "required for role slave"))
+		case e.SocketPath != "" && !filepath.IsAbs(e.SocketPath):
+			errs = append(errs, field.Invalid(p.Child("socketPath"), e.SocketPath, "must be an absolute path"))
+		}
+	}
+	return errs
+}
+
+// Validate checks the shape of a CNI request's parameters: an interface
+// name, plugins or configName (not both), every plugin with a type, and
+// every argument with exactly one value source. Package dra resolves the
+// arguments and checks the plugins against the node's policy.
+func (c *CNIConfig) Validate() field.ErrorList {
+	var errs field.ErrorList
+	if c.APIVersion != CNIGroupVersion || c.Kind != KindCNI {
+		errs = append(errs, field.Invalid(field.NewPath("apiVersion"), c.APIVersion+"/"+c.Kind, fmt.Sprintf("want apiVersion %s, kind %s", CNIGroupVersion, KindCNI)))
+	}
+	if err := ValidInterfaceName(c.IfName); err != nil {
+		errs = append(errs, field.Invalid(field.NewPath("ifName"), c.IfName, err.Error()))
+	}
+	switch {
+	case len(c.Plugins) > 0 && c.ConfigName != "":
+		errs = append(errs, field.Invalid(field.NewPath("configName"), c.ConfigName, "give plugins or configName, not both"))
+	case len(c.Plugins) == 0 && c.ConfigName == "":
+		errs = append(errs, field.Required(field.NewPath("plugins"), "give plugins or configName"))
+	}
+	for i, p := range c.Plugins {
+		path := field.NewPath("plugins").Index(i)
+		if p.Type == "" {
+			errs = append(errs, field.Required(path.Child("type"), ""))
+		}
+		if _, set := p.Config["type"]; set {
+			errs = append(errs, field.Forbidden(path.Child("config", "type"), "the plugin's type is plugins[].type"))
+		}
+		for j, a := range p.Arguments {
+			errs = append(errs, a.validate(path.Child("arguments").Index(j))...)
+		}
+	}
+	return errs
+}
+
+func (a CNIArgument) validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch {
+	case a.FieldPath == "":
+		errs = append(errs, field.Required(path.Child("fieldPath"), ""))
+	case a.FieldPath == "type":
+		errs = append(errs, field.Invalid(path.Child("fieldPath"), a.FieldPath, "the plugin's type cannot be set by an argument"))
+	case slices.Contains(strings.Split(a.FieldPath, "."), ""):
+		errs = append(errs, field.Invalid(path.Child("fieldPath"), a.FieldPath, "empty path element"))
+	}
+	switch {
+	case len(a.Value) > 0 && a.ValueFrom != nil:
+		errs = append(errs, field.Invalid(path.Child("valueFrom"), "", "give value or valueFrom, not both"))
+	case len(a.Value) == 0 && a.ValueFrom == nil:
+		errs = append(errs, field.Required(path.Child("value"), "give value or valueFrom"))
+	case a.ValueFrom != nil:
+		errs = append(errs, a.ValueFrom.validate(path.Child("valueFrom"), true)...)
+	}
+	return errs
+}
+
+func (s CNIValueSource) validate(path *field.Path, configMaps bool) field.ErrorList {
+	n := 0
+	for _, set := range []bool{s.AttributeRef != "", s.ResourceSliceFieldRef != "", s.ConfigMapKeyRef != nil} {
+		if set {
+			n++
+		}
+	}
+	switch {
+	case s.ConfigMapKeyRef != nil && !configMaps:
+		return field.ErrorList{field.Forbidden(path.Child("configMapKeyRef"), "a key comes from an attribute or a slice field")}
+	case n != 1 && configMaps:
+		return field.ErrorList{field.Invalid(path, "", "give exactly one of attributeRef, resourceSliceFieldRef, configMapKeyRef")}
+	case n != 1:
+		return field.ErrorList{field.Invalid(path, "", "give exactly one of attributeRef, resourceSliceFieldRef")}
+	}
+	if ref := s.ConfigMapKeyRef; ref != nil {
+		p := path.Child("configMapKeyRef")
+		switch {
+		case ref.Name == "":
+			return field.ErrorList{field.Required(p.Child("name"), "")}
+		case (ref.Key == "") == (ref.KeyFrom == nil):
+			return field.ErrorList{field.Invalid(p.Child("key"), ref.Key, "give key or keyFrom")}
+		case ref.KeyFrom != nil:
+			return ref.KeyFrom.validate(p.Child("keyFrom"), false)
+		}
+	}
+	return nil
+}

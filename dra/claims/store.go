@@ -1,0 +1,397 @@
+package claims
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Version is the checkpoint format this build writes. It migrates older
+// ones and refuses newer ones rather than misread them.
+const Version = 2
+
+// checkpoint is the file: every claim by its key.
+type checkpoint struct {
+	Version int               `json:"version"`
+	Claims  map[string]*Claim `json:"claims"`
+}
+
+// Store holds every prepared claim. Its methods are safe for concurrent
+// use. Writers of one claim hold its lock (Lock) across their read, side
+// effects and Put, so that they see each other's records.
+type Store struct {
+	path string
+
+	// fileMu orders writes of the file; mu guards claims. A write holds
+	// fileMu across the file write and mu only to change and copy the
+	// map, so readers never wait for the disk.
+	fileMu sync.Mutex
+	mu     sync.RWMutex
+	claims map[Key]*Claim
+
+	locks Locks[Key]
+
+	// write writes the file; a seam for tests of failed writes.
+	write func(path string, data []byte) error
+}
+
+// Open loads the checkpoint at path, migrating the files of the previous
+// release (see Migrate) first. A missing checkpoint is an empty store. A
+// checkpoint that cannot be read, is corrupt or is of a newer version is an
+// error naming the file and what is wrong; the file is left as it is.
+func Open(path string, legacy Legacy) (*Store, error) {
+	s := &Store{path: path, claims: map[Key]*Claim{}}
+	s.write = func(path string, data []byte) error { return WriteFileAtomic(path, data, 0o600) }
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return nil, fmt.Errorf("checkpoint directory: %w", err)
+	}
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return nil, fmt.Errorf("read checkpoint %s: %w", path, err)
+	default:
+		claims, version, err := Parse(data)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint %s: %w", path, err)
+		}
+		if version < Version {
+			if claims, err = migrateFastpath(data); err != nil {
+				return nil, fmt.Errorf("checkpoint %s (version %d): %w", path, version, err)
+			}
+		}
+		s.claims = claims
+	}
+	if err := s.migrate(legacy, data); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Parse decodes a checkpoint of this build's version, checking every
+// record, and says which version it is. An older version is not decoded
+// (nil claims, its version, no error).
+func Parse(data []byte) (map[Key]*Claim, int, error) {
+	var head struct {
+		Version *int `json:"version"`
+	}
+	if len(data) == 0 {
+		return nil, 0, errors.New("the file is empty")
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return nil, 0, fmt.Errorf("not a checkpoint: %w", err)
+	}
+	switch {
+	case head.Version == nil:
+		return nil, 0, errors.New("not a checkpoint: no version")
+	case *head.Version > Version:
+		return nil, *head.Version, fmt.Errorf("version %d is newer than this fastpathd, which reads versions 1 to %d: use a newer fastpathd", *head.Version, Version)
+	case *head.Version < 1:
+		return nil, *head.Version, fmt.Errorf("version %d is not a checkpoint version", *head.Version)
+	case *head.Version < Version:
+		return nil, *head.Version, nil
+	}
+	var cp checkpoint
+	if err := json.Unmarshal(data, &cp); err != nil {
+		return nil, Version, fmt.Errorf("corrupt: %w", err)
+	}
+	claims := make(map[Key]*Claim, len(cp.Claims))
+	for k, c := range cp.Claims {
+		if err := c.check(k); err != nil {
+			return nil, Version, fmt.Errorf("claim %q: %w", k, err)
+		}
+		claims[c.Key()] = c
+	}
+	return claims, Version, nil
+}
+
+// check says what is wrong with a record read from a file stored under key.
+func (c *Claim) check(key string) error {
+	switch {
+	case c == nil:
+		return errors.New("no record (null)")
+	case c.Driver != DriverFastpath && c.Driver != DriverCNI:
+		return fmt.Errorf("unknown driver %q", c.Driver)
+	case c.UID == "" || c.Namespace == "" || c.Name == "":
+		return errors.New("uid, namespace and name are required")
+	case key != c.Key().String():
+		return fmt.Errorf("stored under the key of another claim (%s)", c.Key())
+	case c.Pod.UID == "":
+		return errors.New("no pod")
+	}
+	for i, d := range c.Devices {
+		if d.Request == "" || d.Device == "" || d.Pool == "" {
+			return fmt.Errorf("devices[%d]: request, pool and device are required", i)
+		}
+		if d.VF != nil && d.VF.PFName == "" {
+			return fmt.Errorf("devices[%d].vf: no PF", i)
+		}
+		if d.XDP != nil && d.XDP.PinDir == "" {
+			return fmt.Errorf("devices[%d].xdp: no pin directory", i)
+		}
+		if d.Memif != nil && d.Memif.Dir == "" {
+			return fmt.Errorf("devices[%d].memif: no directory", i)
+		}
+	}
+	for i, n := range c.Networks {
+		if n.Request == "" || n.Device == "" || n.IfName == "" || len(n.Conflist) == 0 {
+			return fmt.Errorf("networks[%d]: request, device, ifName and conflist are required", i)
+		}
+	}
+	for i, s := range c.Steps {
+		if s.Name == "" || (s.State != StepStarted && s.State != StepDone) {
+			return fmt.Errorf("steps[%d]: %q in state %q", i, s.Name, s.State)
+		}
+	}
+	return nil
+}
+
+// Path is the checkpoint file.
+func (s *Store) Path() string { return s.path }
+
+// Lock takes the claim's lock and returns its release. Writers of one
+// claim hold it across their whole change.
+func (s *Store) Lock(k Key) (unlock func()) { return s.locks.Lock(k) }
+
+// Get returns a copy of the claim's record.
+func (s *Store) Get(k Key) (Claim, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	c, ok := s.claims[k]
+	if !ok {
+		return Claim{}, false
+	}
+	return clone(c), true
+}
+
+// Put records the claim, in memory and in the file. If the file cannot be
+// written, the store is left as it was and the error says why.
+func (s *Store) Put(c Claim) error {
+	return s.change(func(claims map[Key]*Claim) error {
+		cp := clone(&c)
+		claims[c.Key()] = &cp
+		return nil
+	})
+}
+
+// Delete forgets the claim, in memory and in the file.
+func (s *Store) Delete(k Key) error {
+	return s.change(func(claims map[Key]*Claim) error {
+		delete(claims, k)
+		return nil
+	})
+}
+
+// Admit records a new claim after checking it against every other claim,
+// atomically: a device already held by another claim, or an interface name
+// another claim gives the same pod, is refused with an error naming that
+// claim (a *ConflictError).
+func (s *Store) Admit(c Claim) error {
+	return s.change(func(claims map[Key]*Claim) error {
+		if err := conflicts(claims, &c); err != nil {
+			return err
+		}
+		cp := clone(&c)
+		claims[c.Key()] = &cp
+		return nil
+	})
+}
+
+// ConflictError is a claim that cannot be prepared beside another.
+type ConflictError struct {
+	Claim, Other string // namespace/name
+	// Request of Claim; Device or Interface is what both want.
+	Request, Device, Interface string
+}
+
+func (e *ConflictError) Error() string {
+	if e.Interface != "" {
+		return fmt.Sprintf("claim %s, request %q: interface name %s is already given to the pod by claim %s", e.Claim, e.Request, e.Interface, e.Other)
+	}
+	return fmt.Sprintf("claim %s, request %q: device %s is already prepared for claim %s", e.Claim, e.Request, e.Device, e.Other)
+}
+
+func conflicts(claims map[Key]*Claim, c *Claim) error {
+	for _, o := range sortedClaims(claims) {
+		if o.Key() == c.Key() {
+			continue
+		}
+		for _, d := range c.Devices {
+			for _, od := range o.Devices {
+				if o.Driver == c.Driver && od.Pool == d.Pool && od.Device == d.Device {
+					return &ConflictError{Claim: c.String(), Other: o.String(), Request: d.Request, Device: d.Device}
+				}
+			}
+		}
+		for _, n := range c.Networks {
+			for _, on := range o.Networks {
+				if o.Driver == c.Driver && on.Pool == n.Pool && on.Device == n.Device {
+					return &ConflictError{Claim: c.String(), Other: o.String(), Request: n.Request, Device: n.Device}
+				}
+			}
+		}
+		if o.Pod.UID != c.Pod.UID {
+			continue
+		}
+		taken := o.InterfaceNames()
+		for _, d := range c.Devices {
+			if d.Pod != nil && slices.Contains(taken, d.Pod.Name) {
+				return &ConflictError{Claim: c.String(), Other: o.String(), Request: d.Request, Interface: d.Pod.Name}
+			}
+		}
+		for _, n := range c.Networks {
+			if slices.Contains(taken, n.IfName) {
+				return &ConflictError{Claim: c.String(), Other: o.String(), Request: n.Request, Interface: n.IfName}
+			}
+		}
+	}
+	return nil
+}
+
+// change applies f to a copy of the claims, writes the result and makes it
+// the store's: the store changes only when the file did.
+func (s *Store) change(f func(map[Key]*Claim) error) error {
+	s.fileMu.Lock()
+	defer s.fileMu.Unlock()
+	s.mu.RLock()
+	next := make(map[Key]*Claim, len(s.claims)+1)
+	for k, c := range s.claims {
+		next[k] = c
+	}
+	s.mu.RUnlock()
+	if err := f(next); err != nil {
+		return err
+	}
+	if err := s.save(next); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.claims = next
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Store) save(claims map[Key]*Claim) error {
+	cp := checkpoint{Version: Version, Claims: make(map[string]*Claim, len(claims))}
+	for k, c := range claims {
+		cp.Claims[k.String()] = c
+	}
+	data, err := json.MarshalIndent(cp, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := s.write(s.path, data); err != nil {
+		return fmt.Errorf("write checkpoint %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// Claims lists every claim, in namespace, name and driver order.
+func (s *Store) Claims() []Claim {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []Claim
+	for _, c := range sortedClaims(s.claims) {
+		out = append(out, clone(c))
+	}
+	return out
+}
+
+// PodClaims lists the claims of the pod with this UID, in namespace, name
+// and driver order.
+func (s *Store) PodClaims(pod types.UID) []Claim {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []Claim
+	for _, c := range sortedClaims(s.claims) {
+		if c.Pod.UID == pod {
+			out = append(out, clone(c))
+		}
+	}
+	return out
+}
+
+// Pods lists the UIDs of the pods with claims, sorted.
+func (s *Store) Pods() []types.UID {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []types.UID
+	for _, c := range s.claims {
+		if !slices.Contains(out, c.Pod.UID) {
+			out = append(out, c.Pod.UID)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func sortedClaims(m map[Key]*Claim) []*Claim {
+	out := make([]*Claim, 0, len(m))
+	for _, c := range m {
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b *Claim) int {
+		return strings.Compare(a.Namespace+"/"+a.Name+"/"+a.Driver, b.Namespace+"/"+b.Name+"/"+b.Driver)
+	})
+	return out
+}
+
+// clone deep-copies a record: callers change their copy and Put it.
+func clone(c *Claim) Claim {
+	data, err := json.Marshal(c)
+	if err != nil {
+		panic(fmt.Sprintf("claims: a record does not marshal: %v", err))
+	}
+	var out Claim
+	if err := json.Unmarshal(data, &out); err != nil {
+		panic(fmt.Sprintf("claims: a record does not unmarshal: %v", err))
+	}
+	return out
+}
+
+// WriteFileAtomic writes data to path so that path holds either the old or
+// the new content, whatever happens: a temporary file in the same
+// directory, written and synced, renamed over path, and the directory
+// synced.
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("sync %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("rename to %s: %w", path, err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

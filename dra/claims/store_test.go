@@ -1,0 +1,194 @@
+package claims
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func open(t *testing.T, path string) *Store {
+	t.Helper()
+	s, err := Open(path, Legacy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func netdevClaim(uid, pod, device, ifName string) Claim {
+	return Claim{Driver: DriverFastpath, UID: typesUID(uid), Namespace: "default", Name: "c-" + uid, Pod: Pod{UID: typesUID(pod), Name: "p-" + pod},
+		Devices: []Device{{Request: "net", Pool: "node-a", Device: device, Kind: "sriov-vf", Mode: "netdev",
+			Host: &HostNetdev{Name: "ens1f0v0", MTU: 1500}, Pod: &PodInterface{Name: ifName, Addresses: []string{"10.0.0.2/24"}},
+			VF: &VF{PFName: "ens1f0", ID: 3, Set: VFSettings{VLAN: new(100)}, Before: &VFState{MAC: "00:00:00:00:00:00"}}}},
+		CDISpec: "/run/cdi/x.json", Steps: []Step{{Name: "files", State: StepDone}, {Name: "vf net", State: StepStarted}}, BootID: "b1"}
+}
+
+func cniClaim(uid, pod, device, ifName string) Claim {
+	return Claim{Driver: DriverCNI, UID: typesUID(uid), Namespace: "default", Name: "c-" + uid, Pod: Pod{UID: typesUID(pod), Name: "p-" + pod},
+		Networks: []Network{{Request: "net", Pool: "node-a", Device: device, IfName: ifName, Conflist: json.RawMessage(`{"cniVersion":"1.0.0"}`)}}, Prepared: true}
+}
+
+func TestStoreRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoint.json")
+	s := open(t, path)
+	a, b := netdevClaim("a", "pod1", "dev-a", "net1"), cniClaim("b", "pod1", "cni-0", "net2")
+	for _, c := range []Claim{a, b} {
+		if err := s.Put(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	again := open(t, path)
+	if got := again.Claims(); !reflect.DeepEqual(got, s.Claims()) || len(got) != 2 {
+		t.Fatalf("reloaded %+v, want %+v", got, s.Claims())
+	}
+	got, ok := again.Get(a.Key())
+	if !ok || !reflect.DeepEqual(got, a) {
+		t.Errorf("Get = %+v, %v; want %+v", got, ok, a)
+	}
+	if pods := again.PodClaims("pod1"); len(pods) != 2 || pods[0].Name != "c-a" || pods[1].Name != "c-b" {
+		t.Errorf("PodClaims = %+v", pods)
+	}
+	if err := again.Delete(a.Key()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := open(t, path).Get(a.Key()); ok {
+		t.Error("deleted claim still in the file")
+	}
+}
+
+func TestStoreCopies(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "checkpoint.json"))
+	c := netdevClaim("a", "pod1", "dev-a", "net1")
+	if err := s.Put(c); err != nil {
+		t.Fatal(err)
+	}
+	c.Devices[0].Pod.Name = "changed"
+	got, _ := s.Get(c.Key())
+	got.Devices[0].Host.Name = "changed"
+	if again, _ := s.Get(c.Key()); again.Devices[0].Pod.Name != "net1" || again.Devices[0].Host.Name != "ens1f0v0" {
+		t.Errorf("the store shares memory with its callers: %+v", again.Devices[0])
+	}
+}
+
+func TestAdmitConflicts(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "checkpoint.json"))
+	if err := s.Admit(netdevClaim("a", "pod1", "dev-a", "net1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Admit(cniClaim("b", "pod1", "cni-0", "net2")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		claim Claim
+		want  string
+	}{
+		{"fastpath name taken by fastpath", netdevClaim("c", "pod1", "dev-c", "net1"), `claim default/c-c, request "net": interface name net1 is already given to the pod by claim default/c-a`},
+		{"CNI name taken by fastpath", cniClaim("c", "pod1", "cni-1", "net1"), `claim default/c-c, request "net": interface name net1 is already given to the pod by claim default/c-a`},
+		{"fastpath name taken by CNI", netdevClaim("c", "pod1", "dev-c", "net2"), `claim default/c-c, request "net": interface name net2 is already given to the pod by claim default/c-b`},
+		{"device of another claim", netdevClaim("c", "pod2", "dev-a", "net1"), `claim default/c-c, request "net": device dev-a is already prepared for claim default/c-a`},
+		{"CNI device of another claim", cniClaim("c", "pod2", "cni-0", "net1"), `device cni-0 is already prepared for claim default/c-b`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := s.Admit(tc.claim)
+			var conflict *ConflictError
+			if !errors.As(err, &conflict) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Admit = %v, want a conflict %q", err, tc.want)
+			}
+			if _, ok := s.Get(tc.claim.Key()); ok {
+				t.Error("a refused claim was recorded")
+			}
+		})
+	}
+	// Other pods may use the same names; the same device name of the other
+	// driver is another device.
+	if err := s.Admit(netdevClaim("d", "pod2", "cni-0", "net1")); err != nil {
+		t.Errorf("Admit: %v", err)
+	}
+}
+
+func TestFailedWriteChangesNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoint.json")
+	s := open(t, path)
+	a := netdevClaim("a", "pod1", "dev-a", "net1")
+	if err := s.Put(a); err != nil {
+		t.Fatal(err)
+	}
+	full := errors.New("no space left on device")
+	s.write = func(string, []byte) error { return full }
+	b := cniClaim("b", "pod1", "cni-0", "net2")
+	for name, err := range map[string]error{"Put": s.Put(b), "Admit": s.Admit(b), "Delete": s.Delete(a.Key())} {
+		if !errors.Is(err, full) || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s = %v, want the write error naming %s", name, err, path)
+		}
+	}
+	if got := s.Claims(); len(got) != 1 || got[0].Key() != a.Key() {
+		t.Errorf("store changed by failed writes: %+v", got)
+	}
+}
+
+func TestLockIsPerClaim(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "checkpoint.json"))
+	a, b := Key{DriverFastpath, "a"}, Key{DriverFastpath, "b"}
+	unlockA := s.Lock(a)
+	done := make(chan struct{})
+	go func() {
+		s.Lock(b)()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("claim b's lock waited for claim a's")
+	}
+	second := make(chan struct{})
+	go func() {
+		s.Lock(a)()
+		close(second)
+	}()
+	select {
+	case <-second:
+		t.Fatal("claim a's lock was taken twice")
+	case <-time.After(50 * time.Millisecond):
+	}
+	unlockA()
+	<-second
+	if n := s.locks.held(); n != 0 {
+		t.Errorf("%d locks left behind", n)
+	}
+}
+
+func TestOpenRefuses(t *testing.T) {
+	for _, tc := range []struct{ name, data, want string }{
+		{"empty", "", "the file is empty"},
+		{"garbage", "\x00garbage", "not a checkpoint"},
+		{"truncated", `{"version": 2, "claims": {"fastpath.dev/a": {"driver": "fastpath.dev"`, "not a checkpoint"},
+		{"no version", `{"claims": {}}`, "no version"},
+		{"newer", `{"version": 3, "claims": {}}`, "version 3 is newer than this fastpathd, which reads versions 1 to 2"},
+		{"null claim", `{"version": 2, "claims": {"x": null}}`, `claim "x": no record (null)`},
+		{"null v1 claim", `{"version": 1, "claims": {"x": null}}`, `claim "x": no record (null)`},
+		{"wrong key", `{"version": 2, "claims": {"fastpath.dev/b": {"driver": "fastpath.dev", "uid": "a", "namespace": "n", "name": "a", "pod": {"uid": "p"}}}}`, "stored under the key of another claim"},
+		{"unknown driver", `{"version": 2, "claims": {"x/a": {"driver": "x", "uid": "a", "namespace": "n", "name": "a", "pod": {"uid": "p"}}}}`, `unknown driver "x"`},
+		{"bad step", `{"version": 2, "claims": {"fastpath.dev/a": {"driver": "fastpath.dev", "uid": "a", "namespace": "n", "name": "a", "pod": {"uid": "p"}, "steps": [{"name": "vf", "state": "maybe"}]}}}`, `steps[0]`},
+		{"wrong type", `{"version": 2, "claims": []}`, "corrupt"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "checkpoint.json")
+			if err := os.WriteFile(path, []byte(tc.data), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Open(path, Legacy{})
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path) {
+				t.Fatalf("Open = %v, want an error naming %s and saying %q", err, path, tc.want)
+			}
+			if data, _ := os.ReadFile(path); string(data) != tc.data {
+				t.Error("the refused file was changed")
+			}
+		})
+	}
+}

@@ -1,0 +1,272 @@
+package claims
+
+import (
+	"encoding/json"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// The drivers whose claims the store holds.
+const (
+	DriverFastpath = "fastpath.dev"
+	DriverCNI      = "cni.dra.networking.x-k8s.io"
+)
+
+// Key identifies a claim's record: one claim may have devices of both
+// drivers, and each driver prepares its own part.
+type Key struct {
+	Driver string
+	UID    types.UID
+}
+
+func (k Key) String() string { return k.Driver + "/" + string(k.UID) }
+
+// Claim is what a driver prepared for one claim. These types are the
+// checkpoint's format: they change only with Version.
+type Claim struct {
+	Driver    string    `json:"driver"`
+	UID       types.UID `json:"uid"`
+	Namespace string    `json:"namespace"`
+	Name      string    `json:"name"`
+	// Pod is the one pod the claim is reserved for, in the claim's namespace.
+	Pod Pod `json:"pod"`
+	// Devices of a fastpath.dev claim.
+	Devices []Device `json:"devices,omitempty"`
+	// Networks of a CNI claim.
+	Networks []Network `json:"networks,omitempty"`
+	// CDISpec is the claim's CDI spec file; Dir its state directory
+	// (device-info files, memif directories).
+	CDISpec string `json:"cdiSpec,omitempty"`
+	Dir     string `json:"dir,omitempty"`
+	// Steps are Prepare's side effects, each recorded as started before it
+	// is done and as done after. A claim is prepared only when every step
+	// is done; then the list is dropped.
+	Steps []Step `json:"steps,omitempty"`
+	// Prepared: every step is done.
+	Prepared bool `json:"prepared"`
+	// BootID is the node's boot the steps were done in: after a reboot
+	// their effects are gone and are done again.
+	BootID string `json:"bootID,omitempty"`
+}
+
+// Key is the claim's key.
+func (c *Claim) Key() Key { return Key{Driver: c.Driver, UID: c.UID} }
+
+// String names the claim for people: namespace/name.
+func (c *Claim) String() string { return c.Namespace + "/" + c.Name }
+
+// Pod names a pod.
+type Pod struct {
+	UID  types.UID `json:"uid"`
+	Name string    `json:"name"`
+}
+
+// StepState is how far a step of Prepare got.
+type StepState string
+
+// Step states. A step without a record has not started.
+const (
+	StepStarted StepState = "started"
+	StepDone    StepState = "done"
+)
+
+// Step is the record of one step of Prepare.
+type Step struct {
+	Name  string    `json:"name"`
+	State StepState `json:"state"`
+}
+
+// StepState says how far the named step got: "" when it has not started.
+// Every step of a prepared claim is done.
+func (c *Claim) StepState(name string) StepState {
+	if c.Prepared {
+		return StepDone
+	}
+	for _, s := range c.Steps {
+		if s.Name == name {
+			return s.State
+		}
+	}
+	return ""
+}
+
+// SetStep records the state of the named step.
+func (c *Claim) SetStep(name string, state StepState) {
+	for i := range c.Steps {
+		if c.Steps[i].Name == name {
+			c.Steps[i].State = state
+			return
+		}
+	}
+	c.Steps = append(c.Steps, Step{Name: name, State: state})
+}
+
+// DropStep forgets the record of the named step.
+func (c *Claim) DropStep(name string) {
+	c.Steps = slices.DeleteFunc(c.Steps, func(s Step) bool { return s.Name == name })
+}
+
+// Device is one device of a fastpath.dev claim and what was done to it.
+type Device struct {
+	Request string `json:"request"`
+	Pool    string `json:"pool"`
+	Device  string `json:"device"`
+	Kind    string `json:"kind"`
+	// Mode is netdev, vfio or afxdp; "" for memif endpoints.
+	Mode         string `json:"mode,omitempty"`
+	PCIAddress   string `json:"pciAddress,omitempty"`
+	PFPCIAddress string `json:"pfPciAddress,omitempty"`
+	// Host is the device's netdev as the host had it, restored on release.
+	Host *HostNetdev `json:"host,omitempty"`
+	// Pod is the interface in the pod (netdev and afxdp modes).
+	Pod   *PodInterface `json:"pod,omitempty"`
+	VF    *VF           `json:"vf,omitempty"`
+	VFIO  *VFIO         `json:"vfio,omitempty"`
+	XDP   *XDP          `json:"xdp,omitempty"`
+	Memif *Memif        `json:"memif,omitempty"`
+	// CDIDevice is the fully qualified CDI device the containers get.
+	CDIDevice string `json:"cdiDevice"`
+	// DeviceInfoFile is the NPWG device-info file on the node.
+	DeviceInfoFile string `json:"deviceInfoFile,omitempty"`
+	// Attached is where the runtime's hook put the device's netdev;
+	// recorded before the move, dropped once the netdev is back.
+	Attached *Attachment `json:"attached,omitempty"`
+}
+
+// Attachment is a pod sandbox a netdev was moved into.
+type Attachment struct {
+	SandboxID string `json:"sandboxID"`
+	NetNS     string `json:"netns"`
+}
+
+// HostNetdev is a netdev as the host had it before Prepare.
+type HostNetdev struct {
+	Name  string `json:"name"`
+	MTU   int    `json:"mtu,omitempty"`
+	MAC   string `json:"mac,omitempty"`
+	Alias string `json:"alias,omitempty"`
+}
+
+// PodInterface is the kernel interface a pod gets.
+type PodInterface struct {
+	Name      string   `json:"name"`
+	MTU       int      `json:"mtu,omitempty"`
+	MAC       string   `json:"mac,omitempty"`
+	Addresses []string `json:"addresses,omitempty"`
+	Routes    []Route  `json:"routes,omitempty"`
+}
+
+// Route is a route through a pod's interface.
+type Route struct {
+	Destination string `json:"destination"`
+	Gateway     string `json:"gateway,omitempty"`
+}
+
+// VF is an SR-IOV VF's settings made through its PF, and its state before.
+type VF struct {
+	PFName string     `json:"pfName"`
+	ID     int        `json:"id"`
+	Set    VFSettings `json:"set"`
+	// Before is read from the PF once, before the first setting.
+	Before *VFState `json:"before,omitempty"`
+}
+
+// VFSettings are the settings made; nil and "" are left alone.
+type VFSettings struct {
+	VLAN      *int   `json:"vlan,omitempty"`
+	QoS       *int   `json:"qos,omitempty"`
+	VLANProto string `json:"vlanProto,omitempty"`
+	MAC       string `json:"mac,omitempty"`
+	SpoofChk  *bool  `json:"spoofChk,omitempty"`
+	Trust     *bool  `json:"trust,omitempty"`
+	MinTxRate *int   `json:"minTxRateMbps,omitempty"`
+	MaxTxRate *int   `json:"maxTxRateMbps,omitempty"`
+	LinkState string `json:"linkState,omitempty"`
+}
+
+// VFState is what the PF reported of a VF.
+type VFState struct {
+	VLAN      int    `json:"vlan"`
+	QoS       int    `json:"qos"`
+	VLANProto string `json:"vlanProto"`
+	MAC       string `json:"mac"`
+	SpoofChk  bool   `json:"spoofChk"`
+	Trust     bool   `json:"trust"`
+	MinTxRate int    `json:"minTxRateMbps"`
+	MaxTxRate int    `json:"maxTxRateMbps"`
+	LinkState string `json:"linkState"`
+}
+
+// VFIO is a PCI function handed over on vfio-pci.
+type VFIO struct {
+	IOMMUGroup int `json:"iommuGroup"`
+	// DriverBefore is the driver the function had, given back on release.
+	DriverBefore string       `json:"driverBefore"`
+	DeviceNodes  []DeviceNode `json:"deviceNodes"`
+}
+
+// DeviceNode is a device node given to the containers.
+type DeviceNode struct {
+	Path     string `json:"path"`     // in the container
+	HostPath string `json:"hostPath"` // on the node
+}
+
+// XDP is an afxdp device's program, pinned at Prepare and attached in the
+// pod, and the channels set for it.
+type XDP struct {
+	Program    string `json:"program"`
+	AttachMode string `json:"attachMode"`
+	Fallback   bool   `json:"fallbackToGeneric,omitempty"`
+	Queues     int    `json:"queues"`
+	ZeroCopy   string `json:"zeroCopy"`
+	// PinDir holds the program, its maps and its attachment, on a bpffs.
+	PinDir string `json:"pinDir"`
+	// ChannelsBefore is the combined channel count before Prepare set it
+	// to Queues; 0 when unchanged.
+	ChannelsBefore int `json:"channelsBefore,omitempty"`
+}
+
+// Memif is a memif endpoint handed to the pod.
+type Memif struct {
+	Role string `json:"role"`
+	Mode string `json:"mode"`
+	// Socket is the endpoint's socket on the node (the pod connects), or
+	// where the vswitch finds the pod's socket (the pod serves); "" for
+	// none.
+	Socket string `json:"socket,omitempty"`
+	// Dir is the claim's directory for the device, mounted into the pod;
+	// Link the link Prepare made to the pod's socket.
+	Dir  string `json:"dir"`
+	Link string `json:"link,omitempty"`
+	UID  int64  `json:"uid,omitempty"`
+	GID  int64  `json:"gid,omitempty"`
+}
+
+// Network is one network of a CNI claim.
+type Network struct {
+	Request  string          `json:"request"`
+	Pool     string          `json:"pool"`
+	Device   string          `json:"device"`
+	IfName   string          `json:"ifName"`
+	Conflist json.RawMessage `json:"conflist"`
+	// Added: ADD may have run and DEL has not succeeded since; recorded
+	// before ADD runs. SandboxID and NetNS are what DEL needs.
+	Added     bool   `json:"added,omitempty"`
+	SandboxID string `json:"sandboxID,omitempty"`
+	NetNS     string `json:"netns,omitempty"`
+}
+
+// InterfaceNames are the interface names the claim gives its pod.
+func (c *Claim) InterfaceNames() []string {
+	var out []string
+	for _, d := range c.Devices {
+		if d.Pod != nil {
+			out = append(out, d.Pod.Name)
+		}
+	}
+	for _, n := range c.Networks {
+		out = append(out, n.IfName)
+	}
+	return out
+}

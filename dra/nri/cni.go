@@ -1,0 +1,147 @@
+package nri
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/fastpath-dra/fastpath/dataplane"
+	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/status"
+)
+
+// runtimeConf is what libcni needs to run a network of a claim.
+func runtimeConf(c claims.Claim, n claims.Network) dataplane.CNINetwork {
+	return dataplane.CNINetwork{Conflist: n.Conflist, ContainerID: n.SandboxID, NetNS: n.NetNS, IfName: n.IfName,
+		Args: [][2]string{{"IgnoreUnknown", "true"}, {"K8S_POD_NAMESPACE", c.Namespace}, {"K8S_POD_NAME", c.Pod.Name},
+			{"K8S_POD_INFRA_CONTAINER_ID", n.SandboxID}, {"K8S_POD_UID", string(c.Pod.UID)}}}
+}
+
+// addNetworks runs ADD for every network of the pod's CNI claims, each
+// recorded as added before it runs. If one fails, DEL runs for it at once
+// and for those added before it, the claims say why, and the error fails
+// the sandbox.
+func (p *Plugin) addNetworks(ctx context.Context, pod Pod, cls []claims.Claim) error {
+	if len(cls) == 0 {
+		return nil
+	}
+	if p.opts.CNI == nil {
+		return fmt.Errorf("pod %s: claim %s has CNI networks, and this fastpathd does not run the CNI driver (--cni)", pod, cls[0].String())
+	}
+	logger := klog.FromContext(ctx).WithValues("pod", pod.String())
+	type added struct {
+		key claims.Key
+		i   int
+	}
+	var done []added
+	for _, c := range cls {
+		for i := range c.Networks {
+			n, err := p.markAdded(c.Key(), i, pod)
+			if err != nil {
+				return fmt.Errorf("claim %s: %w", c.String(), err)
+			}
+			if n == nil {
+				continue // a retried hook: this one is in place
+			}
+			start := time.Now()
+			res, addErr := p.opts.CNI.Add(ctx, runtimeConf(c, *n))
+			if addErr == nil {
+				logger.Info("CNI ADD", "claim", c.String(), "request", n.Request, "ifName", n.IfName, "duration", time.Since(start))
+				p.opts.Status.Set(ctx, ref(c), status.NetworkReady(*n, res.Raw, res.Current))
+				done = append(done, added{c.Key(), i})
+				continue
+			}
+			err = fmt.Errorf("claim %s, request %q, device %s: CNI ADD: %w", c.String(), n.Request, n.Device, addErr)
+			p.opts.Status.Set(ctx, ref(c), status.NotReady(claims.DriverCNI, n.Pool, n.Device, status.ReasonNotReady, addErr.Error()))
+			if delErr := p.del(ctx, c.Key(), i, 1); delErr != nil {
+				err = fmt.Errorf("%w; DEL after it also failed: %w", err, delErr)
+			}
+			for j := len(done) - 1; j >= 0; j-- {
+				prev, _ := p.opts.Store.Get(done[j].key)
+				pn := prev.Networks[done[j].i]
+				p.opts.Status.Set(ctx, ref(prev), status.NotReady(claims.DriverCNI, pn.Pool, pn.Device, status.ReasonNotReady,
+					fmt.Sprintf("undone: request %q of claim %s failed", n.Request, c.String())))
+				if delErr := p.del(ctx, done[j].key, done[j].i, 1); delErr != nil {
+					err = fmt.Errorf("%w; undoing request %q also failed: %w", err, pn.Request, delErr)
+				}
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// markAdded records network i of the claim as added to the pod's sandbox,
+// before ADD runs. It returns nil when the network is added to this
+// sandbox already.
+func (p *Plugin) markAdded(key claims.Key, i int, pod Pod) (*claims.Network, error) {
+	defer p.opts.Store.Lock(key)()
+	c, ok := p.opts.Store.Get(key)
+	if !ok {
+		return nil, errors.New("no longer prepared")
+	}
+	n := &c.Networks[i]
+	if n.Added && n.SandboxID == pod.SandboxID {
+		return nil, nil
+	}
+	n.Added, n.SandboxID, n.NetNS = true, pod.SandboxID, pod.NetNS
+	if err := p.opts.Store.Put(c); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// delNetworks runs DEL for the claim's added networks, each tried
+// DelAttempts times; what succeeded is recorded, what failed is returned.
+func (p *Plugin) delNetworks(ctx context.Context, key claims.Key) error {
+	c, ok := p.opts.Store.Get(key)
+	if !ok {
+		return nil
+	}
+	if p.opts.CNI == nil {
+		return fmt.Errorf("claim %s has CNI networks, and this fastpathd does not run the CNI driver (--cni)", c.String())
+	}
+	var errs []error
+	for i, n := range c.Networks {
+		if !n.Added {
+			continue
+		}
+		if err := p.del(ctx, key, i, p.opts.DelAttempts); err != nil {
+			errs = append(errs, fmt.Errorf("claim %s, request %q, device %s: CNI DEL: %w", c.String(), n.Request, n.Device, err))
+			continue
+		}
+		klog.FromContext(ctx).Info("CNI DEL", "claim", c.String(), "request", n.Request, "ifName", n.IfName)
+	}
+	return errors.Join(errs...)
+}
+
+// del runs DEL for network i of the claim, up to attempts times, and
+// records it as no longer added when it succeeds.
+func (p *Plugin) del(ctx context.Context, key claims.Key, i, attempts int) error {
+	defer p.opts.Store.Lock(key)()
+	c, ok := p.opts.Store.Get(key)
+	if !ok || !c.Networks[i].Added {
+		return nil
+	}
+	var err error
+	wait := p.opts.DelBackoff
+	for attempt := 1; ; attempt++ {
+		if err = p.opts.CNI.Del(ctx, runtimeConf(c, c.Networks[i])); err == nil || attempt >= attempts {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
+	if err != nil {
+		return err
+	}
+	c.Networks[i].Added = false
+	return p.opts.Store.Put(c)
+}

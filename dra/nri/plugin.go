@@ -1,0 +1,153 @@
+package nri
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/containerd/nri/pkg/stub"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+)
+
+// connection is the plugin's state towards the runtime.
+type connection struct {
+	mu        sync.Mutex
+	connected bool
+	synced    chan struct{} // closed at the first Synchronize
+}
+
+// Run keeps the plugin connected to the runtime's NRI socket until ctx
+// ends, reconnecting when the runtime restarts.
+func (p *Plugin) Run(ctx context.Context) {
+	logger := klog.FromContext(ctx).WithValues("nriSocket", p.opts.Socket)
+	backoff := time.Second
+	for ctx.Err() == nil {
+		s, err := stub.New(&hooks{p}, stub.WithPluginName("fastpath"), stub.WithPluginIdx("10"), stub.WithSocketPath(p.opts.Socket))
+		if err == nil {
+			err = s.Start(ctx)
+		}
+		if err != nil {
+			logger.Error(err, "NRI plugin not connected; retrying", "in", backoff)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 30*time.Second)
+			continue
+		}
+		backoff = time.Second
+		logger.Info("NRI plugin connected")
+		s.Wait()
+		s.Stop()
+		p.setConnected(false)
+		if ctx.Err() == nil {
+			logger.Info("NRI connection closed; reconnecting")
+		}
+	}
+}
+
+func (p *Plugin) setConnected(on bool) {
+	p.conn.mu.Lock()
+	defer p.conn.mu.Unlock()
+	p.conn.connected = on
+	if on {
+		select {
+		case <-p.conn.synced:
+		default:
+			close(p.conn.synced)
+		}
+	}
+}
+
+// Connected says whether the runtime is connected and has synchronized
+// with the plugin, or why not.
+func (p *Plugin) Connected() error {
+	p.conn.mu.Lock()
+	defer p.conn.mu.Unlock()
+	if !p.conn.connected {
+		return fmt.Errorf("not connected to the runtime's NRI socket %s", p.opts.Socket)
+	}
+	return nil
+}
+
+// WaitConnected waits until the runtime has connected and synchronized
+// with the plugin for the first time, or ctx ends.
+func (p *Plugin) WaitConnected(ctx context.Context) error {
+	select {
+	case <-p.conn.synced:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the runtime's NRI socket %s: %w", p.opts.Socket, ctx.Err())
+	}
+}
+
+// hooks are the NRI events the plugin handles.
+type hooks struct{ p *Plugin }
+
+var (
+	_ stub.SynchronizeInterface = (*hooks)(nil)
+	_ stub.RunPodInterface      = (*hooks)(nil)
+	_ stub.StopPodInterface     = (*hooks)(nil)
+	_ stub.RemovePodInterface   = (*hooks)(nil)
+)
+
+func podOf(pod *api.PodSandbox) Pod {
+	p := Pod{UID: types.UID(pod.GetUid()), Namespace: pod.GetNamespace(), Name: pod.GetName(), SandboxID: pod.GetId()}
+	for _, ns := range pod.GetLinux().GetNamespaces() {
+		if ns.GetType() == "network" {
+			p.NetNS = ns.GetPath()
+		}
+	}
+	return p
+}
+
+// Synchronize reconciles with the pods the runtime runs: what fastpath did
+// for pods that no longer run is undone.
+func (h *hooks) Synchronize(ctx context.Context, pods []*api.PodSandbox, _ []*api.Container) ([]*api.ContainerUpdate, error) {
+	running := map[types.UID]bool{}
+	for _, pod := range pods {
+		running[types.UID(pod.GetUid())] = true
+	}
+	logger := klog.FromContext(ctx)
+	for _, uid := range h.p.opts.Store.Pods() {
+		if running[uid] {
+			continue
+		}
+		if err := h.p.DetachPod(ctx, Pod{UID: uid}); err != nil {
+			logger.Error(err, "Releasing the devices of a pod that is gone", "podUID", uid)
+		}
+	}
+	h.p.setConnected(true)
+	return nil, nil
+}
+
+// RunPodSandbox attaches the pod's devices and networks.
+func (h *hooks) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
+	return h.p.AttachPod(ctx, podOf(pod))
+}
+
+// StopPodSandbox returns the pod's devices. Errors are logged, not
+// returned: failing here would not bring a device back and would leave the
+// pod stuck; Unprepare finishes what failed.
+func (h *hooks) StopPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
+	h.stop(ctx, pod)
+	return nil
+}
+
+// RemovePodSandbox does what StopPodSandbox does, for a sandbox whose stop
+// fastpath missed; it is harmless after a stop.
+func (h *hooks) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) error {
+	h.stop(ctx, pod)
+	return nil
+}
+
+func (h *hooks) stop(ctx context.Context, pod *api.PodSandbox) {
+	p := podOf(pod)
+	if err := h.p.DetachPod(ctx, p); err != nil {
+		klog.FromContext(ctx).Error(err, "Returning devices to the host", "pod", p.String())
+	}
+}

@@ -1,0 +1,275 @@
+package nri
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/fastpath-dra/fastpath/bpf"
+	"github.com/fastpath-dra/fastpath/dataplane"
+	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/status"
+)
+
+// Attacher moves netdevs into pods and back (dataplane.Attacher).
+type Attacher interface {
+	Attach(ctx context.Context, netns string, nd dataplane.Netdev) (dataplane.Attached, error)
+	Detach(ctx context.Context, netns string, nd dataplane.Netdev) error
+}
+
+// CNI runs CNI plugin chains (dataplane.CNI).
+type CNI interface {
+	Add(ctx context.Context, n dataplane.CNINetwork) (dataplane.CNIResult, error)
+	Del(ctx context.Context, n dataplane.CNINetwork) error
+}
+
+var (
+	_ Attacher = (*dataplane.Attacher)(nil)
+	_ CNI      = (*dataplane.CNI)(nil)
+)
+
+// Options configure the plugin.
+type Options struct {
+	// Socket is the runtime's NRI socket.
+	Socket   string
+	Store    *claims.Store
+	Attacher Attacher
+	// CNI runs the networks of CNI claims; nil when the CNI driver is off.
+	CNI    CNI
+	Status *status.Writer
+	// DelAttempts is how often a CNI DEL is tried before it is left for
+	// Unprepare (default 3), DelBackoff the first wait between tries.
+	DelAttempts int
+	DelBackoff  time.Duration
+}
+
+// Pod names a pod sandbox.
+type Pod struct {
+	UID             types.UID
+	Namespace, Name string
+	SandboxID       string
+	// NetNS is the sandbox's network namespace, "" for none
+	// (hostNetwork).
+	NetNS string
+}
+
+func (p Pod) String() string { return p.Namespace + "/" + p.Name }
+
+// Plugin attaches and detaches pods' devices. Hooks of one pod run one at
+// a time; hooks of different pods, and Prepare of other claims, do not
+// wait for each other.
+type Plugin struct {
+	opts Options
+
+	pods claims.Locks[types.UID]
+
+	conn connection
+}
+
+// New returns a plugin; Run connects it to the runtime.
+func New(opts Options) *Plugin {
+	if opts.DelAttempts == 0 {
+		opts.DelAttempts = 3
+	}
+	if opts.DelBackoff == 0 {
+		opts.DelBackoff = 100 * time.Millisecond
+	}
+	return &Plugin{opts: opts, conn: connection{synced: make(chan struct{})}}
+}
+
+// lockPod serializes the hooks of one pod.
+func (p *Plugin) lockPod(uid types.UID) func() { return p.pods.Lock(uid) }
+
+// podNetdev is one netdev prepared for a pod.
+type podNetdev struct {
+	claim claims.Claim
+	index int // in claim.Devices
+	nd    dataplane.Netdev
+}
+
+func (n podNetdev) device() claims.Device { return n.claim.Devices[n.index] }
+
+func (n podNetdev) String() string {
+	d := n.device()
+	return fmt.Sprintf("claim %s, request %q, device %s", n.claim.String(), d.Request, d.Device)
+}
+
+func ref(c claims.Claim) status.ClaimRef {
+	return status.ClaimRef{Namespace: c.Namespace, Name: c.Name, UID: c.UID}
+}
+
+// Netdev is the attach plan of a device handed over as a kernel
+// interface, false for other devices.
+func Netdev(d claims.Device) (dataplane.Netdev, bool) {
+	if d.Host == nil || d.Pod == nil {
+		return dataplane.Netdev{}, false
+	}
+	nd := dataplane.Netdev{
+		HostName: d.Host.Name, HostMTU: d.Host.MTU, HostMAC: d.Host.MAC, HostAlias: d.Host.Alias, PCIAddress: d.PCIAddress,
+		Name: d.Pod.Name, MTU: d.Pod.MTU, MAC: d.Pod.MAC, Addresses: d.Pod.Addresses,
+	}
+	for _, r := range d.Pod.Routes {
+		nd.Routes = append(nd.Routes, dataplane.Route{Destination: r.Destination, Gateway: r.Gateway})
+	}
+	if x := d.XDP; x != nil {
+		nd.XDP = &dataplane.XDP{Dir: x.PinDir, Mode: bpf.Mode(x.AttachMode), Fallback: x.Fallback}
+	}
+	return nd, true
+}
+
+// AttachPod puts the pod's prepared devices into its network namespace,
+// then runs its CNI networks, in claim and request order. If one fails,
+// what was done for the pod is undone, the claims say why, and the error
+// (naming claim, request and device) fails the sandbox. A retried call
+// completes what an earlier one left.
+func (p *Plugin) AttachPod(ctx context.Context, pod Pod) error {
+	defer p.lockPod(pod.UID)()
+	all := p.opts.Store.PodClaims(pod.UID)
+	if len(all) == 0 {
+		return nil
+	}
+	logger := klog.FromContext(ctx).WithValues("pod", pod.String())
+	var netdevs []podNetdev
+	var networks []claims.Claim
+	for _, c := range all {
+		if !c.Prepared {
+			return fmt.Errorf("pod %s: claim %s is not prepared", pod, c.String())
+		}
+		for i, d := range c.Devices {
+			if nd, ok := Netdev(d); ok {
+				netdevs = append(netdevs, podNetdev{claim: c, index: i, nd: nd})
+			}
+		}
+		if len(c.Networks) > 0 {
+			networks = append(networks, c)
+		}
+	}
+	if pod.NetNS == "" && (len(netdevs) > 0 || len(networks) > 0) {
+		return fmt.Errorf("pod %s has no network namespace: its fastpath devices and CNI networks need one (not hostNetwork)", pod)
+	}
+	start := time.Now()
+	if err := p.attachNetdevs(ctx, pod, netdevs); err != nil {
+		logger.Error(err, "Attach failed")
+		return err
+	}
+	if len(netdevs) > 0 {
+		logger.Info("Attached devices", "devices", len(netdevs), "duration", time.Since(start))
+	}
+	if err := p.addNetworks(ctx, pod, networks); err != nil {
+		// The netdevs go back too: the sandbox fails.
+		var errs []error
+		for i := len(netdevs) - 1; i >= 0; i-- {
+			if dErr := p.detach(ctx, netdevs[i], pod.NetNS); dErr != nil {
+				errs = append(errs, fmt.Errorf("undoing %s: %w", netdevs[i], dErr))
+			}
+			p.opts.Status.Set(ctx, ref(netdevs[i].claim), status.NotReady(claims.DriverFastpath, netdevs[i].device().Pool, netdevs[i].device().Device,
+				status.ReasonNotReady, fmt.Sprintf("undone: %v", err)))
+		}
+		err = errors.Join(append([]error{err}, errs...)...)
+		logger.Error(err, "CNI ADD failed")
+		return err
+	}
+	return nil
+}
+
+// attachNetdevs records where the netdevs go, then moves each; on failure
+// those moved go back.
+func (p *Plugin) attachNetdevs(ctx context.Context, pod Pod, netdevs []podNetdev) error {
+	at := &claims.Attachment{SandboxID: pod.SandboxID, NetNS: pod.NetNS}
+	for _, n := range netdevs {
+		if err := p.record(n, at); err != nil {
+			return fmt.Errorf("%s: %w", n, err)
+		}
+	}
+	for i, n := range netdevs {
+		res, err := p.opts.Attacher.Attach(ctx, pod.NetNS, n.nd)
+		if err != nil {
+			err = fmt.Errorf("%s: %w", n, err)
+			for j := i; j >= 0; j-- {
+				if dErr := p.detach(ctx, netdevs[j], pod.NetNS); dErr != nil {
+					err = fmt.Errorf("%w; undoing %s also failed: %w", err, netdevs[j], dErr)
+				}
+			}
+			for _, m := range netdevs {
+				p.opts.Status.Set(ctx, ref(m.claim), status.NotReady(claims.DriverFastpath, m.device().Pool, m.device().Device, status.ReasonNotReady, err.Error()))
+			}
+			return err
+		}
+		p.opts.Status.Set(ctx, ref(n.claim), status.NetdevReady(n.device(), status.Interface{
+			Name: res.Name, MAC: res.MAC, MTU: res.MTU, Addresses: res.Addresses, Sandbox: pod.NetNS, XDPMode: string(res.XDPMode)}))
+	}
+	return nil
+}
+
+// record sets (nil: clears) the attachment of a netdev in its claim.
+func (p *Plugin) record(n podNetdev, at *claims.Attachment) error {
+	defer p.opts.Store.Lock(n.claim.Key())()
+	c, ok := p.opts.Store.Get(n.claim.Key())
+	if !ok {
+		return fmt.Errorf("claim %s is no longer prepared", n.claim.String())
+	}
+	d := &c.Devices[n.index]
+	if (d.Attached == nil && at == nil) || (d.Attached != nil && at != nil && *d.Attached == *at) {
+		return nil
+	}
+	d.Attached = at
+	return p.opts.Store.Put(c)
+}
+
+// detach returns a netdev from the pod's network namespace netns (or, if
+// it is gone, from wherever the kernel put it) to the host, and drops its
+// attachment.
+func (p *Plugin) detach(ctx context.Context, n podNetdev, netns string) error {
+	if err := p.opts.Attacher.Detach(ctx, netns, n.nd); err != nil {
+		return err
+	}
+	return p.record(n, nil)
+}
+
+// DetachPod returns the pod's netdevs to the host and runs DEL for its CNI
+// networks. It goes on past failures; what failed stays recorded, for
+// Unprepare to finish.
+func (p *Plugin) DetachPod(ctx context.Context, pod Pod) error {
+	defer p.lockPod(pod.UID)()
+	return p.release(ctx, p.opts.Store.PodClaims(pod.UID))
+}
+
+// ReleaseClaim does for one claim what DetachPod does for a pod: Unprepare
+// calls it, for a pod whose sandbox stopped without fastpath (or whose
+// teardown failed).
+func (p *Plugin) ReleaseClaim(ctx context.Context, key claims.Key) error {
+	c, ok := p.opts.Store.Get(key)
+	if !ok {
+		return nil
+	}
+	defer p.lockPod(c.Pod.UID)()
+	if c, ok = p.opts.Store.Get(key); !ok {
+		return nil
+	}
+	return p.release(ctx, []claims.Claim{c})
+}
+
+func (p *Plugin) release(ctx context.Context, cls []claims.Claim) error {
+	var errs []error
+	for _, c := range cls {
+		for i := len(c.Devices) - 1; i >= 0; i-- {
+			nd, ok := Netdev(c.Devices[i])
+			at := c.Devices[i].Attached
+			if !ok || at == nil {
+				continue
+			}
+			n := podNetdev{claim: c, index: i, nd: nd}
+			if err := p.detach(ctx, n, at.NetNS); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", n, err))
+			}
+		}
+		if len(c.Networks) > 0 {
+			errs = append(errs, p.delNetworks(ctx, c.Key()))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,287 @@
+package dra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/klog/v2"
+
+	"github.com/fastpath-dra/fastpath/bpf"
+	"github.com/fastpath-dra/fastpath/dataplane"
+	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/status"
+)
+
+// prepareClaim prepares one claim: a claim already prepared is answered
+// from the store; otherwise it is planned, the devices' state before is
+// read, the record admitted to the store (which refuses devices and
+// interface names other claims hold), and the steps done, each recorded.
+func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceClaim) kubeletplugin.PrepareResult {
+	logger := klog.FromContext(ctx).WithValues("claim", klog.KObj(claim))
+	key := claims.Key{Driver: claims.DriverFastpath, UID: claim.UID}
+	defer d.opts.Store.Lock(key)()
+	c, ok := d.opts.Store.Get(key)
+	switch {
+	case ok && c.Prepared:
+		logger.V(2).Info("Claim already prepared")
+		return result(&c)
+	case !ok:
+		planned, err := plan(claim, d.inventoryMap(), d.opts.NodeName, planPaths{
+			claimDir: d.claimDir(claim), cdiSpec: cdiSpecPath(d.opts.CDIDir, claim.UID), bpfDir: d.opts.BPFDir})
+		if err == nil {
+			err = d.observe(ctx, claim, planned)
+		}
+		if err == nil {
+			// The plan and the first step's start are one record.
+			planned.SetStep(d.steps(planned)[0].name, claims.StepStarted)
+			err = d.opts.Store.Admit(*planned)
+		}
+		if err != nil {
+			logger.Info("Rejected claim", "err", err)
+			return kubeletplugin.PrepareResult{Err: err}
+		}
+		c = *planned
+	default:
+		logger.Info("Finishing an interrupted Prepare", "steps", len(c.Steps))
+	}
+	if err := (stepRunner{d.opts.Store}).run(ctx, &c, d.steps(&c)); err != nil {
+		return kubeletplugin.PrepareResult{Err: fmt.Errorf("claim %s: %w", klog.KObj(claim), err)}
+	}
+	logger.Info("Prepared claim", "pod", c.Pod.Name, "devices", len(c.Devices))
+	for _, dev := range c.Devices {
+		if st := status.PreparedReady(dev); st != nil {
+			d.opts.Status.Set(ctx, status.ClaimRef{Namespace: c.Namespace, Name: c.Name, UID: c.UID}, *st)
+		}
+	}
+	return result(&c)
+}
+
+func (d *Driver) claimDir(claim *resourceapi.ResourceClaim) string {
+	return filepath.Join(d.opts.StateDir, "claims", string(claim.UID))
+}
+
+// observe reads, before anything changes, what Prepare changes and
+// Unprepare puts back: the VFs' settings, the functions' drivers, the
+// devices' channels. It checks memif endpoints too.
+func (d *Driver) observe(ctx context.Context, claim *resourceapi.ResourceClaim, c *claims.Claim) error {
+	for i := range c.Devices {
+		dev := &c.Devices[i]
+		fail := func(err error) error {
+			return fmt.Errorf("claim %s, request %q, device %s: %w", klog.KObj(claim), dev.Request, dev.Device, err)
+		}
+		if vf := dev.VF; vf != nil {
+			before, err := d.opts.PF.VFState(vf.PFName, vf.ID)
+			if err != nil {
+				return fail(fmt.Errorf("read VF %d of PF %s: %w", vf.ID, vf.PFName, err))
+			}
+			vf.Before = &claims.VFState{VLAN: before.VLAN, QoS: before.QoS, VLANProto: before.VLANProto, MAC: before.MAC, SpoofChk: before.SpoofChk,
+				Trust: before.Trust, MinTxRate: before.MinTxRate, MaxTxRate: before.MaxTxRate, LinkState: before.LinkState}
+		}
+		if v := dev.VFIO; v != nil {
+			drv, err := d.opts.PCI.Driver(dev.PCIAddress)
+			if err != nil {
+				return fail(err)
+			}
+			v.DriverBefore = drv
+			v.DeviceNodes = []claims.DeviceNode{
+				{Path: "/dev/vfio/vfio", HostPath: d.opts.PCI.ContainerNode()},
+				{Path: fmt.Sprintf("/dev/vfio/%d", v.IOMMUGroup), HostPath: d.opts.PCI.GroupNode(v.IOMMUGroup)},
+			}
+		}
+		if x := dev.XDP; x != nil && dev.Host != nil {
+			// The queues the pod serves, as combined channels where the
+			// device has them; the count before is kept to restore.
+			cur, most, err := d.opts.Channels.Combined(dev.Host.Name)
+			switch {
+			case err != nil:
+				klog.FromContext(ctx).V(2).Info("Leaving channels as they are", "interface", dev.Host.Name, "reason", err.Error())
+			case most > 0 && cur != x.Queues:
+				x.ChannelsBefore = cur
+			}
+		}
+		if dev.Memif != nil {
+			if why := checkMemif(ctx, d.opts.MemifDir, dev.Memif); why != "" {
+				return &ClaimError{Claim: klog.KObj(claim).String(), Request: dev.Request, Device: dev.Device, Reason: why}
+			}
+		}
+	}
+	return nil
+}
+
+// steps are a fastpath claim's side effects, in order: the claim's files
+// (memif directories, device-info), VF settings through the PF, channels,
+// XDP programs pinned, functions bound to vfio-pci, and last the CDI spec,
+// so that the spec exists only when everything it names is in place.
+func (d *Driver) steps(c *claims.Claim) []step {
+	steps := []step{{name: "files",
+		apply: func(context.Context) error { return writeFiles(c) },
+		undo:  func(context.Context) error { return removeFiles(c) },
+	}}
+	for i := range c.Devices {
+		dev := &c.Devices[i]
+		vf := dev.VF
+		if vf == nil || vf.Before == nil {
+			continue
+		}
+		set, before := pfSettings(vf)
+		steps = append(steps, step{name: "vf " + dev.Request,
+			apply: func(ctx context.Context) error {
+				return deviceErr(dev, dataplane.ApplyVF(ctx, d.opts.PF, vf.PFName, vf.ID, set, before))
+			},
+			undo: func(ctx context.Context) error {
+				return deviceErr(dev, dataplane.RestoreVF(ctx, d.opts.PF, vf.PFName, vf.ID, set, before))
+			},
+		})
+	}
+	for i := range c.Devices {
+		dev := &c.Devices[i]
+		if dev.XDP == nil || dev.XDP.ChannelsBefore == 0 || dev.Host == nil {
+			continue
+		}
+		x, name := dev.XDP, dev.Host.Name
+		steps = append(steps, step{name: "channels " + dev.Request,
+			apply: func(context.Context) error { return deviceErr(dev, d.opts.Channels.SetCombined(name, x.Queues)) },
+			undo: func(context.Context) error {
+				return deviceErr(dev, d.opts.Channels.SetCombined(name, x.ChannelsBefore))
+			},
+		})
+	}
+	for i := range c.Devices {
+		dev := &c.Devices[i]
+		if dev.XDP == nil {
+			continue
+		}
+		x := dev.XDP
+		steps = append(steps, step{name: "xdp " + dev.Request,
+			apply: func(context.Context) error { return deviceErr(dev, pinXDP(x)) },
+			undo:  func(context.Context) error { return deviceErr(dev, os.RemoveAll(x.PinDir)) },
+		})
+	}
+	for i := range c.Devices {
+		dev := &c.Devices[i]
+		if dev.VFIO == nil {
+			continue
+		}
+		v := dev.VFIO
+		steps = append(steps, step{name: "vfio " + dev.Request,
+			apply: func(ctx context.Context) error {
+				return deviceErr(dev, d.opts.PCI.BindVFIO(ctx, dev.PCIAddress, v.IOMMUGroup))
+			},
+			undo: func(ctx context.Context) error {
+				if cur, err := d.opts.PCI.Driver(dev.PCIAddress); err == nil && cur == v.DriverBefore {
+					return nil // never bound, or given back already
+				}
+				return deviceErr(dev, d.opts.PCI.Restore(ctx, dev.PCIAddress, v.DriverBefore))
+			},
+		})
+	}
+	steps = append(steps, step{name: "cdi",
+		apply: func(context.Context) error { return writeCDISpec(c) },
+		undo: func(context.Context) error {
+			if err := os.Remove(c.CDISpec); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+			return nil
+		},
+	})
+	return steps
+}
+
+func deviceErr(dev *claims.Device, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("request %q, device %s: %w", dev.Request, dev.Device, err)
+}
+
+// pfSettings are a VF's record as the PF's settings.
+func pfSettings(vf *claims.VF) (dataplane.VFSettings, dataplane.VFState) {
+	s, b := vf.Set, vf.Before
+	return dataplane.VFSettings{VLAN: s.VLAN, QoS: s.QoS, VLANProto: s.VLANProto, MAC: s.MAC, SpoofChk: s.SpoofChk, Trust: s.Trust,
+			MinTxRate: s.MinTxRate, MaxTxRate: s.MaxTxRate, LinkState: s.LinkState},
+		dataplane.VFState{VLAN: b.VLAN, QoS: b.QoS, VLANProto: b.VLANProto, MAC: b.MAC, SpoofChk: b.SpoofChk, Trust: b.Trust,
+			MinTxRate: b.MinTxRate, MaxTxRate: b.MaxTxRate, LinkState: b.LinkState}
+}
+
+// pinXDP loads the device's XDP program and pins it, with its maps, in its
+// directory (again, if an earlier attempt left some), mounting a bpffs
+// first if needed.
+func pinXDP(x *claims.XDP) error {
+	if err := bpf.MountBPFFS(filepath.Dir(x.PinDir)); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(x.PinDir); err != nil {
+		return err
+	}
+	prog, err := bpf.Load(x.Program)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = prog.Close() }()
+	if err := prog.Pin(x.PinDir); err != nil {
+		return errors.Join(err, os.RemoveAll(x.PinDir))
+	}
+	return nil
+}
+
+// writeFiles writes the memif directories and the device-info files.
+func writeFiles(c *claims.Claim) error {
+	for _, dev := range c.Devices {
+		if dev.Memif == nil {
+			continue
+		}
+		if err := makeMemifDir(dev.Memif); err != nil {
+			return deviceErr(&dev, fmt.Errorf("memif directory: %w", err))
+		}
+	}
+	for _, dev := range c.Devices {
+		info := status.DeviceInfoOf(dev)
+		if info == nil || dev.DeviceInfoFile == "" {
+			continue
+		}
+		data, err := info.Marshal()
+		if err != nil {
+			return err
+		}
+		if err := claims.WriteFileAtomic(dev.DeviceInfoFile, data, 0o644); err != nil {
+			return deviceErr(&dev, fmt.Errorf("write device-info: %w", err))
+		}
+	}
+	return nil
+}
+
+// removeFiles removes the claim's directory and the memif links Prepare
+// made. Missing ones are fine.
+func removeFiles(c *claims.Claim) error {
+	var errs []error
+	for _, dev := range c.Devices {
+		if m := dev.Memif; m != nil && m.Link != "" {
+			if err := os.Remove(m.Link); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if c.Dir != "" {
+		errs = append(errs, os.RemoveAll(c.Dir))
+	}
+	return errors.Join(errs...)
+}
+
+// result is what the kubelet gets for a prepared claim.
+func result(c *claims.Claim) kubeletplugin.PrepareResult {
+	var res kubeletplugin.PrepareResult
+	for _, dev := range c.Devices {
+		res.Devices = append(res.Devices, kubeletplugin.Device{
+			Requests: []string{dev.Request}, PoolName: dev.Pool, DeviceName: dev.Device, CDIDeviceIDs: []string{dev.CDIDevice},
+		})
+	}
+	for _, n := range c.Networks {
+		res.Devices = append(res.Devices, kubeletplugin.Device{Requests: []string{n.Request}, PoolName: n.Pool, DeviceName: n.Device})
+	}
+	return res
+}

@@ -1,0 +1,234 @@
+package status
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+)
+
+// fieldManager owns the entries fastpath writes in claims' status.
+const fieldManager = "fastpath.dev"
+
+// ClaimRef names a claim.
+type ClaimRef struct {
+	Namespace, Name string
+	UID             types.UID
+}
+
+// Writer writes the status of claims' devices in the background: callers
+// (the runtime's hooks among them) never wait for the API server. The
+// latest status of each (claim, driver, pool, device) wins. A write is
+// retried with backoff a bounded number of times; it stops for good when
+// the claim is gone (NotFound, or replaced by another of the same name),
+// when the device is no longer allocated to the claim, and when the daemon
+// may not write claims' status (Forbidden: logged as an error once, with
+// the permission it lacks).
+//
+// It reads the claim and updates its status rather than applying it
+// server-side: a server-side apply of a claim's status re-encodes the
+// opaque parameters recorded in status.allocation, and the API server then
+// refuses that change to an immutable field.
+type Writer struct {
+	client kubernetes.Interface
+	// Attempts bounds the writes of one change; Backoff is the first wait
+	// between them, doubled up to MaxBackoff.
+	Attempts            int
+	Backoff, MaxBackoff time.Duration
+
+	mu        sync.Mutex
+	base      context.Context
+	claims    map[types.UID]*claimStatus
+	forbidden bool // a Forbidden was logged
+	running   sync.WaitGroup
+}
+
+type claimStatus struct {
+	ref        ClaimRef
+	devices    map[deviceKey]resourceapi.AllocatedDeviceStatus
+	generation int
+	writing    bool
+	forgotten  bool
+}
+
+type deviceKey struct{ driver, pool, device string }
+
+// NewWriter returns a writer; Start gives it the context its writes run in.
+func NewWriter(client kubernetes.Interface) *Writer {
+	return &Writer{client: client, Attempts: 12, Backoff: 100 * time.Millisecond, MaxBackoff: 10 * time.Second,
+		base: context.Background(), claims: map[types.UID]*claimStatus{}}
+}
+
+// Start makes ctx the context of the writes: they stop when it ends.
+func (w *Writer) Start(ctx context.Context) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.base = ctx
+}
+
+// Set records the status of a device of the claim and writes it.
+func (w *Writer) Set(ctx context.Context, ref ClaimRef, st resourceapi.AllocatedDeviceStatus) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	c, ok := w.claims[ref.UID]
+	if !ok || c.forgotten {
+		c = &claimStatus{ref: ref, devices: map[deviceKey]resourceapi.AllocatedDeviceStatus{}}
+		w.claims[ref.UID] = c
+	}
+	c.devices[deviceKey{st.Driver, st.Pool, st.Device}] = st
+	c.generation++
+	if !c.writing {
+		c.writing = true
+		w.running.Add(1)
+		go w.write(klog.NewContext(w.base, klog.FromContext(ctx).WithValues("claim", ref.Namespace+"/"+ref.Name)), c)
+	}
+}
+
+// Forget drops what is known of a claim (it was unprepared): a write under
+// way stops.
+func (w *Writer) Forget(uid types.UID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if c, ok := w.claims[uid]; ok {
+		c.forgotten = true
+		delete(w.claims, uid)
+	}
+}
+
+// Pending is how many claims have a status not written yet.
+func (w *Writer) Pending() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, c := range w.claims {
+		if c.writing {
+			n++
+		}
+	}
+	return n
+}
+
+// Wait waits for the writes under way (tests).
+func (w *Writer) Wait() { w.running.Wait() }
+
+// write writes the claim's device statuses until the latest one landed,
+// the claim is gone or forgotten, or the attempts are spent.
+func (w *Writer) write(ctx context.Context, c *claimStatus) {
+	defer w.running.Done()
+	logger := klog.FromContext(ctx)
+	backoff := w.Backoff
+	for attempt := 1; ; attempt++ {
+		w.mu.Lock()
+		if c.forgotten {
+			c.writing = false
+			w.mu.Unlock()
+			return
+		}
+		gen := c.generation
+		want := make([]resourceapi.AllocatedDeviceStatus, 0, len(c.devices))
+		for _, st := range c.devices {
+			want = append(want, *st.DeepCopy())
+		}
+		w.mu.Unlock()
+
+		stop, err := w.update(ctx, c.ref, want)
+		w.mu.Lock()
+		switch {
+		case stop != "":
+			logger.V(2).Info("Not writing claim status", "reason", stop)
+			c.writing = false
+			w.mu.Unlock()
+			return
+		case err == nil && c.generation == gen:
+			c.writing = false
+			w.mu.Unlock()
+			return
+		case err == nil:
+			attempt, backoff = 0, w.Backoff // a newer status arrived: write it
+			w.mu.Unlock()
+			continue
+		case apierrors.IsForbidden(err):
+			if !w.forbidden {
+				logger.Error(err, "Not allowed to write claim status: the daemon's service account needs get on resourceclaims and update on resourceclaims/status", "namespace", c.ref.Namespace)
+			}
+			w.forbidden = true
+			c.writing = false
+			w.mu.Unlock()
+			return
+		case attempt >= w.Attempts:
+			logger.Error(err, "Writing claim status failed; giving up", "attempts", attempt)
+			c.writing = false
+			w.mu.Unlock()
+			return
+		}
+		w.mu.Unlock()
+		if !apierrors.IsConflict(err) {
+			logger.Info("Writing claim status failed; retrying", "err", err.Error(), "in", backoff)
+		}
+		select {
+		case <-ctx.Done():
+			w.mu.Lock()
+			c.writing = false
+			w.mu.Unlock()
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, w.MaxBackoff)
+	}
+}
+
+// update sets the entries of want in the claim's status.devices, leaving
+// other entries (other drivers' devices) as they are. A non-empty stop says
+// why the status is moot.
+func (w *Writer) update(ctx context.Context, ref ClaimRef, want []resourceapi.AllocatedDeviceStatus) (stop string, err error) {
+	claim, err := w.client.ResourceV1().ResourceClaims(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return "the claim was deleted", nil
+	case err != nil:
+		return "", err
+	case claim.UID != ref.UID:
+		return "the claim was replaced by another of the same name", nil
+	case claim.Status.Allocation == nil:
+		return "the claim is no longer allocated", nil
+	}
+	n := 0
+	for _, st := range want {
+		if !allocated(claim, st) {
+			continue
+		}
+		n++
+		i := slices.IndexFunc(claim.Status.Devices, func(d resourceapi.AllocatedDeviceStatus) bool {
+			return d.Driver == st.Driver && d.Pool == st.Pool && d.Device == st.Device
+		})
+		if i < 0 {
+			claim.Status.Devices = append(claim.Status.Devices, st)
+			continue
+		}
+		// Keep the transition time while the condition does not change.
+		if old := claim.Status.Devices[i].Conditions; len(old) == 1 && len(st.Conditions) == 1 && old[0].Status == st.Conditions[0].Status {
+			st.Conditions[0].LastTransitionTime = old[0].LastTransitionTime
+		}
+		claim.Status.Devices[i] = st
+	}
+	if n == 0 {
+		return fmt.Sprintf("none of its %d devices is allocated to the claim any more", len(want)), nil
+	}
+	_, err = w.client.ResourceV1().ResourceClaims(ref.Namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{FieldManager: fieldManager})
+	return "", err
+}
+
+// allocated reports whether the claim's allocation holds the device.
+func allocated(claim *resourceapi.ResourceClaim, st resourceapi.AllocatedDeviceStatus) bool {
+	return slices.ContainsFunc(claim.Status.Allocation.Devices.Results, func(r resourceapi.DeviceRequestAllocationResult) bool {
+		return r.Driver == st.Driver && r.Pool == st.Pool && r.Device == st.Device
+	})
+}
