@@ -1,7 +1,10 @@
 package dataplane
 
 import (
+	"errors"
 	"fmt"
+
+	"github.com/vishvananda/netlink"
 
 	"github.com/safchain/ethtool"
 )
@@ -34,6 +37,10 @@ func (EthtoolChannels) Combined(ifName string) (int, int, error) {
 
 // SetCombined implements Channels.
 func (EthtoolChannels) SetCombined(ifName string, n int) error {
+	var notFound netlink.LinkNotFoundError
+	if _, err := netlink.LinkByName(ifName); errors.As(err, &notFound) {
+		return fmt.Errorf("%w: %s: %w", ErrDeviceGone, ifName, err)
+	}
 	et, err := ethtool.NewEthtool()
 	if err != nil {
 		return fmt.Errorf("ethtool: %w", err)

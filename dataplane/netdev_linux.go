@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/fastpath-dra/fastpath/bpf"
+	"github.com/fastpath-dra/fastpath/dataplane/fault"
 )
 
 // Netdev says which host interface goes into a pod and how it looks there.
@@ -26,6 +27,8 @@ type Netdev struct {
 	HostMTU   int
 	HostMAC   string
 	HostAlias string
+	// HostUp is the device's admin state before (see HostUp).
+	HostUp bool
 	// PCIAddress finds a VF's netdev when neither its name nor its alias
 	// does (the kernel renamed it on its way back).
 	PCIAddress string
@@ -138,6 +141,7 @@ func (a *Attacher) Attach(ctx context.Context, podNetNS string, nd Netdev) (_ At
 			return Attached{}, err
 		}
 		logger.V(2).Info("Moved interface into pod", "name", nd.Name)
+		fault.Point("attach.moved")
 	}
 	defer func() {
 		if err != nil {
@@ -164,6 +168,7 @@ func (a *Attacher) Attach(ctx context.Context, podNetNS string, nd Netdev) (_ At
 			return Attached{}, fmt.Errorf("add address %s to %s: %w", a, nd.Name, err)
 		}
 	}
+	fault.Point("attach.addressed")
 	if err := pod.LinkSetUp(link); err != nil {
 		return Attached{}, fmt.Errorf("set %s up: %w", nd.Name, err)
 	}
@@ -314,7 +319,8 @@ func (a *Attacher) Detach(ctx context.Context, podNetNS string, nd Netdev) error
 				return fmt.Errorf("return %s from the pod to the host as %s: %w", link.Attrs().Name, nd.HostName, err)
 			}
 			logger.V(2).Info("Returned interface to the host")
-			return flushAddresses(nd.HostName)
+			fault.Point("detach.moved")
+			return restoreHost(nd)
 		}
 	}
 	// Not in the pod: in the host already, under its name or another.
@@ -326,14 +332,47 @@ func (a *Attacher) Detach(ctx context.Context, podNetNS string, nd Netdev) error
 		link = a.findByPCI(nd.PCIAddress)
 	}
 	if link == nil {
-		return fmt.Errorf("host interface %s is neither in pod network namespace %s nor in the host's", nd.HostName, podNetNS)
+		return fmt.Errorf("%w: host interface %s is neither in pod network namespace %s nor in the host's", ErrDeviceGone, nd.HostName, podNetNS)
 	}
 	mtu, mac := changed(link, nd.HostMTU, hostMAC)
 	if err := setLink(a.host, link.Attrs().Index, nil, nd.HostName, mtu, mac, &alias); err != nil {
 		return fmt.Errorf("restore %s as %s: %w", link.Attrs().Name, nd.HostName, err)
 	}
 	logger.V(2).Info("Restored interface in the host", "foundAs", link.Attrs().Name)
-	return flushAddresses(nd.HostName)
+	return restoreHost(nd)
+}
+
+// HostUp reports the admin state (IFF_UP) of the host interface name, to
+// record before Attach and give back at Detach.
+func (a *Attacher) HostUp(name string) (bool, error) {
+	l, err := netlink.LinkByName(name)
+	var notFound netlink.LinkNotFoundError
+	switch {
+	case errors.As(err, &notFound):
+		return false, fmt.Errorf("%w: host interface %s: %w", ErrDeviceGone, name, err)
+	case err != nil:
+		return false, fmt.Errorf("host interface %s: %w", name, err)
+	}
+	return l.Attrs().Flags&net.FlagUp != 0, nil
+}
+
+// restoreHost finishes a returned interface: no addresses left, and up
+// again if it was up before.
+func restoreHost(nd Netdev) error {
+	if err := flushAddresses(nd.HostName); err != nil {
+		return err
+	}
+	if !nd.HostUp {
+		return nil
+	}
+	l, err := netlink.LinkByName(nd.HostName)
+	if err == nil {
+		err = netlink.LinkSetUp(l)
+	}
+	if err != nil {
+		return fmt.Errorf("set %s up again: %w", nd.HostName, err)
+	}
+	return nil
 }
 
 // findByPCI finds the host netdev of a PCI function through sysfs

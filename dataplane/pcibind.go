@@ -11,6 +11,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
+
+	"github.com/fastpath-dra/fastpath/dataplane/fault"
 )
 
 // VFIODriver is the kernel driver that hands PCI functions to userspace.
@@ -50,7 +52,9 @@ func (b PCIBinder) ContainerNode() string { return filepath.Join(b.DevRoot, "dev
 
 // Driver is the driver bound to the function at addr, "" when none.
 func (b PCIBinder) Driver(addr string) (string, error) {
-	if _, err := os.Stat(b.device(addr)); err != nil {
+	if _, err := os.Stat(b.device(addr)); errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("%w: PCI function %s: %w", ErrDeviceGone, addr, err)
+	} else if err != nil {
 		return "", fmt.Errorf("PCI function %s: %w", addr, err)
 	}
 	target, err := os.Readlink(b.device(addr, "driver"))
@@ -91,6 +95,7 @@ func (b PCIBinder) BindVFIO(ctx context.Context, addr string, group int) (err er
 				return err
 			}
 		}
+		fault.Point("vfio.unbound")
 		if err := b.write(b.sys("bus", "pci", "drivers_probe"), addr); err != nil {
 			return err
 		}
@@ -111,6 +116,9 @@ func (b PCIBinder) BindVFIO(ctx context.Context, addr string, group int) (err er
 // unbound) and clears its driver_override. Restoring what is already so
 // is harmless.
 func (b PCIBinder) Restore(ctx context.Context, addr, driver string) error {
+	if _, err := b.Driver(addr); errors.Is(err, ErrDeviceGone) {
+		return err
+	}
 	if err := b.write(b.device(addr, "driver_override"), ""); err != nil {
 		return err
 	}

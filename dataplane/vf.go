@@ -7,6 +7,8 @@ import (
 	"net"
 
 	"k8s.io/klog/v2"
+
+	"github.com/fastpath-dra/fastpath/dataplane/fault"
 )
 
 // VFSettings are settings of an SR-IOV VF that are made through its PF. A
@@ -143,6 +145,7 @@ func ApplyVF(ctx context.Context, p PF, pf string, vf int, want VFSettings, was 
 			}
 			return err
 		}
+		fault.Point("vf.setting")
 	}
 	klog.FromContext(ctx).V(2).Info("Applied VF settings", "pf", pf, "vf", vf, "steps", len(steps))
 	return nil
@@ -152,6 +155,11 @@ func ApplyVF(ctx context.Context, p PF, pf string, vf int, want VFSettings, was 
 // past a failing step, so that one stuck setting does not strand the others,
 // and returns every failure.
 func RestoreVF(ctx context.Context, p PF, pf string, vf int, applied VFSettings, was VFState) error {
+	// A VF that is gone (its PF's sriov_numvfs lowered, or the PF gone)
+	// has nothing to restore.
+	if _, err := p.VFState(pf, vf); errors.Is(err, ErrDeviceGone) {
+		return err
+	}
 	steps, err := vfSteps(p, pf, vf, applied, was)
 	if err != nil {
 		return err

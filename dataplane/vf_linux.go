@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"errors"
 	"fmt"
 	"net"
 
@@ -16,7 +17,11 @@ var linkStates = map[string]uint32{"auto": netlink.VF_LINK_STATE_AUTO, "enable":
 
 func pfLink(pf string) (netlink.Link, error) {
 	l, err := netlink.LinkByName(pf)
-	if err != nil {
+	var notFound netlink.LinkNotFoundError
+	switch {
+	case errors.As(err, &notFound):
+		return nil, fmt.Errorf("%w: PF %s: %w", ErrDeviceGone, pf, err)
+	case err != nil:
 		return nil, fmt.Errorf("PF %s: %w", pf, err)
 	}
 	return l, nil
@@ -44,7 +49,7 @@ func (NetlinkPF) VFState(pf string, vf int) (VFState, error) {
 		}
 		return st, nil
 	}
-	return VFState{}, fmt.Errorf("PF %s has no VF %d", pf, vf)
+	return VFState{}, fmt.Errorf("%w: PF %s has no VF %d", ErrDeviceGone, pf, vf)
 }
 
 func (NetlinkPF) SetVLAN(pf string, vf, vlan, qos int, proto string) error {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/fastpath-dra/fastpath/dataplane"
+	"github.com/fastpath-dra/fastpath/dataplane/fault"
 	"github.com/fastpath-dra/fastpath/devices"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/status"
@@ -63,6 +64,8 @@ type Options struct {
 	// request; a bpffs is mounted there if it is not on one. Default
 	// /sys/fs/bpf/fastpath.
 	BPFDir string
+	// BootID is this boot of the node. Default: the kernel's.
+	BootID string
 }
 
 // Driver is fastpath's DRA kubelet plugin for driver fastpath.dev.
@@ -100,6 +103,13 @@ func New(opts Options) (*Driver, error) {
 	}
 	if opts.PCI == nil {
 		opts.PCI = dataplane.PCIBinder{SysfsRoot: "/", DevRoot: "/"}
+	}
+	if opts.BootID == "" {
+		id, err := claims.BootID()
+		if err != nil {
+			return nil, err
+		}
+		opts.BootID = id
 	}
 	return &Driver{opts: opts, inventory: map[string]devices.Device{}}, nil
 }
@@ -211,20 +221,70 @@ func (d *Driver) unprepare(ctx context.Context, key claims.Key) error {
 			return err
 		}
 	}
+	fault.Point("unprepare.released")
 	defer d.opts.Store.Lock(key)()
 	c, ok := d.opts.Store.Get(key)
 	if !ok {
 		return nil
 	}
-	if err := (stepRunner{d.opts.Store}).undo(ctx, &c, d.steps(&c)); err != nil {
+	gone, err := (stepRunner{d.opts.Store}).undo(ctx, &c, d.steps(&c))
+	if err != nil {
 		return err
 	}
+	fault.Point("unprepare.undone")
 	if err := d.opts.Store.Delete(key); err != nil {
 		return err
 	}
-	d.opts.Status.Forget(key.UID)
-	klog.FromContext(ctx).Info("Unprepared claim", "claim", c.String())
+	if len(gone) == 0 {
+		d.opts.Status.Forget(key.UID)
+	}
+	for _, dev := range gone {
+		// Said while the claim may still be read; the writer stops when
+		// the claim is deleted.
+		d.opts.Status.Set(ctx, status.ClaimRef{Namespace: c.Namespace, Name: c.Name, UID: c.UID},
+			status.NotReady(claims.DriverFastpath, dev.Pool, dev.Device, status.ReasonDeviceGone, fmt.Sprintf("device %s is gone from the node; released without restoring it", dev.Device)))
+	}
+	klog.FromContext(ctx).Info("Unprepared claim", "claim", c.String(), "devicesGone", len(gone))
 	return nil
+}
+
+// Reconcile brings the node to what the store holds, before the driver
+// registers with the kubelet. A claim whose Prepare was interrupted (a
+// crash, a failed undo) is undone and forgotten: the kubelet asks again if
+// its pod still wants it. A claim prepared in an earlier boot has every
+// step done again: its VF settings, bindings, pins and CDI spec went with
+// the boot, and the kubelet, which remembers it as prepared, does not ask.
+func (d *Driver) Reconcile(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	var errs []error
+	for _, c := range d.opts.Store.Claims() {
+		if c.Driver != claims.DriverFastpath || (c.Prepared && c.BootID == d.opts.BootID) {
+			continue
+		}
+		if err := d.reconcile(ctx, c.Key()); err != nil {
+			logger.Error(err, "Reconciling a claim", "claim", c.String())
+			errs = append(errs, fmt.Errorf("claim %s: %w", c.String(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (d *Driver) reconcile(ctx context.Context, key claims.Key) error {
+	defer d.opts.Store.Lock(key)()
+	c, ok := d.opts.Store.Get(key)
+	switch {
+	case !ok:
+		return nil
+	case !c.Prepared:
+		klog.FromContext(ctx).Info("Undoing an interrupted Prepare", "claim", c.String(), "steps", len(c.Steps))
+		if _, err := (stepRunner{d.opts.Store}).undo(ctx, &c, d.steps(&c)); err != nil {
+			return err
+		}
+		return d.opts.Store.Delete(key)
+	}
+	klog.FromContext(ctx).Info("Preparing again after a reboot", "claim", c.String(), "preparedInBoot", c.BootID)
+	c.Prepared, c.Steps, c.BootID = false, nil, d.opts.BootID
+	return (stepRunner{d.opts.Store}).run(ctx, &c, d.steps(&c))
 }
 
 // HandleError is called for errors in the background (publishing slices).

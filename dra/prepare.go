@@ -13,6 +13,7 @@ import (
 
 	"github.com/fastpath-dra/fastpath/bpf"
 	"github.com/fastpath-dra/fastpath/dataplane"
+	"github.com/fastpath-dra/fastpath/dataplane/fault"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/status"
 )
@@ -27,9 +28,14 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 	defer d.opts.Store.Lock(key)()
 	c, ok := d.opts.Store.Get(key)
 	switch {
-	case ok && c.Prepared:
+	case ok && c.Prepared && c.BootID == d.opts.BootID && exists(c.CDISpec):
 		logger.V(2).Info("Claim already prepared")
 		return result(&c)
+	case ok && c.Prepared:
+		// Prepared in another boot, or its CDI spec is gone: do every
+		// step again.
+		logger.Info("Preparing again", "preparedInBoot", c.BootID, "cdiSpec", exists(c.CDISpec))
+		c.Prepared, c.Steps, c.BootID = false, nil, d.opts.BootID
 	case !ok:
 		planned, err := plan(claim, d.inventoryMap(), d.opts.NodeName, planPaths{
 			claimDir: d.claimDir(claim), cdiSpec: cdiSpecPath(d.opts.CDIDir, claim.UID), bpfDir: d.opts.BPFDir})
@@ -38,6 +44,7 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 		}
 		if err == nil {
 			// The plan and the first step's start are one record.
+			planned.BootID = d.opts.BootID
 			planned.SetStep(d.steps(planned)[0].name, claims.StepStarted)
 			err = d.opts.Store.Admit(*planned)
 		}
@@ -45,6 +52,7 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 			logger.Info("Rejected claim", "err", err)
 			return kubeletplugin.PrepareResult{Err: err}
 		}
+		fault.Point("prepare.recorded")
 		c = *planned
 	default:
 		logger.Info("Finishing an interrupted Prepare", "steps", len(c.Steps))
@@ -59,6 +67,11 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 		}
 	}
 	return result(&c)
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 func (d *Driver) claimDir(claim *resourceapi.ResourceClaim) string {
@@ -129,7 +142,7 @@ func (d *Driver) steps(c *claims.Claim) []step {
 			continue
 		}
 		set, before := pfSettings(vf)
-		steps = append(steps, step{name: "vf " + dev.Request,
+		steps = append(steps, step{name: "vf " + dev.Request, dev: dev,
 			apply: func(ctx context.Context) error {
 				return deviceErr(dev, dataplane.ApplyVF(ctx, d.opts.PF, vf.PFName, vf.ID, set, before))
 			},
@@ -144,7 +157,7 @@ func (d *Driver) steps(c *claims.Claim) []step {
 			continue
 		}
 		x, name := dev.XDP, dev.Host.Name
-		steps = append(steps, step{name: "channels " + dev.Request,
+		steps = append(steps, step{name: "channels " + dev.Request, dev: dev,
 			apply: func(context.Context) error { return deviceErr(dev, d.opts.Channels.SetCombined(name, x.Queues)) },
 			undo: func(context.Context) error {
 				return deviceErr(dev, d.opts.Channels.SetCombined(name, x.ChannelsBefore))
@@ -157,7 +170,7 @@ func (d *Driver) steps(c *claims.Claim) []step {
 			continue
 		}
 		x := dev.XDP
-		steps = append(steps, step{name: "xdp " + dev.Request,
+		steps = append(steps, step{name: "xdp " + dev.Request, dev: dev,
 			apply: func(context.Context) error { return deviceErr(dev, pinXDP(x)) },
 			undo:  func(context.Context) error { return deviceErr(dev, os.RemoveAll(x.PinDir)) },
 		})
@@ -168,7 +181,7 @@ func (d *Driver) steps(c *claims.Claim) []step {
 			continue
 		}
 		v := dev.VFIO
-		steps = append(steps, step{name: "vfio " + dev.Request,
+		steps = append(steps, step{name: "vfio " + dev.Request, dev: dev,
 			apply: func(ctx context.Context) error {
 				return deviceErr(dev, d.opts.PCI.BindVFIO(ctx, dev.PCIAddress, v.IOMMUGroup))
 			},

@@ -4,7 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
+	"k8s.io/klog/v2"
+
+	"github.com/fastpath-dra/fastpath/dataplane"
+	"github.com/fastpath-dra/fastpath/dataplane/fault"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 )
 
@@ -15,6 +21,14 @@ type step struct {
 	name  string
 	apply func(context.Context) error
 	undo  func(context.Context) error
+	// dev is the device the step acts on, nil for the claim's own steps.
+	dev *claims.Device
+}
+
+// kind is what the step does (its name without the request).
+func (s step) kind() string {
+	kind, _, _ := strings.Cut(s.name, " ")
+	return kind
 }
 
 // stepRunner does a claim's steps with every one recorded in the store
@@ -39,9 +53,11 @@ func (r stepRunner) run(ctx context.Context, c *claims.Claim, steps []step) erro
 				return r.abort(ctx, c, steps[:i], fmt.Errorf("record step %s: %w", s.name, err))
 			}
 		}
+		fault.Point("prepare." + s.kind() + ".before")
 		if err := s.apply(ctx); err != nil {
 			return r.abort(ctx, c, steps[:i+1], err)
 		}
+		fault.Point("prepare." + s.kind() + ".applied")
 		c.SetStep(s.name, claims.StepDone)
 		if i+1 < len(steps) {
 			c.SetStep(steps[i+1].name, claims.StepStarted)
@@ -61,7 +77,7 @@ func (r stepRunner) run(ctx context.Context, c *claims.Claim, steps []step) erro
 
 // abort undoes the steps after cause and forgets the claim.
 func (r stepRunner) abort(ctx context.Context, c *claims.Claim, steps []step, cause error) error {
-	if err := r.undo(ctx, c, steps); err != nil {
+	if _, err := r.undo(ctx, c, steps); err != nil {
 		return fmt.Errorf("%w (and undoing it: %w)", cause, err)
 	}
 	if err := r.store.Delete(c.Key()); err != nil {
@@ -71,9 +87,12 @@ func (r stepRunner) abort(ctx context.Context, c *claims.Claim, steps []step, ca
 }
 
 // undo undoes, in reverse, the steps that started, going on past failures.
-// The steps undone are dropped from the record; if some fail, the record
-// is written with those left, and the error names them.
-func (r stepRunner) undo(ctx context.Context, c *claims.Claim, steps []step) error {
+// A step whose device is gone from the node has nothing to undo: it is
+// logged and counted done, and its device returned in gone. The steps
+// undone are dropped from the record; if some fail, the record is written
+// with those left, and the error names them.
+func (r stepRunner) undo(ctx context.Context, c *claims.Claim, steps []step) (gone []*claims.Device, _ error) {
+	logger := klog.FromContext(ctx)
 	var errs []error
 	prepared := c.Prepared
 	var left []claims.Step
@@ -83,18 +102,26 @@ func (r stepRunner) undo(ctx context.Context, c *claims.Claim, steps []step) err
 		if state == "" {
 			continue
 		}
-		if err := s.undo(ctx); err != nil {
+		err := s.undo(ctx)
+		switch {
+		case err == nil:
+		case errors.Is(err, dataplane.ErrDeviceGone):
+			logger.Info("Not restoring what is gone", "claim", c.String(), "step", s.name, "reason", err.Error())
+			if s.dev != nil && !slices.Contains(gone, s.dev) {
+				gone = append(gone, s.dev)
+			}
+		default:
 			errs = append(errs, fmt.Errorf("undo %s: %w", s.name, err))
 			left = append([]claims.Step{{Name: s.name, State: state}}, left...)
 		}
 	}
 	if len(errs) == 0 {
-		return nil
+		return gone, nil
 	}
 	c.Prepared, c.Steps = false, left
 	if err := r.store.Put(*c); err != nil {
 		errs = append(errs, err)
 		c.Prepared = prepared
 	}
-	return errors.Join(errs...)
+	return gone, errors.Join(errs...)
 }

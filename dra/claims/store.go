@@ -153,6 +153,16 @@ func (c *Claim) check(key string) error {
 	return nil
 }
 
+// BootID is this boot of the node (/proc/sys/kernel/random/boot_id): the
+// effects of steps done in another boot are gone.
+func BootID() (string, error) {
+	data, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return "", fmt.Errorf("the node's boot ID: %w", err)
+	}
+	return strings.TrimSpace(string(data)), nil
+}
+
 // Path is the checkpoint file.
 func (s *Store) Path() string { return s.path }
 

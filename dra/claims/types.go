@@ -138,6 +138,9 @@ type Device struct {
 type Attachment struct {
 	SandboxID string `json:"sandboxID"`
 	NetNS     string `json:"netns"`
+	// HostUp is the netdev's admin state in the host before the move,
+	// given back with it.
+	HostUp bool `json:"hostUp,omitempty"`
 }
 
 // HostNetdev is a netdev as the host had it before Prepare.

@@ -9,6 +9,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/fastpath-dra/fastpath/dataplane"
+	"github.com/fastpath-dra/fastpath/dataplane/fault"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/status"
 )
@@ -49,6 +50,7 @@ func (p *Plugin) addNetworks(ctx context.Context, pod Pod, cls []claims.Claim) e
 			start := time.Now()
 			res, addErr := p.opts.CNI.Add(ctx, runtimeConf(c, *n))
 			if addErr == nil {
+				fault.Point("cni.add.done")
 				logger.Info("CNI ADD", "claim", c.String(), "request", n.Request, "ifName", n.IfName, "duration", time.Since(start))
 				p.opts.Status.Set(ctx, ref(c), status.NetworkReady(*n, res.Raw, res.Current))
 				done = append(done, added{c.Key(), i})
@@ -91,6 +93,7 @@ func (p *Plugin) markAdded(key claims.Key, i int, pod Pod) (*claims.Network, err
 	if err := p.opts.Store.Put(c); err != nil {
 		return nil, err
 	}
+	fault.Point("cni.add.recorded")
 	return n, nil
 }
 
@@ -142,6 +145,7 @@ func (p *Plugin) del(ctx context.Context, key claims.Key, i, attempts int) error
 	if err != nil {
 		return err
 	}
+	fault.Point("cni.del.done")
 	c.Networks[i].Added = false
 	return p.opts.Store.Put(c)
 }

@@ -89,10 +89,11 @@ func (p *Plugin) WaitConnected(ctx context.Context) error {
 type hooks struct{ p *Plugin }
 
 var (
-	_ stub.SynchronizeInterface = (*hooks)(nil)
-	_ stub.RunPodInterface      = (*hooks)(nil)
-	_ stub.StopPodInterface     = (*hooks)(nil)
-	_ stub.RemovePodInterface   = (*hooks)(nil)
+	_ stub.SynchronizeInterface     = (*hooks)(nil)
+	_ stub.RunPodInterface          = (*hooks)(nil)
+	_ stub.StopPodInterface         = (*hooks)(nil)
+	_ stub.RemovePodInterface       = (*hooks)(nil)
+	_ stub.CreateContainerInterface = (*hooks)(nil)
 )
 
 func podOf(pod *api.PodSandbox) Pod {
@@ -105,24 +106,41 @@ func podOf(pod *api.PodSandbox) Pod {
 	return p
 }
 
-// Synchronize reconciles with the pods the runtime runs: what fastpath did
-// for pods that no longer run is undone.
+// Synchronize reconciles with the pods the runtime runs, at every
+// connection (a restart of fastpathd or of the runtime): what fastpath did
+// for pods that no longer run is undone, and pods that run without their
+// devices (their RunPodSandbox was missed) get them now.
 func (h *hooks) Synchronize(ctx context.Context, pods []*api.PodSandbox, _ []*api.Container) ([]*api.ContainerUpdate, error) {
-	running := map[types.UID]bool{}
-	for _, pod := range pods {
-		running[types.UID(pod.GetUid())] = true
-	}
-	logger := klog.FromContext(ctx)
-	for _, uid := range h.p.opts.Store.Pods() {
-		if running[uid] {
-			continue
-		}
-		if err := h.p.DetachPod(ctx, Pod{UID: uid}); err != nil {
-			logger.Error(err, "Releasing the devices of a pod that is gone", "podUID", uid)
-		}
-	}
+	h.p.Synchronize(ctx, pods)
 	h.p.setConnected(true)
 	return nil, nil
+}
+
+// Synchronize reconciles the store with the sandboxes the runtime runs.
+func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox) {
+	running := map[types.UID]Pod{}
+	for _, pod := range pods {
+		running[types.UID(pod.GetUid())] = podOf(pod)
+	}
+	logger := klog.FromContext(ctx)
+	for _, uid := range p.opts.Store.Pods() {
+		pod, ok := running[uid]
+		if !ok {
+			if err := p.DetachPod(ctx, Pod{UID: uid}); err != nil {
+				logger.Error(err, "Releasing the devices of a pod that is gone", "podUID", uid)
+			}
+			continue
+		}
+		if err := p.EnsurePod(ctx, pod); err != nil {
+			logger.Error(err, "Attaching the devices of a running pod")
+		}
+	}
+}
+
+// CreateContainer lets a container start only when its pod's devices are
+// in place.
+func (h *hooks) CreateContainer(ctx context.Context, pod *api.PodSandbox, _ *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	return nil, nil, h.p.EnsurePod(ctx, podOf(pod))
 }
 
 // RunPodSandbox attaches the pod's devices and networks.

@@ -11,12 +11,14 @@ import (
 
 	"github.com/fastpath-dra/fastpath/bpf"
 	"github.com/fastpath-dra/fastpath/dataplane"
+	"github.com/fastpath-dra/fastpath/dataplane/fault"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/status"
 )
 
 // Attacher moves netdevs into pods and back (dataplane.Attacher).
 type Attacher interface {
+	HostUp(name string) (bool, error)
 	Attach(ctx context.Context, netns string, nd dataplane.Netdev) (dataplane.Attached, error)
 	Detach(ctx context.Context, netns string, nd dataplane.Netdev) error
 }
@@ -118,6 +120,9 @@ func Netdev(d claims.Device) (dataplane.Netdev, bool) {
 	if x := d.XDP; x != nil {
 		nd.XDP = &dataplane.XDP{Dir: x.PinDir, Mode: bpf.Mode(x.AttachMode), Fallback: x.Fallback}
 	}
+	if d.Attached != nil {
+		nd.HostUp = d.Attached.HostUp
+	}
 	return nd, true
 }
 
@@ -176,14 +181,27 @@ func (p *Plugin) AttachPod(ctx context.Context, pod Pod) error {
 	return nil
 }
 
-// attachNetdevs records where the netdevs go, then moves each; on failure
-// those moved go back.
+// attachNetdevs records where the netdevs go, with their admin state in
+// the host, then moves each; on failure those moved go back.
 func (p *Plugin) attachNetdevs(ctx context.Context, pod Pod, netdevs []podNetdev) error {
-	at := &claims.Attachment{SandboxID: pod.SandboxID, NetNS: pod.NetNS}
-	for _, n := range netdevs {
-		if err := p.record(n, at); err != nil {
-			return fmt.Errorf("%s: %w", n, err)
+	for i := range netdevs {
+		n := &netdevs[i]
+		at := n.device().Attached
+		if at == nil || at.SandboxID != pod.SandboxID || at.NetNS != pod.NetNS {
+			up, err := p.opts.Attacher.HostUp(n.nd.HostName)
+			if err != nil {
+				return fmt.Errorf("%s: %w", n, err)
+			}
+			at = &claims.Attachment{SandboxID: pod.SandboxID, NetNS: pod.NetNS, HostUp: up}
+			if err := p.record(*n, at); err != nil {
+				return fmt.Errorf("%s: %w", n, err)
+			}
 		}
+		n.claim.Devices[n.index].Attached = at
+		n.nd.HostUp = at.HostUp
+	}
+	if len(netdevs) > 0 {
+		fault.Point("attach.recorded")
 	}
 	for i, n := range netdevs {
 		res, err := p.opts.Attacher.Attach(ctx, pod.NetNS, n.nd)
@@ -224,10 +242,52 @@ func (p *Plugin) record(n podNetdev, at *claims.Attachment) error {
 // it is gone, from wherever the kernel put it) to the host, and drops its
 // attachment.
 func (p *Plugin) detach(ctx context.Context, n podNetdev, netns string) error {
-	if err := p.opts.Attacher.Detach(ctx, netns, n.nd); err != nil {
+	err := p.opts.Attacher.Detach(ctx, netns, n.nd)
+	if errors.Is(err, dataplane.ErrDeviceGone) {
+		klog.FromContext(ctx).Info("Not returning a device that is gone", "device", n.String(), "reason", err.Error())
+		d := n.device()
+		p.opts.Status.Set(ctx, ref(n.claim), status.NotReady(claims.DriverFastpath, d.Pool, d.Device, status.ReasonDeviceGone,
+			fmt.Sprintf("device %s is gone from the node: %v", d.Device, err)))
+		err = nil
+	}
+	if err != nil {
 		return err
 	}
+	fault.Point("detach.returned")
 	return p.record(n, nil)
+}
+
+// inPlace says whether everything of the pod's claims is attached to, or
+// added to, its sandbox.
+func inPlace(pod Pod, cls []claims.Claim) bool {
+	for _, c := range cls {
+		for _, d := range c.Devices {
+			if _, ok := Netdev(d); ok && (d.Attached == nil || d.Attached.SandboxID != pod.SandboxID) {
+				return false
+			}
+		}
+		for _, n := range c.Networks {
+			if !n.Added || n.SandboxID != pod.SandboxID {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// EnsurePod makes sure the pod's devices and networks are in its sandbox
+// before a container of it starts: a pod whose RunPodSandbox fastpath
+// missed (it was down, restarting, or slower than the runtime's timeout)
+// gets them now, and if that fails the container does not start.
+func (p *Plugin) EnsurePod(ctx context.Context, pod Pod) error {
+	if cls := p.opts.Store.PodClaims(pod.UID); len(cls) == 0 || inPlace(pod, cls) {
+		return nil
+	}
+	klog.FromContext(ctx).Info("The pod's devices are not in place: attaching them now", "pod", pod.String())
+	if err := p.AttachPod(ctx, pod); err != nil {
+		return fmt.Errorf("pod %s cannot start without its devices: %w", pod, err)
+	}
+	return nil
 }
 
 // DetachPod returns the pod's netdevs to the host and runs DEL for its CNI

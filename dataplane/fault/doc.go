@@ -1,0 +1,33 @@
+// Package fault marks the points of fastpath's side effects where a test
+// build may be killed. In a build with the faultinject tag, Point kills the
+// process with SIGKILL when $FASTPATH_FAULT names it, so that tests can
+// show that a restart on the same state recovers from a crash at every
+// point; in any other build Point does nothing.
+package fault
+
+// Env names the point to kill at: "name" kills at its first hit,
+// "name#n" at its n-th.
+const Env = "FASTPATH_FAULT"
+
+// Points are every point fastpath marks, in the order of a claim's life.
+// A test checks that the code marks exactly these.
+var Points = []string{
+	// Prepare of a fastpath.dev claim: after its plan is recorded, before
+	// and after each step (the step's kind names it), and between two VF
+	// settings and in a vfio-pci bind.
+	"prepare.recorded",
+	"prepare.files.before", "prepare.files.applied",
+	"prepare.vf.before", "prepare.vf.applied", "vf.setting",
+	"prepare.channels.before", "prepare.channels.applied",
+	"prepare.xdp.before", "prepare.xdp.applied",
+	"prepare.vfio.before", "vfio.unbound", "prepare.vfio.applied",
+	"prepare.cdi.before", "prepare.cdi.applied",
+	// The runtime's hooks: a netdev's attachment recorded, moved into the
+	// pod, given its addresses; moved back; a CNI network recorded, added,
+	// deleted.
+	"attach.recorded", "attach.moved", "attach.addressed",
+	"detach.moved", "detach.returned",
+	"cni.add.recorded", "cni.add.done", "cni.del.done",
+	// Unprepare: the runtime's part released, each step undone.
+	"unprepare.released", "unprepare.undone",
+}

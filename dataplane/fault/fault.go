@@ -1,0 +1,6 @@
+//go:build !faultinject
+
+package fault
+
+// Point does nothing in this build.
+func Point(string) {}
