@@ -253,6 +253,16 @@ func (a *Attacher) undoPartialMove(pod *netlink.Handle, podNS netns.NsHandle, ho
 		if err := setLink(podNS, l.Attrs().Index, &a.host, nd.HostName, mtu, mac, &alias); err != nil {
 			return fmt.Errorf("return %s from the pod to the host as %s: %w", l.Attrs().Name, nd.HostName, err)
 		}
+		// A move takes the interface down.
+		if host.Attrs().Flags&net.FlagUp != 0 {
+			back, err := netlink.LinkByName(nd.HostName)
+			if err == nil {
+				err = netlink.LinkSetUp(back)
+			}
+			if err != nil {
+				return fmt.Errorf("set %s up again: %w", nd.HostName, err)
+			}
+		}
 		return nil
 	}
 	return nil

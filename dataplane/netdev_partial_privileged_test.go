@@ -4,8 +4,10 @@ package dataplane
 
 import (
 	"errors"
+	"net"
 	"testing"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2/ktesting"
 )
@@ -21,6 +23,9 @@ func TestAttachPartialMoveUndone(t *testing.T) {
 	podNS := newNetNS(t)
 	_, host := newVeth(t)
 	a := newAttacher(t)
+	if err := netlink.LinkSetUp(host); err != nil {
+		t.Fatal(err)
+	}
 	nd := testNetdev(host)
 	nd.MAC = "03:00:00:aa:bb:01"
 	_, err := a.Attach(ctx, podNS, nd)
@@ -29,4 +34,7 @@ func TestAttachPartialMoveUndone(t *testing.T) {
 	}
 	t.Log(err)
 	assertRestored(t, nd, podNS)
+	if l, err := netlink.LinkByName(nd.HostName); err != nil || l.Attrs().Flags&net.FlagUp == 0 {
+		t.Errorf("%s is not up again after the failed attach: %v", nd.HostName, err)
+	}
 }
