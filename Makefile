@@ -40,7 +40,7 @@ generated: ## regenerate, and fail if anything generated differs from what is co
 .PHONY: lint
 lint: ## go vet, gofmt and golangci-lint
 	$(DEPS) lint
-	$(GO) vet -tags privileged,e2e,benche2e ./...
+	$(GO) vet -tags privileged,e2e,benche2e,sriov ./...
 	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod or go.sum are not tidy: run go mod tidy" >&2; $(GO) mod tidy -diff; exit 1; }
 	@bad=$$($(GO) list -deps ./dataplane/... | grep '^github.com/fastpath-dra/fastpath/dra'); \
 		if [ -n "$$bad" ]; then echo "dataplane must not import package dra:" $$bad >&2; exit 1; fi
@@ -90,8 +90,19 @@ bench-smoke: ## every benchmark once, so none can rot
 	$(DEPS) testbed
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./bench/...
 
+# Packages whose sriov-tagged tests (TestSRIOV*, BenchmarkSRIOV*) run in the
+# SR-IOV VM, one a line.
+SRIOV_PKGS += ./devices
+SRIOV_PKGS += ./dataplane
+SRIOV_PKGS += ./bench
+
+.PHONY: e2e-sriov
+e2e-sriov: ## real SR-IOV VFs: boot the igb VM (QEMU) once and run the sriov-tagged tests in it (root)
+	$(DEPS) vm
+	set -a && $(DEPS_ENV) && set +a && $(GO) run ./test/vm/cmd/fastpath-vm test $(SRIOV_PKGS)
+
 .PHONY: test
-test: deps generated lint privileged fuzz e2e bench-smoke ## what CI runs: deps, regenerated code unchanged, lint, unit + privileged tests, fuzzing, e2e, benchmarks once
+test: deps generated lint privileged fuzz e2e bench-smoke e2e-sriov ## what CI runs: deps, regenerated code unchanged, lint, unit + privileged tests, fuzzing, e2e, benchmarks once, real SR-IOV in a VM
 
 .PHONY: cluster-up
 cluster-up: ## start the test bed and print its KUBECONFIG (root)

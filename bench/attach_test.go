@@ -120,71 +120,86 @@ func BenchmarkFloor(b *testing.B) {
 	for _, half := range []string{"attach", "detach"} {
 		b.Run(half, func(b *testing.B) {
 			_, ns := benchNetNS(b)
-			host := benchVeth(b)
-			pod, err := netlink.NewHandleAt(ns)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer pod.Close()
-			hostNS, err := netns.Get()
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer hostNS.Close()
-			mac, _ := net.ParseMAC("02:00:00:be:0c:01")
-			addr, _ := netlink.ParseAddr("10.90.0.2/24")
-			in := func() {
-				l, err := netlink.LinkByName(host.Attrs().Name)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := netlink.LinkSetNsFd(l, int(ns)); err != nil {
-					b.Fatal(err)
-				}
-				pl, err := pod.LinkByName(host.Attrs().Name)
-				if err != nil {
-					b.Fatal(err)
-				}
-				for _, step := range []error{pod.LinkSetMTU(pl, 9000), pod.LinkSetHardwareAddr(pl, mac), pod.AddrAdd(pl, addr), pod.LinkSetUp(pl)} {
-					if step != nil {
-						b.Fatal(step)
-					}
-				}
-			}
-			out := func() {
-				pl, err := pod.LinkByName(host.Attrs().Name)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := pod.LinkSetNsFd(pl, int(hostNS)); err != nil {
-					b.Fatal(err)
-				}
-				l, err := netlink.LinkByName(host.Attrs().Name)
-				if err != nil {
-					b.Fatal(err)
-				}
-				for _, step := range []error{netlink.LinkSetMTU(l, 1500), netlink.LinkSetHardwareAddr(l, host.Attrs().HardwareAddr)} {
-					if step != nil {
-						b.Fatal(step)
-					}
-				}
-			}
-			b.ReportAllocs()
-			for b.Loop() {
-				if half == "attach" {
-					in()
-					b.StopTimer()
-					out()
-					b.StartTimer()
-				} else {
-					b.StopTimer()
-					in()
-					b.StartTimer()
-					out()
-				}
-			}
+			benchFloor(b, half, ns, benchVeth(b))
 		})
 	}
+}
+
+// benchFloor times half ("attach" or "detach") of the floor's round trip
+// of host into the namespace ns and back.
+func benchFloor(b *testing.B, half string, ns netns.NsHandle, host netlink.Link) {
+	b.Helper()
+	in, out := floorRoundTrip(b, ns, host)
+	b.ReportAllocs()
+	for b.Loop() {
+		if half == "attach" {
+			in()
+			b.StopTimer()
+			out()
+			b.StartTimer()
+		} else {
+			b.StopTimer()
+			in()
+			b.StartTimer()
+			out()
+		}
+	}
+}
+
+// floorRoundTrip returns the floor's two halves for host and the
+// namespace ns: in (move, then MTU, MAC, address and up in the
+// namespace) and out (move back, then MTU and MAC as they were).
+func floorRoundTrip(b *testing.B, ns netns.NsHandle, host netlink.Link) (in, out func()) {
+	b.Helper()
+	pod, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pod.Close)
+	hostNS, err := netns.Get()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = hostNS.Close() })
+	mac, _ := net.ParseMAC("02:00:00:be:0c:01")
+	addr, _ := netlink.ParseAddr("10.90.0.2/24")
+	in = func() {
+		l, err := netlink.LinkByName(host.Attrs().Name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := netlink.LinkSetNsFd(l, int(ns)); err != nil {
+			b.Fatal(err)
+		}
+		pl, err := pod.LinkByName(host.Attrs().Name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, step := range []error{pod.LinkSetMTU(pl, 9000), pod.LinkSetHardwareAddr(pl, mac), pod.AddrAdd(pl, addr), pod.LinkSetUp(pl)} {
+			if step != nil {
+				b.Fatal(step)
+			}
+		}
+	}
+	out = func() {
+		pl, err := pod.LinkByName(host.Attrs().Name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pod.LinkSetNsFd(pl, int(hostNS)); err != nil {
+			b.Fatal(err)
+		}
+		l, err := netlink.LinkByName(host.Attrs().Name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, step := range []error{netlink.LinkSetMTU(l, host.Attrs().MTU), netlink.LinkSetHardwareAddr(l, host.Attrs().HardwareAddr)} {
+			if step != nil {
+				b.Fatal(step)
+			}
+		}
+	}
+	return in, out
 }
 
 // BenchmarkAttachScale attaches a device to each of N pods (N = 1, 16, 64),

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -131,8 +132,13 @@ func (a *Attacher) Attach(ctx context.Context, podNetNS string, nd Netdev) (_ At
 			}
 		}
 		alias := nd.HostName
-		if err := setLink(a.host, host.Attrs().Index, &ns, nd.Name, nd.MTU, mac, &alias); err != nil {
-			return Attached{}, fmt.Errorf("move %s into the pod as %s: %w", nd.HostName, nd.Name, err)
+		mtu, mac := changed(host, nd.MTU, mac)
+		if err := setLink(a.host, host.Attrs().Index, &ns, nd.Name, mtu, mac, &alias); err != nil {
+			err = fmt.Errorf("move %s into the pod as %s: %w", nd.HostName, nd.Name, err)
+			if rbErr := a.undoPartialMove(pod, ns, host, nd); rbErr != nil {
+				err = fmt.Errorf("%w; moving it back also failed: %w", err, rbErr)
+			}
+			return Attached{}, err
 		}
 		logger.V(2).Info("Moved interface into pod", "name", nd.Name)
 		fault.Point("attach.moved")
@@ -222,6 +228,60 @@ func attachXDP(podNetNS string, nd Netdev) (bpf.Mode, error) {
 	return prog.Attach(podNetNS, nd.Name, nd.XDP.Mode, nd.XDP.Fallback, nd.XDP.Dir)
 }
 
+// changed returns the MTU and MAC to set on l: those it does not have
+// already (0 and nil for the others). Asking a VF's driver for the MAC it
+// has is no harm on most NICs, but a VF whose PF set its MAC refuses any
+// MAC it is asked for unless trusted.
+func changed(l netlink.Link, mtu int, mac net.HardwareAddr) (int, net.HardwareAddr) {
+	if mtu == l.Attrs().MTU {
+		mtu = 0
+	}
+	if mac != nil && bytes.Equal(mac, l.Attrs().HardwareAddr) {
+		mac = nil
+	}
+	return mtu, mac
+}
+
+// undoPartialMove brings the interface back to the host after an
+// RTM_NEWLINK that failed part-way: the kernel applies its attributes one
+// after another, so the move into the pod may have been made when a later
+// one was refused (a VF whose PF set its MAC refuses another one). The
+// interface is in the pod under the pod's name or its own, with its index
+// or, for a PCI function, its PCI address; the pod had no interface of the
+// pod's name before (findInPod).
+func (a *Attacher) undoPartialMove(pod *netlink.Handle, podNS netns.NsHandle, host netlink.Link, nd Netdev) error {
+	links, err := pod.LinkList()
+	if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+		return fmt.Errorf("list the pod's interfaces: %w", err)
+	}
+	for _, l := range links {
+		ours := l.Attrs().Index == host.Attrs().Index && (l.Attrs().Name == nd.Name || l.Attrs().Name == nd.HostName)
+		if nd.PCIAddress != "" {
+			ours = l.Attrs().ParentDev == nd.PCIAddress
+		}
+		if !ours {
+			continue
+		}
+		mtu, mac := changed(l, host.Attrs().MTU, host.Attrs().HardwareAddr)
+		alias := host.Attrs().Alias
+		if err := setLink(podNS, l.Attrs().Index, &a.host, nd.HostName, mtu, mac, &alias); err != nil {
+			return fmt.Errorf("return %s from the pod to the host as %s: %w", l.Attrs().Name, nd.HostName, err)
+		}
+		// A move takes the interface down.
+		if host.Attrs().Flags&net.FlagUp != 0 {
+			back, err := netlink.LinkByName(nd.HostName)
+			if err == nil {
+				err = netlink.LinkSetUp(back)
+			}
+			if err != nil {
+				return fmt.Errorf("set %s up again: %w", nd.HostName, err)
+			}
+		}
+		return nil
+	}
+	return nil
+}
+
 // findInPod returns the interface if an earlier attach already moved it into
 // the pod (it carries the host name as alias), or nil.
 func findInPod(pod *netlink.Handle, nd Netdev) (netlink.Link, error) {
@@ -278,7 +338,8 @@ func (a *Attacher) Detach(ctx context.Context, podNetNS string, nd Netdev) error
 		defer ns.Close()
 		defer pod.Close()
 		if link := findByAlias(pod, nd.HostName); link != nil {
-			if err := setLink(ns, link.Attrs().Index, &a.host, nd.HostName, nd.HostMTU, hostMAC, &alias); err != nil {
+			mtu, mac := changed(link, nd.HostMTU, hostMAC)
+			if err := setLink(ns, link.Attrs().Index, &a.host, nd.HostName, mtu, mac, &alias); err != nil {
 				return fmt.Errorf("return %s from the pod to the host as %s: %w", link.Attrs().Name, nd.HostName, err)
 			}
 			logger.V(2).Info("Returned interface to the host")
@@ -297,7 +358,8 @@ func (a *Attacher) Detach(ctx context.Context, podNetNS string, nd Netdev) error
 	if link == nil {
 		return fmt.Errorf("%w: host interface %s is neither in pod network namespace %s nor in the host's", ErrDeviceGone, nd.HostName, podNetNS)
 	}
-	if err := setLink(a.host, link.Attrs().Index, nil, nd.HostName, nd.HostMTU, hostMAC, &alias); err != nil {
+	mtu, mac := changed(link, nd.HostMTU, hostMAC)
+	if err := setLink(a.host, link.Attrs().Index, nil, nd.HostName, mtu, mac, &alias); err != nil {
 		return fmt.Errorf("restore %s as %s: %w", link.Attrs().Name, nd.HostName, err)
 	}
 	logger.V(2).Info("Restored interface in the host", "foundAs", link.Attrs().Name)

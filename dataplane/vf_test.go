@@ -52,6 +52,9 @@ var (
 		Trust: new(true), MinTxRate: new(100), MaxTxRate: new(10000), LinkState: "enable"}
 )
 
+// The success paths of an 802.1ad VLAN, a minimum TX rate and a VF link
+// state are tested here only: the real VFs of the SR-IOV VM (igb) refuse
+// them, which TestSRIOVRefusedVFSetting shows.
 func TestApplyVFOrder(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	pf := &recordingPF{}

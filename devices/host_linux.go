@@ -149,8 +149,13 @@ func (host) ethtoolFacts(et *ethtool.Ethtool, n *Netdev, hardware bool) {
 	if !hardware {
 		return
 	}
-	if ls, err := et.GetLinkSettings(n.Name); err == nil && ls.Speed != 0 && ls.Speed != ^uint32(0) {
-		n.SpeedMbps = int(ls.Speed)
+	// ETHTOOL_GSET, which the kernel serves for every driver that reports
+	// link settings. (The library's GetLinkSettings asks with
+	// ETHTOOL_GLINKSETTINGS but skips the kernel's mask-size handshake, so
+	// on a real NIC it prints a warning to stdout, outside the daemon's
+	// logs, and then makes this same call.)
+	if speed, err := et.CmdGet(&ethtool.EthtoolCmd{}, n.Name); err == nil && speed != 0 && speed != ^uint32(0) {
+		n.SpeedMbps = int(speed)
 	}
 }
 
@@ -227,7 +232,12 @@ func watchLinks(ctx context.Context, trigger func()) error {
 	updates := make(chan netlink.LinkUpdate, 64)
 	done := make(chan struct{})
 	err := netlink.LinkSubscribeWithOptions(updates, done, netlink.LinkSubscribeOptions{
-		ErrorCallback: func(err error) { klog.FromContext(ctx).Error(err, "Link event subscription") },
+		ErrorCallback: func(err error) {
+			// Closing the subscription when ctx ends fails its last read.
+			if ctx.Err() == nil {
+				klog.FromContext(ctx).Error(err, "Link event subscription")
+			}
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("subscribe to link events: %w", err)

@@ -4,7 +4,7 @@
 # proxy. Builds are cached outside the repository, one directory per component
 # and version, so a warm run only checks that they are there.
 #
-#   test/deps.sh [all|apt|lint|testbed|env]
+#   test/deps.sh [all|apt|lint|testbed|vm|env]
 #
 # FASTPATH_CACHE (default ~/.cache/fastpath) holds the builds.
 set -euo pipefail
@@ -12,6 +12,8 @@ set -euo pipefail
 CACHE=${FASTPATH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fastpath}
 # shellcheck source=testbed/versions.env
 source "$(dirname "${BASH_SOURCE[0]}")/testbed/versions.env"
+# shellcheck source=vm/versions.env
+source "$(dirname "${BASH_SOURCE[0]}")/vm/versions.env"
 
 APT_PACKAGES=(clang llvm libbpf-dev libseccomp-dev pkg-config iproute2 iputils-ping ethtool pci.ids util-linux kmod)
 
@@ -145,6 +147,97 @@ lint() {
 	cached golangci-lint "$GOLANGCI_LINT_VERSION" build_golangci_lint
 }
 
+# --- The SR-IOV VM (test/vm): QEMU with the emulated igb NIC, and a Debian
+# kernel and busybox fetched with apt and unpacked into the cache (never
+# installed on this machine).
+
+qemu_has_igb() {
+	command -v qemu-system-x86_64 >/dev/null && qemu-system-x86_64 -device help 2>/dev/null | grep -q '^name "igb"'
+}
+
+APT_UPDATED=
+apt_update_once() {
+	[ -n "$APT_UPDATED" ] && return 0
+	apt-get update -qq || die "apt-get update failed"
+	APT_UPDATED=1
+}
+
+install_qemu() {
+	qemu_has_igb && return 0
+	local codename target=()
+	codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+	if [ "$codename" = bookworm ]; then
+		# bookworm's QEMU 7.2 has no igb device; bookworm-backports has QEMU 10.
+		if ! grep -rqs '^[^#]*bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+			log "adding bookworm-backports to apt's sources"
+			printf '%s\n' 'Types: deb' 'URIs: http://deb.debian.org/debian' 'Suites: bookworm-backports' \
+				'Components: main' 'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' \
+				>/etc/apt/sources.list.d/fastpath-bookworm-backports.sources
+		fi
+		target=(-t bookworm-backports)
+	fi
+	apt_update_once
+	log "installing qemu-system-x86 ${target[*]}"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${target[@]}" qemu-system-x86 >/dev/null ||
+		die "apt-get install qemu-system-x86 failed"
+	qemu_has_igb || die "$(command -v qemu-system-x86_64) has no igb device"
+}
+
+# unpack_deb PACKAGE OUT: downloads PACKAGE with apt and unpacks it into OUT.
+unpack_deb() {
+	local pkg=$1 out=$2 dl
+	dl=$(mktemp -d)
+	chown _apt "$dl" 2>/dev/null || true
+	(cd "$dl" && apt-get download "$pkg") || { rm -rf "$dl"; return 1; }
+	dpkg-deb -x "$dl"/*.deb "$out" && dpkg-deb -f "$dl"/*.deb Package Version >"$out/.package"
+	rm -rf "$dl"
+}
+
+build_vm_kernel() { # out
+	local kver
+	unpack_deb "$VM_KERNEL" "$1"
+	kver=$(basename "$(ls -d "$1"/lib/modules/*)")
+	depmod -b "$1" "$kver"
+}
+
+build_vm_busybox() { # out
+	unpack_deb "$VM_BUSYBOX_PACKAGE" "$1"
+}
+
+# vm_kernel prints the kernel package to boot: the pinned one, or, when the
+# mirror no longer has it, the one bookworm-backports' linux-image-amd64 now
+# depends on (remembered, so later runs agree without asking apt).
+vm_kernel() {
+	if [ -f "$(bindir vm-kernel "$VM_KERNEL_PACKAGE")/.complete" ]; then
+		echo "$VM_KERNEL_PACKAGE"
+	elif [ -s "$CACHE/bin/vm-kernel.fallback" ]; then
+		cat "$CACHE/bin/vm-kernel.fallback"
+	elif [ -n "$APT_UPDATED" ] && ! apt-cache show "$VM_KERNEL_PACKAGE" >/dev/null 2>&1; then
+		local alt
+		alt=$(apt-cache show linux-image-amd64/bookworm-backports 2>/dev/null | sed -n 's/^Depends: \(linux-image-[^ ,]*\).*/\1/p' | head -n 1)
+		[ -n "$alt" ] || die "kernel package $VM_KERNEL_PACKAGE is not on the mirror, and no linux-image-amd64 in bookworm-backports"
+		log "warning: $VM_KERNEL_PACKAGE is no longer on the mirror; using $alt (pin it in test/vm/versions.env)"
+		echo "$alt" >"$CACHE/bin/vm-kernel.fallback"
+		echo "$alt"
+	else
+		echo "$VM_KERNEL_PACKAGE"
+	fi
+}
+
+vm() {
+	install_qemu
+	command -v xz >/dev/null && command -v depmod >/dev/null || { APT_PACKAGES=(xz-utils kmod) && install_apt; }
+	local busybox_key
+	busybox_key=$(. /etc/os-release && echo "${VERSION_CODENAME:-unknown}")
+	if [ ! -f "$(bindir vm-kernel "$(vm_kernel)")/.complete" ] || [ ! -f "$(bindir vm-busybox "$busybox_key")/.complete" ]; then
+		apt_update_once
+	fi
+	VM_KERNEL=$(vm_kernel)
+	mkdir -p "$CACHE/bin"
+	cached vm-kernel "$VM_KERNEL" build_vm_kernel
+	cached vm-busybox "$busybox_key" build_vm_busybox
+}
+
 # env prints the directories of the cached builds as shell assignments, for the
 # Makefile and the test bed.
 env_vars() {
@@ -156,14 +249,17 @@ FASTPATH_CONTAINERD_BIN=$(bindir containerd "$CONTAINERD_VERSION")
 FASTPATH_RUNC_BIN=$(bindir runc "$RUNC_VERSION")
 FASTPATH_CNI_BIN=$(bindir cni-plugins "$CNI_PLUGINS_VERSION")
 FASTPATH_GOLANGCI_LINT=$(bindir golangci-lint "$GOLANGCI_LINT_VERSION")/golangci-lint
+FASTPATH_VM_KERNEL=$(bindir vm-kernel "$(vm_kernel)")
+FASTPATH_VM_BUSYBOX=$(bindir vm-busybox "$(. /etc/os-release && echo "${VERSION_CODENAME:-unknown}")")/bin/busybox
 VARS
 }
 
 case "${1:-all}" in
-all) install_apt; lint; testbed ;;
+all) install_apt; lint; testbed; vm ;;
 apt) install_apt ;;
 lint) lint ;;
 testbed) install_apt; testbed ;;
+vm) vm ;;
 env) env_vars ;;
-*) echo "usage: $0 [all|apt|lint|testbed|env]" >&2; exit 2 ;;
+*) echo "usage: $0 [all|apt|lint|testbed|vm|env]" >&2; exit 2 ;;
 esac

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/fastpath-dra/fastpath/test/vm"
+)
+
+func usage() {
+	fmt.Fprintln(os.Stderr, `usage: fastpath-vm build | boot | run [-C DIR] CMD [ARG...] | down | status | test [flags] PKG...`)
+}
+
+func main() {
+	klog.InitFlags(nil)
+	flag.Usage = usage
+	flag.Parse()
+	if flag.NArg() < 1 {
+		usage()
+		os.Exit(2)
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	ctx = klog.NewContext(ctx, klog.Background())
+
+	cmd, args := flag.Arg(0), flag.Args()[1:]
+	var err error
+	code := 0
+	switch cmd {
+	case "build":
+		err = build(ctx)
+	case "boot":
+		err = boot(ctx)
+	case "run":
+		code, err = run(ctx, args)
+	case "down":
+		err = down(ctx)
+	case "status":
+		err = status()
+	case "test":
+		code, err = test(ctx, args)
+	case "guest":
+		err = vm.Guest(ctx)
+	default:
+		fmt.Fprintf(os.Stderr, "fastpath-vm: unknown command %q\n", cmd)
+		usage()
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "fastpath-vm %s: %v\n", cmd, err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	cancel()
+	os.Exit(code)
+}
+
+func build(ctx context.Context) error {
+	t0 := time.Now()
+	img, err := vm.Build(ctx, vm.Options{})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("image ready in %.1f s: kernel %s, initramfs %s\n", time.Since(t0).Seconds(), img.Release, img.Initramfs)
+	return nil
+}
+
+func boot(ctx context.Context) error {
+	img, err := vm.Build(ctx, vm.Options{})
+	if err != nil {
+		return err
+	}
+	v, err := vm.Boot(ctx, img, vm.Options{Detach: true})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("VM up in %.1f s (%s; %s), qemu pid %d, console %s\n", v.Booted.Seconds(), v.Accel, v.Ready, v.PID(), v.Console())
+	return nil
+}
+
+func run(ctx context.Context, args []string) (int, error) {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	dir := fs.String("C", "", "working directory in the guest (default: this one)")
+	if err := fs.Parse(args); err != nil {
+		return 2, err
+	}
+	if fs.NArg() == 0 {
+		return 2, errors.New("no command")
+	}
+	if *dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return 0, err
+		}
+		*dir = wd
+	}
+	v, err := vm.Running(vm.Options{})
+	if err != nil {
+		return 0, fmt.Errorf("%w (fastpath-vm boot starts one)", err)
+	}
+	return v.Run(ctx, vm.Command{Args: fs.Args(), Dir: *dir}, os.Stdout)
+}
+
+func down(ctx context.Context) error {
+	v, err := vm.Running(vm.Options{})
+	if errors.Is(err, vm.ErrNotRunning) {
+		fmt.Println("no VM runs")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := v.Shutdown(ctx); err != nil {
+		return err
+	}
+	fmt.Printf("VM down (qemu pid %d)\n", v.PID())
+	return nil
+}
+
+func status() error {
+	v, err := vm.Running(vm.Options{})
+	if errors.Is(err, vm.ErrNotRunning) {
+		fmt.Println("no VM runs")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Printf("a VM runs: qemu pid %d, %s, console %s\n", v.PID(), v.Ready, v.Console())
+	return nil
+}
+
+// test builds the packages' test binaries, boots a VM, runs them in it one
+// after another and powers the VM off, whatever happened.
+func test(ctx context.Context, args []string) (int, error) {
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	tags := fs.String("tags", "sriov", "build tags of the test binaries")
+	out := fs.String("o", "bin/sriov", "where the test binaries go")
+	runRE := fs.String("run", "^TestSRIOV", "the tests to run (go test -run)")
+	benchRE := fs.String("bench", "^BenchmarkSRIOV", "the benchmarks to run (go test -bench)")
+	benchtime := fs.String("benchtime", "20x", "go test -benchtime")
+	count := fs.Int("count", 1, "go test -count")
+	timeout := fs.Duration("timeout", 10*time.Minute, "per test binary (go test -timeout)")
+	if err := fs.Parse(args); err != nil {
+		return 2, err
+	}
+	if fs.NArg() == 0 {
+		return 2, errors.New("no packages")
+	}
+	outDir, err := filepath.Abs(*out)
+	if err != nil {
+		return 0, err
+	}
+	t0 := time.Now()
+	suites, err := vm.BuildSuites(ctx, *tags, outDir, fs.Args()...)
+	if err != nil {
+		return 0, err
+	}
+	tBuild := time.Since(t0)
+
+	t0 = time.Now()
+	img, err := vm.Build(ctx, vm.Options{})
+	if err != nil {
+		return 0, err
+	}
+	tImage := time.Since(t0)
+	v, err := vm.Boot(ctx, img, vm.Options{})
+	if err != nil {
+		return 0, err
+	}
+	fmt.Printf("fastpath-vm: VM up in %.1f s (%s; %s), qemu pid %d, console %s\n", v.Booted.Seconds(), v.Accel, v.Ready, v.PID(), v.Console())
+	// Whatever happens below, the VM goes down.
+	stopped := false
+	shutdown := func() (time.Duration, error) {
+		if stopped {
+			return 0, nil
+		}
+		stopped = true
+		t0 := time.Now()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		err := v.Shutdown(sctx)
+		return time.Since(t0), err
+	}
+	defer func() { _, _ = shutdown() }()
+
+	testArgs := []string{"-test.v", "-test.count=" + strconv.Itoa(*count), "-test.run", *runRE, "-test.bench", *benchRE,
+		"-test.benchtime", *benchtime, "-test.timeout", timeout.String()}
+	var results []vm.Result
+	for _, s := range suites {
+		fmt.Printf("=== fastpath-vm: %s in the VM (%s)\n", s.Package, s.Binary)
+		results = append(results, v.RunSuite(ctx, s, testArgs, os.Stdout))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	tDown, err := shutdown()
+	if err != nil {
+		return 0, err
+	}
+	if !summary(results, tBuild, tImage, v.Booted, tDown) {
+		return 1, nil
+	}
+	return 0, ctx.Err()
+}
+
+// summary prints how each suite went and the totals, and reports whether
+// all went well.
+func summary(results []vm.Result, tBuild, tImage, tBoot, tDown time.Duration) bool {
+	fmt.Printf("\nfastpath-vm: test binaries built in %.1f s, image in %.1f s, VM booted in %.1f s, powered off in %.1f s\n",
+		tBuild.Seconds(), tImage.Seconds(), tBoot.Seconds(), tDown.Seconds())
+	var passed, failed int
+	for _, r := range results {
+		verdict := "ok"
+		if !r.OK() {
+			verdict = "FAIL"
+		}
+		fmt.Printf("%-4s %-40s %6.1f s  %d passed", verdict, r.Package, r.Took.Seconds(), len(r.Passed))
+		if len(r.Failed) > 0 {
+			fmt.Printf(", failed: %s", strings.Join(r.Failed, " "))
+		}
+		if len(r.Skipped) > 0 {
+			fmt.Printf(", skipped (not allowed in the VM): %s", strings.Join(r.Skipped, " "))
+		}
+		switch {
+		case r.Err != nil:
+			fmt.Printf(", did not finish: %v", r.Err)
+		case r.Exit != 0:
+			fmt.Printf(", exit status %d", r.Exit)
+		case len(r.Passed) == 0:
+			fmt.Print(", ran nothing")
+		}
+		fmt.Println()
+		passed += len(r.Passed)
+		failed += len(r.Failed) + len(r.Skipped)
+		if !r.OK() && len(r.Failed)+len(r.Skipped) == 0 {
+			failed++
+		}
+	}
+	fmt.Printf("e2e-sriov: %d passed, %d failed\n", passed, failed)
+	return failed == 0
+}
