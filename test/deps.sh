@@ -128,6 +128,10 @@ build_cni_plugins() { # out
 	GOBIN=$1 CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "${pkgs[@]}"
 }
 
+build_helm() { # out
+	GOBIN=$1 CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+}
+
 build_golangci_lint() { # out
 	GOBIN=$1 go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$GOLANGCI_LINT_VERSION"
 }
@@ -139,10 +143,12 @@ testbed() {
 	cached containerd "$CONTAINERD_VERSION" build_containerd
 	cached runc "$RUNC_VERSION" build_runc
 	cached cni-plugins "$CNI_PLUGINS_VERSION" build_cni_plugins
+	cached helm "$HELM_VERSION" build_helm
 }
 
 lint() {
 	cached golangci-lint "$GOLANGCI_LINT_VERSION" build_golangci_lint
+	cached helm "$HELM_VERSION" build_helm
 }
 
 # env prints the directories of the cached builds as shell assignments, for the
@@ -156,6 +162,7 @@ FASTPATH_CONTAINERD_BIN=$(bindir containerd "$CONTAINERD_VERSION")
 FASTPATH_RUNC_BIN=$(bindir runc "$RUNC_VERSION")
 FASTPATH_CNI_BIN=$(bindir cni-plugins "$CNI_PLUGINS_VERSION")
 FASTPATH_GOLANGCI_LINT=$(bindir golangci-lint "$GOLANGCI_LINT_VERSION")/golangci-lint
+FASTPATH_HELM=$(bindir helm "$HELM_VERSION")/helm
 VARS
 }
 
