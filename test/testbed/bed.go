@@ -91,6 +91,10 @@ func Start(ctx context.Context, cfg Config) (_ *Bed, err error) {
 	if err := st.save(); err != nil {
 		return nil, err
 	}
+	if err := shareDir(cfg.Dir); err != nil {
+		_ = teardown(context.WithoutCancel(ctx), cfg, st)
+		return nil, &ComponentError{Component: "shared mount", Err: err}
+	}
 	defer func() {
 		if err != nil {
 			logger.Info("Start failed, stopping what was started", "err", err)
@@ -269,7 +273,8 @@ func (b *Bed) start(ctx context.Context, bins binaries) error {
 	logger := klog.FromContext(ctx)
 	cfg := b.cfg
 	for _, d := range []string{cfg.LogDir(), cfg.path("etcd"), cfg.path("cni", "net.d"), cfg.path("nri", "plugins"),
-		cfg.path("nri", "conf.d"), cfg.path("containerd"), cfg.RegistryDir(), cfg.path("kubelet", "plugins"), cfg.CDIDir()} {
+		cfg.path("nri", "conf.d"), cfg.path("containerd"), cfg.RegistryDir(), cfg.path("kubelet", "plugins"), cfg.CDIDir(),
+		cfg.SharedDir()} {
 		if err := os.MkdirAll(d, 0o750); err != nil {
 			return err
 		}
@@ -355,11 +360,8 @@ func (b *Bed) start(ctx context.Context, bins binaries) error {
 		return err
 	}
 	for _, a := range archives {
-		out, err := exec.CommandContext(ctx, ctr, "--address", cfg.containerdSocket(), "--namespace", "k8s.io",
-			"images", "import", a).CombinedOutput()
-		if err != nil {
-			return &ComponentError{Component: "containerd", Log: cfg.LogFile("containerd"),
-				Err: fmt.Errorf("import image %s: %w: %s", a, err, out)}
+		if err := b.ImportImage(ctx, a); err != nil {
+			return &ComponentError{Component: "containerd", Log: cfg.LogFile("containerd"), Err: err}
 		}
 	}
 
@@ -483,6 +485,7 @@ func teardown(ctx context.Context, cfg Config, st *state) error {
 		errs = append(errs, p.stop(5*time.Second))
 	}
 	errs = append(errs, unmountUnder(cfg.Dir))
+	errs = append(errs, unshareDir(cfg.Dir))
 	errs = append(errs, removeLinks(cfg))
 	if st != nil {
 		for _, p := range st.CreatedPaths {
@@ -533,7 +536,7 @@ func checkBinaries(bins binaries) error {
 	for _, f := range []string{
 		filepath.Join(bins.kubernetes, "kube-apiserver"), filepath.Join(bins.kubernetes, "kubelet"),
 		filepath.Join(bins.etcd, "etcd"), filepath.Join(bins.containerd, "containerd"),
-		filepath.Join(bins.runc, "runc"), filepath.Join(bins.cni, "bridge"),
+		filepath.Join(bins.runc, "runc"), filepath.Join(bins.cni, "bridge"), filepath.Join(bins.helm, "helm"),
 	} {
 		if _, err := os.Stat(f); err != nil {
 			return fmt.Errorf("%s is not built: run `make deps` (test/deps.sh testbed) first: %w", filepath.Base(f), err)

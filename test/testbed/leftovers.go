@@ -33,6 +33,9 @@ func Leftovers(cfg Config) []string {
 	for _, m := range mountsUnder(cfg.Dir) {
 		out = append(out, "mount "+m)
 	}
+	if n := selfBinds(cfg.Dir); n > 0 {
+		out = append(out, fmt.Sprintf("mount %s (bound on itself %d times)", cfg.Dir, n))
+	}
 	out = append(out, leftoverLinks(cfg)...)
 	for _, d := range cgroupDirs(cfg.CgroupName) {
 		out = append(out, "cgroup "+d)
@@ -100,6 +103,55 @@ func unmountUnder(dir string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// shareDir bind-mounts dir on itself and makes it a shared mount, as
+// systemd makes / on a real node: the runtime's later mounts below it (pod
+// network namespaces) reach containers that mount a path below it with
+// HostToContainer propagation, and a privileged container's mounts (a
+// bpffs) reach the host with Bidirectional. The runtime refuses both
+// propagations for paths on a private mount, and this machine's / may be
+// one.
+func shareDir(dir string) error {
+	if err := unix.Mount(dir, dir, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind-mount %s on itself: %w", dir, err)
+	}
+	if err := unix.Mount("", dir, "", unix.MS_SHARED|unix.MS_REC, ""); err != nil {
+		return errors.Join(fmt.Errorf("make %s a shared mount: %w", dir, err), unix.Unmount(dir, unix.MNT_DETACH))
+	}
+	return nil
+}
+
+// unshareDir undoes shareDir (every time it was done), after the mounts
+// below dir are gone.
+func unshareDir(dir string) error {
+	for range selfBinds(dir) {
+		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("unmount %s: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// selfBinds counts the mounts of dir on itself: bind mounts at dir of a
+// directory of a file system. A file system mounted at dir (showing its
+// root) is not counted: the bed never mounts one there.
+func selfBinds(dir string) int {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	dir = filepath.Clean(dir)
+	n := 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 5 && unescapeMountPoint(fields[4]) == dir && fields[3] != "/" {
+			n++
+		}
+	}
+	return n
 }
 
 // httpReady returns a readiness check that GETs url and wants 200. The
