@@ -36,8 +36,8 @@ func TestNodeReady(t *testing.T) {
 	if want := bed.Config().NodeIP.String(); internalIP != want {
 		t.Errorf("node InternalIP = %q, want %q", internalIP, want)
 	}
-	if v := node.Status.NodeInfo.KubeletVersion; !strings.HasPrefix(v, "v1.35.") {
-		t.Errorf("kubelet version = %q, want v1.35.x", v)
+	if v, want := node.Status.NodeInfo.KubeletVersion, bedVersions(t).Kubernetes; v != want {
+		t.Errorf("kubelet version = %q, want %s", v, want)
 	}
 	if rt := node.Status.NodeInfo.ContainerRuntimeVersion; !strings.HasPrefix(rt, "containerd://2.") {
 		t.Errorf("container runtime = %q, want containerd 2.x", rt)
@@ -46,6 +46,15 @@ func TestNodeReady(t *testing.T) {
 	if _, err := bed.Client().Discovery().ServerResourcesForGroupVersion("resource.k8s.io/v1"); err != nil {
 		t.Errorf("resource.k8s.io/v1 not served: %v", err)
 	}
+}
+
+func bedVersions(t *testing.T) testbed.Versions {
+	t.Helper()
+	v, err := bed.Config().Versions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 func TestPodRunsAndIsDeleted(t *testing.T) {
