@@ -16,13 +16,22 @@ import (
 )
 
 // Leftovers lists what of a bed in cfg.Dir is still on the machine:
-// processes run from its directory or its binaries, mounts below its
+// processes run from its directory or its components' builds, mounts below its
 // directory, links with its prefix, its cgroups and its named netns. After
 // Stop it must be empty.
 func Leftovers(cfg Config) []string {
 	var out []string
 	seen := map[int]bool{}
-	for _, needle := range []string{cfg.Dir + "/", filepath.Join(cfg.CacheDir, "bin") + "/"} {
+	// The bed's components run from its builds in the cache; other
+	// programs' files there (a VM's kernel) are not the bed's.
+	needles := []string{cfg.Dir + "/"}
+	if v, err := parseVersions(versionsEnv); err == nil {
+		b := binariesIn(cfg.CacheDir, v)
+		for _, dir := range []string{b.kubernetes, b.etcd, b.containerd, b.runc, b.cni, b.helm} {
+			needles = append(needles, dir+"/")
+		}
+	}
+	for _, needle := range needles {
 		for _, p := range processesMatching(needle) {
 			if !seen[p.PID] {
 				seen[p.PID] = true

@@ -139,7 +139,8 @@ func demo(ctx context.Context, args []string) error {
 		{"kubectl logs " + demoPod, "the interfaces the pod sees"},
 		{"kubectl delete pod " + demoPod, "then: ip link show " + hostIf + " (back on the host)"},
 		{"kubectl -n " + testbed.ChartNamespace + " logs ds/" + testbed.ChartRelease, "the daemon's log"},
-		{cfg.Helm() + " --kubeconfig " + bed.Kubeconfig() + " -n " + testbed.ChartNamespace + " get values " + testbed.ChartRelease, "the chart's values"},
+		{"alias helm=" + cfg.Helm(), "the helm the bed uses"},
+		{"helm -n " + testbed.ChartNamespace + " get values " + testbed.ChartRelease, "the values the demo installed the chart with"},
 		{"make demo", "again: replaces the claim and the pod (and the daemon if its image changed)"},
 		{"make cluster-down", "stop everything and clean up"},
 	} {
