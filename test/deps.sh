@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # deps.sh installs what building and testing fastpath needs and is missing:
-# Debian packages, and the Kubernetes node components built from the Go module
-# proxy. Builds are cached outside the repository, one directory per component
+# Debian packages, and the Kubernetes node components, helm and golangci-lint
+# built from the Go module proxy. Builds are cached outside the repository, one directory per component
 # and version, so a warm run only checks that they are there.
 #
 #   test/deps.sh [all|apt|lint|testbed|env]

@@ -214,3 +214,22 @@ func wantRefused(t *testing.T, what string, err error, want ...string) {
 		}
 	}
 }
+
+// TestChartRefusesBadValues: helm install with values that break the
+// chart's schema fails before it changes anything, naming the field.
+func TestChartRefusesBadValues(t *testing.T) {
+	ctx := testContext(t)
+	err := bed.InstallChart(ctx, map[string]any{"metrics": map[string]any{"port": "nine"}, "kubeletDir": "/var/lib/kubelet"})
+	if err == nil {
+		t.Cleanup(func() { _ = bed.UninstallChart(context.Background()) })
+		t.Fatal("the chart installed with metrics.port: nine and kubeletDir")
+	}
+	for _, want := range []string{"/metrics/port", "got string, want integer", "'kubeletDir' not allowed"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal does not say %q: %v", want, err)
+		}
+	}
+	if out, err := bed.Helm(ctx, "status", testbed.ChartRelease, "--namespace", testbed.ChartNamespace); err == nil {
+		t.Errorf("a release exists after the refused install:\n%s", out)
+	}
+}

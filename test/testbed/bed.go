@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -330,6 +331,9 @@ func (b *Bed) start(ctx context.Context, bins binaries) error {
 		"--feature-gates", gates); err != nil {
 		return err
 	}
+	if err := b.grantNodeReads(ctx); err != nil {
+		return &ComponentError{Component: "kube-apiserver", Log: cfg.LogFile("kube-apiserver"), Err: err}
+	}
 	common := []string{"--kubeconfig", cfg.Kubeconfig(), "--authentication-kubeconfig", cfg.Kubeconfig(),
 		"--authorization-kubeconfig", cfg.Kubeconfig(), "--bind-address", "127.0.0.1", "--leader-elect=false",
 		"--profiling=false", "--feature-gates", gates}
@@ -383,6 +387,31 @@ func (b *Bed) start(ctx context.Context, bins binaries) error {
 		return err
 	}
 	logger.Info("Test bed ready", "node", cfg.NodeName, "kubeconfig", cfg.Kubeconfig(), "logs", cfg.LogDir())
+	return nil
+}
+
+// grantNodeReads lets the kubelet get pods and ResourceClaims through RBAC
+// too. A 1.37 kubelet may ask for a new pod's claim before the API
+// server's node authorizer has linked the pod to it, and after the refusal
+// it prepares the claim only at its next resync, a minute later: on this
+// fast single node that happened to about one pod in 25, and stalled the
+// test that made it.
+func (b *Bed) grantNodeReads(ctx context.Context) error {
+	const name = "fastpath-testbed:node-reads"
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}},
+		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims"}, Verbs: []string{"get"}},
+	}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "system:node:" + b.cfg.NodeName}},
+	}
+	if _, err := b.client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("grant the node reads: %w", err)
+	}
+	if _, err := b.client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("grant the node reads: %w", err)
+	}
 	return nil
 }
 
