@@ -9,6 +9,12 @@ DEPS_ENV = eval "$$($(DEPS) env)"
 # Every package but the end-to-end suite and the benchmarks.
 PKGS = $(shell $(GO) list ./... | grep -v -e /test/e2e -e /bench)
 E2E_TIMEOUT ?= 30m
+CHART := deploy/helm/fastpath
+# The Kubernetes version the chart is rendered for offline: the test bed's.
+KUBE_VERSION := $(shell sed -n 's/^K8S_VERSION=v//p' test/testbed/versions.env)
+IMAGE ?= fastpath.local/fastpathd:$(VERSION)
+IMAGE_ARCHIVE ?= $(BIN)/fastpathd-image.tar
+PCI_IDS ?= /usr/share/misc/pci.ids
 
 .DEFAULT_GOAL := help
 
@@ -21,8 +27,51 @@ deps: ## install Debian packages and build the test bed's components (cached in 
 	$(DEPS) all
 
 .PHONY: build
-build: ## build bin/fastpathd
-	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN)/fastpathd ./cmd/fastpathd
+build: ## build bin/fastpathd (static)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN)/fastpathd ./cmd/fastpathd
+
+.PHONY: image
+image: build ## write the fastpathd image as an OCI archive, bin/fastpathd-image.tar (IMAGE names it)
+	@test -f $(PCI_IDS) || $(DEPS) apt
+	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) $(GO) run ./test/images/build \
+		-binary $(BIN)/fastpathd -pci-ids $(PCI_IDS) -tag $(IMAGE) -version $(VERSION) \
+		-revision "$$(git rev-parse HEAD 2>/dev/null)" -o $(IMAGE_ARCHIVE)
+
+.PHONY: image-reproducible
+image-reproducible: ## build the image from two fresh clones of HEAD in different directories; fail unless both are byte for byte the same
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && for c in a b; do \
+		git clone -q --shared "$$(git rev-parse --show-toplevel)" "$$tmp/$$c-$$RANDOM" && \
+		dir=$$(ls -d "$$tmp/$$c"-*) && git -C "$$dir" checkout -q --detach "$$(git rev-parse HEAD)" && \
+		$(MAKE) --no-print-directory -s -C "$$dir" image IMAGE_ARCHIVE="$$tmp/$$c.tar" >"$$tmp/$$c.log" 2>&1 || \
+		{ cat "$$tmp/$$c.log"; exit 1; }; tail -n 1 "$$tmp/$$c.log"; done && \
+		cmp "$$tmp/a.tar" "$$tmp/b.tar" && echo "reproducible: two builds of $$(git rev-parse --short HEAD) give the same image"
+
+# render_manifests DIR renders the plain manifests of deploy/ from the chart
+# into DIR: the DeviceClasses, for kubectl apply without Helm.
+define render_manifests
+	$(DEPS_ENV); render() { \
+		printf '# Rendered from $(CHART) (%s) by make manifests: edit the chart, not this file.\n' "$$1"; \
+		"$$FASTPATH_HELM" template fastpath $(CHART) --kube-version $(KUBE_VERSION) --show-only "templates/$$1" "$${@:2}" \
+			| sed -e '/^# Source: /d' | sed -e '1{/^---$$/d}'; }; \
+	render deviceclasses.yaml >$(1)/deviceclasses.yaml && \
+	render cni-deviceclass.yaml --set cni.enabled=true >$(1)/cni-deviceclass.yaml
+endef
+
+.PHONY: manifests
+manifests: ## render the plain manifests of deploy/ (DeviceClasses) from the Helm chart
+	$(DEPS) lint
+	$(call render_manifests,deploy)
+
+.PHONY: chart-lint
+chart-lint: ## helm lint and render the chart with its defaults and with every value set; deploy/ must be what it renders
+	$(DEPS) lint
+	$(DEPS_ENV); for values in "" "--values $(CHART)/ci/all-values.yaml"; do \
+		"$$FASTPATH_HELM" lint --strict $(CHART) --kube-version $(KUBE_VERSION) $$values && \
+		"$$FASTPATH_HELM" template fastpath $(CHART) --kube-version $(KUBE_VERSION) $$values >/dev/null || exit 1; done
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+		$(call render_manifests,$$tmp) && \
+		for f in deviceclasses.yaml cni-deviceclass.yaml; do \
+			diff -u deploy/$$f $$tmp/$$f || { echo "deploy/$$f differs from what the chart renders: run make manifests and commit" >&2; exit 1; }; done
 
 .PHONY: generate
 generate: ## regenerate generated code (installs clang and libbpf headers when missing)
@@ -33,12 +82,13 @@ generate: ## regenerate generated code (installs clang and libbpf headers when m
 generated: ## regenerate, and fail if anything generated differs from what is committed
 	$(DEPS) apt
 	$(GO) generate ./...
-	@if [ -n "$$(git status --porcelain -- bpf devices/testdata)" ]; then \
-		git status --short -- bpf devices/testdata >&2; \
+	$(MAKE) --no-print-directory manifests
+	@if [ -n "$$(git status --porcelain -- bpf devices/testdata deploy)" ]; then \
+		git status --short -- bpf devices/testdata deploy >&2; \
 		echo "generated files differ from what is committed: run make generate and commit" >&2; exit 1; fi
 
 .PHONY: lint
-lint: ## go vet, gofmt and golangci-lint
+lint: chart-lint ## go vet, gofmt, golangci-lint, and the Helm chart (chart-lint)
 	$(DEPS) lint
 	$(GO) vet -tags privileged,e2e,benche2e,sriov ./...
 	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod or go.sum are not tidy: run go mod tidy" >&2; $(GO) mod tidy -diff; exit 1; }
@@ -102,7 +152,7 @@ e2e-sriov: ## real SR-IOV VFs: boot the igb VM (QEMU) once and run the sriov-tag
 	set -a && $(DEPS_ENV) && set +a && $(GO) run ./test/vm/cmd/fastpath-vm test $(SRIOV_PKGS)
 
 .PHONY: test
-test: deps generated lint privileged fuzz e2e bench-smoke e2e-sriov ## what CI runs: deps, regenerated code unchanged, lint, unit + privileged tests, fuzzing, e2e, benchmarks once, real SR-IOV in a VM
+test: deps generated lint privileged fuzz image-reproducible e2e bench-smoke e2e-sriov ## what CI runs: deps, regenerated code unchanged, lint, unit + privileged tests, fuzzing, the image reproducible, e2e, benchmarks once, real SR-IOV in a VM
 
 .PHONY: cluster-up
 cluster-up: ## start the test bed and print its KUBECONFIG (root)
@@ -118,9 +168,9 @@ cluster-status: ## say whether a test bed runs and where
 	$(GO) run ./test/testbed/cmd/testbed status
 
 .PHONY: demo
-demo: build ## start the test bed if needed, run fastpathd beside the node and a pod on it (root)
+demo: image ## start the test bed if needed, install the chart (fastpathd as a DaemonSet pod) and run a pod on it (root)
 	$(DEPS) testbed
-	$(GO) run ./test/testbed/cmd/testbed demo -fastpathd $(BIN)/fastpathd
+	$(GO) run ./test/testbed/cmd/testbed demo -image $(IMAGE_ARCHIVE)
 
 .PHONY: clean
 clean: ## remove build output (the test bed and the cache stay; see cluster-down)

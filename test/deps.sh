@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # deps.sh installs what building and testing fastpath needs and is missing:
-# Debian packages, and the Kubernetes node components built from the Go module
-# proxy. Builds are cached outside the repository, one directory per component
+# Debian packages, and the Kubernetes node components, helm and golangci-lint
+# built from the Go module proxy. Builds are cached outside the repository, one directory per component
 # and version, so a warm run only checks that they are there.
 #
 #   test/deps.sh [all|apt|lint|testbed|vm|env]
@@ -130,6 +130,10 @@ build_cni_plugins() { # out
 	GOBIN=$1 CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "${pkgs[@]}"
 }
 
+build_helm() { # out
+	GOBIN=$1 CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+}
+
 build_golangci_lint() { # out
 	GOBIN=$1 go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$GOLANGCI_LINT_VERSION"
 }
@@ -141,10 +145,12 @@ testbed() {
 	cached containerd "$CONTAINERD_VERSION" build_containerd
 	cached runc "$RUNC_VERSION" build_runc
 	cached cni-plugins "$CNI_PLUGINS_VERSION" build_cni_plugins
+	cached helm "$HELM_VERSION" build_helm
 }
 
 lint() {
 	cached golangci-lint "$GOLANGCI_LINT_VERSION" build_golangci_lint
+	cached helm "$HELM_VERSION" build_helm
 }
 
 # --- The SR-IOV VM (test/vm): QEMU with the emulated igb NIC, and a Debian
@@ -251,6 +257,7 @@ FASTPATH_CNI_BIN=$(bindir cni-plugins "$CNI_PLUGINS_VERSION")
 FASTPATH_GOLANGCI_LINT=$(bindir golangci-lint "$GOLANGCI_LINT_VERSION")/golangci-lint
 FASTPATH_VM_KERNEL=$(bindir vm-kernel "$(vm_kernel)")
 FASTPATH_VM_BUSYBOX=$(bindir vm-busybox "$(. /etc/os-release && echo "${VERSION_CODENAME:-unknown}")")/bin/busybox
+FASTPATH_HELM=$(bindir helm "$HELM_VERSION")/helm
 VARS
 }
 

@@ -183,16 +183,6 @@ func TestDRAPlugin(t *testing.T) {
 	for _, ex := range examples {
 		applyYAML(t, ctx, ex, true)
 	}
-	// The DaemonSet and its RBAC are valid for the API server; its
-	// namespace must exist for the namespaced objects' dry run.
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fastpath-system"}}
-	if _, err := bed.Client().CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = bed.Client().CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
-	})
-	applyYAML(t, ctx, filepath.Join(bed.Config().RepoDir, "deploy", "fastpathd.yaml"), true)
 
 	t.Run("invalid config", func(t *testing.T) {
 		claim := netdevClaim("e2e-bad", &v1alpha1.InterfaceConfig{Interface: &v1alpha1.InterfaceSpec{MTU: 50}})

@@ -3,101 +3,289 @@
 package e2e
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/fastpath-dra/fastpath/test/images"
+	"github.com/fastpath-dra/fastpath/test/testbed"
 )
 
 var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
+	imageOnce sync.Once
+	// image is the fastpathd image make image built for this run, imported
+	// into the bed's runtime; imageDigest identifies its content.
+	image, imageDigest string
+	imageErr           error
 )
 
-// fastpathdBinary builds cmd/fastpathd once per test run.
-func fastpathdBinary(t *testing.T) string {
+// fastpathdImage builds the fastpathd image once per test run, as
+// operators do (make image: make build and the OCI archive), and imports it
+// into the bed's runtime.
+func fastpathdImage(t *testing.T) (string, string) {
 	t.Helper()
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "fastpath-e2e-bin-")
-		if buildErr != nil {
-			return
-		}
-		cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, "fastpathd"), "./cmd/fastpathd")
+	imageOnce.Do(func() {
+		archive := filepath.Join(workDir, "fastpathd-image.tar")
+		cmd := exec.Command("make", "--no-print-directory", "image", "IMAGE="+testbed.FastpathdRepository+":e2e", "IMAGE_ARCHIVE="+archive)
 		cmd.Dir = bed.Config().RepoDir
 		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/fastpathd: %w\n%s", err, out)
+			imageErr = fmt.Errorf("make image: %w\n%s", err, out)
+			return
 		}
+		idx, err := images.ReadOCIIndex(archive)
+		if err != nil {
+			imageErr = err
+			return
+		}
+		image, imageDigest = idx.Manifests[0].Annotations[images.AnnotationImageName], idx.Manifests[0].Digest
+		imageErr = bed.ImportImage(context.Background(), archive)
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	if imageErr != nil {
+		t.Fatal(imageErr)
 	}
-	return filepath.Join(binDir, "fastpathd")
+	return image, imageDigest
 }
 
-// daemon is a fastpathd process running beside the bed's node.
+// daemon is fastpathd running as the DaemonSet pod of the chart's release
+// on the bed's node.
 type daemon struct {
-	name       string
-	stateDir   string
-	healthAddr string
-	extra      []string
+	name     string // the test's: its logs are kept as fastpathd-<name>.log in the bed's log directory
+	stateDir string
+	values   map[string]any
+	pod      *corev1.Pod
+	stopped  bool
 }
 
-// startDaemon runs fastpathd with the bed's kubelet, NRI and CDI paths and
-// the extra args, and waits until the kubelet has registered it.
+// startDaemon installs the chart with the bed's kubelet, NRI, CDI and
+// netns paths, metrics on port, a state directory of the test's, and the
+// extra fastpathd arguments (as the chart's values where it has them,
+// with every other host path they name mounted), and waits until the pod
+// is Ready: registered with the kubelet.
 func startDaemon(t *testing.T, ctx context.Context, port int, extra ...string) *daemon {
 	t.Helper()
-	d := &daemon{name: "fastpathd-" + t.Name(), stateDir: t.TempDir(), healthAddr: fmt.Sprintf("127.0.0.1:%d", port), extra: extra}
-	d.start(t, ctx)
-	t.Cleanup(func() {
-		if err := bed.StopProcess(d.name); err != nil {
-			t.Errorf("stop %s: %v", d.name, err)
-		}
-	})
-	return d
-}
-
-// restart stops the daemon and starts it again with the same state.
-func (d *daemon) restart(t *testing.T, ctx context.Context) {
-	t.Helper()
-	if err := bed.StopProcess(d.name); err != nil {
+	img, digest := fastpathdImage(t)
+	repo, tag, _ := strings.Cut(strings.TrimPrefix(img, testbed.FastpathdRepository), ":")
+	if repo != "" {
+		t.Fatalf("image %s is not of %s", img, testbed.FastpathdRepository)
+	}
+	d := &daemon{name: "fastpathd-" + strings.ReplaceAll(t.Name(), "/", "_"), stateDir: t.TempDir()}
+	values, err := daemonValues(port, d.stateDir, extra)
+	if err != nil {
 		t.Fatal(err)
 	}
+	values["image"] = map[string]any{"tag": tag}
+	// A new image gives a new pod even when nothing else changed.
+	values["podAnnotations"] = map[string]any{"fastpath.dev/image": digest}
+	d.values = values
 	d.start(t, ctx)
+	t.Cleanup(func() { d.stop(t) })
+	return d
 }
 
 func (d *daemon) start(t *testing.T, ctx context.Context) {
 	t.Helper()
-	args := append([]string{fastpathdBinary(t), "run",
-		"--node-name", bed.NodeName(), "--kubeconfig", bed.Kubeconfig(),
-		"--plugin-dir", bed.PluginDir("fastpath.dev"), "--registry-dir", bed.RegistryDir(),
-		"--nri-socket", bed.NRISocket(), "--cdi-dir", bed.CDIDir(), "--state-dir", d.stateDir,
-		"--metrics-addr", d.healthAddr, "-v", "2"}, d.extra...)
-	if err := bed.StartProcess(ctx, d.name, args...); err != nil {
+	if err := bed.InstallChart(ctx, d.values); err != nil {
 		t.Fatal(err)
 	}
-	var last string
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+d.healthAddr+"/readyz", nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			last = err.Error()
-			return false, nil
-		}
-		defer resp.Body.Close()
-		last = resp.Status
-		return resp.StatusCode == http.StatusOK, nil
-	})
+	d.stopped = false
+	d.waitReady(t, ctx, "")
+}
+
+func (d *daemon) waitReady(t *testing.T, ctx context.Context, not types.UID) {
+	t.Helper()
+	pod, err := bed.WaitDaemon(ctx, not, 90*time.Second)
+	if pod != nil {
+		d.pod = pod
+	}
 	if err != nil {
-		t.Fatalf("fastpathd never registered with the kubelet (last /readyz: %s); log: %s", last, bed.Config().LogFile(d.name))
+		t.Fatal(err)
 	}
 }
 
+// restart deletes the daemon's pod, as a node's operator or an eviction
+// would, and waits for the DaemonSet's next one to be Ready with the same
+// state.
+func (d *daemon) restart(t *testing.T, ctx context.Context) {
+	t.Helper()
+	d.keepLog(t)
+	old := d.pod.UID
+	if err := bed.DeletePod(ctx, d.pod.Namespace, d.pod.Name); err != nil {
+		t.Fatal(err)
+	}
+	d.waitReady(t, ctx, old)
+}
+
+// stop uninstalls the release, after keeping the pod's log. A daemon that
+// was refused an API call fails the test: the chart's RBAC and admission
+// policy must allow all it does.
+func (d *daemon) stop(t *testing.T) {
+	t.Helper()
+	if d.stopped {
+		return
+	}
+	d.stopped = true
+	log := d.keepLog(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := bed.UninstallChart(ctx); err != nil {
+		t.Errorf("uninstall fastpathd: %v", err)
+	}
+	if refused := forbidden(log); len(refused) > 0 {
+		t.Errorf("the API server refused fastpathd %d calls (its RBAC or admission policy lacks something it needs):\n%s",
+			len(refused), strings.Join(refused, "\n"))
+	}
+}
+
+// keepLog appends the current pod's log to the daemon's log file in the
+// bed's log directory and returns it.
+func (d *daemon) keepLog(t *testing.T) string {
+	t.Helper()
+	if d.pod == nil {
+		return ""
+	}
+	logs, err := bed.PodLogs(context.Background(), d.pod.Namespace, d.pod.Name)
+	if err != nil {
+		t.Logf("keep the log of %s: %v", d.pod.Name, err)
+		return ""
+	}
+	f, err := os.OpenFile(d.logFile(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Logf("keep the log of %s: %v", d.pod.Name, err)
+		return logs
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "--- pod %s (%s) ---\n%s", d.pod.Name, d.pod.UID, logs)
+	return logs
+}
+
+// keptLog keeps the current pod's log and returns the file it is kept in.
+func (d *daemon) keptLog(t *testing.T) string {
+	t.Helper()
+	d.keepLog(t)
+	return d.logFile()
+}
+
+// logFile is where the daemon's logs are kept.
+func (d *daemon) logFile() string { return bed.Config().LogFile(d.name) }
+
+// pid is the process ID of fastpathd in the daemon's current pod.
+func (d *daemon) pid(t *testing.T) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		comm, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		if err != nil || strings.TrimSpace(string(comm)) != "fastpathd" {
+			continue
+		}
+		cgroups, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
+		if err == nil && bytes.Contains(cgroups, []byte("pod"+string(d.pod.UID))) {
+			return pid
+		}
+	}
+	t.Fatalf("no fastpathd process in the cgroup of pod %s (%s)", d.pod.Name, d.pod.UID)
+	return 0
+}
+
 func (d *daemon) checkpoint() string { return filepath.Join(d.stateDir, "checkpoint.json") }
+
+// daemonValues maps fastpathd arguments to the chart's values: the flags
+// the chart has a value for become that value, others go to extraArgs, and
+// the host paths they name are mounted at the same path (but those in the
+// run's working directory, which is mounted whole). The working directory
+// is mounted HostToContainer, not Bidirectional: the chart's own volumes
+// below it (state, bpffs) would otherwise show up on the host as mounts.
+func daemonValues(port int, stateDir string, args []string) (map[string]any, error) {
+	cni := map[string]any{}
+	memif := map[string]any{}
+	values := map[string]any{
+		"stateDir":      stateDir,
+		"metrics":       map[string]any{"port": port},
+		"logging":       map[string]any{"verbosity": 2},
+		"deviceClasses": map[string]any{"create": false},
+		"cni":           cni,
+		"memif":         memif,
+	}
+	extraArgs := []string{}
+	mounts := []map[string]any{{"name": "e2e", "mountPath": workDir, "mountPropagation": "HostToContainer"}}
+	volumes := []map[string]any{{"name": "e2e", "hostPath": map[string]any{"path": workDir, "type": "Directory"}}}
+	for i := 0; i < len(args); i++ {
+		flag := args[i]
+		if flag == "--cni" {
+			cni["enabled"] = true
+			continue
+		}
+		if i+1 == len(args) {
+			return nil, fmt.Errorf("fastpathd argument %s has no value", flag)
+		}
+		i++
+		v := args[i]
+		switch flag {
+		case "--bpf-dir":
+			values["bpfDir"] = v
+		case "--filter":
+			values["filter"] = v
+		case "--memif-dir":
+			memif["dir"] = v
+		case "--cni-plugin-dir":
+			// The chart puts it in the kubelet's plugin directory, as the bed does.
+			if v != bed.PluginDir(cniDriver) {
+				return nil, fmt.Errorf("--cni-plugin-dir %s: the chart puts it at %s", v, bed.PluginDir(cniDriver))
+			}
+		case "--cni-bin-dir":
+			cni["binDirs"] = strings.Split(v, ",")
+		case "--cni-plugins":
+			cni["plugins"] = strings.Split(v, ",")
+		case "--cni-interface":
+			cni["interface"] = v
+		case "--cni-devices":
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return nil, fmt.Errorf("--cni-devices %q: %w", v, err)
+			}
+			cni["devices"] = n
+		default:
+			extraArgs = append(extraArgs, flag+"="+v)
+			if filepath.IsAbs(v) && !strings.HasPrefix(v, workDir+"/") {
+				name := fmt.Sprintf("e2e-%d", len(volumes))
+				mounts = append(mounts, map[string]any{"name": name, "mountPath": v})
+				volumes = append(volumes, map[string]any{"name": name, "hostPath": map[string]any{"path": v, "type": "Directory"}})
+			}
+		}
+	}
+	values["extraArgs"] = extraArgs
+	values["extraVolumes"] = volumes
+	values["extraVolumeMounts"] = mounts
+	return values, nil
+}
+
+// forbidden lists the log lines that report a refused API call.
+func forbidden(log string) []string {
+	var out []string
+	sc := bufio.NewScanner(strings.NewReader(log))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if l := sc.Text(); strings.Contains(l, "forbidden") || strings.Contains(l, "denied request") {
+			out = append(out, l)
+		}
+	}
+	return out
+}

@@ -41,9 +41,7 @@ func runTests(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, "e2e:", err)
 			return 1
 		}
-		code := m.Run()
-		removeBinaries()
-		return code
+		return runIn(m)
 	}
 	start := time.Now()
 	if bed, err = testbed.Start(ctx, cfg); err != nil {
@@ -51,8 +49,7 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	fmt.Fprintf(os.Stderr, "e2e: test bed up in %s\n", time.Since(start).Round(time.Millisecond))
-	code := m.Run()
-	removeBinaries()
+	code := runIn(m)
 	// Tearing down is part of what is tested: nothing may be left behind.
 	if err := bed.Stop(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: FAIL: stop the test bed:", err)
@@ -76,8 +73,23 @@ func testContext(t *testing.T) context.Context {
 	return ctx
 }
 
-func removeBinaries() {
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
+// workDir is the run's working directory, on the bed's shared mount: the
+// tests' temporary directories (fixtures, state, memif sockets, CNI IPAM
+// state, bpffs mounts) are below it, and the daemon pods mount it whole.
+var workDir string
+
+// runIn runs the tests with their temporary directories in workDir.
+func runIn(m *testing.M) int {
+	dir, err := os.MkdirTemp(bed.Config().SharedDir(), "e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: the bed's shared directory (a bed started before it had one must be restarted):", err)
+		return 1
 	}
+	workDir = dir
+	defer func() { _ = os.RemoveAll(dir) }()
+	if err := os.Setenv("TMPDIR", dir); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	return m.Run()
 }

@@ -1,5 +1,3 @@
-//go:build e2e
-
 package e2e
 
 import (
@@ -38,12 +36,8 @@ func TestNodeReady(t *testing.T) {
 	if want := bed.Config().NodeIP.String(); internalIP != want {
 		t.Errorf("node InternalIP = %q, want %q", internalIP, want)
 	}
-	vers, err := testbed.BedVersions()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v := node.Status.NodeInfo.KubeletVersion; v != vers.Kubernetes {
-		t.Errorf("kubelet version = %q, want %s", v, vers.Kubernetes)
+	if v, want := node.Status.NodeInfo.KubeletVersion, bedVersions(t).Kubernetes; v != want {
+		t.Errorf("kubelet version = %q, want %s", v, want)
 	}
 	if rt := node.Status.NodeInfo.ContainerRuntimeVersion; !strings.HasPrefix(rt, "containerd://2.") {
 		t.Errorf("container runtime = %q, want containerd 2.x", rt)
@@ -52,6 +46,15 @@ func TestNodeReady(t *testing.T) {
 	if _, err := bed.Client().Discovery().ServerResourcesForGroupVersion("resource.k8s.io/v1"); err != nil {
 		t.Errorf("resource.k8s.io/v1 not served: %v", err)
 	}
+}
+
+func bedVersions(t *testing.T) testbed.Versions {
+	t.Helper()
+	v, err := bed.Config().Versions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 func TestPodRunsAndIsDeleted(t *testing.T) {

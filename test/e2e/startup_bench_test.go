@@ -60,7 +60,7 @@ func TestPodStartup(t *testing.T) {
 	claimed := startPods(t, ctx, "startup-claim", func(i int) *corev1.Pod {
 		return claimPod(fmt.Sprintf("startup-claim-%d", i), "sleep", &corev1.PodResourceClaim{Name: "fast", ResourceClaimTemplateName: &tmpl.Name})
 	})
-	hooks := hookDurations(t, bed.Config().LogFile(lastDaemon.name))
+	hooks := hookDurations(t, lastDaemon.keptLog(t))
 	if len(hooks) < startupPods {
 		t.Errorf("found %d hook durations in the daemon's log, want %d", len(hooks), startupPods)
 	}
@@ -69,9 +69,7 @@ func TestPodStartup(t *testing.T) {
 	deleteAll(t, ctx)
 
 	// Peak RSS of a daemon publishing 1024 devices.
-	if err := bed.StopProcess(lastDaemon.name); err != nil {
-		t.Fatal(err)
-	}
+	lastDaemon.stop(t)
 	root := sysfsfixture.TempDir(t)
 	if err := sysfsfixture.Generated(1023).Write(root); err != nil {
 		t.Fatal(err)
@@ -83,7 +81,7 @@ func TestPodStartup(t *testing.T) {
 	}); err != nil {
 		t.Fatal("the 1024 devices were never published")
 	}
-	peak, anon, file := memory(t, bed.ProcessPID(big.name))
+	peak, anon, file := memory(t, big.pid(t))
 
 	fmt.Printf("\nPod start-up on the test bed (%d pods each, one at a time; creation to Ready):\n\n", startupPods)
 	fmt.Printf("| pods | p50 | p90 | p99 |\n|---|---|---|---|\n")

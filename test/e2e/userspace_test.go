@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -29,16 +30,26 @@ import (
 func applyDeviceClasses(t *testing.T, ctx context.Context, file string) {
 	t.Helper()
 	path := filepath.Join(bed.Config().RepoDir, "deploy", file)
-	// Create or update: the demo, run on the same bed, applies them too.
-	if err := bed.ApplyDeviceClasses(ctx, path); err != nil {
-		t.Fatal(err)
-	}
 	objs, err := testbed.DecodeYAML(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, obj := range objs {
-		name := obj.(*resourceapi.DeviceClass).Name
+		class := obj.(*resourceapi.DeviceClass)
+		// Create or update: the demo, run on the same bed, makes them too.
+		classes := bed.Client().ResourceV1().DeviceClasses()
+		_, err := classes.Create(ctx, class, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			var old *resourceapi.DeviceClass
+			if old, err = classes.Get(ctx, class.Name, metav1.GetOptions{}); err == nil {
+				class.ResourceVersion = old.ResourceVersion
+				_, err = classes.Update(ctx, class, metav1.UpdateOptions{})
+			}
+		}
+		if err != nil {
+			t.Fatalf("apply DeviceClass %s: %v", class.Name, err)
+		}
+		name := class.Name
 		t.Cleanup(func() {
 			_ = bed.Client().ResourceV1().DeviceClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
 		})

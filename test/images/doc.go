@@ -1,4 +1,6 @@
-// Package images builds the test bed's container images offline: no registry
-// is needed. An image is one layer of static binaries written as a
-// docker-archive tar that `ctr images import` accepts.
+// Package images builds container images offline: no registry is needed.
+// An image is one layer of static binaries and data files, written as a
+// docker-archive tar (the test bed's workload and pause images) or as an OCI
+// archive (the fastpathd image of make image), both of which
+// `ctr images import` accepts. The same content always gives the same bytes.
 package images

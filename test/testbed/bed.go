@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -90,6 +91,10 @@ func Start(ctx context.Context, cfg Config) (_ *Bed, err error) {
 	}
 	if err := st.save(); err != nil {
 		return nil, err
+	}
+	if err := shareDir(cfg.Dir); err != nil {
+		_ = teardown(context.WithoutCancel(ctx), cfg, st)
+		return nil, &ComponentError{Component: "shared mount", Err: err}
 	}
 	defer func() {
 		if err != nil {
@@ -269,7 +274,8 @@ func (b *Bed) start(ctx context.Context, bins binaries) error {
 	logger := klog.FromContext(ctx)
 	cfg := b.cfg
 	for _, d := range []string{cfg.LogDir(), cfg.path("etcd"), cfg.path("cni", "net.d"), cfg.path("nri", "plugins"),
-		cfg.path("nri", "conf.d"), cfg.path("containerd"), cfg.RegistryDir(), cfg.path("kubelet", "plugins"), cfg.CDIDir()} {
+		cfg.path("nri", "conf.d"), cfg.path("containerd"), cfg.RegistryDir(), cfg.path("kubelet", "plugins"), cfg.CDIDir(),
+		cfg.SharedDir()} {
 		if err := os.MkdirAll(d, 0o750); err != nil {
 			return err
 		}
@@ -325,6 +331,9 @@ func (b *Bed) start(ctx context.Context, bins binaries) error {
 		"--feature-gates", gates); err != nil {
 		return err
 	}
+	if err := b.grantNodeReads(ctx); err != nil {
+		return &ComponentError{Component: "kube-apiserver", Log: cfg.LogFile("kube-apiserver"), Err: err}
+	}
 	common := []string{"--kubeconfig", cfg.Kubeconfig(), "--authentication-kubeconfig", cfg.Kubeconfig(),
 		"--authorization-kubeconfig", cfg.Kubeconfig(), "--bind-address", "127.0.0.1", "--leader-elect=false",
 		"--profiling=false", "--feature-gates", gates}
@@ -355,11 +364,8 @@ func (b *Bed) start(ctx context.Context, bins binaries) error {
 		return err
 	}
 	for _, a := range archives {
-		out, err := exec.CommandContext(ctx, ctr, "--address", cfg.containerdSocket(), "--namespace", "k8s.io",
-			"images", "import", a).CombinedOutput()
-		if err != nil {
-			return &ComponentError{Component: "containerd", Log: cfg.LogFile("containerd"),
-				Err: fmt.Errorf("import image %s: %w: %s", a, err, out)}
+		if err := b.ImportImage(ctx, a); err != nil {
+			return &ComponentError{Component: "containerd", Log: cfg.LogFile("containerd"), Err: err}
 		}
 	}
 
@@ -381,6 +387,31 @@ func (b *Bed) start(ctx context.Context, bins binaries) error {
 		return err
 	}
 	logger.Info("Test bed ready", "node", cfg.NodeName, "kubeconfig", cfg.Kubeconfig(), "logs", cfg.LogDir())
+	return nil
+}
+
+// grantNodeReads lets the kubelet get pods and ResourceClaims through RBAC
+// too. A 1.37 kubelet may ask for a new pod's claim before the API
+// server's node authorizer has linked the pod to it, and after the refusal
+// it prepares the claim only at its next resync, a minute later: on this
+// fast single node that happened to about one pod in 25, and stalled the
+// test that made it.
+func (b *Bed) grantNodeReads(ctx context.Context) error {
+	const name = "fastpath-testbed:node-reads"
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}},
+		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims"}, Verbs: []string{"get"}},
+	}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "system:node:" + b.cfg.NodeName}},
+	}
+	if _, err := b.client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("grant the node reads: %w", err)
+	}
+	if _, err := b.client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("grant the node reads: %w", err)
+	}
 	return nil
 }
 
@@ -483,6 +514,7 @@ func teardown(ctx context.Context, cfg Config, st *state) error {
 		errs = append(errs, p.stop(5*time.Second))
 	}
 	errs = append(errs, unmountUnder(cfg.Dir))
+	errs = append(errs, unshareDir(cfg.Dir))
 	errs = append(errs, removeLinks(cfg))
 	if st != nil {
 		for _, p := range st.CreatedPaths {
@@ -533,7 +565,7 @@ func checkBinaries(bins binaries) error {
 	for _, f := range []string{
 		filepath.Join(bins.kubernetes, "kube-apiserver"), filepath.Join(bins.kubernetes, "kubelet"),
 		filepath.Join(bins.etcd, "etcd"), filepath.Join(bins.containerd, "containerd"),
-		filepath.Join(bins.runc, "runc"), filepath.Join(bins.cni, "bridge"),
+		filepath.Join(bins.runc, "runc"), filepath.Join(bins.cni, "bridge"), filepath.Join(bins.helm, "helm"),
 	} {
 		if _, err := os.Stat(f); err != nil {
 			return fmt.Errorf("%s is not built: run `make deps` (test/deps.sh testbed) first: %w", filepath.Base(f), err)

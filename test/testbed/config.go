@@ -151,8 +151,22 @@ func (c Config) path(elem ...string) string {
 // Kubeconfig is the admin kubeconfig of the bed.
 func (c Config) Kubeconfig() string { return c.path("admin.kubeconfig") }
 
-// NRISocket is containerd's NRI socket, where NRI plugins connect.
-func (c Config) NRISocket() string { return c.path("nri.sock") }
+// NRISocket is containerd's NRI socket, where NRI plugins connect. It has
+// a directory of its own, which a DaemonSet mounts (as /var/run/nri).
+func (c Config) NRISocket() string { return c.path("nri", "nri.sock") }
+
+// NetnsDir is where containerd mounts pod network namespaces (below its CRI
+// state directory, so the bed finds and removes exactly its own).
+func (c Config) NetnsDir() string {
+	return c.path("containerd", "state", "io.containerd.grpc.v1.cri", "netns")
+}
+
+// SharedDir is a directory of the bed on a shared mount, as a systemd
+// host's / is: a pod mounting a path below it with Bidirectional
+// propagation makes mounts the host sees (a bpffs), and with
+// HostToContainer it sees the host's later mounts. Tests keep the files
+// their daemon pods must see here.
+func (c Config) SharedDir() string { return c.path("shared") }
 
 // KubeletDir is the kubelet's root directory.
 func (c Config) KubeletDir() string { return c.path("kubelet") }
@@ -184,6 +198,21 @@ func (c Config) CNIBinDir() string {
 	}
 	return binariesIn(c.CacheDir, v).cni
 }
+
+// Versions are the versions of the bed's components.
+func (c Config) Versions() (Versions, error) { return parseVersions(versionsEnv) }
+
+// Helm is the helm test/deps.sh builds.
+func (c Config) Helm() string {
+	v, err := parseVersions(versionsEnv)
+	if err != nil {
+		return "helm"
+	}
+	return filepath.Join(binariesIn(c.CacheDir, v).helm, "helm")
+}
+
+// Chart is fastpath's Helm chart in the source tree.
+func (c Config) Chart() string { return filepath.Join(c.RepoDir, "deploy", "helm", "fastpath") }
 
 // Kubectl is the kubectl built with the bed's Kubernetes.
 func (c Config) Kubectl() string {

@@ -16,13 +16,22 @@ import (
 )
 
 // Leftovers lists what of a bed in cfg.Dir is still on the machine:
-// processes run from its directory or its binaries, mounts below its
+// processes run from its directory or its components' builds, mounts below its
 // directory, links with its prefix, its cgroups and its named netns. After
 // Stop it must be empty.
 func Leftovers(cfg Config) []string {
 	var out []string
 	seen := map[int]bool{}
-	for _, needle := range []string{cfg.Dir + "/", filepath.Join(cfg.CacheDir, "bin") + "/"} {
+	// The bed's components run from its builds in the cache; other
+	// programs' files there (a VM's kernel) are not the bed's.
+	needles := []string{cfg.Dir + "/"}
+	if v, err := parseVersions(versionsEnv); err == nil {
+		b := binariesIn(cfg.CacheDir, v)
+		for _, dir := range []string{b.kubernetes, b.etcd, b.containerd, b.runc, b.cni, b.helm} {
+			needles = append(needles, dir+"/")
+		}
+	}
+	for _, needle := range needles {
 		for _, p := range processesMatching(needle) {
 			if !seen[p.PID] {
 				seen[p.PID] = true
@@ -32,6 +41,9 @@ func Leftovers(cfg Config) []string {
 	}
 	for _, m := range mountsUnder(cfg.Dir) {
 		out = append(out, "mount "+m)
+	}
+	if n := selfBinds(cfg.Dir); n > 0 {
+		out = append(out, fmt.Sprintf("mount %s (bound on itself %d times)", cfg.Dir, n))
 	}
 	out = append(out, leftoverLinks(cfg)...)
 	for _, d := range cgroupDirs(cfg.CgroupName) {
@@ -100,6 +112,55 @@ func unmountUnder(dir string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// shareDir bind-mounts dir on itself and makes it a shared mount, as
+// systemd makes / on a real node: the runtime's later mounts below it (pod
+// network namespaces) reach containers that mount a path below it with
+// HostToContainer propagation, and a privileged container's mounts (a
+// bpffs) reach the host with Bidirectional. The runtime refuses both
+// propagations for paths on a private mount, and this machine's / may be
+// one.
+func shareDir(dir string) error {
+	if err := unix.Mount(dir, dir, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind-mount %s on itself: %w", dir, err)
+	}
+	if err := unix.Mount("", dir, "", unix.MS_SHARED|unix.MS_REC, ""); err != nil {
+		return errors.Join(fmt.Errorf("make %s a shared mount: %w", dir, err), unix.Unmount(dir, unix.MNT_DETACH))
+	}
+	return nil
+}
+
+// unshareDir undoes shareDir (every time it was done), after the mounts
+// below dir are gone.
+func unshareDir(dir string) error {
+	for range selfBinds(dir) {
+		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("unmount %s: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// selfBinds counts the mounts of dir on itself: bind mounts at dir of a
+// directory of a file system. A file system mounted at dir (showing its
+// root) is not counted: the bed never mounts one there.
+func selfBinds(dir string) int {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	dir = filepath.Clean(dir)
+	n := 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 5 && unescapeMountPoint(fields[4]) == dir && fields[3] != "/" {
+			n++
+		}
+	}
+	return n
 }
 
 // httpReady returns a readiness check that GETs url and wants 200. The

@@ -168,7 +168,7 @@ func TestComponentConfigs(t *testing.T) {
 		}
 	}
 	ctrd := containerdConfig(cfg, binariesIn(cfg.CacheDir, Versions{Runc: "v1", CNIPlugins: "v2"}))
-	for _, want := range []string{`socket_path = "/tmp/bed/nri.sock"`, "netns_mounts_under_state_dir = true",
+	for _, want := range []string{`socket_path = "/tmp/bed/nri/nri.sock"`, "netns_mounts_under_state_dir = true",
 		`BinaryName = "/tmp/cache/bin/runc-v1/runc"`, `sandbox = "` + PauseImage + `"`, "enable_cdi = true", `cdi_spec_dirs = ["/tmp/bed/cdi"]`} {
 		if !strings.Contains(ctrd, want) {
 			t.Errorf("containerd config lacks %q:\n%s", want, ctrd)

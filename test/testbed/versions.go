@@ -13,7 +13,7 @@ var versionsEnv string
 // Versions are the component versions test/deps.sh builds, read from the
 // same versions.env file so the two never disagree.
 type Versions struct {
-	Kubernetes, Etcd, Containerd, Runc, CNIPlugins string
+	Kubernetes, Etcd, Containerd, Runc, CNIPlugins, Helm string
 }
 
 func parseVersions(text string) (Versions, error) {
@@ -35,9 +35,10 @@ func parseVersions(text string) (Versions, error) {
 		Containerd: kv["CONTAINERD_VERSION"],
 		Runc:       kv["RUNC_VERSION"],
 		CNIPlugins: kv["CNI_PLUGINS_VERSION"],
+		Helm:       kv["HELM_VERSION"],
 	}
 	for name, val := range map[string]string{"K8S_VERSION": v.Kubernetes, "ETCD_VERSION": v.Etcd,
-		"CONTAINERD_VERSION": v.Containerd, "RUNC_VERSION": v.Runc, "CNI_PLUGINS_VERSION": v.CNIPlugins} {
+		"CONTAINERD_VERSION": v.Containerd, "RUNC_VERSION": v.Runc, "CNI_PLUGINS_VERSION": v.CNIPlugins, "HELM_VERSION": v.Helm} {
 		if val == "" {
 			return Versions{}, fmt.Errorf("versions.env: %s is not set", name)
 		}
@@ -48,7 +49,7 @@ func parseVersions(text string) (Versions, error) {
 // binaries are the directories test/deps.sh builds into, one per component
 // and version under the cache directory.
 type binaries struct {
-	kubernetes, etcd, containerd, runc, cni string
+	kubernetes, etcd, containerd, runc, cni, helm string
 }
 
 func binariesIn(cache string, v Versions) binaries {
@@ -59,6 +60,7 @@ func binariesIn(cache string, v Versions) binaries {
 		containerd: dir("containerd", v.Containerd),
 		runc:       dir("runc", v.Runc),
 		cni:        dir("cni-plugins", v.CNIPlugins),
+		helm:       dir("helm", v.Helm),
 	}
 }
 

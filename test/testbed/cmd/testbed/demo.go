@@ -5,10 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net"
-	"net/http"
-	"path/filepath"
-	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -22,28 +19,34 @@ import (
 
 	"github.com/fastpath-dra/fastpath/devices"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
+	"github.com/fastpath-dra/fastpath/test/images"
 	"github.com/fastpath-dra/fastpath/test/testbed"
 )
 
 const (
 	demoNamespace = metav1.NamespaceDefault
 	demoPod       = "fastpath-demo"
-	// demoHealthPort is where the demo's fastpathd serves /healthz.
-	demoHealthPort = 26178
 )
 
-// demo starts a bed unless one runs, (re)starts fastpathd beside the node,
-// runs a pod and shows what it sees. Running it again replaces the daemon and
-// the pod.
+// demo starts a bed unless one runs, imports the fastpathd image, installs
+// (or upgrades) the chart so that fastpathd runs as the DaemonSet pod on
+// the node, runs a pod with a claim and shows what it sees. Running it
+// again replaces the claim and the pod, and the daemon if its image
+// changed.
 func demo(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fastpathd := fs.String("fastpathd", "bin/fastpathd", "the fastpathd binary to run")
+	archive := fs.String("image", "bin/fastpathd-image.tar", "the fastpathd image (make image)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	bin, err := filepath.Abs(*fastpathd)
+	idx, err := images.ReadOCIIndex(*archive)
 	if err != nil {
-		return err
+		return fmt.Errorf("the fastpathd image (make image): %w", err)
+	}
+	img, digest := idx.Manifests[0].Annotations[images.AnnotationImageName], idx.Manifests[0].Digest
+	tag, ok := strings.CutPrefix(img, testbed.FastpathdRepository+":")
+	if !ok {
+		return fmt.Errorf("%s holds %s, not an image of %s", *archive, img, testbed.FastpathdRepository)
 	}
 	cfg, err := testbed.Config{}.Defaults()
 	if err != nil {
@@ -78,25 +81,23 @@ func demo(ctx context.Context, args []string) error {
 		return err
 	}
 
-	if err := bed.StopProcess("fastpathd"); err != nil {
+	if err := bed.ImportImage(ctx, *archive); err != nil {
 		return err
 	}
-	healthAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(demoHealthPort))
-	if err := bed.StartProcess(ctx, "fastpathd", bin, "run",
-		"--node-name", bed.NodeName(), "--kubeconfig", bed.Kubeconfig(),
-		"--plugin-dir", bed.PluginDir("fastpath.dev"), "--registry-dir", bed.RegistryDir(),
-		"--nri-socket", bed.NRISocket(), "--state-dir", filepath.Join(cfg.Dir, "fastpath", "state"),
-		"--cdi-dir", bed.CDIDir(), "--metrics-addr", healthAddr,
-		"--filter", fmt.Sprintf(`device.attributes["fastpath.dev"].ifName == %q`, hostIf)); err != nil {
+	if err := bed.InstallChart(ctx, map[string]any{
+		"image":          map[string]any{"tag": tag},
+		"podAnnotations": map[string]any{"fastpath.dev/image": digest},
+		"filter":         fmt.Sprintf(`device.attributes["fastpath.dev"].ifName == %q`, hostIf),
+		"logging":        map[string]any{"verbosity": 2},
+	}); err != nil {
 		return err
 	}
-	if err := waitHealthy(ctx, "http://"+healthAddr+"/readyz", cfg.LogFile("fastpathd")); err != nil {
+	daemon, err := bed.WaitDaemon(ctx, "", 2*time.Minute)
+	if err != nil {
 		return err
 	}
-	fmt.Printf("fastpathd is running beside node %s and registered with its kubelet (log: %s)\n", bed.NodeName(), cfg.LogFile("fastpathd"))
-	if err := bed.ApplyDeviceClasses(ctx, filepath.Join(cfg.RepoDir, "deploy", "deviceclasses.yaml")); err != nil {
-		return err
-	}
+	fmt.Printf("chart %s installed: fastpathd runs as pod %s/%s (image %s) on node %s, registered with its kubelet\n",
+		testbed.ChartRelease, daemon.Namespace, daemon.Name, img, bed.NodeName())
 	if err := waitPublished(ctx, bed, devices.NetdevDeviceName(hostIf)); err != nil {
 		return err
 	}
@@ -143,8 +144,10 @@ func demo(ctx context.Context, args []string) error {
 		{"kubectl get resourceclaim " + demoClaim + " -o yaml", "the allocation and the status fastpathd wrote"},
 		{"kubectl logs " + demoPod, "the interfaces the pod sees"},
 		{"kubectl delete pod " + demoPod, "then: ip link show " + hostIf + " (back on the host)"},
-		{"less " + cfg.LogFile("fastpathd"), "the daemon's log"},
-		{"make demo", "again: replaces the daemon, the claim and the pod"},
+		{"kubectl -n " + testbed.ChartNamespace + " logs ds/" + testbed.ChartRelease, "the daemon's log"},
+		{"alias helm=" + cfg.Helm(), "the helm the bed uses"},
+		{"helm -n " + testbed.ChartNamespace + " get values " + testbed.ChartRelease, "the values the demo installed the chart with"},
+		{"make demo", "again: replaces the claim and the pod (and the daemon if its image changed)"},
 		{"make cluster-down", "stop everything and clean up"},
 	} {
 		if step[1] == "" {
@@ -217,25 +220,4 @@ func waitClaimStatus(ctx context.Context, bed *testbed.Bed) (string, error) {
 		return err == nil, nil
 	})
 	return string(out), err
-}
-
-func waitHealthy(ctx context.Context, url, log string) error {
-	var last error
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return false, err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			last = err
-			return false, nil
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
-	if err != nil {
-		return &testbed.ComponentError{Component: "fastpathd", Log: log, Err: fmt.Errorf("not healthy: %w (last: %w)", err, last)}
-	}
-	return nil
 }

@@ -5,7 +5,8 @@
 //	testbed down                stop it and remove all it created
 //	testbed status              say whether it runs, and where its kubeconfig and logs are
 //	testbed leftovers           list what of a bed is still on the machine; exit 1 if anything
-//	testbed demo -fastpathd BIN start a bed if none runs, run fastpathd beside the node and a pod on it
+//	testbed demo -image TAR     start a bed if none runs, install the chart with the fastpathd image
+//	                            (make image), and run a pod with a claim on it
 //
 // FASTPATH_TESTBED_DIR and FASTPATH_CACHE choose the bed's and the builds' directories.
 package main
@@ -28,7 +29,7 @@ import (
 func main() {
 	klog.InitFlags(nil)
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: testbed [klog flags] up|down|status|leftovers|demo [-fastpathd BIN]\n")
+		fmt.Fprintf(os.Stderr, "usage: testbed [klog flags] up|down|status|leftovers|demo [-image TAR]\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()

@@ -1,0 +1,110 @@
+{{/* The chart's name, or nameOverride. */}}
+{{- define "fastpath.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The name of the release's objects: fullnameOverride, or the release
+name with the chart's name unless the release name already holds it. */}}
+{{- define "fastpath.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "fastpath.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "fastpath.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "fastpath.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "fastpath.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: fastpath
+{{- end }}
+
+{{- define "fastpath.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "fastpath.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The image reference: repository:tag, or repository@digest. */}}
+{{- define "fastpath.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* The DRA drivers this release serves. */}}
+{{- define "fastpath.drivers" -}}
+- fastpath.dev
+{{- if .Values.cni.enabled }}
+- cni.dra.networking.x-k8s.io
+{{- end }}
+{{- end }}
+
+{{/* The namespace of the approved CNI configs. */}}
+{{- define "fastpath.cniConfigNamespace" -}}
+{{- default .Release.Namespace .Values.cni.configNamespace }}
+{{- end }}
+
+{{/* The address of /healthz, /readyz and /metrics. */}}
+{{- define "fastpath.metricsAddr" -}}
+{{- printf "%s:%d" .Values.metrics.host (int .Values.metrics.port) }}
+{{- end }}
+
+{{/* An HTTP GET of path on the metrics port, for a probe. */}}
+{{- define "fastpath.probeGet" -}}
+httpGet:
+  path: {{ .path }}
+  port: metrics
+  {{- with .root.Values.metrics.host }}
+  {{- if ne . "0.0.0.0" }}
+  host: {{ . }}
+  {{- end }}
+  {{- end }}
+{{- end }}
+
+{{/* The arguments of fastpathd, as a YAML list. */}}
+{{- define "fastpath.args" -}}
+{{- $v := .Values }}
+{{- $plugins := printf "%s/plugins" (trimSuffix "/" $v.kubeletRootDir) }}
+{{- $args := list "run"
+  (printf "--plugin-dir=%s/fastpath.dev" $plugins)
+  (printf "--registry-dir=%s/plugins_registry" (trimSuffix "/" $v.kubeletRootDir))
+  (printf "--nri-socket=%s" $v.nriSocket)
+  (printf "--state-dir=%s" $v.stateDir)
+  (printf "--cdi-dir=%s" $v.cdiDir)
+  (printf "--bpf-dir=%s" $v.bpfDir)
+  (printf "--metrics-addr=%s" (ternary (include "fastpath.metricsAddr" .) "" $v.metrics.enabled))
+  (printf "-v=%d" (int $v.logging.verbosity)) }}
+{{- with $v.logging.format }}{{ $args = append $args (printf "--logging-format=%s" .) }}{{ end }}
+{{- with $v.filter }}{{ $args = append $args (printf "--filter=%s" .) }}{{ end }}
+{{- with $v.rediscoverInterval }}{{ $args = append $args (printf "--rediscover-interval=%s" .) }}{{ end }}
+{{- with $v.memif.dir }}{{ $args = append $args (printf "--memif-dir=%s" .) }}{{ end }}
+{{- if $v.memif.endpoints }}{{ $args = append $args "--memif-config=/etc/fastpath/memif/config.yaml" }}{{ end }}
+{{- if $v.cni.enabled }}
+{{- $args = append $args "--cni" }}
+{{- $args = append $args (printf "--cni-plugin-dir=%s/cni.dra.networking.x-k8s.io" $plugins) }}
+{{- $args = append $args (printf "--cni-bin-dir=%s" (join "," $v.cni.binDirs)) }}
+{{- $args = append $args (printf "--cni-config-namespace=%s" (include "fastpath.cniConfigNamespace" .)) }}
+{{- with $v.cni.plugins }}{{ $args = append $args (printf "--cni-plugins=%s" (join "," .)) }}{{ end }}
+{{- with $v.cni.devices }}{{ $args = append $args (printf "--cni-devices=%d" (int .)) }}{{ end }}
+{{- with $v.cni.interface }}{{ $args = append $args (printf "--cni-interface=%s" .) }}{{ end }}
+{{- end }}
+{{- range $v.extraArgs }}{{ $args = append $args (toString .) }}{{ end }}
+{{- toYaml $args }}
+{{- end }}

@@ -1,0 +1,332 @@
+package chart
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/json"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/yaml"
+
+	"github.com/fastpath-dra/fastpath/test/testbed"
+)
+
+const namespace = "fastpath-system"
+
+func config(t *testing.T) testbed.Config {
+	t.Helper()
+	cfg, err := testbed.Config{}.Defaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(cfg.Helm()); err != nil {
+		t.Fatalf("helm is not built: run make deps (test/deps.sh lint): %v", err)
+	}
+	return cfg
+}
+
+// helmTemplate renders the chart with args (--values, --set) for the test
+// bed's Kubernetes version.
+func helmTemplate(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cfg := config(t)
+	v, err := cfg.Versions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(cfg.Helm(), append([]string{"template", "fastpath", cfg.Chart(), "--namespace", namespace,
+		"--kube-version", strings.TrimPrefix(v.Kubernetes, "v")}, args...)...)
+	cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", errors.New(stderr.String())
+	}
+	return stdout.String(), nil
+}
+
+// render renders the chart and decodes every object strictly: an unknown
+// or duplicate field is an error, as the API server's strict field
+// validation makes it. Objects of kinds client-go does not know (the
+// ServiceMonitor) are returned as unstructured YAML maps.
+func render(t *testing.T, args ...string) []runtime.Object {
+	t.Helper()
+	out, err := helmTemplate(t, args...)
+	if err != nil {
+		t.Fatalf("helm template %v: %s", args, err)
+	}
+	strict := json.NewSerializerWithOptions(json.DefaultMetaFactory, scheme.Scheme, scheme.Scheme, json.SerializerOptions{Yaml: true, Strict: true})
+	var objs []runtime.Object
+	r := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(out)))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return objs
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var meta struct{ APIVersion, Kind string }
+		if err := yaml.Unmarshal(doc, &meta); err != nil {
+			t.Fatal(err)
+		}
+		if meta.Kind == "" {
+			continue
+		}
+		if meta.Kind == "ServiceMonitor" {
+			var u runtime.Unknown
+			u.Raw = doc
+			objs = append(objs, &u)
+			continue
+		}
+		obj, _, err := strict.Decode(doc, nil, nil)
+		if err != nil {
+			t.Errorf("%s %s: %v\n%s", meta.APIVersion, meta.Kind, err, doc)
+			continue
+		}
+		objs = append(objs, obj)
+	}
+}
+
+func chartFile(t *testing.T, name string) string {
+	t.Helper()
+	return filepath.Join(config(t).Chart(), name)
+}
+
+// TestEveryValueExercised: ci/all-values.yaml, which make lint renders,
+// sets every value values.yaml documents.
+func TestEveryValueExercised(t *testing.T) {
+	read := func(name string) map[string]any {
+		data, err := os.ReadFile(chartFile(t, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := yaml.Unmarshal(data, &m); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return m
+	}
+	documented, all := leaves(read("values.yaml"), ""), leaves(read("ci/all-values.yaml"), "")
+	for _, k := range documented {
+		if !slices.Contains(all, k) {
+			t.Errorf("ci/all-values.yaml does not set %s", k)
+		}
+	}
+	if len(documented) < 50 {
+		t.Errorf("values.yaml documents only %d values", len(documented))
+	}
+}
+
+// freeForm are the values that are maps a user writes as a whole (Kubernetes
+// objects, labels): values, not trees of values.
+var freeForm = []string{"nodeSelector", "affinity", "resources", "securityContext", "podAnnotations", "podLabels",
+	"serviceAccount.annotations", "metrics.serviceMonitor.labels", "cni.approvedConfigs"}
+
+// leaves lists the paths of a values tree down to scalars, lists and
+// free-form maps.
+func leaves(m map[string]any, prefix string) []string {
+	var out []string
+	for k, v := range m {
+		if sub, ok := v.(map[string]any); ok && !slices.Contains(freeForm, prefix+k) {
+			out = append(out, leaves(sub, prefix+k+".")...)
+			continue
+		}
+		out = append(out, prefix+k)
+	}
+	return out
+}
+
+func daemonSet(t *testing.T, objs []runtime.Object) *appsv1.DaemonSet {
+	t.Helper()
+	for _, o := range objs {
+		if ds, ok := o.(*appsv1.DaemonSet); ok {
+			return ds
+		}
+	}
+	t.Fatal("no DaemonSet rendered")
+	return nil
+}
+
+// TestDefaults: with its defaults the chart runs fastpathd with the
+// daemon's standard paths, text logs (no --logging-format), probes on the
+// metrics port, and the RBAC the daemon's calls need and no more.
+func TestDefaults(t *testing.T) {
+	objs := render(t)
+	kinds := map[string]int{}
+	for _, o := range objs {
+		kinds[o.GetObjectKind().GroupVersionKind().Kind]++
+	}
+	for kind, n := range map[string]int{"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "DaemonSet": 1, "DeviceClass": 4,
+		"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1} {
+		if kinds[kind] != n {
+			t.Errorf("%d %s rendered, want %d (all: %v)", kinds[kind], kind, n, kinds)
+		}
+	}
+	ds := daemonSet(t, objs)
+	c := ds.Spec.Template.Spec.Containers[0]
+	want := []string{"run", "--plugin-dir=/var/lib/kubelet/plugins/fastpath.dev", "--registry-dir=/var/lib/kubelet/plugins_registry",
+		"--nri-socket=/var/run/nri/nri.sock", "--state-dir=/var/lib/fastpath", "--cdi-dir=/var/run/cdi",
+		"--bpf-dir=/sys/fs/bpf/fastpath", "--metrics-addr=:9178", "-v=0"}
+	if !slices.Equal(c.Args, want) {
+		t.Errorf("args = %q\nwant   %q", c.Args, want)
+	}
+	if !ds.Spec.Template.Spec.HostNetwork || c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged {
+		t.Errorf("the daemon is not privileged in the host network namespace")
+	}
+	for name, p := range map[string]string{"startup": probePath(c.StartupProbe), "liveness": probePath(c.LivenessProbe), "readiness": probePath(c.ReadinessProbe)} {
+		if want := map[string]string{"startup": "/readyz", "liveness": "/healthz", "readiness": "/readyz"}[name]; p != want {
+			t.Errorf("%s probe path %q, want %q", name, p, want)
+		}
+	}
+	for _, o := range objs {
+		role, ok := o.(*rbacv1.ClusterRole)
+		if !ok {
+			continue
+		}
+		var got []string
+		for _, r := range role.Rules {
+			for _, res := range r.Resources {
+				got = append(got, res+":"+strings.Join(r.Verbs, ",")+":"+strings.Join(r.ResourceNames, ","))
+			}
+		}
+		want := []string{"resourceslices:list,watch,create,update,delete:", "resourceclaims:get:", "resourceclaims/status:update:",
+			"resourceclaims/driver:associated-node:update:fastpath.dev", "nodes:get:"}
+		if !slices.Equal(got, want) {
+			t.Errorf("ClusterRole rules = %q\nwant %q", got, want)
+		}
+	}
+}
+
+func probePath(p *corev1.Probe) string {
+	if p == nil || p.HTTPGet == nil {
+		return ""
+	}
+	return p.HTTPGet.Path
+}
+
+// TestAllValues: with every value set, each shows in what the chart
+// renders: the flags (--logging-format only now), the mounts, the CNI
+// driver's RBAC and approved configs, the memif config, the ServiceMonitor.
+func TestAllValues(t *testing.T) {
+	objs := render(t, "--values", chartFile(t, "ci/all-values.yaml"))
+	ds := daemonSet(t, objs)
+	c := ds.Spec.Template.Spec.Containers[0]
+	for _, want := range []string{"--logging-format=json", "-v=4", "--metrics-addr=0.0.0.0:9300", "--cni", "--cni-plugins=macvlan,host-local,tuning",
+		"--cni-devices=16", "--cni-interface=ens1f0", "--cni-config-namespace=cni-configs", "--cni-bin-dir=/opt/cni/bin,/usr/libexec/cni",
+		"--cni-plugin-dir=/data/kubelet/plugins/cni.dra.networking.x-k8s.io", "--memif-dir=/run/vpp/memif",
+		"--memif-config=/etc/fastpath/memif/config.yaml", "--rediscover-interval=10m", "--profiling",
+		`--filter=device.attributes["fastpath.dev"].kind == "sriov-vf" && device.attributes["fastpath.dev"].pfName == "ens1f0"`} {
+		if !slices.Contains(c.Args, want) {
+			t.Errorf("args lack %q: %q", want, c.Args)
+		}
+	}
+	if c.Image != "registry.example/fastpath/fastpathd@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef" {
+		t.Errorf("image = %s", c.Image)
+	}
+	mounts := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.MountPath] = m.Name
+	}
+	for _, path := range []string{"/data/kubelet/plugins", "/data/kubelet/plugins_registry", "/run/nri", "/etc/cdi", "/data/fastpath",
+		"/sys/fs/bpf/fp", "/run/netns", "/dev", "/run/vpp/memif", "/etc/fastpath/memif", "/opt/cni/bin", "/usr/libexec/cni",
+		"/var/lib/cni", "/run/cni", "/run/vswitch"} {
+		if mounts[path] == "" {
+			t.Errorf("nothing mounted at %s: %v", path, mounts)
+		}
+	}
+	if s := ds.Spec.UpdateStrategy.RollingUpdate; s == nil || s.MaxSurge == nil || s.MaxSurge.IntValue() != 1 {
+		t.Errorf("update strategy = %+v", ds.Spec.UpdateStrategy)
+	}
+	kinds := map[string][]string{}
+	for _, o := range objs {
+		kind := o.GetObjectKind().GroupVersionKind().Kind
+		if _, ok := o.(*runtime.Unknown); ok {
+			kind = "ServiceMonitor"
+		}
+		name := ""
+		if m, ok := o.(metav1.Object); ok {
+			name = m.GetNamespace() + "/" + m.GetName()
+		}
+		kinds[kind] = append(kinds[kind], name)
+	}
+	for kind, want := range map[string][]string{
+		"ConfigMap":          {"fastpath-system/fastpathd-memif", "cni-configs/macvlan-storage"},
+		"ServiceAccount":     {"fastpath-system/fastpathd-node"},
+		"DeviceClass":        {"/netdev.fastpath.dev", "/afxdp.fastpath.dev", "/vfio.fastpath.dev", "/memif.fastpath.dev", "/cni.networking.x-k8s.io"},
+		"ServiceMonitor":     {""},
+		"Service":            {"fastpath-system/fastpathd-metrics"},
+		"ClusterRoleBinding": {"/fastpathd"},
+	} {
+		got := slices.Clone(kinds[kind])
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: %q, want %q", kind, got, want)
+		}
+	}
+	for _, o := range objs {
+		if role, ok := o.(*rbacv1.ClusterRole); ok {
+			last := role.Rules[len(role.Rules)-1]
+			if !slices.Equal(last.Resources, []string{"configmaps"}) || !slices.Equal(last.Verbs, []string{"get"}) {
+				t.Errorf("with cni.enabled, the last rule is %+v, want get configmaps", last)
+			}
+			for _, r := range role.Rules {
+				if slices.Contains(r.Resources, "resourceclaims/driver") && !slices.Equal(r.ResourceNames, []string{"fastpath.dev", "cni.dra.networking.x-k8s.io"}) {
+					t.Errorf("resourceclaims/driver for %q, want both drivers", r.ResourceNames)
+				}
+			}
+		}
+	}
+}
+
+// TestSchemaRefuses: a value of the wrong type or form, or one the chart
+// does not have, fails rendering (and so helm install) with the field
+// named.
+func TestSchemaRefuses(t *testing.T) {
+	for name, tc := range map[string]struct {
+		values string
+		want   []string
+	}{
+		"port not a number":    {"metrics: {port: nine}", []string{"/metrics/port", "want integer"}},
+		"port out of range":    {"metrics: {port: 70000}", []string{"/metrics/port"}},
+		"unknown format":       {"logging: {format: xml}", []string{"/logging/format"}},
+		"relative kubelet dir": {"kubeletRootDir: var/lib/kubelet", []string{"/kubeletRootDir"}},
+		"misspelt key":         {"cni: {plugin: [macvlan]}", []string{"/cni", "'plugin' not allowed"}},
+		"unknown top level":    {"kubeletDir: /var/lib/kubelet", []string{"'kubeletDir' not allowed"}},
+		"bad digest":           {"image: {digest: latest}", []string{"/image/digest"}},
+		"memif role":           {"memif: {endpoints: [{name: fw0, role: server}]}", []string{"/memif/endpoints/0/role"}},
+		"cni plugins a string": {"cni: {plugins: macvlan}", []string{"/cni/plugins", "want array"}},
+		"probes need metrics":  {"metrics: {enabled: false}", []string{"probes need metrics.enabled"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "values.yaml")
+			if err := os.WriteFile(file, []byte(tc.values), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := helmTemplate(t, "--values", file)
+			if err == nil {
+				t.Fatalf("%s rendered", tc.values)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("the error does not say %q: %s", w, err)
+				}
+			}
+		})
+	}
+}
