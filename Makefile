@@ -90,7 +90,7 @@ generated: ## regenerate, and fail if anything generated differs from what is co
 .PHONY: lint
 lint: chart-lint ## go vet, gofmt, golangci-lint, and the Helm chart (chart-lint)
 	$(DEPS) lint
-	$(GO) vet -tags privileged,e2e,benche2e,sriov ./...
+	$(GO) vet -tags privileged,e2e,benche2e,sriov,faultinject ./...
 	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod or go.sum are not tidy: run go mod tidy" >&2; $(GO) mod tidy -diff; exit 1; }
 	@bad=$$($(GO) list -deps ./dataplane/... | grep '^github.com/fastpath-dra/fastpath/dra'); \
 		if [ -n "$$bad" ]; then echo "dataplane must not import package dra:" $$bad >&2; exit 1; fi
@@ -99,6 +99,12 @@ lint: chart-lint ## go vet, gofmt, golangci-lint, and the Helm chart (chart-lint
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
 		if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(DEPS_ENV); "$$FASTPATH_GOLANGCI_LINT" run ./...
+
+.PHONY: faults
+faults: ## kill the daemon at every fault point of a claim's life, restart it and replay every recovery order (root)
+	$(DEPS) testbed
+	set -o pipefail; $(DEPS_ENV); export FASTPATH_CNI_BIN; $(GO) test -count=1 -timeout 20m -tags privileged,faultinject -run '^TestFaults$$' -v ./dra/ | \
+		grep -v -e '^=== RUN' -e '^    --- PASS' -e '^=== NAME'
 
 .PHONY: unit
 unit: ## unit tests (discovery needs the pci.ids package: make deps)
@@ -152,7 +158,7 @@ e2e-sriov: ## real SR-IOV VFs: boot the igb VM (QEMU) once and run the sriov-tag
 	set -a && $(DEPS_ENV) && set +a && $(GO) run ./test/vm/cmd/fastpath-vm test $(SRIOV_PKGS)
 
 .PHONY: test
-test: deps generated lint privileged fuzz image-reproducible e2e bench-smoke e2e-sriov ## what CI runs: deps, regenerated code unchanged, lint, unit + privileged tests, fuzzing, the image reproducible, e2e, benchmarks once, real SR-IOV in a VM
+test: deps generated lint privileged faults fuzz image-reproducible e2e bench-smoke e2e-sriov ## what CI runs: deps, regenerated code unchanged, lint, unit + privileged tests, the fault suite, fuzzing, the image reproducible, e2e, benchmarks once, real SR-IOV in a VM
 
 .PHONY: cluster-up
 cluster-up: ## start the test bed and print its KUBECONFIG (root)
