@@ -38,8 +38,9 @@ type Store struct {
 
 	locks Locks[Key]
 
-	// write writes the file; a seam for tests of failed writes.
-	write func(path string, data []byte) error
+	// WriteFile writes the checkpoint; WriteFileAtomic unless a test of
+	// failed writes (a full disk) sets it before the store is used.
+	WriteFile func(path string, data []byte) error
 }
 
 // Open loads the checkpoint at path, migrating the files of the previous
@@ -48,7 +49,7 @@ type Store struct {
 // error naming the file and what is wrong; the file is left as it is.
 func Open(path string, legacy Legacy) (*Store, error) {
 	s := &Store{path: path, claims: map[Key]*Claim{}}
-	s.write = func(path string, data []byte) error { return WriteFileAtomic(path, data, 0o600) }
+	s.WriteFile = func(path string, data []byte) error { return WriteFileAtomic(path, data, 0o600) }
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, fmt.Errorf("checkpoint directory: %w", err)
 	}
@@ -293,11 +294,11 @@ func (s *Store) save(claims map[Key]*Claim) error {
 	for k, c := range claims {
 		cp.Claims[k.String()] = c
 	}
-	data, err := json.MarshalIndent(cp, "", "  ")
+	data, err := json.Marshal(cp)
 	if err != nil {
 		return err
 	}
-	if err := s.write(s.path, data); err != nil {
+	if err := s.WriteFile(s.path, data); err != nil {
 		return fmt.Errorf("write checkpoint %s: %w", s.path, err)
 	}
 	return nil

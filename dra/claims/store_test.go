@@ -120,7 +120,7 @@ func TestFailedWriteChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	full := errors.New("no space left on device")
-	s.write = func(string, []byte) error { return full }
+	s.WriteFile = func(string, []byte) error { return full }
 	b := cniClaim("b", "pod1", "cni-0", "net2")
 	for name, err := range map[string]error{"Put": s.Put(b), "Admit": s.Admit(b), "Delete": s.Delete(a.Key())} {
 		if !errors.Is(err, full) || !strings.Contains(err.Error(), path) {

@@ -123,19 +123,31 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox) {
 		running[types.UID(pod.GetUid())] = podOf(pod)
 	}
 	logger := klog.FromContext(ctx)
+	// Pods on their own, a few at a time: the kernel serializes the
+	// moves, the rest (records, lookups, CNI plugins) overlaps.
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, syncParallel)
 	for _, uid := range p.opts.Store.Pods() {
-		pod, ok := running[uid]
-		if !ok {
-			if err := p.DetachPod(ctx, Pod{UID: uid}); err != nil {
-				logger.Error(err, "Releasing the devices of a pod that is gone", "podUID", uid)
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			pod, ok := running[uid]
+			if !ok {
+				if err := p.DetachPod(ctx, Pod{UID: uid}); err != nil {
+					logger.Error(err, "Releasing the devices of a pod that is gone", "podUID", uid)
+				}
+				return
 			}
-			continue
-		}
-		if err := p.EnsurePod(ctx, pod); err != nil {
-			logger.Error(err, "Attaching the devices of a running pod")
-		}
+			if err := p.EnsurePod(ctx, pod); err != nil {
+				logger.Error(err, "Attaching the devices of a running pod")
+			}
+		})
 	}
+	wg.Wait()
 }
+
+// syncParallel is how many pods Synchronize reconciles at once.
+const syncParallel = 8
 
 // CreateContainer lets a container start only when its pod's devices are
 // in place.
