@@ -9,6 +9,11 @@ package fault
 // "name#n" at its n-th.
 const Env = "FASTPATH_FAULT"
 
+// OnceEnv, when set, names a file: the process is killed only if the file
+// does not exist, and creates it first, so that a daemon restarted with the
+// same environment (a DaemonSet's pod) is killed once.
+const OnceEnv = "FASTPATH_FAULT_ONCE"
+
 // Points are every point fastpath marks, in the order of a claim's life.
 // A test checks that the code marks exactly these.
 var Points = []string{

@@ -40,6 +40,14 @@ func Point(name string) {
 	if hit != nth {
 		return
 	}
+	if once := os.Getenv(OnceEnv); once != "" {
+		f, err := os.OpenFile(once, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if err != nil {
+			return // killed before, or cannot say so: not again
+		}
+		_ = f.Sync()
+		_ = f.Close()
+	}
 	fmt.Fprintf(os.Stderr, "fault: killed at %s (hit %d)\n", name, hit)
 	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	select {} // the signal is on its way

@@ -104,6 +104,9 @@ serializeImagePulls: false
 imageGCHighThresholdPercent: 100
 evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.available: "1%%"}
 featureGates: {%[8]s}
+# The suite kills fastpathd's container on purpose; a node's restart
+# backoff (up to 5 minutes) would keep it waiting.
+crashLoopBackOff: {maxContainerRestartPeriod: 2s}
 `, cfg.NodeIP, cfg.KubeletPort, cfg.KubeletHealthzPort, p.file("ca.crt"), cfg.CgroupName,
 		cfg.containerdSocket(), cfg.path("pod-logs"), featureGatesYAML(cfg.FeatureGates))
 }
