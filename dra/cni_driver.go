@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/metrics"
 	"github.com/fastpath-dra/fastpath/dra/status"
 )
 
@@ -38,6 +40,8 @@ type CNIOptions struct {
 	// cni.dra.networking.x-k8s.io/...), for arguments to refer to.
 	Attributes map[string]string
 	Policy     CNIPolicy
+	// Metrics records Prepare and Unprepare; nil for none.
+	Metrics *metrics.Metrics
 }
 
 // CNIDriver serves the CNI DRA driver API (cni.dra.networking.x-k8s.io): a
@@ -125,7 +129,10 @@ func (d *CNIDriver) WatchHealthStatus(context.Context, chan<- kubeletplugin.Devi
 func (d *CNIDriver) PrepareResourceClaims(ctx context.Context, cls []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(cls))
 	for _, claim := range cls {
-		out[claim.UID] = d.prepareClaim(ctx, claim)
+		start := time.Now()
+		res := d.prepareClaim(ctx, claim)
+		d.opts.Metrics.Prepare(claims.DriverCNI, res.Err, time.Since(start))
+		out[claim.UID] = res
 	}
 	return out, nil
 }
@@ -209,7 +216,10 @@ func (d *CNIDriver) UnprepareResourceClaims(ctx context.Context, cls []kubeletpl
 	out := make(map[types.UID]error, len(cls))
 	for _, o := range cls {
 		key := claims.Key{Driver: claims.DriverCNI, UID: o.UID}
-		if err := d.unprepare(ctx, key); err != nil {
+		start := time.Now()
+		err := d.unprepare(ctx, key)
+		d.opts.Metrics.Unprepare(claims.DriverCNI, err, time.Since(start))
+		if err != nil {
 			out[o.UID] = fmt.Errorf("claim %s: %w", o.NamespacedName, err)
 			continue
 		}

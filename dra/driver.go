@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,6 +18,7 @@ import (
 	"github.com/fastpath-dra/fastpath/dataplane/fault"
 	"github.com/fastpath-dra/fastpath/devices"
 	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/metrics"
 	"github.com/fastpath-dra/fastpath/dra/status"
 )
 
@@ -66,6 +68,8 @@ type Options struct {
 	BPFDir string
 	// BootID is this boot of the node. Default: the kernel's.
 	BootID string
+	// Metrics records Prepare and Unprepare; nil for none.
+	Metrics *metrics.Metrics
 }
 
 // Driver is fastpath's DRA kubelet plugin for driver fastpath.dev.
@@ -130,6 +134,9 @@ func startPlugin(ctx context.Context, p kubeletplugin.DRAPlugin, driver string, 
 		kubeletplugin.NodeName(node),
 		kubeletplugin.PluginDataDirectoryPath(pluginDir),
 		kubeletplugin.RegistrarDirectoryPath(registryDir),
+		// No device health yet: the kubelet does not subscribe (else it
+		// logs an error at every pod start).
+		kubeletplugin.HealthService(false),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("start the kubelet plugin of %s: %w", driver, err)
@@ -196,7 +203,10 @@ func (d *Driver) RegistrationStatus() error { return registrationStatus(d.helper
 func (d *Driver) PrepareResourceClaims(ctx context.Context, cls []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(cls))
 	for _, claim := range cls {
-		out[claim.UID] = d.prepareClaim(ctx, claim)
+		start := time.Now()
+		res := d.prepareClaim(ctx, claim)
+		d.opts.Metrics.Prepare(claims.DriverFastpath, res.Err, time.Since(start))
+		out[claim.UID] = res
 	}
 	return out, nil
 }
@@ -206,7 +216,10 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, cls []*resourceapi.R
 func (d *Driver) UnprepareResourceClaims(ctx context.Context, cls []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
 	out := make(map[types.UID]error, len(cls))
 	for _, c := range cls {
-		if err := d.unprepare(ctx, claims.Key{Driver: claims.DriverFastpath, UID: c.UID}); err != nil {
+		start := time.Now()
+		err := d.unprepare(ctx, claims.Key{Driver: claims.DriverFastpath, UID: c.UID})
+		d.opts.Metrics.Unprepare(claims.DriverFastpath, err, time.Since(start))
+		if err != nil {
 			out[c.UID] = fmt.Errorf("claim %s: %w", c.NamespacedName, err)
 			continue
 		}
@@ -261,10 +274,16 @@ func (d *Driver) Reconcile(ctx context.Context) error {
 		if c.Driver != claims.DriverFastpath || (c.Prepared && c.BootID == d.opts.BootID) {
 			continue
 		}
+		action := "reapplied"
+		if !c.Prepared {
+			action = "undone"
+		}
 		if err := d.reconcile(ctx, c.Key()); err != nil {
 			logger.Error(err, "Reconciling a claim", "claim", c.String())
 			errs = append(errs, fmt.Errorf("claim %s: %w", c.String(), err))
+			action = "failed"
 		}
+		d.opts.Metrics.Reconciled(action)
 	}
 	return errors.Join(errs...)
 }

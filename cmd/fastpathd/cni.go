@@ -11,6 +11,7 @@ import (
 
 	"github.com/fastpath-dra/fastpath/dra"
 	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/metrics"
 	"github.com/fastpath-dra/fastpath/dra/status"
 )
 
@@ -65,7 +66,7 @@ func splitList(s string) []string {
 }
 
 // start starts the CNI driver.
-func (o *cniOptions) start(ctx context.Context, client kubernetes.Interface, nodeName, registryDir string, store *claims.Store, writer *status.Writer, runtime dra.Runtime) (*dra.CNIDriver, error) {
+func (o *cniOptions) start(ctx context.Context, client kubernetes.Interface, nodeName, registryDir string, store *claims.Store, writer *status.Writer, runtime dra.Runtime, m *metrics.Metrics) (*dra.CNIDriver, error) {
 	attrs := map[string]string{}
 	iface := o.iface
 	if iface == "" {
@@ -76,7 +77,7 @@ func (o *cniOptions) start(ctx context.Context, client kubernetes.Interface, nod
 	}
 	d, err := dra.NewCNIDriver(dra.CNIOptions{
 		NodeName: nodeName, Client: client, PluginDir: o.pluginDir, RegistryDir: registryDir,
-		Store: store, Status: writer, Runtime: runtime,
+		Store: store, Status: writer, Runtime: runtime, Metrics: m,
 		Devices: o.devices, Attributes: attrs,
 		Policy: dra.CNIPolicy{Plugins: splitList(o.plugins), ConfigNamespace: o.configNamespace},
 	})

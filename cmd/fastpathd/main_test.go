@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	logsapi "k8s.io/component-base/logs/api/v1"
 )
 
 func TestExitCodes(t *testing.T) {
@@ -27,6 +29,8 @@ func TestExitCodes(t *testing.T) {
 		{name: "run with bad metrics address", args: []string{"run", "--node-name", "n", "--metrics-addr", "nonsense"}, wantCode: 2, wantErr: "--metrics-addr"},
 		{name: "run with missing kubeconfig", args: []string{"run", "--node-name", "n", "--kubeconfig", missingKubeconfig}, wantCode: 2, wantErr: missingKubeconfig},
 		{name: "run help", args: []string{"run", "--help"}, wantCode: 0, wantErr: "-node-name"},
+		{name: "run help names the log formats", args: []string{"run", "--help"}, wantCode: 0, wantErr: "Permitted formats: \"json\""},
+		{name: "run with an unknown log format", args: []string{"run", "--node-name", "n", "--logging-format", "yaml"}, wantCode: 2, wantErr: "Unsupported log format"},
 		{name: "inventory bad output", args: []string{"inventory", "-o", "yaml"}, wantCode: 2, wantErr: `-o "yaml"`},
 		{name: "inventory bad filter", args: []string{"inventory", "--sysfs-root", e810, "--filter", "device.nope =="}, wantCode: 2, wantErr: "filter"},
 		{name: "run bad filter", args: []string{"run", "--node-name", "n", "--filter", "1 +"}, wantCode: 2, wantErr: "filter"},
@@ -57,7 +61,7 @@ func TestExitCodes(t *testing.T) {
 func TestNodeNameFromEnvironment(t *testing.T) {
 	t.Setenv("NODE_NAME", "node-from-env")
 	var o runOptions
-	fs := newFlagSet("run", &bytes.Buffer{})
+	fs := newRunFlagSet(&bytes.Buffer{}, logsapi.NewLoggingConfiguration())
 	o.addFlags(fs)
 	if err := parseFlags(fs, nil); err != nil {
 		t.Fatal(err)

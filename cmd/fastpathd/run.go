@@ -18,15 +18,20 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilversion "k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/component-base/logs"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 	"k8s.io/klog/v2"
 
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/devices"
 	"github.com/fastpath-dra/fastpath/dra"
 	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/metrics"
 	"github.com/fastpath-dra/fastpath/dra/nri"
 	"github.com/fastpath-dra/fastpath/dra/status"
 )
@@ -62,7 +67,7 @@ func (o *runOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.cdiDir, "cdi-dir", "/var/run/cdi", "directory for CDI specs")
 	fs.StringVar(&o.bpfDir, "bpf-dir", "/sys/fs/bpf/fastpath", "directory on a bpffs for XDP programs and maps of afxdp claims (a bpffs is mounted there if it is not on one)")
 	fs.StringVar(&o.devRoot, "dev-root", "/", "directory holding dev/, where VFIO device nodes appear; a stand-in in tests")
-	fs.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9178", "address for /healthz and /readyz; empty disables")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9178", "address for /healthz, /readyz and /metrics; empty disables")
 	fs.BoolVar(&o.profiling, "profiling", false, "also serve Go's /debug/pprof/ handlers on --metrics-addr")
 	o.cni.addFlags(fs)
 	fs.DurationVar(&o.resync, "rediscover-interval", 5*time.Minute, "rediscover devices this often even without an event")
@@ -89,10 +94,21 @@ func (o *runOptions) validate() error {
 	return nil
 }
 
+// newFlagSet is a command's flag set with klog's flags.
 func newFlagSet(name string, output io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("fastpathd "+name, flag.ContinueOnError)
 	fs.SetOutput(output)
 	klog.InitFlags(fs)
+	return fs
+}
+
+// newRunFlagSet is the daemon's flag set, with the logging flags of
+// Kubernetes components (--logging-format text|json, -v, --vmodule, ...)
+// into logging.
+func newRunFlagSet(output io.Writer, logging *logsapi.LoggingConfiguration) *flag.FlagSet {
+	fs := flag.NewFlagSet("fastpathd run", flag.ContinueOnError)
+	fs.SetOutput(output)
+	logsapi.AddGoFlags(logging, fs)
 	return fs
 }
 
@@ -111,13 +127,17 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 
 func runCommand(args []string, stderr io.Writer) error {
 	var o runOptions
-	fs := newFlagSet("run", stderr)
+	logging := logsapi.NewLoggingConfiguration()
+	fs := newRunFlagSet(stderr, logging)
 	o.addFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if err := o.validate(); err != nil {
 		return err
+	}
+	if errs := logsapi.Validate(logging, nil, nil); len(errs) > 0 {
+		return usagef("run: logging flags: %v", errs.ToAggregate())
 	}
 	discoverer, err := o.discoverer("run")
 	if err != nil {
@@ -127,6 +147,10 @@ func runCommand(args []string, stderr io.Writer) error {
 	if err != nil {
 		return usagef("run: %v", err)
 	}
+	if err := logsapi.ValidateAndApply(logging, nil); err != nil {
+		return usagef("run: logging flags: %v", err)
+	}
+	defer logs.FlushLogs()
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	logger := klog.Background().WithValues("node", o.nodeName)
@@ -167,21 +191,33 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	if err != nil {
 		return err
 	}
-	if err := checkCluster(ctx, client, o.nodeName); err != nil {
+	logger.Info("Starting fastpathd", "version", version)
+	granular, err := checkCluster(ctx, client, o.nodeName)
+	if err != nil {
+		return err
+	}
+	drivers := []string{devices.DriverName}
+	if o.cni.enabled {
+		drivers = append(drivers, dra.CNIDriverName)
+	}
+	if err := checkPermissions(ctx, client, permissions(drivers, o.cni.enabled, granular)); err != nil {
 		return err
 	}
 	store, err := claims.Open(filepath.Join(o.stateDir, "checkpoint.json"), claims.Legacy{CNI: filepath.Join(o.stateDir, "cni", "cni-checkpoint.json")})
 	if err != nil {
 		return err
 	}
+	m := metrics.New()
 	writer := status.NewWriter(client)
+	writer.Metrics = m
 	writer.Start(ctx)
+	registerGauges(m, store, writer)
 	attacher, err := dataplane.NewAttacher()
 	if err != nil {
 		return err
 	}
 	defer func() { _ = attacher.Close() }()
-	nriOpts := nri.Options{Socket: o.nriSocket, Store: store, Attacher: attacher, Status: writer}
+	nriOpts := nri.Options{Socket: o.nriSocket, Store: store, Attacher: attacher, Status: writer, Metrics: m}
 	if o.cni.enabled {
 		nriOpts.CNI = dataplane.NewCNI(splitList(o.cni.binDirs), filepath.Join(o.stateDir, "cni", "cache"))
 	}
@@ -189,7 +225,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	go plugin.Run(ctx)
 	var ready readiness
 	ready.add(plugin.Connected)
-	srv, serveErr, err := serveHealth(ctx, o.metricsAddr, o.profiling, ready.check)
+	srv, serveErr, err := serveHealth(ctx, o.metricsAddr, o.profiling, ready.check, m.Handler())
 	if err != nil {
 		return err
 	}
@@ -202,7 +238,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	driver, err := dra.New(dra.Options{
 		NodeName: o.nodeName, Client: client, PluginDir: o.pluginDir, RegistryDir: o.registryDir,
 		StateDir: o.stateDir, CDIDir: o.cdiDir, MemifDir: o.MemifDir, BPFDir: o.bpfDir,
-		Store: store, Status: writer, Runtime: plugin,
+		Store: store, Status: writer, Runtime: plugin, Metrics: m,
 		PCI: dataplane.PCIBinder{SysfsRoot: o.SysfsRoot, DevRoot: o.devRoot},
 	})
 	if err != nil {
@@ -219,7 +255,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	defer driver.Stop()
 	ready.add(driver.RegistrationStatus)
 	if o.cni.enabled {
-		cniDriver, err := o.cni.start(ctx, client, o.nodeName, o.registryDir, store, writer, plugin)
+		cniDriver, err := o.cni.start(ctx, client, o.nodeName, o.registryDir, store, writer, plugin, m)
 		if err != nil {
 			return err
 		}
@@ -230,9 +266,15 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	go func() {
 		watchErr <- discoverer.Watch(ctx, devices.WatchOptions{Resync: o.resync}, func(inv devices.Inventory) {
 			logger.Info("Publishing devices", "devices", len(inv.Devices), "warnings", len(inv.Warnings))
-			if err := driver.Publish(ctx, inv); err != nil {
+			err := driver.Publish(ctx, inv)
+			if err != nil {
 				logger.Error(err, "Publishing devices")
 			}
+			byKind := map[string]int{}
+			for _, d := range inv.Devices {
+				byKind[string(d.Kind)]++
+			}
+			m.Published(byKind, err)
 		})
 	}()
 	logger.Info("fastpathd running", "version", version, "stateDir", o.stateDir)
@@ -295,22 +337,65 @@ func waitForRuntime(ctx context.Context, plugin *nri.Plugin, socket string) erro
 }
 
 // checkCluster fails unless the API server serves resource.k8s.io/v1
-// (Kubernetes 1.34 or newer) and knows this node.
-func checkCluster(ctx context.Context, client kubernetes.Interface, node string) error {
+// (Kubernetes 1.34 or newer) and knows this node. It says whether the API
+// server authorizes claim status writes per driver and node
+// (resourceclaims/driver, Kubernetes 1.36 and newer).
+func checkCluster(ctx context.Context, client kubernetes.Interface, node string) (granularStatus bool, _ error) {
 	if _, err := client.Discovery().ServerResourcesForGroupVersion("resource.k8s.io/v1"); err != nil {
-		return fmt.Errorf("the API server does not serve resource.k8s.io/v1 (fastpath needs Kubernetes 1.34 or newer): %w", err)
+		return false, fmt.Errorf("the API server does not serve resource.k8s.io/v1 (fastpath needs Kubernetes 1.34 or newer): %w", err)
 	}
 	if _, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err != nil {
-		return fmt.Errorf("node %q: %w (is --node-name right?)", node, err)
+		return false, fmt.Errorf("node %q: %w (is --node-name right?)", node, err)
 	}
-	return nil
+	v, err := client.Discovery().ServerVersion()
+	if err != nil {
+		return false, fmt.Errorf("the API server's version: %w", err)
+	}
+	sv, err := utilversion.ParseGeneric(v.GitVersion)
+	if err != nil {
+		return false, fmt.Errorf("the API server's version %q: %w", v.GitVersion, err)
+	}
+	return sv.AtLeast(utilversion.MajorMinor(1, 36)), nil
 }
 
-// serveHealth serves /healthz (alive) and /readyz (connected to the
-// runtime and registered with the kubelet) on addr until ctx ends. Listening happens here, so a taken port is
-// an error at start; a later failure arrives on the channel. With profiling,
-// Go's pprof handlers are served under /debug/pprof/ as well.
-func serveHealth(ctx context.Context, addr string, profiling bool, ready func() error) (*http.Server, <-chan error, error) {
+// registerGauges adds the metrics read from the daemon's state at each
+// scrape: claims prepared by driver, devices and networks in pods now,
+// status writes not landed yet.
+func registerGauges(m *metrics.Metrics, store *claims.Store, writer *status.Writer) {
+	m.GaugeByLabel("prepared_claims", "Claims prepared on the node, by driver.", "driver", func() map[string]float64 {
+		out := map[string]float64{claims.DriverFastpath: 0}
+		for _, c := range store.Claims() {
+			if c.Prepared {
+				out[c.Driver]++
+			}
+		}
+		return out
+	})
+	m.Gauge("attached_devices", "Netdevs in pods and CNI networks added to pods now.", func() float64 {
+		n := 0
+		for _, c := range store.Claims() {
+			for _, d := range c.Devices {
+				if d.Attached != nil {
+					n++
+				}
+			}
+			for _, net := range c.Networks {
+				if net.Added {
+					n++
+				}
+			}
+		}
+		return float64(n)
+	})
+	m.Gauge("status_writes_pending", "Claims whose status is not written yet.", func() float64 { return float64(writer.Pending()) })
+}
+
+// serveHealth serves /healthz (alive), /readyz (connected to the runtime
+// and registered with the kubelet) and /metrics on addr until ctx ends.
+// Listening happens here, so a taken port is an error at start; a later
+// failure arrives on the channel. With profiling, Go's pprof handlers are
+// served under /debug/pprof/ as well.
+func serveHealth(ctx context.Context, addr string, profiling bool, ready func() error, metricsHandler http.Handler) (*http.Server, <-chan error, error) {
 	if addr == "" {
 		return nil, nil, nil
 	}
@@ -327,6 +412,7 @@ func serveHealth(ctx context.Context, addr string, profiling bool, ready func() 
 		}
 		_, _ = io.WriteString(w, "ok\n")
 	})
+	mux.Handle("/metrics", metricsHandler)
 	if profiling {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

@@ -111,9 +111,15 @@ func podOf(pod *api.PodSandbox) Pod {
 // for pods that no longer run is undone, and pods that run without their
 // devices (their RunPodSandbox was missed) get them now.
 func (h *hooks) Synchronize(ctx context.Context, pods []*api.PodSandbox, _ []*api.Container) ([]*api.ContainerUpdate, error) {
+	defer h.observe("synchronize", time.Now(), nil)
 	h.p.Synchronize(ctx, pods)
 	h.p.setConnected(true)
 	return nil, nil
+}
+
+// observe records a hook's call.
+func (h *hooks) observe(hook string, start time.Time, err error) {
+	h.p.opts.Metrics.Hook(hook, err, time.Since(start))
 }
 
 // Synchronize reconciles the store with the sandboxes the runtime runs.
@@ -152,32 +158,42 @@ const syncParallel = 8
 // CreateContainer lets a container start only when its pod's devices are
 // in place.
 func (h *hooks) CreateContainer(ctx context.Context, pod *api.PodSandbox, _ *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
-	return nil, nil, h.p.EnsurePod(ctx, podOf(pod))
+	start := time.Now()
+	err := h.p.EnsurePod(ctx, podOf(pod))
+	h.observe("create_container", start, err)
+	return nil, nil, err
 }
 
 // RunPodSandbox attaches the pod's devices and networks.
 func (h *hooks) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
-	return h.p.AttachPod(ctx, podOf(pod))
+	start := time.Now()
+	err := h.p.AttachPod(ctx, podOf(pod))
+	h.observe("run_pod_sandbox", start, err)
+	return err
 }
 
 // StopPodSandbox returns the pod's devices. Errors are logged, not
 // returned: failing here would not bring a device back and would leave the
 // pod stuck; Unprepare finishes what failed.
 func (h *hooks) StopPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
-	h.stop(ctx, pod)
+	start := time.Now()
+	h.observe("stop_pod_sandbox", start, h.stop(ctx, pod))
 	return nil
 }
 
 // RemovePodSandbox does what StopPodSandbox does, for a sandbox whose stop
 // fastpath missed; it is harmless after a stop.
 func (h *hooks) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) error {
-	h.stop(ctx, pod)
+	start := time.Now()
+	h.observe("remove_pod_sandbox", start, h.stop(ctx, pod))
 	return nil
 }
 
-func (h *hooks) stop(ctx context.Context, pod *api.PodSandbox) {
+func (h *hooks) stop(ctx context.Context, pod *api.PodSandbox) error {
 	p := podOf(pod)
-	if err := h.p.DetachPod(ctx, p); err != nil {
+	err := h.p.DetachPod(ctx, p)
+	if err != nil {
 		klog.FromContext(ctx).Error(err, "Returning devices to the host", "pod", p.String())
 	}
+	return err
 }

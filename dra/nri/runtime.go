@@ -13,6 +13,7 @@ import (
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/dataplane/fault"
 	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/metrics"
 	"github.com/fastpath-dra/fastpath/dra/status"
 )
 
@@ -49,6 +50,8 @@ type Options struct {
 	// Unprepare (default 3), DelBackoff the first wait between tries.
 	DelAttempts int
 	DelBackoff  time.Duration
+	// Metrics records the hooks, attaches and detaches; nil for none.
+	Metrics *metrics.Metrics
 }
 
 // Pod names a pod sandbox.
@@ -206,7 +209,9 @@ func (p *Plugin) attachNetdevs(ctx context.Context, pod Pod, netdevs []podNetdev
 		fault.Point("attach.recorded")
 	}
 	for i, n := range netdevs {
+		start := time.Now()
 		res, err := p.opts.Attacher.Attach(ctx, pod.NetNS, n.nd)
+		p.opts.Metrics.Attach(err, time.Since(start))
 		if err != nil {
 			err = fmt.Errorf("%s: %w", n, err)
 			for j := i; j >= 0; j-- {
@@ -244,7 +249,9 @@ func (p *Plugin) record(n podNetdev, at *claims.Attachment) error {
 // it is gone, from wherever the kernel put it) to the host, and drops its
 // attachment.
 func (p *Plugin) detach(ctx context.Context, n podNetdev, netns string) error {
+	start := time.Now()
 	err := p.opts.Attacher.Detach(ctx, netns, n.nd)
+	p.opts.Metrics.Detach(err, time.Since(start))
 	if errors.Is(err, dataplane.ErrDeviceGone) {
 		klog.FromContext(ctx).Info("Not returning a device that is gone", "device", n.String(), "reason", err.Error())
 		d := n.device()

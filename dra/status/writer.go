@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+
+	"github.com/fastpath-dra/fastpath/dra/metrics"
 )
 
 // fieldManager owns the entries fastpath writes in claims' status.
@@ -43,6 +45,8 @@ type Writer struct {
 	// between them, doubled up to MaxBackoff.
 	Attempts            int
 	Backoff, MaxBackoff time.Duration
+	// Metrics counts the writes given up; nil for none.
+	Metrics *metrics.Metrics
 
 	mu        sync.Mutex
 	base      context.Context
@@ -160,11 +164,13 @@ func (w *Writer) write(ctx context.Context, c *claimStatus) {
 				logger.Error(err, "Not allowed to write claim status: the daemon's service account needs get on resourceclaims and update on resourceclaims/status", "namespace", c.ref.Namespace)
 			}
 			w.forbidden = true
+			w.Metrics.StatusWriteFailed("forbidden")
 			c.writing = false
 			w.mu.Unlock()
 			return
 		case attempt >= w.Attempts:
 			logger.Error(err, "Writing claim status failed; giving up", "attempts", attempt)
+			w.Metrics.StatusWriteFailed("attempts")
 			c.writing = false
 			w.mu.Unlock()
 			return

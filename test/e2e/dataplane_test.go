@@ -5,6 +5,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -34,6 +36,26 @@ func hostVeth(t *testing.T, n int) netlink.Link {
 func hostVethNamed(t *testing.T, name, peer string) netlink.Link {
 	t.Helper()
 	return netnstest.Veth(t, name, peer)
+}
+
+// scrapeMetrics reads the daemon's /metrics (it is in the node's network
+// namespace).
+func scrapeMetrics(t *testing.T, ctx context.Context, port int) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/metrics", port), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("scrape the daemon's metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("scrape the daemon's metrics: %s %v", resp.Status, err)
+	}
+	return string(body)
 }
 
 // dataplaneSetup publishes n veths (their "a" ends) through a fastpathd
@@ -110,6 +132,22 @@ func TestDataplaneNetdev(t *testing.T) {
 	}
 	if _, err := netlink.LinkByName(orig.Name); err == nil {
 		t.Errorf("%s is still in the host namespace while the pod runs", orig.Name)
+	}
+	// The daemon's metrics count the claim's Prepare, the hook and the
+	// attach, and what is published and attached now.
+	metrics := scrapeMetrics(t, ctx, 26181)
+	for _, want := range []string{
+		`fastpath_prepare_total{driver="fastpath.dev",result="success"} 1`,
+		`fastpath_nri_hook_total{hook="run_pod_sandbox",result="success"}`,
+		`fastpath_attach_total{result="success"} 1`,
+		"fastpath_attach_duration_seconds_count 1",
+		`fastpath_published_devices{kind="netdev"} 1`,
+		`fastpath_prepared_claims{driver="fastpath.dev"} 1`,
+		"fastpath_attached_devices 1",
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("the daemon's metrics lack %s", want)
+		}
 	}
 
 	// The driver restarts while the pod runs; deleting the pod later still
