@@ -129,6 +129,14 @@ e2e: ## end-to-end tests on a real single-node Kubernetes (root; uses a running 
 	$(DEPS) testbed
 	$(GO) test -race -count=1 -timeout $(E2E_TIMEOUT) -tags e2e -v ./test/e2e/...
 
+.PHONY: newcomer
+newcomer: ## the README's commands in a newcomer's order on one bed: make demo, the e2e suite with the demo's bed up, make demo again; then the bed down and nothing of it left (root)
+	$(MAKE) --no-print-directory demo
+	$(MAKE) --no-print-directory e2e
+	$(MAKE) --no-print-directory demo
+	$(MAKE) --no-print-directory cluster-down
+	$(GO) run ./test/testbed/cmd/testbed leftovers
+
 .PHONY: bench
 BENCH_COUNT ?= 5
 BENCH_CMD = $(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./bench/
@@ -161,7 +169,7 @@ e2e-sriov: ## real SR-IOV VFs: boot the igb VM (QEMU) once and run the sriov-tag
 	set -a && $(DEPS_ENV) && set +a && $(GO) run ./test/vm/cmd/fastpath-vm test $(SRIOV_PKGS)
 
 .PHONY: test
-test: deps generated lint privileged faults fuzz image-reproducible e2e bench-smoke e2e-sriov ## what CI runs: deps, regenerated code unchanged, lint, unit + privileged tests, the fault suite, fuzzing, the image reproducible, e2e, benchmarks once, real SR-IOV in a VM
+test: deps generated lint privileged faults fuzz image-reproducible newcomer bench-smoke e2e-sriov ## what CI runs: deps, regenerated code unchanged, lint, unit + privileged tests, the fault suite, fuzzing, the image reproducible, e2e between two demos (newcomer), benchmarks once, real SR-IOV in a VM
 
 .PHONY: cluster-up
 cluster-up: ## start the test bed and print its KUBECONFIG (root)
