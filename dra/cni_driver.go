@@ -42,6 +42,8 @@ type CNIOptions struct {
 	Policy     CNIPolicy
 	// Metrics records Prepare and Unprepare; nil for none.
 	Metrics *metrics.Metrics
+	// PodUID: see Options.PodUID.
+	PodUID types.UID
 }
 
 // CNIDriver serves the CNI DRA driver API (cni.dra.networking.x-k8s.io): a
@@ -96,7 +98,7 @@ func (d *CNIDriver) Resources() resourceslice.DriverResources {
 
 // Start registers the plugin with the kubelet and publishes the devices.
 func (d *CNIDriver) Start(ctx context.Context) error {
-	h, err := startPlugin(ctx, d, CNIDriverName, d.opts.Client, d.opts.NodeName, d.opts.PluginDir, d.opts.RegistryDir)
+	h, err := startPlugin(ctx, d, CNIDriverName, d.opts.Client, d.opts.NodeName, d.opts.PluginDir, d.opts.RegistryDir, d.opts.PodUID)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -70,6 +71,9 @@ type Options struct {
 	BootID string
 	// Metrics records Prepare and Unprepare; nil for none.
 	Metrics *metrics.Metrics
+	// PodUID, the daemon's pod's, lets a newer daemon of the node register
+	// with the kubelet beside this one during a rolling update.
+	PodUID types.UID
 }
 
 // Driver is fastpath's DRA kubelet plugin for driver fastpath.dev.
@@ -121,14 +125,18 @@ func New(opts Options) (*Driver, error) {
 // Start registers the plugin with the kubelet and serves the DRA API until
 // ctx ends or Stop is called.
 func (d *Driver) Start(ctx context.Context) error {
-	h, err := startPlugin(ctx, d, devices.DriverName, d.opts.Client, d.opts.NodeName, d.opts.PluginDir, d.opts.RegistryDir)
+	h, err := startPlugin(ctx, d, devices.DriverName, d.opts.Client, d.opts.NodeName, d.opts.PluginDir, d.opts.RegistryDir, d.opts.PodUID)
 	d.helper = h
 	return err
 }
 
 // startPlugin starts the kubelet plugin helper for one driver.
-func startPlugin(ctx context.Context, p kubeletplugin.DRAPlugin, driver string, client kubernetes.Interface, node, pluginDir, registryDir string) (*kubeletplugin.Helper, error) {
+func startPlugin(ctx context.Context, p kubeletplugin.DRAPlugin, driver string, client kubernetes.Interface, node, pluginDir, registryDir string, podUID types.UID) (*kubeletplugin.Helper, error) {
 	h, err := kubeletplugin.Start(ctx, p,
+		// Two daemons of the node serve at once while one replaces the
+		// other; the helper serializes the kubelet's calls across them,
+		// and the claim store is shared between them.
+		kubeletplugin.RollingUpdate(podUID),
 		kubeletplugin.DriverName(driver),
 		kubeletplugin.KubeClient(client),
 		kubeletplugin.NodeName(node),
@@ -269,6 +277,17 @@ func (d *Driver) unprepare(ctx context.Context, key claims.Key) error {
 // the boot, and the kubelet, which remembers it as prepared, does not ask.
 func (d *Driver) Reconcile(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
+	if d.opts.PodUID != "" {
+		// Another daemon of the node may be preparing a claim right now
+		// (a rolling update): hold the lock the kubelet plugin helpers of
+		// both hold across every Prepare and Unprepare, so that a claim
+		// not prepared is one whose Prepare was interrupted.
+		unlock, err := claims.FileLock(filepath.Join(d.opts.PluginDir, "serialize.lock")).Lock(ctx)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+	}
 	var errs []error
 	for _, c := range d.opts.Store.Claims() {
 		if c.Driver != claims.DriverFastpath || (c.Prepared && c.BootID == d.opts.BootID) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/vishvananda/netlink"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/fastpath-dra/fastpath/dra"
@@ -66,7 +67,7 @@ func splitList(s string) []string {
 }
 
 // start starts the CNI driver.
-func (o *cniOptions) start(ctx context.Context, client kubernetes.Interface, nodeName, registryDir string, store *claims.Store, writer *status.Writer, runtime dra.Runtime, m *metrics.Metrics) (*dra.CNIDriver, error) {
+func (o *cniOptions) start(ctx context.Context, client kubernetes.Interface, nodeName, registryDir string, store *claims.Store, writer *status.Writer, runtime dra.Runtime, m *metrics.Metrics, podUID types.UID) (*dra.CNIDriver, error) {
 	attrs := map[string]string{}
 	iface := o.iface
 	if iface == "" {
@@ -77,7 +78,7 @@ func (o *cniOptions) start(ctx context.Context, client kubernetes.Interface, nod
 	}
 	d, err := dra.NewCNIDriver(dra.CNIOptions{
 		NodeName: nodeName, Client: client, PluginDir: o.pluginDir, RegistryDir: registryDir,
-		Store: store, Status: writer, Runtime: runtime, Metrics: m,
+		Store: store, Status: writer, Runtime: runtime, Metrics: m, PodUID: podUID,
 		Devices: o.devices, Attributes: attrs,
 		Policy: dra.CNIPolicy{Plugins: splitList(o.plugins), ConfigNamespace: o.configNamespace},
 	})

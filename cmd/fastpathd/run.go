@@ -18,6 +18,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	utilversion "k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -52,6 +53,7 @@ type runOptions struct {
 	bpfDir      string
 	metricsAddr string
 	profiling   bool
+	podUID      string
 	resync      time.Duration
 	cni         cniOptions
 }
@@ -69,6 +71,7 @@ func (o *runOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.devRoot, "dev-root", "/", "directory holding dev/, where VFIO device nodes appear; a stand-in in tests")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9178", "address for /healthz, /readyz and /metrics; empty disables")
 	fs.BoolVar(&o.profiling, "profiling", false, "also serve Go's /debug/pprof/ handlers on --metrics-addr")
+	fs.StringVar(&o.podUID, "pod-uid", os.Getenv("POD_UID"), "UID of the daemon's pod (default $POD_UID): with it, a newer daemon of the node replaces this one without a gap (rolling update)")
 	o.cni.addFlags(fs)
 	fs.DurationVar(&o.resync, "rediscover-interval", 5*time.Minute, "rediscover devices this often even without an event")
 }
@@ -208,6 +211,16 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 		return err
 	}
 	m := metrics.New()
+	var hookLock claims.FileLock
+	nriName := "fastpath"
+	if o.podUID != "" {
+		// A rolling update: another daemon may share this node's state.
+		if err := store.Share(); err != nil {
+			return err
+		}
+		hookLock = claims.FileLock(filepath.Join(o.stateDir, "nri.lock"))
+		nriName += "-" + o.podUID[:min(8, len(o.podUID))]
+	}
 	writer := status.NewWriter(client)
 	writer.Metrics = m
 	writer.Start(ctx)
@@ -217,7 +230,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 		return err
 	}
 	defer func() { _ = attacher.Close() }()
-	nriOpts := nri.Options{Socket: o.nriSocket, Store: store, Attacher: attacher, Status: writer, Metrics: m}
+	nriOpts := nri.Options{Socket: o.nriSocket, Store: store, Attacher: attacher, Status: writer, Metrics: m, Name: nriName, HookLock: hookLock}
 	if o.cni.enabled {
 		nriOpts.CNI = dataplane.NewCNI(splitList(o.cni.binDirs), filepath.Join(o.stateDir, "cni", "cache"))
 	}
@@ -238,7 +251,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	driver, err := dra.New(dra.Options{
 		NodeName: o.nodeName, Client: client, PluginDir: o.pluginDir, RegistryDir: o.registryDir,
 		StateDir: o.stateDir, CDIDir: o.cdiDir, MemifDir: o.MemifDir, BPFDir: o.bpfDir,
-		Store: store, Status: writer, Runtime: plugin, Metrics: m,
+		Store: store, Status: writer, Runtime: plugin, Metrics: m, PodUID: types.UID(o.podUID),
 		PCI: dataplane.PCIBinder{SysfsRoot: o.SysfsRoot, DevRoot: o.devRoot},
 	})
 	if err != nil {
@@ -255,7 +268,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	defer driver.Stop()
 	ready.add(driver.RegistrationStatus)
 	if o.cni.enabled {
-		cniDriver, err := o.cni.start(ctx, client, o.nodeName, o.registryDir, store, writer, plugin, m)
+		cniDriver, err := o.cni.start(ctx, client, o.nodeName, o.registryDir, store, writer, plugin, m, types.UID(o.podUID))
 		if err != nil {
 			return err
 		}

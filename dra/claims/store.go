@@ -1,6 +1,7 @@
 package claims
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,6 +42,11 @@ type Store struct {
 	// WriteFile writes the checkpoint; WriteFileAtomic unless a test of
 	// failed writes (a full disk) sets it before the store is used.
 	WriteFile func(path string, data []byte) error
+
+	// shared: another daemon may write the file (see Share); seen is the
+	// version of the file this store has. Both under mu.
+	shared bool
+	seen   stamp
 }
 
 // Open loads the checkpoint at path, migrating the files of the previous
@@ -173,6 +179,7 @@ func (s *Store) Lock(k Key) (unlock func()) { return s.locks.Lock(k) }
 
 // Get returns a copy of the claim's record.
 func (s *Store) Get(k Key) (Claim, bool) {
+	s.current()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	c, ok := s.claims[k]
@@ -272,6 +279,19 @@ func (s *Store) change(f func(map[Key]*Claim) error) error {
 	s.fileMu.Lock()
 	defer s.fileMu.Unlock()
 	s.mu.RLock()
+	shared := s.shared
+	s.mu.RUnlock()
+	if shared {
+		unlock, err := s.lockFile().Lock(context.Background())
+		if err != nil {
+			return err
+		}
+		defer unlock()
+		if err := s.refresh(); err != nil {
+			return err
+		}
+	}
+	s.mu.RLock()
 	next := make(map[Key]*Claim, len(s.claims)+1)
 	for k, c := range s.claims {
 		next[k] = c
@@ -283,8 +303,9 @@ func (s *Store) change(f func(map[Key]*Claim) error) error {
 	if err := s.save(next); err != nil {
 		return err
 	}
+	st, _ := stampOf(s.path)
 	s.mu.Lock()
-	s.claims = next
+	s.claims, s.seen = next, st
 	s.mu.Unlock()
 	return nil
 }
@@ -306,6 +327,7 @@ func (s *Store) save(claims map[Key]*Claim) error {
 
 // Claims lists every claim, in namespace, name and driver order.
 func (s *Store) Claims() []Claim {
+	s.current()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []Claim
@@ -318,6 +340,7 @@ func (s *Store) Claims() []Claim {
 // PodClaims lists the claims of the pod with this UID, in namespace, name
 // and driver order.
 func (s *Store) PodClaims(pod types.UID) []Claim {
+	s.current()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []Claim
@@ -331,6 +354,7 @@ func (s *Store) PodClaims(pod types.UID) []Claim {
 
 // Pods lists the UIDs of the pods with claims, sorted.
 func (s *Store) Pods() []types.UID {
+	s.current()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []types.UID

@@ -25,7 +25,7 @@ func (p *Plugin) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithValues("nriSocket", p.opts.Socket)
 	backoff := time.Second
 	for ctx.Err() == nil {
-		s, err := stub.New(&hooks{p}, stub.WithPluginName("fastpath"), stub.WithPluginIdx("10"), stub.WithSocketPath(p.opts.Socket))
+		s, err := stub.New(&hooks{p}, stub.WithPluginName(p.opts.Name), stub.WithPluginIdx("10"), stub.WithSocketPath(p.opts.Socket))
 		if err == nil {
 			err = s.Start(ctx)
 		}

@@ -52,6 +52,13 @@ type Options struct {
 	DelBackoff  time.Duration
 	// Metrics records the hooks, attaches and detaches; nil for none.
 	Metrics *metrics.Metrics
+	// Name is the plugin's name for the runtime; default "fastpath". Two
+	// daemons of a node (a rolling update) need two names.
+	Name string
+	// HookLock, when set, is held across each pod's hooks by every daemon
+	// of the node, so that two daemons (a rolling update: the runtime
+	// calls both) never act on one pod at once.
+	HookLock claims.FileLock
 }
 
 // Pod names a pod sandbox.
@@ -85,11 +92,23 @@ func New(opts Options) *Plugin {
 	if opts.DelBackoff == 0 {
 		opts.DelBackoff = 100 * time.Millisecond
 	}
+	if opts.Name == "" {
+		opts.Name = "fastpath"
+	}
 	return &Plugin{opts: opts, conn: connection{synced: make(chan struct{})}}
 }
 
-// lockPod serializes the hooks of one pod.
-func (p *Plugin) lockPod(uid types.UID) func() { return p.pods.Lock(uid) }
+// lockPod serializes the hooks of one pod, in this daemon and with any
+// other of the node.
+func (p *Plugin) lockPod(ctx context.Context, uid types.UID) (unlock func(), _ error) {
+	unlockPod := p.pods.Lock(uid)
+	unlockNode, err := p.opts.HookLock.Lock(ctx)
+	if err != nil {
+		unlockPod()
+		return nil, err
+	}
+	return func() { unlockNode(); unlockPod() }, nil
+}
 
 // podNetdev is one netdev prepared for a pod.
 type podNetdev struct {
@@ -137,7 +156,11 @@ func Netdev(d claims.Device) (dataplane.Netdev, bool) {
 // (naming claim, request and device) fails the sandbox. A retried call
 // completes what an earlier one left.
 func (p *Plugin) AttachPod(ctx context.Context, pod Pod) error {
-	defer p.lockPod(pod.UID)()
+	unlock, err := p.lockPod(ctx, pod.UID)
+	if err != nil {
+		return fmt.Errorf("pod %s: %w", pod, err)
+	}
+	defer unlock()
 	all := p.opts.Store.PodClaims(pod.UID)
 	if len(all) == 0 {
 		return nil
@@ -314,7 +337,11 @@ func (p *Plugin) EnsurePod(ctx context.Context, pod Pod) error {
 // networks. It goes on past failures; what failed stays recorded, for
 // Unprepare to finish.
 func (p *Plugin) DetachPod(ctx context.Context, pod Pod) error {
-	defer p.lockPod(pod.UID)()
+	unlock, err := p.lockPod(ctx, pod.UID)
+	if err != nil {
+		return fmt.Errorf("pod %s: %w", pod, err)
+	}
+	defer unlock()
 	return p.release(ctx, p.opts.Store.PodClaims(pod.UID))
 }
 
@@ -326,7 +353,11 @@ func (p *Plugin) ReleaseClaim(ctx context.Context, key claims.Key) error {
 	if !ok {
 		return nil
 	}
-	defer p.lockPod(c.Pod.UID)()
+	unlock, err := p.lockPod(ctx, c.Pod.UID)
+	if err != nil {
+		return fmt.Errorf("claim %s: %w", c.String(), err)
+	}
+	defer unlock()
 	if c, ok = p.opts.Store.Get(key); !ok {
 		return nil
 	}

@@ -1,0 +1,133 @@
+package claims
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Two daemons share a store while one replaces the other (a DaemonSet's
+// rolling update: the kubelet may call either, and the runtime calls both).
+// Then each change takes a lock on a file beside the checkpoint, reads the
+// checkpoint again if the other daemon wrote it, and writes it; each read
+// reads it again if it changed. A daemon alone never reads its file after
+// Open.
+
+// stamp identifies a version of the checkpoint file.
+type stamp struct {
+	ino   uint64
+	size  int64
+	mtime time.Time
+}
+
+func stampOf(path string) (stamp, error) {
+	fi, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return stamp{}, nil
+	}
+	if err != nil {
+		return stamp{}, err
+	}
+	st := stamp{size: fi.Size(), mtime: fi.ModTime()}
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+		st.ino = sys.Ino
+	}
+	return st, nil
+}
+
+// Share makes the store safe to share with another daemon of the node.
+func (s *Store) Share() error {
+	st, err := stampOf(s.path)
+	if err != nil {
+		return fmt.Errorf("checkpoint %s: %w", s.path, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.shared, s.seen = true, st
+	return nil
+}
+
+// FileLock is an exclusive lock on a file, shared by the processes of a
+// node. The zero path is no lock.
+type FileLock string
+
+// Lock takes the lock, waiting for another process to release it until
+// ctx ends, and returns its release.
+func (l FileLock) Lock(ctx context.Context) (unlock func(), _ error) {
+	if l == "" {
+		return func() {}, nil
+	}
+	f, err := os.OpenFile(string(l), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", l, err)
+	}
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { _ = f.Close() }, nil // closing releases the lock
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			_ = f.Close()
+			return nil, fmt.Errorf("lock %s: %w", l, err)
+		}
+		select {
+		case <-ctx.Done():
+			_ = f.Close()
+			return nil, fmt.Errorf("lock %s: held by another process: %w", l, ctx.Err())
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// lockFile is the lock of a shared store's changes.
+func (s *Store) lockFile() FileLock { return FileLock(s.path + ".lock") }
+
+// refresh reads the checkpoint again if another daemon wrote it since
+// this store last read or wrote it. The caller holds fileMu.
+func (s *Store) refresh() error {
+	st, err := stampOf(s.path)
+	if err != nil {
+		return fmt.Errorf("checkpoint %s: %w", s.path, err)
+	}
+	s.mu.RLock()
+	same := st == s.seen
+	s.mu.RUnlock()
+	if same {
+		return nil
+	}
+	data, err := os.ReadFile(s.path)
+	if err != nil {
+		return fmt.Errorf("read checkpoint %s: %w", s.path, err)
+	}
+	claims, _, err := Parse(data)
+	if err != nil {
+		return fmt.Errorf("checkpoint %s, written by another daemon: %w", s.path, err)
+	}
+	s.mu.Lock()
+	s.claims, s.seen = claims, st
+	s.mu.Unlock()
+	return nil
+}
+
+// current brings a shared store up to date before a read.
+func (s *Store) current() {
+	s.mu.RLock()
+	shared := s.shared
+	s.mu.RUnlock()
+	if !shared {
+		return
+	}
+	s.fileMu.Lock()
+	defer s.fileMu.Unlock()
+	unlock, err := s.lockFile().Lock(context.Background())
+	if err != nil {
+		return // the claims this store has are the best it can tell
+	}
+	defer unlock()
+	_ = s.refresh()
+}

@@ -1,0 +1,69 @@
+package claims
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// Two daemons sharing a store (a rolling update) see each other's changes,
+// and the store refuses conflicts across them.
+func TestSharedStores(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoint.json")
+	a, b := open(t, path), open(t, path)
+	for _, s := range []*Store{a, b} {
+		if err := s.Share(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x := netdevClaim("x", "pod1", "dev-x", "net1")
+	if err := a.Admit(x); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.Get(x.Key()); !ok {
+		t.Fatal("the other daemon does not see a new claim")
+	}
+	var conflict *ConflictError
+	if err := b.Admit(netdevClaim("y", "pod2", "dev-x", "net1")); !errors.As(err, &conflict) {
+		t.Errorf("Admit of a device the other daemon holds = %v, want a conflict", err)
+	}
+	if err := b.Admit(netdevClaim("z", "pod3", "dev-z", "net1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Delete(x.Key()); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Claims(); len(got) != 1 || got[0].Name != "c-z" {
+		t.Errorf("the other daemon sees %+v, want only z", got)
+	}
+	if got := a.Claims(); len(got) != 1 || got[0].Name != "c-z" {
+		t.Errorf("the first daemon sees %+v, want only z", got)
+	}
+}
+
+func TestFileLock(t *testing.T) {
+	l := FileLock(filepath.Join(t.TempDir(), "lock"))
+	unlock, err := l.Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another process's lock: flock locks are per open file.
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := l.Lock(ctx); err == nil {
+		t.Fatal("the lock was taken twice")
+	}
+	unlock()
+	again, err := l.Lock(t.Context())
+	if err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	again()
+	if unlock, err := FileLock("").Lock(t.Context()); err != nil {
+		t.Fatal(err)
+	} else {
+		unlock()
+	}
+}
