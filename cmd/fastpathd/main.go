@@ -3,7 +3,8 @@
 //
 //	fastpathd [--version] [--help] COMMAND [flags]
 //
-// Commands: run (the daemon), inventory (show the node's devices).
+// Commands: run (the daemon), inventory (show the node's devices), probe
+// (ask the daemon whether it is alive or ready).
 // Exit code 2 means bad flags or configuration, 1 a runtime failure.
 package main
 
@@ -34,6 +35,7 @@ AF_XDP-ready NICs, memif endpoints) as a DRA driver and NRI plugin.
 Usage:
   fastpathd run [flags]         run the node daemon
   fastpathd inventory [flags]   show the devices this node would offer
+  fastpathd probe alive|ready   ask this pod's daemon, on its health socket
   fastpathd --version           print the version
   fastpathd COMMAND --help      show a command's flags
 
@@ -61,6 +63,8 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		err = runCommand(args[1:], stderr)
 	case "inventory":
 		err = inventoryCommand(args[1:], stdout, stderr)
+	case "probe":
+		err = probeCommand(args[1:], stdout, stderr)
 	default:
 		err = usagef("unknown command %q; see fastpathd --help", args[0])
 	}

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -42,20 +40,21 @@ const DriverName = "fastpath.dev"
 
 type runOptions struct {
 	discoveryOptions
-	nodeName    string
-	kubeconfig  string
-	pluginDir   string
-	registryDir string
-	nriSocket   string
-	stateDir    string
-	cdiDir      string
-	devRoot     string
-	bpfDir      string
-	metricsAddr string
-	profiling   bool
-	podUID      string
-	resync      time.Duration
-	cni         cniOptions
+	nodeName     string
+	kubeconfig   string
+	pluginDir    string
+	registryDir  string
+	nriSocket    string
+	stateDir     string
+	cdiDir       string
+	devRoot      string
+	bpfDir       string
+	metricsAddr  string
+	profiling    bool
+	podUID       string
+	healthSocket string
+	resync       time.Duration
+	cni          cniOptions
 }
 
 func (o *runOptions) addFlags(fs *flag.FlagSet) {
@@ -71,6 +70,7 @@ func (o *runOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.devRoot, "dev-root", "/", "directory holding dev/, where VFIO device nodes appear; a stand-in in tests")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9178", "address for /healthz, /readyz and /metrics; empty disables")
 	fs.BoolVar(&o.profiling, "profiling", false, "also serve Go's /debug/pprof/ handlers on --metrics-addr")
+	fs.StringVar(&o.healthSocket, "health-socket", "", "unix socket also serving /healthz and /readyz, for fastpathd probe: this daemon's own answer while another shares --metrics-addr (a rolling update); empty disables")
 	fs.StringVar(&o.podUID, "pod-uid", os.Getenv("POD_UID"), "UID of the daemon's pod (default $POD_UID): with it, a newer daemon of the node replaces this one without a gap (rolling update)")
 	o.cni.addFlags(fs)
 	fs.DurationVar(&o.resync, "rediscover-interval", 5*time.Minute, "rediscover devices this often even without an event")
@@ -238,7 +238,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	go plugin.Run(ctx)
 	var ready readiness
 	ready.add(plugin.Connected)
-	srv, serveErr, err := serveHealth(ctx, o.metricsAddr, o.profiling, ready.check, m.Handler())
+	srv, err := serveHealth(ctx, o.metricsAddr, o.healthSocket, o.profiling, ready.check, m.Handler())
 	if err != nil {
 		return err
 	}
@@ -293,20 +293,17 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	logger.Info("fastpathd running", "version", version, "stateDir", o.stateDir)
 	select {
 	case <-ctx.Done():
-	case err := <-serveErr:
-		return fmt.Errorf("health server on %s: %w", o.metricsAddr, err)
+	case err := <-srv.errs:
+		return fmt.Errorf("health and metrics server: %w", err)
 	case err := <-watchErr:
 		if err != nil {
 			return fmt.Errorf("device discovery: %w", err)
 		}
 	}
 	logger.Info("Shutting down")
-	if srv != nil {
-		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		return srv.Shutdown(shutdownCtx)
-	}
-	return nil
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	return srv.shutdown(shutdownCtx)
 }
 
 // readiness is what /readyz checks: the parts that are started.
@@ -401,44 +398,4 @@ func registerGauges(m *metrics.Metrics, store *claims.Store, writer *status.Writ
 		return float64(n)
 	})
 	m.Gauge("status_writes_pending", "Claims whose status is not written yet.", func() float64 { return float64(writer.Pending()) })
-}
-
-// serveHealth serves /healthz (alive), /readyz (connected to the runtime
-// and registered with the kubelet) and /metrics on addr until ctx ends.
-// Listening happens here, so a taken port is an error at start; a later
-// failure arrives on the channel. With profiling, Go's pprof handlers are
-// served under /debug/pprof/ as well.
-func serveHealth(ctx context.Context, addr string, profiling bool, ready func() error, metricsHandler http.Handler) (*http.Server, <-chan error, error) {
-	if addr == "" {
-		return nil, nil, nil
-	}
-	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--metrics-addr: %w", err)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := ready(); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = io.WriteString(w, "ok\n")
-	})
-	mux.Handle("/metrics", metricsHandler)
-	if profiling {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	errs := make(chan error, 1)
-	go func() {
-		if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
-			errs <- err
-		}
-	}()
-	return srv, errs, nil
 }

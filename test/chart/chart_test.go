@@ -181,17 +181,25 @@ func TestDefaults(t *testing.T) {
 	c := ds.Spec.Template.Spec.Containers[0]
 	want := []string{"run", "--plugin-dir=/var/lib/kubelet/plugins/fastpath.dev", "--registry-dir=/var/lib/kubelet/plugins_registry",
 		"--nri-socket=/var/run/nri/nri.sock", "--state-dir=/var/lib/fastpath", "--cdi-dir=/var/run/cdi",
-		"--bpf-dir=/sys/fs/bpf/fastpath", "--metrics-addr=:9178", "-v=0"}
+		"--bpf-dir=/sys/fs/bpf/fastpath", "--metrics-addr=:9178", "--health-socket=/run/fastpath-probe/health.sock", "-v=0"}
 	if !slices.Equal(c.Args, want) {
 		t.Errorf("args = %q\nwant   %q", c.Args, want)
 	}
 	if !ds.Spec.Template.Spec.HostNetwork || c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged {
 		t.Errorf("the daemon is not privileged in the host network namespace")
 	}
+	// The probes ask this pod's daemon on its own socket: during a rolling
+	// update two daemons of a node share the metrics port.
 	for name, p := range map[string]string{"startup": probePath(c.StartupProbe), "liveness": probePath(c.LivenessProbe), "readiness": probePath(c.ReadinessProbe)} {
-		if want := map[string]string{"startup": "/readyz", "liveness": "/healthz", "readiness": "/readyz"}[name]; p != want {
-			t.Errorf("%s probe path %q, want %q", name, p, want)
+		if want := map[string]string{"startup": "ready", "liveness": "alive", "readiness": "ready"}[name]; p != want {
+			t.Errorf("%s probe asks %q, want %q", name, p, want)
 		}
+	}
+	if len(c.Ports) != 0 {
+		t.Errorf("ports %v: a port of a pod in the host network is a host port, which two pods of a node cannot both have", c.Ports)
+	}
+	if u := ds.Spec.UpdateStrategy.RollingUpdate; u == nil || u.MaxSurge.IntValue() != 1 || u.MaxUnavailable.IntValue() != 0 {
+		t.Errorf("update strategy %+v, want a new pod beside the old one (maxSurge 1, maxUnavailable 0)", ds.Spec.UpdateStrategy)
 	}
 	for _, o := range objs {
 		role, ok := o.(*rbacv1.ClusterRole)
@@ -212,11 +220,12 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+// probePath is what a probe asks fastpathd probe: alive or ready.
 func probePath(p *corev1.Probe) string {
-	if p == nil || p.HTTPGet == nil {
+	if p == nil || p.Exec == nil || len(p.Exec.Command) != 5 || p.Exec.Command[1] != "probe" || p.Exec.Command[3] != "/run/fastpath-probe/health.sock" {
 		return ""
 	}
-	return p.HTTPGet.Path
+	return p.Exec.Command[4]
 }
 
 // TestAllValues: with every value set, each shows in what the chart
@@ -311,7 +320,6 @@ func TestSchemaRefuses(t *testing.T) {
 		"bad digest":           {"image: {digest: latest}", []string{"/image/digest"}},
 		"memif role":           {"memif: {endpoints: [{name: fw0, role: server}]}", []string{"/memif/endpoints/0/role"}},
 		"cni plugins a string": {"cni: {plugins: macvlan}", []string{"/cni/plugins", "want array"}},
-		"probes need metrics":  {"metrics: {enabled: false}", []string{"probes need metrics.enabled"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "values.yaml")

@@ -67,15 +67,9 @@ app.kubernetes.io/part-of: fastpath
 {{- end }}
 
 {{/* An HTTP GET of path on the metrics port, for a probe. */}}
-{{- define "fastpath.probeGet" -}}
-httpGet:
-  path: {{ .path }}
-  port: metrics
-  {{- with .root.Values.metrics.host }}
-  {{- if ne . "0.0.0.0" }}
-  host: {{ . }}
-  {{- end }}
-  {{- end }}
+{{- define "fastpath.probe" -}}
+exec:
+  command: [/fastpathd, probe, --socket, /run/fastpath-probe/health.sock, {{ . }}]
 {{- end }}
 
 {{/* The arguments of fastpathd, as a YAML list. */}}
@@ -90,6 +84,7 @@ httpGet:
   (printf "--cdi-dir=%s" $v.cdiDir)
   (printf "--bpf-dir=%s" $v.bpfDir)
   (printf "--metrics-addr=%s" (ternary (include "fastpath.metricsAddr" .) "" $v.metrics.enabled))
+  "--health-socket=/run/fastpath-probe/health.sock"
   (printf "-v=%d" (int $v.logging.verbosity)) }}
 {{- with $v.logging.format }}{{ $args = append $args (printf "--logging-format=%s" .) }}{{ end }}
 {{- with $v.filter }}{{ $args = append $args (printf "--filter=%s" .) }}{{ end }}
