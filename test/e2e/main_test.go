@@ -41,6 +41,16 @@ func runTests(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, "e2e:", err)
 			return 1
 		}
+		// A release of the chart on the bed (make demo's) would fight
+		// the tests' own, and its DeviceClasses theirs: the tests start
+		// without it. make demo installs it again.
+		if pod, err := bed.DaemonPod(ctx); err == nil && pod != nil {
+			fmt.Fprintln(os.Stderr, "e2e: uninstalling the chart's release the bed runs (make demo installs it again)")
+		}
+		if err := bed.UninstallChart(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			return 1
+		}
 		return runIn(m)
 	}
 	start := time.Now()
