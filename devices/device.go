@@ -34,6 +34,8 @@ type Device struct {
 	VF     *VF     `json:"vf,omitempty"`
 	Netdev *Netdev `json:"netdev,omitempty"`
 	Memif  *Memif  `json:"memif,omitempty"`
+	// Health is what discovery saw wrong with the device.
+	Health Health `json:"health,omitzero"`
 }
 
 // PCI describes a PCI function.

@@ -110,6 +110,7 @@ func (d *Discoverer) Discover(ctx context.Context) (Inventory, error) {
 	}
 	probeMemif(ctx, memifs)
 	candidates = append(candidates, memifs...)
+	assessHealth(candidates)
 
 	for _, dev := range candidates {
 		if err := validName(dev.Name); err != nil {
@@ -140,7 +141,7 @@ func (d Device) equal(o Device) bool {
 		eqPtr(d.PF, o.PF, func(a, b *PF) bool { return *a == *b }) &&
 		eqPtr(d.VF, o.VF, func(a, b *VF) bool { return *a == *b }) &&
 		eqPtr(d.Netdev, o.Netdev, (*Netdev).equal) &&
-		eqPtr(d.Memif, o.Memif, func(a, b *Memif) bool { return *a == *b })
+		eqPtr(d.Memif, o.Memif, func(a, b *Memif) bool { return *a == *b }) && d.Health == o.Health
 }
 
 func (p *PCI) equal(o *PCI) bool {

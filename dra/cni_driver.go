@@ -98,7 +98,7 @@ func (d *CNIDriver) Resources() resourceslice.DriverResources {
 
 // Start registers the plugin with the kubelet and publishes the devices.
 func (d *CNIDriver) Start(ctx context.Context) error {
-	h, err := startPlugin(ctx, d, CNIDriverName, d.opts.Client, d.opts.NodeName, d.opts.PluginDir, d.opts.RegistryDir, d.opts.PodUID)
+	h, err := startPlugin(ctx, d, CNIDriverName, d.opts.Client, d.opts.NodeName, d.opts.PluginDir, d.opts.RegistryDir, d.opts.PodUID, false)
 	if err != nil {
 		return err
 	}

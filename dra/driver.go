@@ -12,6 +12,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 
@@ -74,6 +75,12 @@ type Options struct {
 	// PodUID, the daemon's pod's, lets a newer daemon of the node register
 	// with the kubelet beside this one during a rolling update.
 	PodUID types.UID
+	// Health tunes device health; HealthChecks look at prepared devices in
+	// their pods (nil: not at all); Events records health transitions on
+	// the node and the pods (nil: none).
+	Health       HealthOptions
+	HealthChecks HealthChecks
+	Events       record.EventRecorder
 }
 
 // Driver is fastpath's DRA kubelet plugin for driver fastpath.dev.
@@ -81,8 +88,10 @@ type Driver struct {
 	opts   Options
 	helper *kubeletplugin.Helper
 
-	mu        sync.Mutex // guards inventory
+	mu        sync.Mutex // guards inventory and published
 	inventory map[string]devices.Device
+	published *devices.Inventory
+	health    *health
 }
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
@@ -119,19 +128,26 @@ func New(opts Options) (*Driver, error) {
 		}
 		opts.BootID = id
 	}
-	return &Driver{opts: opts, inventory: map[string]devices.Device{}}, nil
+	d := &Driver{opts: opts, inventory: map[string]devices.Device{}}
+	d.health = newHealth(opts.Health, opts.NodeName, opts.Store, opts.HealthChecks, opts.Events)
+	d.health.changed = d.republish
+	opts.Metrics.GaugeByLabel("unhealthy_devices", "Devices reported unhealthy (tainted), by reason.", "reason", d.health.unhealthyByReason)
+	return d, nil
 }
 
 // Start registers the plugin with the kubelet and serves the DRA API until
 // ctx ends or Stop is called.
 func (d *Driver) Start(ctx context.Context) error {
-	h, err := startPlugin(ctx, d, devices.DriverName, d.opts.Client, d.opts.NodeName, d.opts.PluginDir, d.opts.RegistryDir, d.opts.PodUID)
+	h, err := startPlugin(ctx, d, devices.DriverName, d.opts.Client, d.opts.NodeName, d.opts.PluginDir, d.opts.RegistryDir, d.opts.PodUID, true)
 	d.helper = h
+	if err == nil {
+		go d.health.run(ctx)
+	}
 	return err
 }
 
 // startPlugin starts the kubelet plugin helper for one driver.
-func startPlugin(ctx context.Context, p kubeletplugin.DRAPlugin, driver string, client kubernetes.Interface, node, pluginDir, registryDir string, podUID types.UID) (*kubeletplugin.Helper, error) {
+func startPlugin(ctx context.Context, p kubeletplugin.DRAPlugin, driver string, client kubernetes.Interface, node, pluginDir, registryDir string, podUID types.UID, health bool) (*kubeletplugin.Helper, error) {
 	h, err := kubeletplugin.Start(ctx, p,
 		// Two daemons of the node serve at once while one replaces the
 		// other; the helper serializes the kubelet's calls across them,
@@ -142,9 +158,9 @@ func startPlugin(ctx context.Context, p kubeletplugin.DRAPlugin, driver string, 
 		kubeletplugin.NodeName(node),
 		kubeletplugin.PluginDataDirectoryPath(pluginDir),
 		kubeletplugin.RegistrarDirectoryPath(registryDir),
-		// No device health yet: the kubelet does not subscribe (else it
-		// logs an error at every pod start).
-		kubeletplugin.HealthService(false),
+		// A driver without device health says so: the kubelet does not
+		// subscribe (else it logs an error at every pod start).
+		kubeletplugin.HealthService(health),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("start the kubelet plugin of %s: %w", driver, err)
@@ -174,14 +190,37 @@ func (d *Driver) Stop() {
 	}
 }
 
-// Publish makes inv the devices Prepare works with and publishes them as
-// ResourceSlices; the publisher rewrites only slices whose content changed.
+// Publish makes inv the devices Prepare works with, looks at their health,
+// and publishes them as ResourceSlices, unhealthy ones tainted; the
+// publisher rewrites only slices whose content changed.
 func (d *Driver) Publish(ctx context.Context, inv devices.Inventory) error {
 	d.UseInventory(inv)
+	d.mu.Lock()
+	d.published = &inv
+	d.mu.Unlock()
+	d.health.setInventory(ctx, inv)
+	return d.publish(ctx)
+}
+
+// publish publishes the last inventory with the devices' taints now.
+func (d *Driver) publish(ctx context.Context) error {
+	d.mu.Lock()
+	inv := d.published
+	d.mu.Unlock()
+	if inv == nil {
+		return nil // nothing discovered yet
+	}
 	if d.helper == nil {
 		return errors.New("publish: the kubelet plugin is not started")
 	}
-	return d.helper.PublishResources(ctx, Resources(d.opts.NodeName, inv))
+	return d.helper.PublishResources(ctx, Resources(d.opts.NodeName, *inv, d.health.taints()))
+}
+
+// republish publishes again when the devices' health changed.
+func (d *Driver) republish(ctx context.Context) {
+	if err := d.publish(ctx); err != nil {
+		klog.FromContext(ctx).Error(err, "Publishing the devices' taints")
+	}
 }
 
 // UseInventory makes inv the devices Prepare validates claims against,
@@ -265,6 +304,7 @@ func (d *Driver) unprepare(ctx context.Context, key claims.Key) error {
 		d.opts.Status.Set(ctx, status.ClaimRef{Namespace: c.Namespace, Name: c.Name, UID: c.UID},
 			status.NotReady(claims.DriverFastpath, dev.Pool, dev.Device, status.ReasonDeviceGone, fmt.Sprintf("device %s is gone from the node; released without restoring it", dev.Device)))
 	}
+	d.health.notify()
 	klog.FromContext(ctx).Info("Unprepared claim", "claim", c.String(), "devicesGone", len(gone))
 	return nil
 }
@@ -330,8 +370,8 @@ func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
 	klog.FromContext(ctx).Error(err, msg)
 }
 
-// WatchHealthStatus reports device health to the kubelet; this build has no
-// health model yet, so the kubelet stops asking.
-func (d *Driver) WatchHealthStatus(context.Context, chan<- kubeletplugin.DeviceHealthReport) error {
-	return kubeletplugin.ErrHealthNotSupported
+// WatchHealthStatus streams the health of the node's prepared devices to
+// the kubelet, which shows it in the pods' allocatedResourcesStatus.
+func (d *Driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
+	return d.health.watch(ctx, reports)
 }

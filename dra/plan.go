@@ -134,7 +134,7 @@ func planDevice(claim *resourceapi.ResourceClaim, res resourceapi.DeviceRequestA
 	d := claims.Device{Request: res.Request, Pool: res.Pool, Device: res.Device, Kind: string(dev.Kind), Mode: cfg.Mode,
 		CDIDevice: cdiKind + "=" + cdiDeviceName(claim.UID, res.Request)}
 	if dev.PCI != nil {
-		d.PCIAddress = dev.PCI.Address
+		d.PCIAddress, d.Driver = dev.PCI.Address, dev.PCI.Driver
 	}
 	if dev.VF != nil {
 		d.PFPCIAddress = dev.VF.PFPCIAddress

@@ -12,16 +12,16 @@ import (
 const MaxDevicesPerSlice = 64
 
 // Resources turns an inventory into what the node publishes: one pool named
-// after the node, its devices in name order, split into slices of at most
-// MaxDevicesPerSlice. The split is stable, so a change to one device's
+// after the node, its devices in name order with their taints, split into
+// slices of at most MaxDevicesPerSlice. The split is stable, so a change to one device's
 // attributes changes one slice.
-func Resources(nodeName string, inv devices.Inventory) resourceslice.DriverResources {
+func Resources(nodeName string, inv devices.Inventory, taints map[string][]resourceapi.DeviceTaint) resourceslice.DriverResources {
 	pool := resourceslice.Pool{}
 	for start := 0; start < len(inv.Devices); start += MaxDevicesPerSlice {
 		end := min(start+MaxDevicesPerSlice, len(inv.Devices))
 		slice := resourceslice.Slice{Devices: make([]resourceapi.Device, 0, end-start)}
 		for _, d := range inv.Devices[start:end] {
-			slice.Devices = append(slice.Devices, resourceapi.Device{Name: d.Name, Attributes: d.Attributes()})
+			slice.Devices = append(slice.Devices, resourceapi.Device{Name: d.Name, Attributes: d.Attributes(), Taints: taints[d.Name]})
 		}
 		pool.Slices = append(pool.Slices, slice)
 	}

@@ -82,7 +82,7 @@ func inventoryCommand(args []string, stdout, stderr io.Writer) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(inv)
 	case "slices":
-		for _, rs := range dra.ResourceSlices(o.nodeName, dra.Resources(o.nodeName, inv)) {
+		for _, rs := range dra.ResourceSlices(o.nodeName, dra.Resources(o.nodeName, inv, nil)) {
 			data, err := yaml.Marshal(rs)
 			if err != nil {
 				return err

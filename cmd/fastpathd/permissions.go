@@ -37,6 +37,8 @@ func permissions(drivers []string, cni bool, granularStatus bool) []permission {
 		{"", "nodes", "", "get", "", "checking this node at start"},
 		{"resource.k8s.io", "resourceclaims", "", "get", "", "reading a claim to write its status"},
 		{"resource.k8s.io", "resourceclaims", "status", "update", "", "writing claim status"},
+		{"", "events", "", "create", "", "device health events on the node and its pods"},
+		{"", "events", "", "patch", "", "device health events on the node and its pods"},
 	}
 	for _, verb := range []string{"list", "watch", "create", "update", "delete"} {
 		ps = append(ps, permission{"resource.k8s.io", "resourceslices", "", verb, "", "publishing the node's devices"})

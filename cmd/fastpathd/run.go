@@ -15,12 +15,16 @@ import (
 	"syscall"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilversion "k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
@@ -53,6 +57,7 @@ type runOptions struct {
 	profiling    bool
 	podUID       string
 	healthSocket string
+	health       dra.HealthOptions
 	resync       time.Duration
 	cni          cniOptions
 }
@@ -74,6 +79,9 @@ func (o *runOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.podUID, "pod-uid", os.Getenv("POD_UID"), "UID of the daemon's pod (default $POD_UID): with it, a newer daemon of the node replaces this one without a gap (rolling update)")
 	o.cni.addFlags(fs)
 	fs.DurationVar(&o.resync, "rediscover-interval", 5*time.Minute, "rediscover devices this often even without an event")
+	fs.DurationVar(&o.health.Grace, "health-grace", time.Second, "how long a device must be unhealthy before it is tainted and reported (a shorter link flap goes unnoticed)")
+	fs.DurationVar(&o.health.Interval, "health-interval", time.Second, "how often prepared devices are checked in their pods")
+	fs.BoolVar(&o.health.Evict, "health-evict", false, "taint unhealthy devices NoExecute too: pods holding one are evicted unless they tolerate it")
 }
 
 func (o *runOptions) validate() error {
@@ -88,6 +96,9 @@ func (o *runOptions) validate() error {
 	}
 	if err := o.cni.validate(); err != nil {
 		return err
+	}
+	if o.resync < 0 || o.health.Grace < 0 || o.health.Interval < 0 {
+		return usagef("run: --rediscover-interval, --health-grace and --health-interval must not be negative")
 	}
 	if o.metricsAddr != "" {
 		if _, _, err := net.SplitHostPort(o.metricsAddr); err != nil {
@@ -252,6 +263,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 		NodeName: o.nodeName, Client: client, PluginDir: o.pluginDir, RegistryDir: o.registryDir,
 		StateDir: o.stateDir, CDIDir: o.cdiDir, MemifDir: o.MemifDir, BPFDir: o.bpfDir,
 		Store: store, Status: writer, Runtime: plugin, Metrics: m, PodUID: types.UID(o.podUID),
+		Health: o.health, HealthChecks: dra.LiveChecks{Attacher: attacher}, Events: eventRecorder(ctx, client, o.nodeName),
 		PCI: dataplane.PCIBinder{SysfsRoot: o.SysfsRoot, DevRoot: o.devRoot},
 	})
 	if err != nil {
@@ -304,6 +316,14 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	return srv.shutdown(shutdownCtx)
+}
+
+// eventRecorder records events (device health on the node and on pods)
+// through the API server.
+func eventRecorder(ctx context.Context, client kubernetes.Interface, node string) record.EventRecorder {
+	b := record.NewBroadcaster(record.WithContext(ctx))
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "fastpathd", Host: node})
 }
 
 // readiness is what /readyz checks: the parts that are started.

@@ -117,6 +117,9 @@ type Device struct {
 	Mode         string `json:"mode,omitempty"`
 	PCIAddress   string `json:"pciAddress,omitempty"`
 	PFPCIAddress string `json:"pfPciAddress,omitempty"`
+	// Driver is the PCI function's driver when it was prepared, for its
+	// health (a netdev's function unbound behind fastpath's back).
+	Driver string `json:"driver,omitempty"`
 	// Host is the device's netdev as the host had it, restored on release.
 	Host *HostNetdev `json:"host,omitempty"`
 	// Pod is the interface in the pod (netdev and afxdp modes).

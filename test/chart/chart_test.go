@@ -213,7 +213,7 @@ func TestDefaults(t *testing.T) {
 			}
 		}
 		want := []string{"resourceslices:list,watch,create,update,delete:", "resourceclaims:get:", "resourceclaims/status:update:",
-			"resourceclaims/driver:associated-node:update:fastpath.dev", "nodes:get:"}
+			"resourceclaims/driver:associated-node:update:fastpath.dev", "nodes:get:", "events:create,patch:"}
 		if !slices.Equal(got, want) {
 			t.Errorf("ClusterRole rules = %q\nwant %q", got, want)
 		}

@@ -38,6 +38,7 @@ func TestLeastPrivilege(t *testing.T) {
 			{"get", "resourceclaims", "", ""}, {"update", "resourceclaims", "status", ""},
 			{"associated-node:update", "resourceclaims", "driver", driverName}, {"associated-node:update", "resourceclaims", "driver", cniDriver},
 			{"get", "nodes", "", ""}, {"get", "configmaps", "", ""},
+			{"create", "events", "", ""}, {"patch", "events", "", ""},
 		}
 		denied := []access{
 			{"deletecollection", "resourceslices", "", ""}, {"patch", "resourceslices", "", ""},
@@ -47,7 +48,7 @@ func TestLeastPrivilege(t *testing.T) {
 			{"arbitrary-node:update", "resourceclaims", "driver", driverName},
 			{"associated-node:update", "resourceclaims", "driver", "gpu.example.com"},
 			{"list", "nodes", "", ""}, {"update", "nodes", "", ""}, {"list", "configmaps", "", ""},
-			{"get", "secrets", "", ""}, {"list", "pods", "", ""}, {"create", "events", "", ""},
+			{"get", "secrets", "", ""}, {"list", "pods", "", ""}, {"delete", "events", "", ""},
 		}
 		user := "system:serviceaccount:" + testbed.ChartNamespace + ":" + serviceAccount
 		check := func(a access, want bool) {

@@ -1,0 +1,414 @@
+package dra
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/fastpath-dra/fastpath/bpf"
+	"github.com/fastpath-dra/fastpath/dataplane"
+	"github.com/fastpath-dra/fastpath/devices"
+	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/nri"
+)
+
+// TaintKey is the taint fastpath puts on an unhealthy device in its
+// ResourceSlice; its value is the reason.
+const TaintKey = "fastpath.dev/unhealthy"
+
+// Reasons a prepared device is unhealthy, beyond what discovery sees
+// (devices.Reason*).
+const (
+	// ReasonDeviceGone: the device is no longer on the node.
+	ReasonDeviceGone = "DeviceGone"
+	// ReasonDriverChanged: the PCI function is bound to another driver
+	// than Prepare left it on, or to none.
+	ReasonDriverChanged = "DriverChanged"
+	// ReasonXDPDetached: the XDP program of an afxdp device is no longer
+	// attached to its interface in the pod.
+	ReasonXDPDetached = "XDPDetached"
+	// ReasonNetdevMissing: the interface is not in the pod's network
+	// namespace any more.
+	ReasonNetdevMissing = "NetdevMissing"
+)
+
+// HealthOptions tune device health. Zero values take the defaults.
+type HealthOptions struct {
+	// Grace is how long a device must be unhealthy before it is tainted
+	// and reported: a link flap shorter than it goes unnoticed. Default 1s.
+	Grace time.Duration
+	// Interval is how often prepared devices are checked in their pods.
+	// Default 1s.
+	Interval time.Duration
+	// Evict adds a NoExecute taint to the NoSchedule one: the pods holding
+	// an unhealthy device are evicted unless they tolerate it.
+	Evict bool
+	// Clock is injected by tests. Default: the real clock.
+	Clock clock.WithTicker
+}
+
+func (o *HealthOptions) defaults() {
+	if o.Grace <= 0 {
+		o.Grace = time.Second
+	}
+	if o.Interval <= 0 {
+		o.Interval = time.Second
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+}
+
+// HealthChecks look at prepared devices where they are.
+type HealthChecks interface {
+	// InPod says whether the netdev is in the pod's namespace.
+	InPod(netns string, nd dataplane.Netdev) (bool, error)
+	// XDPAttached says whether an XDP program is attached to the
+	// interface in the namespace.
+	XDPAttached(netns, ifName string) (bool, error)
+}
+
+// LiveChecks are the checks on this node: netlink and BPF.
+type LiveChecks struct{ *dataplane.Attacher }
+
+// XDPAttached implements HealthChecks.
+func (LiveChecks) XDPAttached(netns, ifName string) (bool, error) {
+	id, err := bpf.Attached(netns, ifName)
+	return id != 0, err
+}
+
+// problem is what is wrong with a device, since when.
+type problem struct {
+	devices.Health
+	since time.Time
+}
+
+// health tracks the health of the node's devices: what discovery sees, and
+// for prepared devices, what their pods have. A problem that lasts the
+// grace period is reported: the device is tainted in its slice, reported to
+// the kubelet's health stream, an event is written on the node and on the
+// pod that holds it; and when it goes, the same again.
+type health struct {
+	opts     HealthOptions
+	node     string
+	store    *claims.Store
+	checks   HealthChecks
+	recorder record.EventRecorder
+	// changed is called when the reported set changes (to publish the
+	// slices again).
+	changed func(context.Context)
+
+	mu       sync.Mutex
+	inv      map[string]devices.Device
+	problems map[string]problem // by device, from the last look
+	reported map[string]problem // those past the grace period
+	streams  map[chan struct{}]bool
+}
+
+func newHealth(opts HealthOptions, node string, store *claims.Store, checks HealthChecks, recorder record.EventRecorder) *health {
+	opts.defaults()
+	return &health{opts: opts, node: node, store: store, checks: checks, recorder: recorder,
+		problems: map[string]problem{}, reported: map[string]problem{}, streams: map[chan struct{}]bool{}}
+}
+
+// setInventory makes inv what discovery sees now, and looks again.
+func (h *health) setInventory(ctx context.Context, inv devices.Inventory) {
+	byName := make(map[string]devices.Device, len(inv.Devices))
+	for _, d := range inv.Devices {
+		byName[d.Name] = d
+	}
+	h.mu.Lock()
+	h.inv = byName
+	h.mu.Unlock()
+	h.look(ctx)
+}
+
+// run looks at the devices every interval until ctx ends.
+func (h *health) run(ctx context.Context) {
+	t := h.opts.Clock.NewTicker(h.opts.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			h.look(ctx)
+		}
+	}
+}
+
+// look finds the devices' problems now, reports those that outlasted the
+// grace period and those that went, and says whether that changed.
+func (h *health) look(ctx context.Context) bool {
+	now := h.opts.Clock.Now()
+	found := h.find()
+	h.mu.Lock()
+	if h.inv == nil {
+		h.mu.Unlock()
+		return false // nothing discovered yet
+	}
+	next := map[string]problem{}
+	for dev, hl := range found {
+		p := problem{Health: hl, since: now}
+		if old, ok := h.problems[dev]; ok && old.Reason == hl.Reason {
+			p.since = old.since
+		}
+		next[dev] = p
+	}
+	h.problems = next
+	reported := map[string]problem{}
+	for dev, p := range next {
+		if old, ok := h.reported[dev]; ok && old.Reason == p.Reason {
+			reported[dev] = old
+		} else if now.Sub(p.since) >= h.opts.Grace {
+			reported[dev] = p
+		}
+	}
+	var began, ended []string
+	for dev := range reported {
+		if _, ok := h.reported[dev]; !ok {
+			began = append(began, dev)
+		}
+	}
+	for dev := range h.reported {
+		if _, ok := reported[dev]; !ok {
+			ended = append(ended, dev)
+		}
+	}
+	changed := !maps.EqualFunc(reported, h.reported, func(a, b problem) bool { return a.Health == b.Health })
+	old := h.reported
+	h.reported = reported
+	if changed {
+		for s := range h.streams {
+			select {
+			case s <- struct{}{}:
+			default:
+			}
+		}
+	}
+	h.mu.Unlock()
+	if !changed {
+		return false
+	}
+	logger := klog.FromContext(ctx)
+	slices.Sort(began)
+	slices.Sort(ended)
+	for _, dev := range began {
+		p := reported[dev]
+		logger.Info("Device unhealthy", "device", dev, "reason", p.Reason, "message", p.Message)
+		h.event(dev, corev1.EventTypeWarning, "DeviceUnhealthy", fmt.Sprintf("device %s is unhealthy (%s): %s", dev, p.Reason, p.Message))
+	}
+	for _, dev := range ended {
+		logger.Info("Device healthy again", "device", dev, "was", old[dev].Reason)
+		h.event(dev, corev1.EventTypeNormal, "DeviceHealthy", fmt.Sprintf("device %s is healthy again (it was %s)", dev, old[dev].Reason))
+	}
+	if h.changed != nil {
+		h.changed(ctx)
+	}
+	return true
+}
+
+// find says what is wrong with each device now: what discovery saw, and
+// for a prepared device, whether it is still on the node, on its driver,
+// in its pod, with its XDP program.
+func (h *health) find() map[string]devices.Health {
+	h.mu.Lock()
+	inv := h.inv
+	h.mu.Unlock()
+	found := map[string]devices.Health{}
+	for name, d := range inv {
+		if !d.Health.Healthy() {
+			found[name] = d.Health
+		}
+	}
+	if inv == nil || h.store == nil {
+		return found
+	}
+	for _, c := range h.store.Claims() {
+		if c.Driver != claims.DriverFastpath || !c.Prepared {
+			continue
+		}
+		for _, d := range c.Devices {
+			if _, ok := found[d.Device]; ok {
+				continue
+			}
+			if hl := h.check(inv, d); !hl.Healthy() {
+				found[d.Device] = hl
+			}
+		}
+	}
+	return found
+}
+
+// check looks at one prepared device.
+func (h *health) check(inv map[string]devices.Device, d claims.Device) devices.Health {
+	dev, ok := inv[d.Device]
+	if !ok {
+		return devices.Health{Reason: ReasonDeviceGone, Message: fmt.Sprintf("device %s is no longer on the node", d.Device)}
+	}
+	want := d.Driver
+	if d.VFIO != nil {
+		want = dataplane.VFIODriver
+	}
+	if dev.PCI != nil && want != "" && dev.PCI.Driver != want {
+		return devices.Health{Reason: ReasonDriverChanged, Message: fmt.Sprintf("PCI function %s is bound to %s, not %s", d.PCIAddress, driverOr(dev.PCI.Driver), want)}
+	}
+	a := d.Attached
+	nd, isNetdev := nri.Netdev(d)
+	if a == nil || !isNetdev || h.checks == nil {
+		return devices.Health{}
+	}
+	if in, err := h.checks.InPod(a.NetNS, nd); err == nil && !in {
+		return devices.Health{Reason: ReasonNetdevMissing, Message: fmt.Sprintf("interface %s (host %s) is not in the pod's network namespace", d.Pod.Name, d.Host.Name)}
+	}
+	if d.XDP != nil {
+		if on, err := h.checks.XDPAttached(a.NetNS, d.Pod.Name); err == nil && !on {
+			return devices.Health{Reason: ReasonXDPDetached, Message: fmt.Sprintf("XDP program %s is no longer attached to %s", d.XDP.Program, d.Pod.Name)}
+		}
+	}
+	return devices.Health{}
+}
+
+func driverOr(d string) string {
+	if d == "" {
+		return "no driver"
+	}
+	return d
+}
+
+// event writes an event on the node, and on the pod that holds the
+// device if it is prepared.
+func (h *health) event(dev, kind, reason, msg string) {
+	if h.recorder == nil {
+		return
+	}
+	h.recorder.Event(&corev1.ObjectReference{Kind: "Node", Name: h.node, UID: types.UID(h.node)}, kind, reason, msg)
+	if h.store == nil {
+		return
+	}
+	for _, c := range h.store.Claims() {
+		if c.Driver != claims.DriverFastpath {
+			continue
+		}
+		for _, d := range c.Devices {
+			if d.Device == dev {
+				h.recorder.Event(&corev1.ObjectReference{Kind: "Pod", Namespace: c.Namespace, Name: c.Pod.Name, UID: c.Pod.UID}, kind, reason,
+					fmt.Sprintf("claim %s, request %q: %s", c.String(), d.Request, msg))
+			}
+		}
+	}
+}
+
+// notify wakes the health streams (a claim was prepared or unprepared:
+// the set of devices to report changed).
+func (h *health) notify() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.streams {
+		select {
+		case s <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// taints are the taints of the devices reported unhealthy.
+func (h *health) taints() map[string][]resourceapi.DeviceTaint {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string][]resourceapi.DeviceTaint{}
+	for dev, p := range h.reported {
+		added := metav1.NewTime(p.since.Add(h.opts.Grace).Truncate(time.Second))
+		out[dev] = []resourceapi.DeviceTaint{{Key: TaintKey, Value: p.Reason, Effect: resourceapi.DeviceTaintEffectNoSchedule, TimeAdded: &added}}
+		if h.opts.Evict {
+			out[dev] = append(out[dev], resourceapi.DeviceTaint{Key: TaintKey, Value: p.Reason, Effect: resourceapi.DeviceTaintEffectNoExecute, TimeAdded: &added})
+		}
+	}
+	return out
+}
+
+// unhealthyByReason counts the devices reported unhealthy, for metrics.
+func (h *health) unhealthyByReason() map[string]float64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string]float64{}
+	for _, p := range h.reported {
+		out[p.Reason]++
+	}
+	return out
+}
+
+// reportTimeout is how long the kubelet keeps a device's reported health;
+// the stream reports again well within it.
+const reportTimeout = 60 * time.Second
+
+// report is the health of the node's prepared devices, for the kubelet.
+func (h *health) report() kubeletplugin.DeviceHealthReport {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.opts.Clock.Now()
+	var r kubeletplugin.DeviceHealthReport
+	if h.store == nil {
+		return r
+	}
+	seen := map[string]bool{}
+	for _, c := range h.store.Claims() {
+		if c.Driver != claims.DriverFastpath || !c.Prepared {
+			continue
+		}
+		for _, d := range c.Devices {
+			if seen[d.Device] {
+				continue
+			}
+			seen[d.Device] = true
+			dh := kubeletplugin.DeviceHealth{PoolName: d.Pool, DeviceName: d.Device, Health: kubeletplugin.HealthStatusHealthy,
+				LastUpdated: now, HealthCheckTimeout: reportTimeout}
+			if p, ok := h.reported[d.Device]; ok {
+				dh.Health, dh.Message = kubeletplugin.HealthStatusUnhealthy, p.Reason+": "+p.Message
+			}
+			r.Devices = append(r.Devices, dh)
+		}
+	}
+	return r
+}
+
+// watch streams the prepared devices' health to the kubelet: now, at each
+// change, and every half of the report timeout, until ctx ends.
+func (h *health) watch(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
+	wake := make(chan struct{}, 1)
+	h.mu.Lock()
+	h.streams[wake] = true
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		delete(h.streams, wake)
+		h.mu.Unlock()
+	}()
+	t := h.opts.Clock.NewTicker(reportTimeout / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case reports <- h.report():
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wake:
+		case <-t.C():
+		}
+	}
+}
