@@ -1,0 +1,260 @@
+package dra
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/klog/v2/ktesting"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/fastpath-dra/fastpath/dataplane"
+	"github.com/fastpath-dra/fastpath/devices"
+	"github.com/fastpath-dra/fastpath/dra/claims"
+)
+
+// fakeChecks says what the test wants of prepared devices in their pods.
+type fakeChecks struct{ inPod, xdp bool }
+
+func (f *fakeChecks) InPod(string, dataplane.Netdev) (bool, error) { return f.inPod, nil }
+func (f *fakeChecks) XDPAttached(string, string) (bool, error)    { return f.xdp, nil }
+
+type healthBed struct {
+	h        *health
+	clock    *clocktesting.FakeClock
+	checks   *fakeChecks
+	events   *record.FakeRecorder
+	store    *claims.Store
+	changes  int
+	inv      devices.Inventory
+	ctx      context.Context
+	prepared claims.Claim
+}
+
+func newHealthBed(t *testing.T) *healthBed {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	b := &healthBed{clock: clocktesting.NewFakeClock(time.Unix(1000, 0)), checks: &fakeChecks{inPod: true, xdp: true},
+		events: record.NewFakeRecorder(100), ctx: ctx}
+	store, err := claims.Open(filepath.Join(t.TempDir(), "checkpoint.json"), claims.Legacy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.store = store
+	b.h = newHealth(HealthOptions{Grace: 2 * time.Second, Interval: time.Second, Clock: b.clock}, testNode, store, b.checks, b.events)
+	b.h.changed = func(context.Context) { b.changes++ }
+	b.inv = testInventory(t)
+	// A prepared afxdp netdev in a pod: the E810's first VF.
+	b.prepared = claims.Claim{Driver: claims.DriverFastpath, UID: "uid-x", Namespace: "default", Name: "x", Prepared: true,
+		Pod: claims.Pod{UID: "pod-x", Name: "p"},
+		Devices: []claims.Device{{Request: "xsk", Pool: testNode, Device: vfNetdev, Mode: "afxdp", PCIAddress: "0000:3b:01.0", Driver: "iavf",
+			Host:     &claims.HostNetdev{Name: "ens1f0v0"}, Pod: &claims.PodInterface{Name: "xsk0"},
+			XDP:      &claims.XDP{Program: "xsk-redirect", PinDir: "/pins"},
+			Attached: &claims.Attachment{SandboxID: "s", NetNS: "/run/netns/p"}}}}
+	if err := store.Admit(b.prepared); err != nil {
+		t.Fatal(err)
+	}
+	b.h.setInventory(ctx, b.inv)
+	return b
+}
+
+// withDevice changes a device of the inventory and looks again.
+func (b *healthBed) withDevice(name string, change func(*devices.Device)) {
+	inv := devices.Inventory{Devices: append([]devices.Device(nil), b.inv.Devices...)}
+	for i := range inv.Devices {
+		if inv.Devices[i].Name == name {
+			d := inv.Devices[i]
+			change(&d)
+			inv.Devices[i] = d
+		}
+	}
+	b.inv = inv
+	b.h.setInventory(b.ctx, inv)
+}
+
+func (b *healthBed) after(d time.Duration) {
+	b.clock.Step(d)
+	b.h.look(b.ctx)
+}
+
+// settle lets the monitor look every second for three seconds, past the
+// grace period of a problem found at the first look.
+func (b *healthBed) settle() {
+	for range 3 {
+		b.after(time.Second)
+	}
+}
+
+func (b *healthBed) taint(dev string) string {
+	ts := b.h.taints()[dev]
+	if len(ts) == 0 {
+		return ""
+	}
+	return ts[0].Value + "/" + string(ts[0].Effect)
+}
+
+func (b *healthBed) event(t *testing.T) string {
+	t.Helper()
+	select {
+	case e := <-b.events.Events:
+		return e
+	default:
+		return ""
+	}
+}
+
+// A problem shorter than the grace period goes unnoticed; a longer one
+// taints the device, is reported and written as events on the node and
+// the pod; its end does the same again.
+func TestHealthGrace(t *testing.T) {
+	b := newHealthBed(t)
+	down := func(d *devices.Device) { d.Health = devices.Health{Reason: devices.ReasonPFLinkDown, Message: "the link of PF ens1f0 is down"} }
+	up := func(d *devices.Device) { d.Health = devices.Health{} }
+
+	// A flap of a second.
+	b.withDevice(vfNetdev2, down)
+	b.after(time.Second)
+	b.withDevice(vfNetdev2, up)
+	b.after(5 * time.Second)
+	if b.taint(vfNetdev2) != "" || b.changes != 0 || b.event(t) != "" {
+		t.Fatalf("a flap shorter than the grace period was noticed: taint %q, %d changes", b.taint(vfNetdev2), b.changes)
+	}
+
+	b.withDevice(vfNetdev2, down)
+	b.after(time.Second)
+	if b.taint(vfNetdev2) != "" {
+		t.Fatal("tainted before the grace period ended")
+	}
+	b.after(time.Second)
+	if got := b.taint(vfNetdev2); got != "PFLinkDown/NoSchedule" || b.changes != 1 {
+		t.Fatalf("taint %q, %d changes; want PFLinkDown/NoSchedule once", got, b.changes)
+	}
+	if e := b.event(t); !strings.Contains(e, "Warning DeviceUnhealthy device "+vfNetdev2+" is unhealthy (PFLinkDown)") {
+		t.Errorf("event %q", e)
+	}
+	if ts := b.h.taints()[vfNetdev2]; ts[0].TimeAdded == nil || !ts[0].TimeAdded.Time.Equal(time.Unix(1000+6+2, 0)) {
+		t.Errorf("taint added at %v, want when the grace period ended", ts[0].TimeAdded)
+	}
+	// Still down: nothing new, and the taint keeps its time.
+	b.after(10 * time.Second)
+	if b.changes != 1 || b.event(t) != "" {
+		t.Errorf("%d changes while nothing changed", b.changes)
+	}
+	b.withDevice(vfNetdev2, up)
+	if b.taint(vfNetdev2) != "" || b.changes != 2 {
+		t.Errorf("taint %q after the link came back, %d changes", b.taint(vfNetdev2), b.changes)
+	}
+	if e := b.event(t); !strings.Contains(e, "Normal DeviceHealthy device "+vfNetdev2+" is healthy again (it was PFLinkDown)") {
+		t.Errorf("event %q", e)
+	}
+}
+
+// Each check of a prepared device, with its reason, and the events on the
+// pod that holds it.
+func TestHealthReasons(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		break_ func(*healthBed)
+		reason string
+	}{
+		{"netdev out of the pod", func(b *healthBed) { b.checks.inPod = false }, ReasonNetdevMissing},
+		{"XDP detached", func(b *healthBed) { b.checks.xdp = false }, ReasonXDPDetached},
+		{"driver unbound", func(b *healthBed) { b.withDevice(vfNetdev, func(d *devices.Device) { d.PCI.Driver = "" }) }, ReasonDriverChanged},
+		{"device gone", func(b *healthBed) {
+			b.inv.Devices = removeDevice(b.inv.Devices, vfNetdev)
+			b.h.setInventory(b.ctx, b.inv)
+		}, ReasonDeviceGone},
+		{"memif not answering", func(b *healthBed) {
+			b.withDevice(memifSlave, func(d *devices.Device) {
+				d.Health = devices.Health{Reason: devices.ReasonMemifNotAnswering, Message: "no HELLO"}
+			})
+		}, devices.ReasonMemifNotAnswering},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newHealthBed(t)
+			tc.break_(b)
+			b.settle()
+			dev := vfNetdev
+			if tc.reason == devices.ReasonMemifNotAnswering {
+				dev = memifSlave
+			}
+			if got := b.taint(dev); got != tc.reason+"/NoSchedule" {
+				t.Fatalf("taint %q, want %s", got, tc.reason)
+			}
+			if dev != vfNetdev {
+				return
+			}
+			node, pod := b.event(t), b.event(t)
+			if !strings.Contains(node, tc.reason) || !strings.Contains(pod, `claim default/x, request "xsk"`) {
+				t.Errorf("events %q and %q, want one on the node and one naming the claim", node, pod)
+			}
+			r := b.h.report()
+			if len(r.Devices) != 1 || r.Devices[0].Health != kubeletplugin.HealthStatusUnhealthy || !strings.HasPrefix(r.Devices[0].Message, tc.reason+": ") {
+				t.Errorf("health report %+v", r.Devices)
+			}
+		})
+	}
+}
+
+func removeDevice(devs []devices.Device, name string) []devices.Device {
+	var out []devices.Device
+	for _, d := range devs {
+		if d.Name != name {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// The health stream reports the prepared devices at once, and again at a
+// change.
+func TestHealthStream(t *testing.T) {
+	b := newHealthBed(t)
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	reports := make(chan kubeletplugin.DeviceHealthReport)
+	done := make(chan error, 1)
+	go func() { done <- b.h.watch(ctx, reports) }()
+	first := receive(t, reports)
+	if len(first.Devices) != 1 || first.Devices[0].DeviceName != vfNetdev || first.Devices[0].Health != kubeletplugin.HealthStatusHealthy {
+		t.Fatalf("first report %+v", first.Devices)
+	}
+	b.checks.inPod = false
+	b.settle()
+	second := receive(t, reports)
+	if second.Devices[0].Health != kubeletplugin.HealthStatusUnhealthy {
+		t.Errorf("after the netdev left the pod: %+v", second.Devices)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("watch: %v", err)
+	}
+}
+
+func receive(t *testing.T, reports <-chan kubeletplugin.DeviceHealthReport) kubeletplugin.DeviceHealthReport {
+	t.Helper()
+	select {
+	case r := <-reports:
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("no health report")
+	}
+	return kubeletplugin.DeviceHealthReport{}
+}
+
+// Evict adds a NoExecute taint.
+func TestHealthEvict(t *testing.T) {
+	b := newHealthBed(t)
+	b.h.opts.Evict = true
+	b.checks.inPod = false
+	b.settle()
+	ts := b.h.taints()[vfNetdev]
+	if len(ts) != 2 || ts[1].Effect != resourceapi.DeviceTaintEffectNoExecute {
+		t.Errorf("taints %+v, want NoSchedule and NoExecute", ts)
+	}
+}
