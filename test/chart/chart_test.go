@@ -235,7 +235,7 @@ func TestAllValues(t *testing.T) {
 	objs := render(t, "--values", chartFile(t, "ci/all-values.yaml"))
 	ds := daemonSet(t, objs)
 	c := ds.Spec.Template.Spec.Containers[0]
-	for _, want := range []string{"--logging-format=json", "-v=4", "--metrics-addr=0.0.0.0:9300", "--cni", "--cni-plugins=macvlan,host-local,tuning",
+	for _, want := range []string{"--logging-format=json", "-v=4", "--metrics-addr=0.0.0.0:9300", "--health-grace=3s", "--health-evict", "--cni", "--cni-plugins=macvlan,host-local,tuning",
 		"--cni-devices=16", "--cni-interface=ens1f0", "--cni-config-namespace=cni-configs", "--cni-bin-dir=/opt/cni/bin,/usr/libexec/cni",
 		"--cni-plugin-dir=/data/kubelet/plugins/cni.dra.networking.x-k8s.io", "--memif-dir=/run/vpp/memif",
 		"--memif-config=/etc/fastpath/memif/config.yaml", "--rediscover-interval=10m", "--profiling",

@@ -89,6 +89,8 @@ exec:
 {{- with $v.logging.format }}{{ $args = append $args (printf "--logging-format=%s" .) }}{{ end }}
 {{- with $v.filter }}{{ $args = append $args (printf "--filter=%s" .) }}{{ end }}
 {{- with $v.rediscoverInterval }}{{ $args = append $args (printf "--rediscover-interval=%s" .) }}{{ end }}
+{{- with $v.health.grace }}{{ $args = append $args (printf "--health-grace=%s" .) }}{{ end }}
+{{- if $v.health.evict }}{{ $args = append $args "--health-evict" }}{{ end }}
 {{- with $v.memif.dir }}{{ $args = append $args (printf "--memif-dir=%s" .) }}{{ end }}
 {{- if $v.memif.endpoints }}{{ $args = append $args "--memif-config=/etc/fastpath/memif/config.yaml" }}{{ end }}
 {{- if $v.cni.enabled }}
