@@ -252,10 +252,29 @@ func (h *health) find() map[string]devices.Health {
 	return found
 }
 
-// check looks at one prepared device.
+// check looks at one prepared device: in its pod if it is attached (a
+// virtual netdev in a pod is not in the host's inventory), else in the
+// inventory; and at its PCI function's driver.
 func (h *health) check(inv map[string]devices.Device, d claims.Device) devices.Health {
-	dev, ok := inv[d.Device]
-	if !ok {
+	dev, inInventory := inv[d.Device]
+	inPod := false
+	if nd, isNetdev := nri.Netdev(d); isNetdev && d.Attached != nil && h.checks != nil {
+		a := d.Attached
+		in, err := h.checks.InPod(a.NetNS, nd)
+		if err == nil && !in {
+			return devices.Health{Reason: ReasonNetdevMissing, Message: fmt.Sprintf("interface %s (host %s) is not in the pod's network namespace", d.Pod.Name, d.Host.Name)}
+		}
+		inPod = err == nil
+		if inPod && d.XDP != nil {
+			if on, err := h.checks.XDPAttached(a.NetNS, d.Pod.Name); err == nil && !on {
+				return devices.Health{Reason: ReasonXDPDetached, Message: fmt.Sprintf("XDP program %s is no longer attached to %s", d.XDP.Program, d.Pod.Name)}
+			}
+		}
+	}
+	if !inInventory {
+		if inPod {
+			return devices.Health{}
+		}
 		return devices.Health{Reason: ReasonDeviceGone, Message: fmt.Sprintf("device %s is no longer on the node", d.Device)}
 	}
 	want := d.Driver
@@ -264,19 +283,6 @@ func (h *health) check(inv map[string]devices.Device, d claims.Device) devices.H
 	}
 	if dev.PCI != nil && want != "" && dev.PCI.Driver != want {
 		return devices.Health{Reason: ReasonDriverChanged, Message: fmt.Sprintf("PCI function %s is bound to %s, not %s", d.PCIAddress, driverOr(dev.PCI.Driver), want)}
-	}
-	a := d.Attached
-	nd, isNetdev := nri.Netdev(d)
-	if a == nil || !isNetdev || h.checks == nil {
-		return devices.Health{}
-	}
-	if in, err := h.checks.InPod(a.NetNS, nd); err == nil && !in {
-		return devices.Health{Reason: ReasonNetdevMissing, Message: fmt.Sprintf("interface %s (host %s) is not in the pod's network namespace", d.Pod.Name, d.Host.Name)}
-	}
-	if d.XDP != nil {
-		if on, err := h.checks.XDPAttached(a.NetNS, d.Pod.Name); err == nil && !on {
-			return devices.Health{Reason: ReasonXDPDetached, Message: fmt.Sprintf("XDP program %s is no longer attached to %s", d.XDP.Program, d.Pod.Name)}
-		}
 	}
 	return devices.Health{}
 }

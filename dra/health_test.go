@@ -166,9 +166,19 @@ func TestHealthReasons(t *testing.T) {
 		{"XDP detached", func(b *healthBed) { b.checks.xdp = false }, ReasonXDPDetached},
 		{"driver unbound", func(b *healthBed) { b.withDevice(vfNetdev, func(d *devices.Device) { d.PCI.Driver = "" }) }, ReasonDriverChanged},
 		{"device gone", func(b *healthBed) {
+			// Not in a pod (a VF that vanished from a pod is NetdevMissing).
+			c := b.prepared
+			c.Devices[0].Attached = nil
+			if err := b.store.Put(c); err != nil {
+				panic(err)
+			}
 			b.inv.Devices = removeDevice(b.inv.Devices, vfNetdev)
 			b.h.setInventory(b.ctx, b.inv)
 		}, ReasonDeviceGone},
+		{"a virtual netdev in its pod is not in the host's inventory", func(b *healthBed) {
+			b.inv.Devices = removeDevice(b.inv.Devices, vfNetdev)
+			b.h.setInventory(b.ctx, b.inv)
+		}, ""},
 		{"memif not answering", func(b *healthBed) {
 			b.withDevice(memifSlave, func(d *devices.Device) {
 				d.Health = devices.Health{Reason: devices.ReasonMemifNotAnswering, Message: "no HELLO"}
@@ -182,6 +192,12 @@ func TestHealthReasons(t *testing.T) {
 			dev := vfNetdev
 			if tc.reason == devices.ReasonMemifNotAnswering {
 				dev = memifSlave
+			}
+			if tc.reason == "" {
+				if got := b.taint(dev); got != "" {
+					t.Fatalf("taint %q, want none", got)
+				}
+				return
 			}
 			if got := b.taint(dev); got != tc.reason+"/NoSchedule" {
 				t.Fatalf("taint %q, want %s", got, tc.reason)
