@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -53,6 +54,7 @@ func startProcess(name, logPath string, env []string, argv ...string) (process, 
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	inheritedOnce.Do(closeInheritedOnExec)
 	if err := cmd.Start(); err != nil {
 		return process{}, &ComponentError{Component: name, Log: logPath, Err: fmt.Errorf("start %s: %w", argv[0], err)}
 	}
@@ -62,6 +64,24 @@ func startProcess(name, logPath string, env []string, argv ...string) (process, 
 		return process{}, &ComponentError{Component: name, Log: logPath, Err: err}
 	}
 	return process{Name: name, PID: cmd.Process.Pid, StartTime: st, Log: logPath}, nil
+}
+
+var inheritedOnce sync.Once
+
+// closeInheritedOnExec marks the descriptors this process inherited (Go
+// opens its own close-on-exec) to be closed in the components: a lock a
+// caller such as flock(1) holds for the run must not outlive the run in
+// a component that stays up.
+func closeInheritedOnExec() {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
 }
 
 // alive reports whether the process is still running (a zombie is not).
