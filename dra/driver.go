@@ -2,6 +2,8 @@ package dra
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
@@ -157,6 +159,7 @@ func startPlugin(ctx context.Context, p kubeletplugin.DRAPlugin, driver string, 
 		kubeletplugin.KubeClient(client),
 		kubeletplugin.NodeName(node),
 		kubeletplugin.PluginDataDirectoryPath(pluginDir),
+		kubeletplugin.PluginSocket(pluginSocket(pluginDir, podUID)),
 		kubeletplugin.RegistrarDirectoryPath(registryDir),
 		// A driver without device health says so: the kubelet does not
 		// subscribe (else it logs an error at every pod start).
@@ -166,6 +169,26 @@ func startPlugin(ctx context.Context, p kubeletplugin.DRAPlugin, driver string, 
 		return nil, fmt.Errorf("start the kubelet plugin of %s: %w", driver, err)
 	}
 	return h, nil
+}
+
+// maxSocketPath is the longest path a unix socket can be bound at
+// (sun_path, less its NUL).
+const maxSocketPath = 107
+
+// pluginSocket names the DRA socket in pluginDir: dra.sock, and with
+// rolling updates dra-<pod UID>.sock as the helper would; if that path is
+// too long for a socket (a deep kubelet root), a hash of the UID stands in
+// for it.
+func pluginSocket(pluginDir string, podUID types.UID) string {
+	if podUID == "" {
+		return "dra.sock"
+	}
+	name := "dra-" + string(podUID) + ".sock"
+	if len(filepath.Join(pluginDir, name)) <= maxSocketPath {
+		return name
+	}
+	sum := sha256.Sum256([]byte(podUID))
+	return "dra-" + base64.RawURLEncoding.EncodeToString(sum[:12]) + ".sock"
 }
 
 // registrationStatus is the kubelet's answer to a helper's registration.

@@ -357,8 +357,12 @@ func (h *health) unhealthyByReason() map[string]float64 {
 }
 
 // reportTimeout is how long the kubelet keeps a device's reported health;
-// the stream reports again well within it.
-const reportTimeout = 60 * time.Second
+// the stream reports again well within it, and within the kubelet's
+// default of 30 s that an empty report (no device prepared) gets.
+const (
+	reportTimeout = 60 * time.Second
+	reportEvery   = 10 * time.Second
+)
 
 // report is the health of the node's prepared devices, for the kubelet.
 func (h *health) report() kubeletplugin.DeviceHealthReport {
@@ -391,7 +395,7 @@ func (h *health) report() kubeletplugin.DeviceHealthReport {
 }
 
 // watch streams the prepared devices' health to the kubelet: now, at each
-// change, and every half of the report timeout, until ctx ends.
+// change, and every reportEvery, until ctx ends.
 func (h *health) watch(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
 	wake := make(chan struct{}, 1)
 	h.mu.Lock()
@@ -402,7 +406,7 @@ func (h *health) watch(ctx context.Context, reports chan<- kubeletplugin.DeviceH
 		delete(h.streams, wake)
 		h.mu.Unlock()
 	}()
-	t := h.opts.Clock.NewTicker(reportTimeout / 2)
+	t := h.opts.Clock.NewTicker(reportEvery)
 	defer t.Stop()
 	for {
 		select {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2/ktesting"
@@ -22,7 +23,7 @@ import (
 type fakeChecks struct{ inPod, xdp bool }
 
 func (f *fakeChecks) InPod(string, dataplane.Netdev) (bool, error) { return f.inPod, nil }
-func (f *fakeChecks) XDPAttached(string, string) (bool, error)    { return f.xdp, nil }
+func (f *fakeChecks) XDPAttached(string, string) (bool, error)     { return f.xdp, nil }
 
 type healthBed struct {
 	h        *health
@@ -53,7 +54,7 @@ func newHealthBed(t *testing.T) *healthBed {
 	b.prepared = claims.Claim{Driver: claims.DriverFastpath, UID: "uid-x", Namespace: "default", Name: "x", Prepared: true,
 		Pod: claims.Pod{UID: "pod-x", Name: "p"},
 		Devices: []claims.Device{{Request: "xsk", Pool: testNode, Device: vfNetdev, Mode: "afxdp", PCIAddress: "0000:3b:01.0", Driver: "iavf",
-			Host:     &claims.HostNetdev{Name: "ens1f0v0"}, Pod: &claims.PodInterface{Name: "xsk0"},
+			Host: &claims.HostNetdev{Name: "ens1f0v0"}, Pod: &claims.PodInterface{Name: "xsk0"},
 			XDP:      &claims.XDP{Program: "xsk-redirect", PinDir: "/pins"},
 			Attached: &claims.Attachment{SandboxID: "s", NetNS: "/run/netns/p"}}}}
 	if err := store.Admit(b.prepared); err != nil {
@@ -113,7 +114,9 @@ func (b *healthBed) event(t *testing.T) string {
 // the pod; its end does the same again.
 func TestHealthGrace(t *testing.T) {
 	b := newHealthBed(t)
-	down := func(d *devices.Device) { d.Health = devices.Health{Reason: devices.ReasonPFLinkDown, Message: "the link of PF ens1f0 is down"} }
+	down := func(d *devices.Device) {
+		d.Health = devices.Health{Reason: devices.ReasonPFLinkDown, Message: "the link of PF ens1f0 is down"}
+	}
 	up := func(d *devices.Device) { d.Health = devices.Health{} }
 
 	// A flap of a second.
@@ -272,5 +275,25 @@ func TestHealthEvict(t *testing.T) {
 	ts := b.h.taints()[vfNetdev]
 	if len(ts) != 2 || ts[1].Effect != resourceapi.DeviceTaintEffectNoExecute {
 		t.Errorf("taints %+v, want NoSchedule and NoExecute", ts)
+	}
+}
+
+// TestPluginSocket: the DRA socket carries the pod UID for rolling updates,
+// and stays short enough to bind below a deep kubelet root.
+func TestPluginSocket(t *testing.T) {
+	uid := types.UID("3f0aed38-e122-4666-9d6b-4ab4fb3ce270")
+	if got := pluginSocket("/var/lib/kubelet/plugins/fastpath.dev", ""); got != "dra.sock" {
+		t.Errorf("without a pod UID: %s", got)
+	}
+	if got := pluginSocket("/var/lib/kubelet/plugins/fastpath.dev", uid); got != "dra-"+string(uid)+".sock" {
+		t.Errorf("on a usual node: %s", got)
+	}
+	deep := "/var/lib/fastpath-testbed/kubelet/plugins/cni.dra.networking.x-k8s.io"
+	got := pluginSocket(deep, uid)
+	if len(filepath.Join(deep, got)) > maxSocketPath || got == "dra.sock" {
+		t.Errorf("below %s: %s", deep, got)
+	}
+	if other := pluginSocket(deep, "0b5f7a91-0000-4666-9d6b-4ab4fb3ce270"); other == got {
+		t.Errorf("two pods share socket %s", got)
 	}
 }

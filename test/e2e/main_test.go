@@ -6,9 +6,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
 	"github.com/fastpath-dra/fastpath/test/testbed"
@@ -46,6 +51,12 @@ func runTests(m *testing.M) int {
 		// without it. make demo installs it again.
 		if pod, err := bed.DaemonPod(ctx); err == nil && pod != nil {
 			fmt.Fprintln(os.Stderr, "e2e: uninstalling the chart's release the bed runs (make demo installs it again)")
+			// Its pods with claims go first, while their daemon is
+			// there to release the devices.
+			if err := deleteClaimingPods(ctx); err != nil {
+				fmt.Fprintln(os.Stderr, "e2e:", err)
+				return 1
+			}
 		}
 		if err := bed.UninstallChart(ctx); err != nil {
 			fmt.Fprintln(os.Stderr, "e2e:", err)
@@ -97,9 +108,52 @@ func runIn(m *testing.M) int {
 	}
 	workDir = dir
 	defer func() { _ = os.RemoveAll(dir) }()
+	removeStaleVeths()
 	if err := os.Setenv("TMPDIR", dir); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
 	return m.Run()
+}
+
+// removeStaleVeths deletes the veths of the suite's prefix that a run
+// killed before its cleanup left behind: the tests create them by name.
+func removeStaleVeths() {
+	links, err := netlink.LinkList()
+	if err != nil {
+		return
+	}
+	for _, l := range links {
+		if name := l.Attrs().Name; l.Type() == "veth" && strings.HasPrefix(name, vethPrefix) {
+			fmt.Fprintf(os.Stderr, "e2e: deleting veth %s, left by an earlier run\n", name)
+			_ = netlink.LinkDel(l)
+		}
+	}
+}
+
+// deleteClaimingPods deletes the pods of the default namespace that have
+// resource claims, and waits until they are gone.
+func deleteClaimingPods(ctx context.Context) error {
+	pods, err := bed.Client().CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, p := range pods.Items {
+		if len(p.Spec.ResourceClaims) == 0 {
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "e2e: deleting pod %s/%s\n", p.Namespace, p.Name)
+		if err := bed.DeletePod(ctx, p.Namespace, p.Name); err != nil {
+			return err
+		}
+	}
+	// The kubelet releases the claims after the pods are gone.
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+		specs, err := filepath.Glob(filepath.Join(bed.CDIDir(), "*.json"))
+		return err == nil && len(specs) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the claims of the deleted pods were not released: CDI specs remain in %s", bed.CDIDir())
+	}
+	return nil
 }

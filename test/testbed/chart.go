@@ -172,6 +172,22 @@ func (b *Bed) ImportImage(ctx context.Context, archive string) error {
 	return nil
 }
 
+// TagImage gives an image of the runtime's k8s.io namespace another name,
+// as a new release of the same image would have.
+func (b *Bed) TagImage(ctx context.Context, image, name string) error {
+	vers, err := parseVersions(versionsEnv)
+	if err != nil {
+		return err
+	}
+	ctr := filepath.Join(binariesIn(b.cfg.CacheDir, vers).containerd, "ctr")
+	out, err := exec.CommandContext(ctx, ctr, "--address", b.cfg.containerdSocket(), "--namespace", "k8s.io",
+		"images", "tag", "--force", image, name).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("tag image %s as %s: %w: %s", image, name, err, out)
+	}
+	return nil
+}
+
 func tail(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {

@@ -1,0 +1,310 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"github.com/fastpath-dra/fastpath/devices/memif"
+	"github.com/fastpath-dra/fastpath/dra"
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
+	"github.com/fastpath-dra/fastpath/test/sysfsfixture"
+)
+
+// healthArgs make the daemon look often and report soon, so that the tests
+// see a problem within a few seconds.
+var healthArgs = []string{"--rediscover-interval", "250ms", "--health-interval", "250ms", "--health-grace", "500ms"}
+
+// deviceTaint is the fastpath taint of a device in the node's slices, or
+// nil: the device's value and whether it is published at all.
+func deviceTaint(ctx context.Context, device string) (*resourceapi.DeviceTaint, bool, error) {
+	slices, err := nodeSlices(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	for _, s := range slices {
+		for _, d := range s.Spec.Devices {
+			if d.Name != device {
+				continue
+			}
+			for _, taint := range d.Taints {
+				if taint.Key == dra.TaintKey {
+					return &taint, true, nil
+				}
+			}
+			return nil, true, nil
+		}
+	}
+	return nil, false, nil
+}
+
+// waitTaint waits for each device to carry the fastpath taint with reason
+// (or, with reason "", to be published without it).
+func waitTaint(t *testing.T, ctx context.Context, reason string, devices ...string) {
+	t.Helper()
+	last := map[string]string{}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		for _, dev := range devices {
+			taint, published, err := deviceTaint(ctx, dev)
+			switch {
+			case err != nil:
+				return false, nil
+			case !published:
+				last[dev] = "not published"
+				return false, nil
+			case taint == nil:
+				last[dev] = "no taint"
+				if reason != "" {
+					return false, nil
+				}
+			default:
+				last[dev] = fmt.Sprintf("%s=%s:%s", taint.Key, taint.Value, taint.Effect)
+				if taint.Value != reason || taint.Effect != resourceapi.DeviceTaintEffectNoSchedule {
+					return false, nil
+				}
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("want devices %v tainted %q; they are %v", devices, reason, last)
+	}
+}
+
+// waitPodHealth waits for the pod's container to see its claimed device's
+// health as want (Healthy or Unhealthy), as the kubelet writes it from the
+// driver's health stream, and returns the device's resource ID.
+func waitPodHealth(t *testing.T, ctx context.Context, pod string, want corev1.ResourceHealthStatus) string {
+	t.Helper()
+	var seen []string
+	var id string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		p, err := bed.Client().CoreV1().Pods("default").Get(ctx, pod, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		seen = seen[:0]
+		for _, cs := range p.Status.ContainerStatuses {
+			for _, rs := range cs.AllocatedResourcesStatus {
+				for _, r := range rs.Resources {
+					seen = append(seen, fmt.Sprintf("%s %s %s %q", rs.Name, r.ResourceID, r.Health, ptr.Deref(r.Message, "")))
+					if r.Health == want && strings.HasPrefix(string(r.ResourceID), driverName+"/") {
+						id = string(r.ResourceID)
+						return true, nil
+					}
+				}
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("pod %s never saw its device %s; it sees %q", pod, want, seen)
+	}
+	return id
+}
+
+// waitPodScheduleFailure waits for the scheduler to say it cannot place
+// the pod, and returns what it said.
+func waitPodScheduleFailure(t *testing.T, ctx context.Context, pod string) string {
+	t.Helper()
+	var msg string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		p, err := bed.Client().CoreV1().Pods("default").Get(ctx, pod, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				msg = c.Message
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("the scheduler never refused pod %s", pod)
+	}
+	return msg
+}
+
+// TestHealthPFLinkDown: on a fixture E810 whose PF loses its link, every
+// VF of the PF is tainted PFLinkDown in the slice within the grace period;
+// the pod holding one sees it Unhealthy with an event saying why; a new
+// pod wanting such a VF is not scheduled. The link comes back: the taints
+// go, the first pod sees its device Healthy, and the waiting pod runs.
+func TestHealthPFLinkDown(t *testing.T) {
+	ctx := testContext(t)
+	root, devRoot := sysfsfixture.TempDir(t), sysfsfixture.TempDir(t)
+	if err := sysfsfixture.E810().Write(root); err != nil {
+		t.Fatal(err)
+	}
+	kernel, err := sysfsfixture.StartKernel(root, devRoot, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kernel.Stop)
+	t.Cleanup(func() { deleteSlices(t) })
+	applyDeviceClasses(t, ctx, "deviceclasses.yaml")
+	startDaemon(t, ctx, 26230, append([]string{"--sysfs-root", root, "--dev-root", devRoot}, healthArgs...)...)
+	vfs := []string{"pci-0000-3b-01-0", "pci-0000-3b-01-1", "pci-0000-3b-01-2", "pci-0000-3b-01-3"}
+	waitTaint(t, ctx, "", vfs...)
+
+	tmpl := claimTemplate(t, ctx, "e2e-health-vf", "dpdk", "vfio.fastpath.dev", `device.attributes["fastpath.dev"].driver == "iavf"`, nil)
+	holder := claimPod("e2e-health-holder", "sleep", &corev1.PodResourceClaim{Name: "fast", ResourceClaimTemplateName: &tmpl.Name})
+	if _, err := bed.RunPod(ctx, holder); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bed.DeletePod(context.Background(), "default", holder.Name) })
+	held := podClaimStatus(t, ctx, holder).Device
+	waitPodHealth(t, ctx, holder.Name, corev1.ResourceHealthStatusHealthy)
+
+	operstate := filepath.Join(root, "sys", "class", "net", "ens1f0", "operstate")
+	if err := os.WriteFile(operstate, []byte("down\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitTaint(t, ctx, "PFLinkDown", vfs...)
+	if id := waitPodHealth(t, ctx, holder.Name, corev1.ResourceHealthStatusUnhealthy); !strings.HasSuffix(id, "/"+held) {
+		t.Errorf("pod %s sees %s unhealthy, it holds %s", holder.Name, id, held)
+	}
+	if _, err := waitEvent(ctx, holder.Name, "device "+held+" is unhealthy (PFLinkDown): the link of PF ens1f0 (0000:3b:00.0) is down"); err != nil {
+		t.Error(err)
+	}
+
+	// The other iavf VF is free, but tainted: the scheduler leaves the pod
+	// that wants it pending.
+	waiting := claimPod("e2e-health-waiting", "sleep", &corev1.PodResourceClaim{Name: "fast", ResourceClaimTemplateName: &tmpl.Name})
+	if _, err := bed.Client().CoreV1().Pods("default").Create(ctx, waiting, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bed.DeletePod(context.Background(), "default", waiting.Name) })
+	if msg := waitPodScheduleFailure(t, ctx, waiting.Name); !strings.Contains(msg, "cannot allocate all claims") {
+		t.Logf("the scheduler says: %s", msg)
+	}
+
+	if err := os.WriteFile(operstate, []byte("up\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitTaint(t, ctx, "", vfs...)
+	waitPodHealth(t, ctx, holder.Name, corev1.ResourceHealthStatusHealthy)
+	if _, err := waitEvent(ctx, holder.Name, "device "+held+" is healthy again (it was PFLinkDown)"); err != nil {
+		t.Error(err)
+	}
+	running := func(p *corev1.Pod) (bool, error) { return p.Status.Phase == corev1.PodRunning, nil }
+	if _, err := bed.WaitPod(ctx, "default", waiting.Name, 60*time.Second, running); err != nil {
+		t.Errorf("the pod waiting for a VF did not run once the link was back: %v", err)
+	}
+}
+
+// TestHealthMemifNotAnswering: a vswitch endpoint that accepts connections
+// but never says HELLO is tainted MemifNotAnswering; served again, it is
+// not.
+func TestHealthMemifNotAnswering(t *testing.T) {
+	ctx := testContext(t)
+	root, memifDir := sysfsfixture.TempDir(t), sysfsfixture.TempDir(t)
+	if err := sysfsfixture.Plain().Write(root); err != nil {
+		t.Fatal(err)
+	}
+	socket := filepath.Join(memifDir, "vswitch.sock")
+	l, err := memif.ListenAndServe(socket, memif.Hello{Name: "vswitch"}, func(memif.Init) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	t.Cleanup(func() { deleteSlices(t) })
+	applyDeviceClasses(t, ctx, "deviceclasses.yaml")
+	startDaemon(t, ctx, 26231, append([]string{"--sysfs-root", root, "--memif-dir", memifDir}, healthArgs...)...)
+	dev := "memif-vswitch"
+	waitTaint(t, ctx, "", dev)
+
+	// The vswitch hangs: its socket takes connections and says nothing.
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mute, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: socket, Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				_ = c.Close()
+			}
+		}()
+		for {
+			c, err := mute.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	waitTaint(t, ctx, "MemifNotAnswering", dev)
+
+	if err := mute.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if l, err = memif.ListenAndServe(socket, memif.Hello{Name: "vswitch"}, func(memif.Init) {}); err != nil {
+		t.Fatal(err)
+	}
+	waitTaint(t, ctx, "", dev)
+}
+
+// TestHealthNetdevGone: the netdev a pod holds vanishes from its network
+// namespace (its veth peer is deleted on the host); the pod sees the device
+// Unhealthy with the reason, and deleting the pod still releases the claim.
+func TestHealthNetdevGone(t *testing.T) {
+	ctx := testContext(t)
+	dataplaneSetupArgs(t, ctx, 26232, healthArgs, 30)
+
+	claim := netdevClaim("e2e-health-net", &v1alpha1.InterfaceConfig{Interface: &v1alpha1.InterfaceSpec{Name: "net1"}})
+	claim.Spec.Devices.Requests[0].Exactly.Selectors = nil
+	if _, err := bed.Client().ResourceV1().ResourceClaims("default").Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = bed.Client().ResourceV1().ResourceClaims("default").Delete(context.Background(), claim.Name, metav1.DeleteOptions{})
+	})
+	pod := claimPod("e2e-health-net", "sleep", &corev1.PodResourceClaim{Name: "fast", ResourceClaimName: &claim.Name})
+	if _, err := bed.RunPod(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bed.DeletePod(context.Background(), "default", pod.Name) })
+	waitPodHealth(t, ctx, pod.Name, corev1.ResourceHealthStatusHealthy)
+
+	peer, err := netlink.LinkByName(fmt.Sprintf("%s%db", vethPrefix, 30))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := netlink.LinkDel(peer); err != nil {
+		t.Fatal(err)
+	}
+	waitPodHealth(t, ctx, pod.Name, corev1.ResourceHealthStatusUnhealthy)
+	if _, err := waitEvent(ctx, pod.Name, "(NetdevMissing): interface net1"); err != nil {
+		t.Error(err)
+	}
+
+	if err := bed.DeletePod(ctx, "default", pod.Name); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+		return checkpointClaims(t, lastDaemon) == 0, nil
+	})
+	if err != nil {
+		t.Errorf("the claim of a pod whose device vanished was never released: the checkpoint holds %d claims", checkpointClaims(t, lastDaemon))
+	}
+}
