@@ -109,10 +109,10 @@ func BenchmarkReconcile(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if err := netlink.LinkSetAlias(l, c.Devices[0].Host.Name); err == nil {
-				err = netlink.LinkSetName(l, fmt.Sprintf("%sret%d", benchPrefix, i))
+			if err := netlink.LinkSetAlias(l, c.Devices[0].Host.Name); err != nil {
+				b.Fatal(err)
 			}
-			if err != nil {
+			if err := netlink.LinkSetName(l, fmt.Sprintf("%sret%d", benchPrefix, i)); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -59,7 +59,11 @@ func TestHealthOfTwoDaemons(t *testing.T) {
 		t.Errorf("probe sideways = %v, want a usage error", err)
 	}
 	resp, err := http.Get(fmt.Sprintf("http://%s/healthz", addr))
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Errorf("GET /healthz on the shared address: %v %v", resp, err)
+	if err != nil {
+		t.Fatalf("GET /healthz on the shared address: %v", err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /healthz on the shared address: %s", resp.Status)
 	}
 }
