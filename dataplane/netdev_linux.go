@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
@@ -33,9 +34,15 @@ type Netdev struct {
 	// does (the kernel renamed it on its way back).
 	PCIAddress string
 	// The interface in the pod.
-	Name      string
-	MTU       int    // 0: keep
-	MAC       string // "": keep
+	Name string
+	MTU  int    // 0: keep
+	MAC  string // "": keep
+	// MACFromPF: the VF's PF set MAC as the VF's MAC (Prepare did). Some
+	// VF drivers refuse to be asked for it (igbvf, unless the VF is
+	// trusted) but take it when they reset: Attach resets the VF's netdev
+	// rather than ask, and Detach leaves the MAC to the PF's restore
+	// (RestoreVFAndNetdev).
+	MACFromPF bool
 	Addresses []string
 	Routes    []Route
 	// XDP is the program to attach in the pod (afxdp mode), nil for none.
@@ -129,6 +136,11 @@ func (a *Attacher) Attach(ctx context.Context, podNetNS string, nd Netdev) (_ At
 		if nd.MAC != "" {
 			if mac, err = net.ParseMAC(nd.MAC); err != nil {
 				return Attached{}, fmt.Errorf("MAC %q: %w", nd.MAC, err)
+			}
+		}
+		if nd.MACFromPF && mac != nil && !bytes.Equal(mac, host.Attrs().HardwareAddr) {
+			if host, err = takePFMAC(host); err != nil {
+				return Attached{}, err
 			}
 		}
 		alias := nd.HostName
@@ -227,6 +239,73 @@ func attachXDP(podNetNS string, nd Netdev) (bpf.Mode, error) {
 	defer func() { _ = prog.Close() }()
 	return prog.Attach(podNetNS, nd.Name, nd.XDP.Mode, nd.XDP.Fallback, nd.XDP.Dir)
 }
+
+// takePFMAC makes a VF's netdev take the MAC its PF set, by a reset of its
+// driver (a close, after an open if it is down: igbvf resets as it goes
+// down). A driver that takes the MAC at once, or that does not reset so,
+// is left as it is: the MAC is then asked for in the move. The interface
+// is left down, as a move leaves it.
+func takePFMAC(host netlink.Link) (netlink.Link, error) {
+	name := host.Attrs().Name
+	if host.Attrs().Flags&net.FlagUp == 0 {
+		if err := netlink.LinkSetUp(host); err != nil {
+			return nil, fmt.Errorf("set %s up to reset it for the MAC its PF set: %w", name, err)
+		}
+	}
+	if err := netlink.LinkSetDown(host); err != nil {
+		return nil, fmt.Errorf("set %s down to reset it for the MAC its PF set: %w", name, err)
+	}
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return nil, fmt.Errorf("host interface %s: %w", name, err)
+	}
+	return l, nil
+}
+
+// RestoreVFAndNetdev undoes ApplyVF for a VF whose netdev took the MAC its
+// PF set (Netdev.MACFromPF), and gives the netdev its own MAC back. A PF
+// reports a VF's own MAC as the VF's, but setting it through the PF locks
+// it (igb refuses the VF any other until an all-zero MAC is set through
+// the PF): a MAC before that was the netdev's own goes back through the
+// netdev, after the PF is given the all-zero one. A VF whose PF keeps a
+// MAC takes it by a reset. A netdev that is not in the host has nothing
+// more to restore.
+func RestoreVFAndNetdev(ctx context.Context, p PF, pf string, vf int, applied VFSettings, was VFState, netdev, hostMAC string) error {
+	// direct: the PF keeps no MAC for the VF after the restore, and the
+	// netdev may set its own.
+	direct := strings.EqualFold(was.MAC, zeroMAC)
+	if applied.MAC != "" && strings.EqualFold(was.MAC, hostMAC) {
+		was.MAC, direct = zeroMAC, true
+	}
+	if err := RestoreVF(ctx, p, pf, vf, applied, was); err != nil {
+		return err
+	}
+	if applied.MAC == "" {
+		return nil
+	}
+	hw, err := net.ParseMAC(hostMAC)
+	if err != nil {
+		return fmt.Errorf("host MAC %q: %w", hostMAC, err)
+	}
+	l, err := netlink.LinkByName(netdev)
+	if err != nil || bytes.Equal(l.Attrs().HardwareAddr, hw) {
+		return nil
+	}
+	if direct {
+		if err := netlink.LinkSetHardwareAddr(l, hw); err != nil {
+			return fmt.Errorf("restore MAC %s of %s: %w", hostMAC, netdev, err)
+		}
+		return nil
+	}
+	// The PF sets a MAC again (the one it set before the claim): the VF
+	// takes it when it resets.
+	if _, err := takePFMAC(l); err != nil {
+		return err
+	}
+	return nil
+}
+
+const zeroMAC = "00:00:00:00:00:00"
 
 // changed returns the MTU and MAC to set on l: those it does not have
 // already (0 and nil for the others). Asking a VF's driver for the MAC it
@@ -327,7 +406,7 @@ func (a *Attacher) Detach(ctx context.Context, podNetNS string, nd Netdev) error
 		}
 	}
 	var hostMAC net.HardwareAddr
-	if nd.HostMAC != "" {
+	if nd.HostMAC != "" && !nd.MACFromPF {
 		var err error
 		if hostMAC, err = net.ParseMAC(nd.HostMAC); err != nil {
 			return fmt.Errorf("host MAC %q: %w", nd.HostMAC, err)

@@ -84,7 +84,9 @@ func TestSRIOVRefusedVFSetting(t *testing.T) {
 // driver asks for unless the VF is trusted, and only an all-zero MAC
 // through the PF lifts that. An attach that asks for a MAC then fails in
 // the middle of its one RTM_NEWLINK, after the kernel has moved the VF
-// into the pod: Attach must bring it back as it was.
+// into the pod: Attach must bring it back as it was. Told that the PF set
+// the MAC, Attach has the VF take it by a reset instead, and Detach and
+// RestoreVFAndNetdev give the VF its own back after the claim.
 func TestSRIOVAdminMACLocksVFMAC(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	pf, vf := sriovVF(t, 1)
@@ -122,10 +124,41 @@ func TestSRIOVAdminMACLocksVFMAC(t *testing.T) {
 			nd.HostName, l.Attrs().MTU, l.Attrs().HardwareAddr, l.Attrs().Alias, l.Attrs().ParentDev, nd.HostMTU, nd.HostMAC, vf.Address)
 	}
 
-	// Trusted, the VF may ask for the MAC the PF set: the attach goes through.
+	// Told the PF set the MAC, Attach resets the VF rather than ask: the
+	// untrusted VF goes into the pod with the PF's MAC.
+	nd.MACFromPF = true
+	got, err := a.Attach(ctx, podNS, nd)
+	if err != nil {
+		t.Fatalf("attach with the MAC the PF set: %v", err)
+	}
+	if got.MAC != set.MAC {
+		t.Errorf("the VF is in the pod with MAC %s, want the PF's %s", got.MAC, set.MAC)
+	}
+	// Detach leaves the MAC; once the PF no longer sets one, the netdev
+	// gets its own back.
+	if err := a.Detach(ctx, podNS, nd); err != nil {
+		t.Fatal(err)
+	}
+	if err := RestoreVFAndNetdev(ctx, NetlinkPF{}, pf.Name, vf.ID, set, was, nd.HostName, nd.HostMAC); err != nil {
+		t.Fatal(err)
+	}
+	if l := linkByName(t, nd.HostName); l.Attrs().HardwareAddr.String() != nd.HostMAC {
+		t.Errorf("after the claim: %s has MAC %s, want %s back", nd.HostName, l.Attrs().HardwareAddr, nd.HostMAC)
+	}
+	// And it can set its MAC itself again.
+	if err := netlink.LinkSetHardwareAddr(linkByName(t, nd.HostName), mac); err != nil {
+		t.Errorf("the VF cannot set its own MAC after the claim: %v", err)
+	}
+
+	// Trusted, the VF may ask for the MAC the PF set: the attach goes
+	// through without a reset.
+	if err := ApplyVF(ctx, NetlinkPF{}, pf.Name, vf.ID, set, was); err != nil {
+		t.Fatal(err)
+	}
 	if err := (NetlinkPF{}).SetTrust(pf.Name, vf.ID, true); err != nil {
 		t.Fatal(err)
 	}
+	nd.MACFromPF, nd.HostMAC = false, mac.String()
 	if _, err := a.Attach(ctx, podNS, nd); err != nil {
 		t.Fatalf("attach of a trusted VF: %v", err)
 	}

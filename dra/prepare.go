@@ -15,6 +15,7 @@ import (
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/dataplane/fault"
 	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/nri"
 	"github.com/fastpath-dra/fastpath/dra/status"
 )
 
@@ -148,6 +149,9 @@ func (d *Driver) steps(c *claims.Claim) []step {
 				return deviceErr(dev, dataplane.ApplyVF(ctx, d.opts.PF, vf.PFName, vf.ID, set, before))
 			},
 			undo: func(ctx context.Context) error {
+				if nd, ok := nri.Netdev(*dev); ok && nd.MACFromPF {
+					return deviceErr(dev, dataplane.RestoreVFAndNetdev(ctx, d.opts.PF, vf.PFName, vf.ID, set, before, nd.HostName, nd.HostMAC))
+				}
 				return deviceErr(dev, dataplane.RestoreVF(ctx, d.opts.PF, vf.PFName, vf.ID, set, before))
 			},
 		})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -141,6 +142,8 @@ func Netdev(d claims.Device) (dataplane.Netdev, bool) {
 	for _, r := range d.Pod.Routes {
 		nd.Routes = append(nd.Routes, dataplane.Route{Destination: r.Destination, Gateway: r.Gateway})
 	}
+	// Prepare had the PF set the interface's MAC as the VF's.
+	nd.MACFromPF = d.VF != nil && d.Pod.MAC != "" && strings.EqualFold(d.VF.Set.MAC, d.Pod.MAC)
 	if x := d.XDP; x != nil {
 		nd.XDP = &dataplane.XDP{Dir: x.PinDir, Mode: bpf.Mode(x.AttachMode), Fallback: x.Fallback}
 	}
