@@ -13,12 +13,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/test/testbed"
 )
 
 // TestRollingUpgrade: the chart's release is upgraded to a new image tag
-// while pods with claims are being created. The new daemon's pod starts
+// while pods with claims are created and deleted. The new daemon's pod starts
 // beside the old one (maxSurge 1), the old one goes once the new one is
 // Ready; every pod created before, during and after gets its device, and
 // the new daemon releases, when their pods go, the claims the old one
@@ -52,13 +54,20 @@ func TestRollingUpgrade(t *testing.T) {
 	if err := bed.TagImage(ctx, img, testbed.FastpathdRepository+":"+next); err != nil {
 		t.Fatal(err)
 	}
-	// Pods keep coming while the release is upgraded.
+	// Pods keep coming, and the first one goes, while the release is
+	// upgraded.
 	started := make(chan error, 1)
 	go func() {
 		for i := 1; i < pods; i++ {
 			if _, err := bed.RunPod(ctx, podNamed(i)); err != nil {
 				started <- err
 				return
+			}
+			if i == 2 {
+				if err := bed.DeletePod(ctx, "default", podNamed(0).Name); err != nil {
+					started <- err
+					return
+				}
 			}
 		}
 		started <- nil
@@ -102,7 +111,22 @@ func TestRollingUpgrade(t *testing.T) {
 	if err := <-started; err != nil {
 		t.Fatalf("a pod created during the upgrade did not run: %v", err)
 	}
-	for i := range pods {
+	// The pod deleted during the upgrade gave its device back: one veth
+	// is in the host, the others are in the four pods.
+	var inHost []string
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+		inHost = inHost[:0]
+		for _, o := range origs {
+			if _, err := netlink.LinkByName(o.Name); err == nil {
+				inHost = append(inHost, o.Name)
+			}
+		}
+		return len(inHost) == 1, nil
+	})
+	if err != nil {
+		t.Errorf("with %d pods running, the host has veths %v, want the one of the deleted pod", pods-1, inHost)
+	}
+	for i := 1; i < pods; i++ {
 		logs, err := bed.WaitPodLog(ctx, "default", podNamed(i).Name, "net1 ", 30*time.Second)
 		if err != nil {
 			t.Errorf("pod %d: %v", i, err)
