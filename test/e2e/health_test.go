@@ -87,11 +87,12 @@ func waitTaint(t *testing.T, ctx context.Context, reason string, devices ...stri
 
 // waitPodHealth waits for the pod's container to see its claimed device's
 // health as want (Healthy or Unhealthy), as the kubelet writes it from the
-// driver's health stream, and returns the device's resource ID.
-func waitPodHealth(t *testing.T, ctx context.Context, pod string, want corev1.ResourceHealthStatus) string {
+// driver's health stream, and returns the device's resource ID and the
+// message.
+func waitPodHealth(t *testing.T, ctx context.Context, pod string, want corev1.ResourceHealthStatus) (string, string) {
 	t.Helper()
 	var seen []string
-	var id string
+	var id, msg string
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		p, err := bed.Client().CoreV1().Pods("default").Get(ctx, pod, metav1.GetOptions{})
 		if err != nil {
@@ -103,7 +104,7 @@ func waitPodHealth(t *testing.T, ctx context.Context, pod string, want corev1.Re
 				for _, r := range rs.Resources {
 					seen = append(seen, fmt.Sprintf("%s %s %s %q", rs.Name, r.ResourceID, r.Health, ptr.Deref(r.Message, "")))
 					if r.Health == want && strings.HasPrefix(string(r.ResourceID), driverName+"/") {
-						id = string(r.ResourceID)
+						id, msg = string(r.ResourceID), ptr.Deref(r.Message, "")
 						return true, nil
 					}
 				}
@@ -114,7 +115,7 @@ func waitPodHealth(t *testing.T, ctx context.Context, pod string, want corev1.Re
 	if err != nil {
 		t.Fatalf("pod %s never saw its device %s; it sees %q", pod, want, seen)
 	}
-	return id
+	return id, msg
 }
 
 // waitPodScheduleFailure waits for the scheduler to say it cannot place
@@ -177,8 +178,9 @@ func TestHealthPFLinkDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitTaint(t, ctx, "PFLinkDown", vfs...)
-	if id := waitPodHealth(t, ctx, holder.Name, corev1.ResourceHealthStatusUnhealthy); !strings.HasSuffix(id, "/"+held) {
-		t.Errorf("pod %s sees %s unhealthy, it holds %s", holder.Name, id, held)
+	// The kubelet names the device by its CDI name, <claim UID>-<request>.
+	if id, msg := waitPodHealth(t, ctx, holder.Name, corev1.ResourceHealthStatusUnhealthy); !strings.HasSuffix(id, "-dpdk") || !strings.HasPrefix(msg, "PFLinkDown: ") {
+		t.Errorf("pod %s sees %s unhealthy (%q)", holder.Name, id, msg)
 	}
 	if _, err := waitEvent(ctx, holder.Name, "device "+held+" is unhealthy (PFLinkDown): the link of PF ens1f0 (0000:3b:00.0) is down"); err != nil {
 		t.Error(err)

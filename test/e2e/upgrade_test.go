@@ -80,29 +80,32 @@ func TestRollingUpgrade(t *testing.T) {
 	}
 	// Both daemons run at once for a while: the new one is Ready before the
 	// old one is asked to stop.
-	var overlap bool
+	var oldDeleted *metav1.Time
+	var newPod *corev1.Pod
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
 		list, err := bed.Client().CoreV1().Pods(testbed.ChartNamespace).List(ctx, metav1.ListOptions{LabelSelector: testbed.DaemonSelector})
 		if err != nil {
 			return false, nil
 		}
-		var oldRunning, newReady bool
-		for _, p := range list.Items {
+		oldGone := true
+		for i, p := range list.Items {
 			switch {
 			case p.UID == old.UID:
-				oldRunning = p.DeletionTimestamp == nil
+				oldGone = false
+				if p.DeletionTimestamp != nil {
+					oldDeleted = p.DeletionTimestamp
+				}
 			case readyPod(&p):
-				newReady = true
+				newPod = &list.Items[i]
 			}
 		}
-		overlap = overlap || oldRunning && newReady
-		return newReady && !oldRunning, nil
+		return newPod != nil && (oldGone || oldDeleted != nil), nil
 	})
 	if err != nil {
 		t.Fatalf("the upgraded daemon never replaced pod %s", old.Name)
 	}
-	if !overlap {
-		t.Errorf("the new daemon was not Ready beside the old one: the upgrade left a gap")
+	if ready := readySince(newPod); oldDeleted != nil && ready.After(oldDeleted.Time) {
+		t.Errorf("the new daemon was Ready at %s, after the old one was deleted at %s: the upgrade left a gap", ready, oldDeleted)
 	}
 	d.waitReady(t, ctx, old.UID)
 	if d.pod.Spec.Containers[0].Image != testbed.FastpathdRepository+":"+next {
@@ -158,6 +161,16 @@ func TestRollingUpgrade(t *testing.T) {
 	if err != nil {
 		t.Errorf("the checkpoint holds %d claims after every pod went", checkpointClaims(t, d))
 	}
+}
+
+// readySince is when the pod became Ready.
+func readySince(p *corev1.Pod) time.Time {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return time.Time{}
 }
 
 // readyPod reports whether the pod is Ready.
