@@ -93,11 +93,7 @@ func waitPodHealth(t *testing.T, ctx context.Context, pod string, want corev1.Re
 	t.Helper()
 	var seen []string
 	var id, msg string
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		p, err := bed.Client().CoreV1().Pods("default").Get(ctx, pod, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
+	_, err := bed.WaitPod(ctx, "default", pod, 60*time.Second, func(p *corev1.Pod) (bool, error) {
 		seen = seen[:0]
 		for _, cs := range p.Status.ContainerStatuses {
 			for _, rs := range cs.AllocatedResourcesStatus {
@@ -123,11 +119,7 @@ func waitPodHealth(t *testing.T, ctx context.Context, pod string, want corev1.Re
 func waitPodScheduleFailure(t *testing.T, ctx context.Context, pod string) string {
 	t.Helper()
 	var msg string
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		p, err := bed.Client().CoreV1().Pods("default").Get(ctx, pod, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
+	_, err := bed.WaitPod(ctx, "default", pod, 60*time.Second, func(p *corev1.Pod) (bool, error) {
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
 				msg = c.Message
@@ -137,7 +129,7 @@ func waitPodScheduleFailure(t *testing.T, ctx context.Context, pod string) strin
 		return false, nil
 	})
 	if err != nil {
-		t.Fatalf("the scheduler never refused pod %s", pod)
+		t.Fatalf("the scheduler never refused pod %s: %v", pod, err)
 	}
 	return msg
 }
