@@ -52,7 +52,8 @@ func failingConfig(t *testing.T) Config {
 		}
 	}
 	for _, f := range []string{filepath.Join(bins.kubernetes, "kube-apiserver"), filepath.Join(bins.kubernetes, "kubelet"),
-		filepath.Join(bins.containerd, "containerd"), filepath.Join(bins.runc, "runc"), filepath.Join(bins.cni, "bridge")} {
+		filepath.Join(bins.containerd, "containerd"), filepath.Join(bins.runc, "runc"), filepath.Join(bins.cni, "bridge"),
+		filepath.Join(bins.helm, "helm")} {
 		write(f, "#!/bin/sh\nexit 99\n")
 	}
 	write(filepath.Join(bins.etcd, "etcd"), "#!/bin/sh\necho 'etcd: unknown flag --frobnicate' >&2\nexit 1\n")
