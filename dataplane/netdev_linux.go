@@ -40,7 +40,8 @@ type Netdev struct {
 	// MACFromPF: the VF's PF set MAC as the VF's MAC (Prepare did). Some
 	// VF drivers refuse to be asked for it (igbvf, unless the VF is
 	// trusted) but take it when they reset: Attach resets the VF's netdev
-	// rather than ask, and Detach leaves the MAC to the PF's restore
+	// rather than ask, and Detach gives the netdev its MAC back only if
+	// the driver lets it, else leaves that to Unprepare
 	// (RestoreVFAndNetdev).
 	MACFromPF bool
 	Addresses []string
@@ -423,7 +424,7 @@ func (a *Attacher) Detach(ctx context.Context, podNetNS string, nd Netdev) error
 			}
 			logger.V(2).Info("Returned interface to the host")
 			fault.Point("detach.moved")
-			return restoreHost(nd)
+			return restoreHost(ctx, nd)
 		}
 	}
 	// Not in the pod: in the host already, under its name or another.
@@ -442,7 +443,7 @@ func (a *Attacher) Detach(ctx context.Context, podNetNS string, nd Netdev) error
 		return fmt.Errorf("restore %s as %s: %w", link.Attrs().Name, nd.HostName, err)
 	}
 	logger.V(2).Info("Restored interface in the host", "foundAs", link.Attrs().Name)
-	return restoreHost(nd)
+	return restoreHost(ctx, nd)
 }
 
 // HostUp reports the admin state (IFF_UP) of the host interface name, to
@@ -461,9 +462,20 @@ func (a *Attacher) HostUp(name string) (bool, error) {
 
 // restoreHost finishes a returned interface: no addresses left, and up
 // again if it was up before.
-func restoreHost(nd Netdev) error {
+func restoreHost(ctx context.Context, nd Netdev) error {
 	if err := flushAddresses(nd.HostName); err != nil {
 		return err
+	}
+	if nd.MACFromPF && nd.HostMAC != "" {
+		// The VF's driver may refuse while its PF sets a MAC: Unprepare
+		// restores it then (RestoreVFAndNetdev).
+		if hw, err := net.ParseMAC(nd.HostMAC); err == nil {
+			if l, err := netlink.LinkByName(nd.HostName); err == nil && !bytes.Equal(l.Attrs().HardwareAddr, hw) {
+				if err := netlink.LinkSetHardwareAddr(l, hw); err != nil {
+					klog.FromContext(ctx).V(2).Info("VF netdev keeps the MAC its PF sets until the claim is unprepared", "interface", nd.HostName, "reason", err.Error())
+				}
+			}
+		}
 	}
 	if !nd.HostUp {
 		return nil
