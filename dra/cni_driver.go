@@ -38,6 +38,8 @@ type CNIOptions struct {
 	// cni.dra.networking.x-k8s.io/...), for arguments to refer to.
 	Attributes map[string]string
 	Policy     CNIPolicy
+	// Approved reads the approved configs claims name with configName.
+	Approved ApprovedConfigs
 }
 
 // CNIDriver serves the CNI DRA driver API (cni.dra.networking.x-k8s.io): a
@@ -161,7 +163,7 @@ func (d *CNIDriver) plan(ctx context.Context, claim *resourceapi.ResourceClaim) 
 	}
 	c := &claims.Claim{Driver: claims.DriverCNI, UID: claim.UID, Namespace: claim.Namespace, Name: claim.Name, Pod: pod, Prepared: true}
 	taken := map[string]string{}
-	cc := cniContext{ctx: ctx, client: d.opts.Client, namespace: claim.Namespace, attributes: d.attrs,
+	cc := cniContext{ctx: ctx, client: d.opts.Client, approved: d.opts.Approved, namespace: claim.Namespace, attributes: d.attrs,
 		slice: map[string]string{"spec.nodeName": d.opts.NodeName, "spec.pool.name": d.opts.NodeName, "spec.driver": CNIDriverName}}
 	for _, res := range claim.Status.Allocation.Devices.Results {
 		if res.Driver != CNIDriverName {
@@ -185,21 +187,27 @@ func (d *CNIDriver) plan(ctx context.Context, claim *resourceapi.ResourceClaim) 
 		if len(errs) > 0 {
 			return nil, fail(res.Request, res.Device, "", errs)
 		}
-		netName := strings.ReplaceAll(claim.Namespace+"-"+claim.Name+"-"+res.Request, "/", "_")
-		conflist, errs := buildConflist(cfg, netName, d.opts.Policy, cc)
+		net, errs := buildConflist(cfg, CNINetworkName(claim.Namespace, claim.Name, res.Request), d.opts.Policy, cc)
 		if len(errs) > 0 {
 			return nil, fail(res.Request, res.Device, "", errs)
 		}
-		if where, dup := taken[cfg.IfName]; dup {
-			return nil, fail(res.Request, res.Device, "", field.ErrorList{field.Duplicate(field.NewPath("ifName"), fmt.Sprintf("%s (already used by %s)", cfg.IfName, where))})
+		if where, dup := taken[net.IfName]; dup {
+			return nil, fail(res.Request, res.Device, "", field.ErrorList{field.Duplicate(field.NewPath("ifName"), fmt.Sprintf("%s (already used by %s)", net.IfName, where))})
 		}
-		taken[cfg.IfName] = fmt.Sprintf("request %q", res.Request)
-		c.Networks = append(c.Networks, claims.Network{Request: res.Request, Pool: res.Pool, Device: res.Device, IfName: cfg.IfName, Conflist: conflist})
+		taken[net.IfName] = fmt.Sprintf("request %q", res.Request)
+		c.Networks = append(c.Networks, claims.Network{Request: res.Request, Pool: res.Pool, Device: res.Device, IfName: net.IfName,
+			Conflist: net.Conflist, Redact: net.Redact})
 	}
 	if len(c.Networks) == 0 {
 		return nil, fail("", "", "no device of driver "+CNIDriverName+" is allocated", nil)
 	}
 	return c, nil
+}
+
+// CNINetworkName is the name of the CNI network of a claim's request:
+// <namespace>-<claim>-<request>.
+func CNINetworkName(namespace, claim, request string) string {
+	return strings.ReplaceAll(namespace+"-"+claim+"-"+request, "/", "_")
 }
 
 // UnprepareResourceClaims runs DEL for networks still added (a DEL that
