@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -62,22 +63,10 @@ func (s ApprovedConfigSet) Get(_ context.Context, name string) (*v1alpha1.CNICon
 }
 
 // AcceptCNIConfig says whether fastpathd, with policy, accepts an approved
-// config: the condition Accepted for its status. It checks what does not
-// need a claim or a device: the spec's shape, the allowlist, and libcni's
-// parse of the conflist it makes (with placeholders for device attributes,
-// slice fields and ConfigMap keys).
+// config: the condition Accepted for its status (CNIConfigProblems).
 func AcceptCNIConfig(o *v1alpha1.CNIConfigObject, policy CNIPolicy) metav1.Condition {
 	cond := metav1.Condition{Type: v1alpha1.CNIConfigAccepted, ObservedGeneration: o.Generation}
-	errs := o.Validate()
-	if len(errs) == 0 {
-		claim := v1alpha1.CNIConfig{IfName: o.Spec.IfName, ConfigName: o.Name}
-		if claim.IfName == "" {
-			claim.IfName = "net1" // claims set it
-		}
-		c := cniContext{ctx: context.Background(), approved: ApprovedConfigSet{o.Name: o}, static: true}
-		policy.RequireApproved = false
-		_, errs = buildConflist(claim, "cniconfig-"+o.Name, policy, c)
-	}
+	errs := CNIConfigProblems(o, policy)
 	for _, e := range errs {
 		if e.Origin == originAllowlist {
 			cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.ReasonCNIPluginNotAllowed, errs.ToAggregate().Error()
@@ -91,6 +80,29 @@ func AcceptCNIConfig(o *v1alpha1.CNIConfigObject, policy CNIPolicy) metav1.Condi
 	cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonCNIConfigAccepted
 	cond.Message = fmt.Sprintf("fastpathd runs it: plugins %v on the allowlist, the conflist parses", pluginNames(o.Spec))
 	return cond
+}
+
+// CNIConfigProblems is what keeps fastpathd, with policy, from running an
+// approved config, checking what needs no claim or device: the object's
+// shape, the allowlist, and libcni's parse of the conflist it makes (with
+// placeholders for device attributes, slice fields and ConfigMap keys).
+// Fields are the object's (spec.plugins[0].type).
+func CNIConfigProblems(o *v1alpha1.CNIConfigObject, policy CNIPolicy) field.ErrorList {
+	if errs := o.Validate(); len(errs) > 0 {
+		return errs
+	}
+	claim := v1alpha1.CNIConfig{IfName: o.Spec.IfName, ConfigName: o.Name}
+	if claim.IfName == "" {
+		claim.IfName = "net1" // claims set it
+	}
+	c := cniContext{ctx: context.Background(), approved: ApprovedConfigSet{o.Name: o}, static: true}
+	policy.RequireApproved = false
+	_, errs := buildConflist(claim, "cniconfig-"+o.Name, policy, c)
+	prefix := field.NewPath("configName").Key(o.Name).String() + "."
+	for _, e := range errs {
+		e.Field = strings.TrimPrefix(e.Field, prefix)
+	}
+	return errs
 }
 
 func pluginNames(c v1alpha1.CNIConfig) []string {

@@ -100,7 +100,7 @@ func buildConflist(cfg v1alpha1.CNIConfig, name string, policy CNIPolicy, c cniC
 			"this node runs only approved configs (--cni-require-approved): name a CNIConfig with configName")}
 	}
 	net := cniNetwork{IfName: cfg.IfName}
-	chain, base, trusted := cfg, field.NewPath(""), false
+	chain, base, trusted := cfg, (*field.Path)(nil), false
 	if cfg.ConfigName != "" {
 		obj, err := c.approvedConfig(cfg.ConfigName)
 		if err != nil {
@@ -180,9 +180,9 @@ func buildConflist(cfg v1alpha1.CNIConfig, name string, policy CNIPolicy, c cniC
 	return net, nil
 }
 
-// sub is base.Child(name), or a path of name alone for an empty base.
+// sub is base.Child(name), or a path of name alone for a nil base.
 func sub(base *field.Path, name string) *field.Path {
-	if base.String() == "" {
+	if base == nil {
 		return field.NewPath(name)
 	}
 	return base.Child(name)

@@ -262,9 +262,9 @@ func TestAcceptCNIConfig(t *testing.T) {
 		status, reason string
 		want           string
 	}{
-		"accepted":      {policy: testPolicy, status: "True", reason: "Accepted", want: "[macvlan host-local]"},
-		"not allowed":   {policy: CNIPolicy{Plugins: []string{"macvlan"}}, status: "False", reason: "PluginNotAllowed", want: `"host-local" is not on this node's allowlist`},
-		"invalid":       {change: func(o *v1alpha1.CNIConfigObject) { o.Spec.CNIVersion = "banana" }, policy: testPolicy, status: "False", reason: "Invalid", want: "spec.cniVersion"},
+		"accepted":       {policy: testPolicy, status: "True", reason: "Accepted", want: "[macvlan host-local]"},
+		"not allowed":    {policy: CNIPolicy{Plugins: []string{"macvlan"}}, status: "False", reason: "PluginNotAllowed", want: `"host-local" is not on this node's allowlist`},
+		"invalid":        {change: func(o *v1alpha1.CNIConfigObject) { o.Spec.CNIVersion = "banana" }, policy: testPolicy, status: "False", reason: "Invalid", want: "spec.cniVersion"},
 		"does not parse": {change: func(o *v1alpha1.CNIConfigObject) { o.Spec.Plugins[0].Config["ipam"] = "dhcp" }, policy: testPolicy, status: "False", reason: "Invalid", want: "not a valid CNI configuration"},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -172,24 +172,9 @@ func (d *CNIDriver) plan(ctx context.Context, claim *resourceapi.ResourceClaim) 
 		if err := checkResult(claim, res, d.opts.NodeName, fail); err != nil {
 			return nil, err
 		}
-		var configs []int
-		for i, cfg := range claim.Status.Allocation.Devices.Config {
-			if cfg.Opaque != nil && cfg.Opaque.Driver == CNIDriverName && appliesTo(cfg.Requests, res.Request) {
-				configs = append(configs, i)
-			}
-		}
-		if len(configs) != 1 {
-			return nil, fail(res.Request, res.Device, fmt.Sprintf("has %d CNI configs; every request of class %s needs exactly one, for driver %s", len(configs), CNIClassName, CNIDriverName), nil)
-		}
-		i := configs[0]
-		src := claim.Status.Allocation.Devices.Config[i]
-		cfg, errs := v1alpha1.DecodeCNIConfig(src.Opaque.Parameters.Raw, field.NewPath("config").Index(i).Key(string(src.Source)).Child("parameters"))
-		if len(errs) > 0 {
-			return nil, fail(res.Request, res.Device, "", errs)
-		}
-		net, errs := buildConflist(cfg, CNINetworkName(claim.Namespace, claim.Name, res.Request), d.opts.Policy, cc)
-		if len(errs) > 0 {
-			return nil, fail(res.Request, res.Device, "", errs)
+		net, reason, errs := planNetwork(claim, res.Request, d.opts.Policy, cc)
+		if reason != "" || len(errs) > 0 {
+			return nil, fail(res.Request, res.Device, reason, errs)
 		}
 		if where, dup := taken[net.IfName]; dup {
 			return nil, fail(res.Request, res.Device, "", field.ErrorList{field.Duplicate(field.NewPath("ifName"), fmt.Sprintf("%s (already used by %s)", net.IfName, where))})
@@ -202,6 +187,33 @@ func (d *CNIDriver) plan(ctx context.Context, claim *resourceapi.ResourceClaim) 
 		return nil, fail("", "", "no device of driver "+CNIDriverName+" is allocated", nil)
 	}
 	return c, nil
+}
+
+// planNetwork resolves the CNI config of a request: exactly one config of
+// the driver applies, it decodes, and buildConflist accepts it. The
+// errors' fields are the config's.
+func planNetwork(claim *resourceapi.ResourceClaim, request string, policy CNIPolicy, cc cniContext) (cniNetwork, string, field.ErrorList) {
+	var configs []int
+	for i, cfg := range claim.Status.Allocation.Devices.Config {
+		if cfg.Opaque != nil && cfg.Opaque.Driver == CNIDriverName && appliesTo(cfg.Requests, request) {
+			configs = append(configs, i)
+		}
+	}
+	if len(configs) != 1 {
+		return cniNetwork{}, fmt.Sprintf("has %d CNI configs; every request of class %s needs exactly one, for driver %s", len(configs), CNIClassName, CNIDriverName), nil
+	}
+	i := configs[0]
+	src := claim.Status.Allocation.Devices.Config[i]
+	path := field.NewPath("config").Index(i).Key(string(src.Source)).Child("parameters")
+	cfg, errs := v1alpha1.DecodeCNIConfig(src.Opaque.Parameters.Raw, path)
+	if len(errs) > 0 {
+		return cniNetwork{}, "", errs
+	}
+	net, errs := buildConflist(cfg, CNINetworkName(claim.Namespace, claim.Name, request), policy, cc)
+	for _, e := range errs {
+		e.Field = path.String() + "." + e.Field
+	}
+	return net, "", errs
 }
 
 // CNINetworkName is the name of the CNI network of a claim's request:

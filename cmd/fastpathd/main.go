@@ -3,7 +3,9 @@
 //
 //	fastpathd [--version] [--help] COMMAND [flags]
 //
-// Commands: run (the daemon), inventory (show the node's devices).
+// Commands: run (the daemon), inventory (show the node's devices),
+// validate (check manifests as Prepare would), controller (the status of
+// CNIConfig objects).
 // Exit code 2 means bad flags or configuration, 1 a runtime failure.
 package main
 
@@ -34,6 +36,8 @@ AF_XDP-ready NICs, memif endpoints) as a DRA driver and NRI plugin.
 Usage:
   fastpathd run [flags]         run the node daemon
   fastpathd inventory [flags]   show the devices this node would offer
+  fastpathd validate -f FILE... check claims, classes, CNIConfigs and pods as Prepare would
+  fastpathd controller [flags]  write the status of CNIConfig objects (one per cluster, leader-elected)
   fastpathd --version           print the version
   fastpathd COMMAND --help      show a command's flags
 
@@ -61,6 +65,10 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		err = runCommand(args[1:], stderr)
 	case "inventory":
 		err = inventoryCommand(args[1:], stdout, stderr)
+	case "validate":
+		err = validateCommand(args[1:], os.Stdin, stdout, stderr)
+	case "controller":
+		err = controllerCommand(args[1:], stderr)
 	default:
 		err = usagef("unknown command %q; see fastpathd --help", args[0])
 	}

@@ -112,6 +112,7 @@ func podOf(pod *api.PodSandbox) Pod {
 // devices (their RunPodSandbox was missed) get them now.
 func (h *hooks) Synchronize(ctx context.Context, pods []*api.PodSandbox, _ []*api.Container) ([]*api.ContainerUpdate, error) {
 	h.p.Synchronize(ctx, pods)
+	h.p.CollectGarbage(ctx, pods)
 	h.p.setConnected(true)
 	return nil, nil
 }
