@@ -109,7 +109,8 @@ func BenchmarkReconcile(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if err := netlink.LinkSetAlias(l, c.Devices[0].Host.Name); err == nil {
+			err = netlink.LinkSetAlias(l, c.Devices[0].Host.Name)
+			if err == nil {
 				err = netlink.LinkSetName(l, fmt.Sprintf("%sret%d", benchPrefix, i))
 			}
 			if err != nil {

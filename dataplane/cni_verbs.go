@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -22,6 +23,29 @@ func (c *CNI) Status(ctx context.Context, n CNINetwork) error {
 		return err
 	}
 	return c.cfg.GetStatusNetworkList(ctx, list)
+}
+
+// Cached is the result libcni cached at ADD, and whether there is one:
+// ADD completed and DEL has not run since (the interface may be gone:
+// CHECK says).
+func (c *CNI) Cached(_ context.Context, n CNINetwork) (CNIResult, bool, error) {
+	list, rt, err := n.parse()
+	if err != nil {
+		return CNIResult{}, false, err
+	}
+	res, err := c.cfg.GetNetworkListCachedResult(list, rt)
+	if err != nil || res == nil {
+		return CNIResult{}, false, err
+	}
+	raw, err := json.Marshal(res)
+	if err != nil {
+		return CNIResult{}, false, fmt.Errorf("CNI result: %w", err)
+	}
+	cur, err := asCurrent(res)
+	if err != nil {
+		return CNIResult{}, false, err
+	}
+	return CNIResult{Raw: raw, Current: cur}, true, nil
 }
 
 // Check runs CHECK with the result cached at ADD: an error says the

@@ -80,6 +80,12 @@ func TestCNICheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls(t, bin)
+	if res, ok, err := c.Cached(ctx, n); err != nil || !ok || res.Current == nil || len(res.Current.IPs) != 1 {
+		t.Errorf("cached result: %+v, %v, %v", res, ok, err)
+	}
+	if _, ok, err := c.Cached(ctx, network("1.1.0", "s9")); err != nil || ok {
+		t.Errorf("cached result of a sandbox never added: %v, %v", ok, err)
+	}
 	if err := c.Check(ctx, n); err != nil || !slices.Equal(calls(t, bin), []string{"CHECK", "s1", "net1", "|"}) {
 		t.Errorf("CHECK: %v", err)
 	}

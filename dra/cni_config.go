@@ -3,6 +3,7 @@ package dra
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"regexp"
@@ -210,10 +211,7 @@ func (c cniContext) approvedConfig(name string) (*v1alpha1.CNIConfigObject, *fie
 	return obj, nil
 }
 
-func isApprovedUnknown(err error) bool {
-	_, ok := err.(errApprovedUnknown)
-	return ok
-}
+func isApprovedUnknown(err error) bool { return errors.As(err, new(errApprovedUnknown)) }
 
 // Where an argument's value came from.
 const (

@@ -111,7 +111,7 @@ func (j job) run() error {
 	if err != nil {
 		return err
 	}
-	defer attacher.Close()
+	defer func() { _ = attacher.Close() }()
 	plugin := nri.New(nri.Options{Store: store, Attacher: attacher, Status: writer,
 		CNI: dataplane.NewCNI([]string{r.CNIBin}, r.CNICache)})
 	d, err := New(Options{NodeName: testNode, Client: client, PluginDir: filepath.Join(r.Dir, "plugin"), StateDir: r.StateDir,
@@ -404,7 +404,7 @@ func (r *rig) do(t *testing.T, op string, sync, running bool, fault string) (kil
 		if st, ok := exit.Sys().(syscall.WaitStatus); ok && st.Signaled() && st.Signal() == syscall.SIGKILL {
 			return true, nil
 		}
-		return false, fmt.Errorf("%s: %v: %s", op, runErr, strings.TrimSpace(stderr.String()))
+		return false, fmt.Errorf("%s: %w: %s", op, runErr, strings.TrimSpace(stderr.String()))
 	}
 	return false, runErr
 }

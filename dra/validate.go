@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -234,8 +235,7 @@ var configField = regexp.MustCompile(`^config\[(\d+)\]\[[A-Za-z]+\]\.parameters`
 // or relative to the config: interface.mtu) as a path in the object.
 func (s StaticCheck) fieldIn(f string, paths map[int]string, at string) string {
 	if m := configField.FindStringSubmatchIndex(f); m != nil {
-		var i int
-		fmt.Sscan(f[m[2]:m[3]], &i)
+		i, _ := strconv.Atoi(f[m[2]:m[3]]) // digits: the pattern's
 		return paths[i] + f[m[1]:]
 	}
 	if at != "" && f != "" {

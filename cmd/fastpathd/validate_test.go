@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,11 +17,11 @@ func runValidate(t *testing.T, stdin string, args ...string) (int, string, strin
 	var stdout, stderr bytes.Buffer
 	err := validateCommand(args, strings.NewReader(stdin), &stdout, &stderr)
 	code := 0
-	switch e := err.(type) {
-	case nil:
-	case usageError:
+	switch {
+	case err == nil:
+	case errors.As(err, new(usageError)):
 		code = 2
-		stderr.WriteString(e.Error())
+		stderr.WriteString(err.Error())
 	default:
 		code = 1
 		stderr.WriteString(err.Error())

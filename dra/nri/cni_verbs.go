@@ -101,9 +101,9 @@ func (p *Plugin) checkPod(ctx context.Context, uid types.UID, reported map[check
 				continue
 			}
 			conf := runtimeConf(c, n)
-			res, ok, err := p.opts.CNI.Added(ctx, conf)
+			res, ok, err := p.opts.CNI.Cached(ctx, conf)
 			if err != nil || !ok {
-				continue // not in place: the runtime's hooks see to it
+				continue // ADD did not complete: the runtime's hooks see to it
 			}
 			key := checkKey{c.Key(), n.Request, n.SandboxID}
 			seen[key] = true

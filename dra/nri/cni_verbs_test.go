@@ -52,6 +52,10 @@ func (f *fakeCNI) Added(_ context.Context, n dataplane.CNINetwork) (dataplane.CN
 	return dataplane.CNIResult{Raw: []byte(`{"cniVersion":"1.1.0"}`), Current: &cni100.Result{CNIVersion: "1.1.0"}}, true, nil
 }
 
+func (f *fakeCNI) Cached(ctx context.Context, n dataplane.CNINetwork) (dataplane.CNIResult, bool, error) {
+	return f.Added(ctx, n)
+}
+
 func (f *fakeCNI) Del(_ context.Context, n dataplane.CNINetwork) error {
 	f.log("DEL " + n.ContainerID)
 	return nil

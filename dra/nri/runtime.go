@@ -32,6 +32,7 @@ type CNI interface {
 	// STATUS, CHECK and GC (cni_verbs.go).
 	Status(ctx context.Context, n dataplane.CNINetwork) error
 	Check(ctx context.Context, n dataplane.CNINetwork) error
+	Cached(ctx context.Context, n dataplane.CNINetwork) (dataplane.CNIResult, bool, error)
 	Attachments() ([]dataplane.CNIAttachment, error)
 	GC(ctx context.Context, conflist []byte, valid []dataplane.CNIAttachment) error
 }
