@@ -37,13 +37,16 @@ type controllerOptions struct {
 
 func controllerCommand(args []string, stderr io.Writer) error {
 	var o controllerOptions
-	host, _ := os.Hostname()
+	identity := os.Getenv("POD_NAME")
+	if identity == "" {
+		identity, _ = os.Hostname()
+	}
 	fs := newFlagSet("controller", stderr)
 	o.cni.addFlags(fs)
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the API server; empty means in-cluster")
 	fs.StringVar(&o.namespace, "leader-election-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader election's Lease (default $POD_NAMESPACE)")
 	fs.StringVar(&o.leaseName, "leader-election-lease", "fastpath-controller", "name of the leader election's Lease")
-	fs.StringVar(&o.identity, "leader-election-identity", host, "this replica's name in the Lease (default the host name: the pod's)")
+	fs.StringVar(&o.identity, "leader-election-identity", identity, "this replica's name in the Lease (default $POD_NAME, else the host name)")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9179", "address for /healthz and /readyz; empty disables")
 	fs.DurationVar(&o.resync, "resync", 10*time.Minute, "judge every CNIConfig again this often")
 	if err := parseFlags(fs, args); err != nil {
