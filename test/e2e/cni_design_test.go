@@ -375,7 +375,8 @@ spec:
 
 	t.Run("the API server refuses what the CRD's rules refuse", func(t *testing.T) {
 		for name, tc := range map[string]struct{ spec, want string }{
-			"two sources":      {"plugins: [{type: macvlan, arguments: [{fieldPath: master, value: x, attributeRef: name}]}]", "give exactly one of value, valueFrom and attributeRef"},
+			"two sources":      {"plugins: [{type: macvlan, arguments: [{fieldPath: master, value: x, attributeRef: name}]}]", `"spec.plugins[0].arguments[0]" must validate one and only one schema (oneOf)`},
+			"no source":        {"plugins: [{type: macvlan, arguments: [{fieldPath: master}]}]", `"spec.plugins[0].arguments[0]" must validate one and only one schema (oneOf)`},
 			"the primary name": {"ifName: eth0\nplugins: [{type: macvlan}]", "must not be '.', '..', lo or eth0"},
 			"banana":           {"cniVersion: banana\nplugins: [{type: macvlan}]", `spec.cniVersion: Unsupported value: "banana"`},
 			"type in config":   {"plugins: [{type: macvlan, config: {type: bridge}}]", "the plugin's type is plugins[].type"},
