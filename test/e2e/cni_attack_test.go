@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 )
 
@@ -114,22 +115,44 @@ func TestCNIAttacks(t *testing.T) {
 		})
 	}
 
-	t.Run("only approved configs", func(t *testing.T) {
-		cni := d.values["cni"].(map[string]any)
-		cni["requireApproved"] = true
-		old := d.pod.UID
-		if err := bed.InstallChart(ctx, d.values); err != nil {
-			t.Fatal(err)
-		}
-		d.waitReady(t, ctx, old)
-		claim := attackClaim(t, ctx, `{"ifName": "net1", "plugins": [{"type": "macvlan", "arguments": [{"fieldPath": "master", "attributeRef": "name"}]}]}`)
-		pod := claimPod("e2e-attack", "ifaces", &corev1.PodResourceClaim{Name: "cni", ResourceClaimName: &claim.Name})
-		msg := createPodWaitEvent(t, ctx, pod, "--cni-require-approved")
-		if !strings.Contains(msg, `request "net"`) || !strings.Contains(msg, "plugins: Forbidden: this node runs only approved configs") {
-			t.Errorf("event %q", msg)
-		}
-		nothingLeft(t, ctx, d, claim.UID)
-	})
+}
+
+// TestCNIRequireApproved: with --cni-require-approved, a claim's own config
+// is refused at Prepare, and a claim naming an approved config runs.
+func TestCNIRequireApproved(t *testing.T) {
+	ctx := testContext(t)
+	master := hostVethNamed(t, cniMaster, vethPrefix+"m1")
+	if err := netlink.LinkSetUp(master); err != nil {
+		t.Fatal(err)
+	}
+	cniSetup(t, ctx, 26192, []string{"--cni-interface", cniMaster, "--cni-devices", "2", "--cni-require-approved"})
+	d := lastDaemon
+
+	claim := attackClaim(t, ctx, `{"ifName": "net1", "plugins": [{"type": "macvlan", "arguments": [{"fieldPath": "master", "attributeRef": "name"}]}]}`)
+	pod := claimPod("e2e-attack", "ifaces", &corev1.PodResourceClaim{Name: "cni", ResourceClaimName: &claim.Name})
+	msg := createPodWaitEvent(t, ctx, pod, "--cni-require-approved")
+	if !strings.Contains(msg, `request "net"`) || !strings.Contains(msg, "plugins: Forbidden: this node runs only approved configs") {
+		t.Errorf("event %q", msg)
+	}
+	nothingLeft(t, ctx, d, claim.UID)
+
+	if _, err := createYAML(t, ctx, cniConfigs, false, designCNIConfig); err != nil {
+		t.Fatal(err)
+	}
+	accepted(t, ctx, "macvlan-host-local", metav1.ConditionTrue)
+	tmpl := createTemplate(t, ctx, "e2e-cni-approved", cniClaimSpec(map[string]v1alpha1.CNIConfig{"macvlan0": {ConfigName: "macvlan-host-local"}}))
+	named := claimPod("e2e-cni-approved", "ifaces", &corev1.PodResourceClaim{Name: "cni", ResourceClaimTemplateName: &tmpl.Name})
+	if _, err := bed.RunPod(ctx, named); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bed.WaitPodLog(ctx, "default", named.Name, "net1 ", 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	ipam := ipamDir(t, ctx, named.Name, "cni", "macvlan0")
+	if err := bed.DeletePod(ctx, "default", named.Name); err != nil {
+		t.Fatal(err)
+	}
+	waitReleased(t, ctx, ipam)
 }
 
 // attackClaim creates a claim in namespace default with one CNI request,

@@ -255,11 +255,13 @@ func TestCNI(t *testing.T) {
 				t.Errorf("%s in the pod: %q, want %s...; the pod sees:\n%s", name, f, prefix, logs)
 			}
 		}
+		dirs := []string{ipamDir(t, ctx, pod.Name, "cni", "a"), ipamDir(t, ctx, pod.Name, "cni", "b")}
 		if err := bed.DeletePod(ctx, "default", running.Name); err != nil {
 			t.Fatal(err)
 		}
-		waitReleased(t, ctx, ipamDir(t, ctx, pod.Name, "cni", "a"))
-		waitReleased(t, ctx, ipamDir(t, ctx, pod.Name, "cni", "b"))
+		for _, dir := range dirs {
+			waitReleased(t, ctx, dir)
+		}
 		assertReturned(t, ctx, orig)
 	})
 }
