@@ -3,7 +3,9 @@ package dra
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -27,99 +29,310 @@ const (
 	CNIClassName  = "cni.networking.x-k8s.io"
 )
 
-// sliceFields are the ResourceSlice fields an argument may read.
-var sliceFields = []string{"spec.nodeName", "spec.pool.name", "spec.driver"}
+// DefaultCNIPlugins are the plugin types a CNI claim may run unless the
+// operator says otherwise: the reference plugins that attach an interface
+// to the pod or configure it, and their IPAM. host-device is not among
+// them: it moves any host interface it is told to into the pod.
+var DefaultCNIPlugins = []string{"bridge", "host-local", "ipvlan", "macvlan", "static", "tuning", "vlan"}
 
 // CNIPolicy is what the operator allows (flags).
 type CNIPolicy struct {
 	// Plugins are the plugin types a config may run, IPAM included: a CNI
 	// config runs privileged code.
 	Plugins []string
-	// ConfigNamespace holds the operator's approved configs (configName).
+	// ConfigNamespace is where approved configs read ConfigMaps from.
 	ConfigNamespace string
+	// RequireApproved: claims may only name approved configs
+	// (configName), not carry their own plugins.
+	RequireApproved bool
 }
 
 // cniContext is what an argument may refer to.
 type cniContext struct {
-	ctx        context.Context
-	client     kubernetes.Interface
-	namespace  string // the claim's
+	ctx context.Context
+	// client reads ConfigMaps; approved reads approved configs.
+	client    kubernetes.Interface
+	approved  ApprovedConfigs
+	namespace string // the claim's
+	// attributes of the allocated device, and sliceFields -> value.
 	attributes map[resourceapi.QualifiedName]resourceapi.DeviceAttribute
-	slice      map[string]string // sliceFields -> value
+	slice      map[string]string
+	// static: nothing is read and no device is allocated (fastpathd
+	// validate). Attributes, slice fields and ConfigMap keys resolve to
+	// placeholders; approved configs not found are not checked further.
+	static bool
 }
+
+// originAllowlist marks the errors of plugin types not on the allowlist.
+const originAllowlist = "allowlist"
 
 var cniNetworkName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`)
 
+// cniNetwork is a request's network, resolved: what runs at sandbox
+// creation.
+type cniNetwork struct {
+	IfName   string
+	Conflist []byte
+	// Redact are the values read from ConfigMaps: never shown in a
+	// claim's status or in errors.
+	Redact []string
+	// Approved names the approved config used, "" for an inline config.
+	Approved string
+}
+
+// errApprovedUnknown: in static mode, the approved config a claim names is
+// not among the inputs.
+type errApprovedUnknown struct{ name string }
+
+func (e errApprovedUnknown) Error() string { return "CNIConfig " + e.name + " is not among the inputs" }
+
 // buildConflist validates cfg and builds the conflist to run: plugins from
-// the config or the approved config, arguments resolved, cniVersion and
-// name set, every plugin type (and IPAM type) on the allowlist, and the
-// result parsed by libcni. Errors name the fields.
-func buildConflist(cfg v1alpha1.CNIConfig, name string, policy CNIPolicy, c cniContext) ([]byte, field.ErrorList) {
+// the config or the approved config it names, arguments resolved,
+// cniVersion and name set, every plugin type (and IPAM type) on the
+// allowlist, host objects only from the device or the operator, and the
+// result parsed by libcni. Errors name the fields and never carry a value
+// read from a ConfigMap.
+func buildConflist(cfg v1alpha1.CNIConfig, name string, policy CNIPolicy, c cniContext) (cniNetwork, field.ErrorList) {
 	if errs := cfg.Validate(); len(errs) > 0 {
-		return nil, errs
+		return cniNetwork{}, errs
 	}
-	var errs field.ErrorList
-	plugins, cniVersion := cfg.Plugins, cfg.CNIVersion
+	if policy.RequireApproved && cfg.ConfigName == "" {
+		return cniNetwork{}, field.ErrorList{field.Forbidden(field.NewPath("plugins"),
+			"this node runs only approved configs (--cni-require-approved): name a CNIConfig with configName")}
+	}
+	net := cniNetwork{IfName: cfg.IfName}
+	chain, base, trusted := cfg, (*field.Path)(nil), false
 	if cfg.ConfigName != "" {
-		approved, err := approvedConfig(c, policy.ConfigNamespace, cfg.ConfigName)
+		obj, err := c.approvedConfig(cfg.ConfigName)
 		if err != nil {
-			return nil, append(errs, field.Invalid(field.NewPath("configName"), cfg.ConfigName, err.Error()))
+			return cniNetwork{}, field.ErrorList{err}
 		}
-		plugins = approved.Plugins
-		if cniVersion == "" {
-			cniVersion = approved.CNIVersion
+		if obj == nil {
+			return cniNetwork{}, nil
+		}
+		chain, base, trusted, net.Approved = obj.Spec, field.NewPath("configName").Key(cfg.ConfigName).Child("spec"), true, cfg.ConfigName
+		if net.IfName == "" {
+			net.IfName = obj.Spec.IfName
+		}
+		if net.IfName == "" {
+			return cniNetwork{}, field.ErrorList{field.Required(field.NewPath("ifName"),
+				fmt.Sprintf("CNIConfig %s sets no ifName: the claim must", cfg.ConfigName))}
 		}
 	}
+	cniVersion := chain.CNIVersion
 	if cniVersion == "" {
 		cniVersion = v1alpha1.DefaultCNIVersion
 	}
+	var errs field.ErrorList
 	if !cniNetworkName.MatchString(name) {
 		errs = append(errs, field.Invalid(field.NewPath("name"), name, "not a valid CNI network name"))
 	}
-	list := map[string]any{"cniVersion": cniVersion, "name": name}
+	ns := c.namespace
+	if trusted {
+		ns = policy.ConfigNamespace
+	}
 	var out []any
-	for i, p := range plugins {
-		path := field.NewPath("plugins").Index(i)
-		conf := map[string]any{}
-		for k, v := range p.Config {
-			conf[k] = v
-		}
-		if _, set := conf["type"]; set {
-			errs = append(errs, field.Forbidden(path.Child("config", "type"), "the plugin's type is plugins[].type"))
+	for i, p := range chain.Plugins {
+		path := sub(base, "plugins").Index(i)
+		conf := maps.Clone(p.Config)
+		if conf == nil {
+			conf = map[string]any{}
 		}
 		conf["type"] = p.Type
+		set := map[string]argSource{}
 		for j, a := range p.Arguments {
 			apath := path.Child("arguments").Index(j)
-			v, err := argument(a).resolve(c, apath)
+			v, src, err := c.resolve(a, ns, apath)
 			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
-			if err := setField(conf, a.FieldPath); err != nil {
-				errs = append(errs, field.Invalid(apath.Child("fieldPath"), a.FieldPath, err.Error()))
-				continue
+			if src.kind == sourceConfigMap {
+				if s, ok := v.(string); ok && s != "" {
+					net.Redact = append(net.Redact, s)
+				}
 			}
 			setPath(conf, strings.Split(a.FieldPath, "."), v)
+			src.index = j
+			set[a.FieldPath] = src
+		}
+		if !trusted {
+			errs = append(errs, hostObjects(conf, set, path, "")...)
 		}
 		for _, t := range pluginTypes(conf) {
 			if !slices.Contains(policy.Plugins, t.name) {
-				errs = append(errs, field.Forbidden(path.Child(t.field), fmt.Sprintf("plugin type %q is not on this node's allowlist %v (--cni-plugins)", t.name, policy.Plugins)))
+				errs = append(errs, field.Forbidden(path.Child(t.field), fmt.Sprintf("plugin type %q is not on this node's allowlist %v (--cni-plugins)",
+					t.name, policy.Plugins)).WithOrigin(originAllowlist))
 			}
 		}
 		out = append(out, conf)
 	}
-	list["plugins"] = out
 	if len(errs) > 0 {
-		return nil, errs
+		return cniNetwork{}, redactErrs(errs, net.Redact)
 	}
-	data, err := json.Marshal(list)
+	data, err := json.Marshal(map[string]any{"cniVersion": cniVersion, "name": name, "plugins": out})
 	if err != nil {
-		return nil, field.ErrorList{field.Invalid(field.NewPath("plugins"), "", err.Error())}
+		return cniNetwork{}, field.ErrorList{field.Invalid(sub(base, "plugins"), "", err.Error())}
 	}
 	if _, err := libcni.ConfListFromBytes(data); err != nil {
-		return nil, field.ErrorList{field.Invalid(field.NewPath("plugins"), "", fmt.Sprintf("not a valid CNI configuration: %v", err))}
+		return cniNetwork{}, redactErrs(field.ErrorList{field.Invalid(sub(base, "plugins"), "", fmt.Sprintf("not a valid CNI configuration: %v", err))}, net.Redact)
 	}
-	return data, nil
+	net.Conflist = data
+	return net, nil
+}
+
+// sub is base.Child(name), or a path of name alone for a nil base.
+func sub(base *field.Path, name string) *field.Path {
+	if base == nil {
+		return field.NewPath(name)
+	}
+	return base.Child(name)
+}
+
+// approvedConfig reads and checks the approved config name; nil, nil in
+// static mode when it is not known.
+func (c cniContext) approvedConfig(name string) (*v1alpha1.CNIConfigObject, *field.Error) {
+	path := field.NewPath("configName")
+	if c.approved == nil {
+		return nil, field.Invalid(path, name, "no API server to read approved configs (CNIConfig objects) from")
+	}
+	obj, err := c.approved.Get(c.ctx, name)
+	switch {
+	case c.static && (apierrors.IsNotFound(err) || isApprovedUnknown(err)):
+		return nil, nil
+	case apierrors.IsNotFound(err) || isApprovedUnknown(err):
+		return nil, field.NotFound(path, name)
+	case err != nil:
+		return nil, field.Invalid(path, name, fmt.Sprintf("reading CNIConfig %s: %v", name, err))
+	}
+	if errs := obj.Spec.ValidateApproved(field.NewPath("spec")); len(errs) > 0 {
+		return nil, field.Invalid(path, name, fmt.Sprintf("CNIConfig %s is not valid: %v", name, errs.ToAggregate()))
+	}
+	return obj, nil
+}
+
+func isApprovedUnknown(err error) bool { return errors.As(err, new(errApprovedUnknown)) }
+
+// Where an argument's value came from.
+const (
+	sourceValue = iota
+	sourceAttribute
+	sourceSlice
+	sourceConfigMap
+)
+
+type argSource struct {
+	kind  int
+	index int // of the argument
+}
+
+func (s argSource) field(path *field.Path) *field.Path {
+	a := path.Child("arguments").Index(s.index)
+	switch s.kind {
+	case sourceValue:
+		return a.Child("value")
+	case sourceSlice:
+		return a.Child("valueFrom", "resourceSliceFieldRef")
+	case sourceConfigMap:
+		return a.Child("valueFrom", "configMapKeyRef")
+	}
+	return a
+}
+
+// resolve is an argument's value and where it came from.
+func (c cniContext) resolve(a v1alpha1.CNIArgument, ns string, path *field.Path) (any, argSource, *field.Error) {
+	switch {
+	case len(a.Value) > 0:
+		var v any
+		if err := json.Unmarshal(a.Value, &v); err != nil {
+			return nil, argSource{}, field.Invalid(path.Child("value"), string(a.Value), err.Error())
+		}
+		return v, argSource{kind: sourceValue}, nil
+	case a.AttributeRef != "":
+		v, err := c.attribute(a.AttributeRef, path.Child("attributeRef"))
+		return v, argSource{kind: sourceAttribute}, err
+	case a.ValueFrom == nil:
+		return nil, argSource{}, field.Required(path.Child("value"), "give value or valueFrom")
+	}
+	from := a.ValueFrom
+	vpath := path.Child("valueFrom")
+	switch {
+	case from.AttributeRef != "":
+		v, err := c.attribute(from.AttributeRef, vpath.Child("attributeRef"))
+		return v, argSource{kind: sourceAttribute}, err
+	case from.ResourceSliceFieldRef != nil:
+		v, err := c.sliceField(from.ResourceSliceFieldRef.FieldPath, vpath.Child("resourceSliceFieldRef", "fieldPath"))
+		return v, argSource{kind: sourceSlice}, err
+	case from.ConfigMapKeyRef != nil:
+		v, err := c.configMapValue(*from.ConfigMapKeyRef, ns, vpath.Child("configMapKeyRef"))
+		return v, argSource{kind: sourceConfigMap}, err
+	}
+	return nil, argSource{}, field.Required(vpath, "give attributeRef, resourceSliceFieldRef or configMapKeyRef")
+}
+
+// attribute is the string form of an attribute of the allocated device.
+func (c cniContext) attribute(ref string, path *field.Path) (string, *field.Error) {
+	if c.static {
+		return "<attribute " + ref + ">", nil
+	}
+	name := resourceapi.QualifiedName(ref)
+	if !strings.Contains(ref, "/") {
+		name = resourceapi.QualifiedName(CNIDriverName + "/" + ref)
+	}
+	a, ok := c.attributes[name]
+	if !ok {
+		return "", field.NotFound(path, ref)
+	}
+	return attributeString(a), nil
+}
+
+func (c cniContext) sliceField(fieldPath string, path *field.Path) (string, *field.Error) {
+	if c.static && fieldPath != "spec.driver" {
+		return "<" + fieldPath + ">", nil
+	}
+	if fieldPath == "spec.driver" {
+		return CNIDriverName, nil
+	}
+	v, ok := c.slice[fieldPath]
+	if !ok {
+		return "", field.NotSupported(path, fieldPath, v1alpha1.CNISliceFields)
+	}
+	return v, nil
+}
+
+// configMapValue reads a key of a ConfigMap in ns.
+func (c cniContext) configMapValue(ref v1alpha1.CNIConfigMapKeyRef, ns string, path *field.Path) (string, *field.Error) {
+	key := ref.Key
+	var err *field.Error
+	switch {
+	case ref.Attribute != "":
+		key, err = c.attribute(ref.Attribute, path.Child("attribute"))
+	case ref.ResourceSliceFieldRef != nil:
+		key, err = c.sliceField(ref.ResourceSliceFieldRef.FieldPath, path.Child("resourceSliceFieldRef", "fieldPath"))
+	}
+	if err != nil {
+		return "", err
+	}
+	if c.static {
+		return "<ConfigMap " + ref.Name + ">", nil
+	}
+	if c.client == nil {
+		return "", field.Invalid(path.Child("name"), ref.Name, "no API server to read ConfigMaps from")
+	}
+	cm, getErr := c.client.CoreV1().ConfigMaps(ns).Get(c.ctx, ref.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(getErr):
+		return "", field.NotFound(path.Child("name"), fmt.Sprintf("ConfigMap %s/%s", ns, ref.Name))
+	case apierrors.IsForbidden(getErr):
+		return "", field.Forbidden(path.Child("name"), fmt.Sprintf("fastpathd may not read ConfigMaps of namespace %s: the operator allows it per namespace (chart value cni.configMapNamespaces)", ns))
+	case getErr != nil:
+		return "", field.Invalid(path.Child("name"), ref.Name, fmt.Sprintf("reading ConfigMap %s/%s: %v", ns, ref.Name, getErr))
+	}
+	v, ok := cm.Data[key]
+	if !ok {
+		return "", field.NotFound(path.Child("key"), key)
+	}
+	return v, nil
 }
 
 type pluginType struct{ field, name string }
@@ -139,21 +352,6 @@ func pluginTypes(conf map[string]any) []pluginType {
 	return out
 }
 
-func setField(conf map[string]any, fieldPath string) error {
-	if fieldPath == "" {
-		return fmt.Errorf("required")
-	}
-	for _, p := range strings.Split(fieldPath, ".") {
-		if p == "" {
-			return fmt.Errorf("empty path element")
-		}
-	}
-	if fieldPath == "type" {
-		return fmt.Errorf("the plugin's type cannot be set by an argument")
-	}
-	return nil
-}
-
 // setPath sets conf[path...] = v, making maps on the way.
 func setPath(conf map[string]any, path []string, v any) {
 	for _, p := range path[:len(path)-1] {
@@ -161,120 +359,15 @@ func setPath(conf map[string]any, path []string, v any) {
 		if !ok {
 			next = map[string]any{}
 			conf[p] = next
+		} else {
+			// A copy: the plugin's config is the claim's (or the
+			// approved config's), shared.
+			next = maps.Clone(next)
+			conf[p] = next
 		}
 		conf = next
 	}
 	conf[path[len(path)-1]] = v
-}
-
-// argument is an argument being resolved.
-type argument v1alpha1.CNIArgument
-
-func (a argument) resolve(c cniContext, path *field.Path) (any, *field.Error) {
-	switch {
-	case len(a.Value) > 0 && a.ValueFrom != nil:
-		return nil, field.Invalid(path.Child("valueFrom"), "", "give value or valueFrom, not both")
-	case len(a.Value) > 0:
-		var v any
-		if err := json.Unmarshal(a.Value, &v); err != nil {
-			return nil, field.Invalid(path.Child("value"), string(a.Value), err.Error())
-		}
-		return v, nil
-	case a.ValueFrom == nil:
-		return nil, field.Required(path.Child("value"), "give value or valueFrom")
-	}
-	if cm := a.ValueFrom.ConfigMapKeyRef; cm != nil {
-		if a.ValueFrom.AttributeRef != "" || a.ValueFrom.ResourceSliceFieldRef != "" {
-			return nil, field.Invalid(path.Child("valueFrom"), "", "give exactly one of attributeRef, resourceSliceFieldRef, configMapKeyRef")
-		}
-		return c.configMapValue(*cm, path.Child("valueFrom", "configMapKeyRef"))
-	}
-	return c.value(*a.ValueFrom, path.Child("valueFrom"))
-}
-
-// value is an attribute of the allocated device or a field of its slice.
-func (c cniContext) value(src v1alpha1.CNIValueSource, path *field.Path) (string, *field.Error) {
-	switch {
-	case src.AttributeRef != "" && src.ResourceSliceFieldRef != "":
-		return "", field.Invalid(path, "", "give exactly one of attributeRef, resourceSliceFieldRef")
-	case src.AttributeRef != "":
-		name := resourceapi.QualifiedName(src.AttributeRef)
-		if !strings.Contains(src.AttributeRef, "/") {
-			name = resourceapi.QualifiedName(CNIDriverName + "/" + src.AttributeRef)
-		}
-		a, ok := c.attributes[name]
-		if !ok {
-			a, ok = c.attributes[resourceapi.QualifiedName(src.AttributeRef)]
-		}
-		if !ok {
-			return "", field.NotFound(path.Child("attributeRef"), src.AttributeRef)
-		}
-		return attributeString(a), nil
-	case src.ResourceSliceFieldRef != "":
-		v, ok := c.slice[src.ResourceSliceFieldRef]
-		if !ok {
-			return "", field.NotSupported(path.Child("resourceSliceFieldRef"), src.ResourceSliceFieldRef, sliceFields)
-		}
-		return v, nil
-	}
-	return "", field.Required(path, "give attributeRef, resourceSliceFieldRef or configMapKeyRef")
-}
-
-func (c cniContext) configMapValue(ref v1alpha1.CNIConfigMapKeyRef, path *field.Path) (string, *field.Error) {
-	key := ref.Key
-	switch {
-	case ref.Name == "":
-		return "", field.Required(path.Child("name"), "")
-	case (ref.Key == "") == (ref.KeyFrom == nil):
-		return "", field.Invalid(path.Child("key"), ref.Key, "give key or keyFrom")
-	case ref.KeyFrom != nil:
-		if ref.KeyFrom.ConfigMapKeyRef != nil {
-			return "", field.Forbidden(path.Child("keyFrom", "configMapKeyRef"), "a key comes from an attribute or a slice field")
-		}
-		var err *field.Error
-		if key, err = c.value(*ref.KeyFrom, path.Child("keyFrom")); err != nil {
-			return "", err
-		}
-	}
-	ns := ref.Namespace
-	if ns == "" {
-		ns = c.namespace
-	}
-	if c.client == nil {
-		return "", field.Invalid(path.Child("name"), ref.Name, "no API server to read ConfigMaps from")
-	}
-	cm, err := c.client.CoreV1().ConfigMaps(ns).Get(c.ctx, ref.Name, metav1.GetOptions{})
-	if err != nil {
-		return "", field.Invalid(path.Child("name"), ref.Name, fmt.Sprintf("ConfigMap %s/%s: %v", ns, ref.Name, err))
-	}
-	v, ok := cm.Data[key]
-	if !ok {
-		return "", field.NotFound(path.Child("key"), key)
-	}
-	return v, nil
-}
-
-// approvedConfig reads the operator's config name: ConfigMap name in ns,
-// key "config", YAML or JSON with cniVersion and plugins.
-func approvedConfig(c cniContext, ns, name string) (*v1alpha1.CNIConfig, error) {
-	if c.client == nil {
-		return nil, fmt.Errorf("no API server to read approved configs from")
-	}
-	cm, err := c.client.CoreV1().ConfigMaps(ns).Get(c.ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("no approved config %s in namespace %s", name, ns)
-	}
-	if err != nil {
-		return nil, err
-	}
-	var approved v1alpha1.CNIConfig
-	if errs := v1alpha1.DecodeStrict([]byte(cm.Data["config"]), &approved, field.NewPath("data", "config")); len(errs) > 0 {
-		return nil, fmt.Errorf("approved config %s/%s: %w", ns, name, errs.ToAggregate())
-	}
-	if len(approved.Plugins) == 0 {
-		return nil, fmt.Errorf("approved config %s/%s has no plugins", ns, name)
-	}
-	return &approved, nil
 }
 
 func attributeString(a resourceapi.DeviceAttribute) string {

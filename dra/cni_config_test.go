@@ -8,27 +8,87 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 )
 
-func testCNIContext() cniContext {
+// testApproved are the operator's approved configs of the tests.
+func testApproved(t testing.TB) ApprovedConfigSet {
+	t.Helper()
+	set := ApprovedConfigSet{}
+	for _, doc := range []string{
+		// The design's CNIConfig example (with the apiVersion the API
+		// server needs): attributeRef one level up, as it writes it.
+		`apiVersion: cni.networking.x-k8s.io/v1alpha1
+kind: CNIConfig
+metadata:
+  name: macvlan-host-local
+spec:
+  apiVersion: cni.networking.x-k8s.io/v1alpha1
+  kind: CNI
+  ifName: "net1"
+  cniVersion: 1.0.0
+  plugins:
+  - type: macvlan
+    config:
+      mode: bridge
+      ipam:
+        type: host-local
+        ranges:
+        - - subnet: 10.10.1.0/24
+    arguments:
+    - fieldPath: master
+      valueFrom:
+      attributeRef: name
+`,
+		// The operator may name host objects and read its own ConfigMaps.
+		`apiVersion: cni.networking.x-k8s.io/v1alpha1
+kind: CNIConfig
+metadata: {name: storage-net}
+spec:
+  cniVersion: 0.4.0
+  plugins:
+  - type: macvlan
+    config: {master: bond0, mode: private, ipam: {type: host-local, dataDir: /var/lib/cni/storage, subnet: 10.11.0.0/16}}
+    arguments:
+    - {fieldPath: ipam.gateway, valueFrom: {configMapKeyRef: {name: storage, key: gateway}}}
+`,
+	} {
+		o, errs := v1alpha1.DecodeCNIConfigObject([]byte(doc), field.NewPath("approved"))
+		if len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		set[o.Name] = &o
+	}
+	return set
+}
+
+func testCNIContext(t testing.TB) cniContext {
 	client := fake.NewClientset(
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "vlans"}, Data: map[string]string{"eth7": "107", "node-a": "10.9.0.0/24"}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "fastpath-system", Name: "storage-net"}, Data: map[string]string{
-			"config": "cniVersion: 0.4.0\nplugins:\n- type: macvlan\n  config: {mode: private, ipam: {type: host-local, subnet: 10.11.0.0/16}}\n  arguments:\n  - {fieldPath: master, valueFrom: {attributeRef: name}}\n"}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "fastpath-system", Name: "misspelt"}, Data: map[string]string{
-			"config": "cniVersion: 1.0.0\nPlugins:\n- type: macvlan\n"}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "vlans"}, Data: map[string]string{
+			"eth7": "107", "node-a": "10.9.0.0/24", "ipam": "s3cret-ipam", "mode": "s3cret-mode"}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "fastpath-system", Name: "storage"}, Data: map[string]string{"gateway": "10.11.0.1"}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "vlans"}, Data: map[string]string{"eth7": "666"}},
 	)
-	return cniContext{ctx: context.Background(), client: client, namespace: "default",
+	client.PrependReactor("get", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetNamespace() == "locked" {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "vlans", nil)
+		}
+		return false, nil, nil
+	})
+	return cniContext{ctx: context.Background(), client: client, approved: testApproved(t), namespace: "default",
 		attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{CNIDriverName + "/name": {StringValue: new("eth7")}},
 		slice:      map[string]string{"spec.nodeName": "node-a", "spec.pool.name": "node-a", "spec.driver": CNIDriverName}}
 }
 
-var testPolicy = CNIPolicy{Plugins: []string{"macvlan", "host-local", "tuning", "vlan"}, ConfigNamespace: "fastpath-system"}
+var testPolicy = CNIPolicy{Plugins: []string{"macvlan", "host-local", "tuning", "vlan", "bridge", "host-device"}, ConfigNamespace: "fastpath-system"}
 
 func decodeCNI(t *testing.T, doc string) v1alpha1.CNIConfig {
 	t.Helper()
@@ -43,25 +103,33 @@ const cniHead = `"apiVersion": "cni.networking.x-k8s.io/v1alpha1", "kind": "CNI"
 
 func TestBuildConflist(t *testing.T) {
 	for name, tc := range map[string]struct {
-		doc  string
-		want string // the plugins of the built conflist, as JSON
+		doc    string
+		ifName string
+		want   string // the plugins of the built conflist, as JSON
+		redact []string
 	}{
-		"the design's example": {`{` + cniHead + `, "cniVersion": "1.0.0", "plugins": [{"type": "macvlan",
+		"the design's example": {doc: `{` + cniHead + `, "cniVersion": "1.0.0", "plugins": [{"type": "macvlan",
 			"config": {"mode": "bridge", "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.10.1.0/24"}]]}},
 			"arguments": [{"fieldPath": "master", "valueFrom": {"attributeRef": "name"}}]}]}`,
-			`[{"ipam":{"ranges":[[{"subnet":"10.10.1.0/24"}]],"type":"host-local"},"master":"eth7","mode":"bridge","type":"macvlan"}]`},
-		"constant, slice field and ConfigMap keys": {`{` + cniHead + `, "plugins": [{"type": "vlan",
+			want: `[{"ipam":{"ranges":[[{"subnet":"10.10.1.0/24"}]],"type":"host-local"},"master":"eth7","mode":"bridge","type":"macvlan"}]`},
+		"constant, slice field and ConfigMap keys": {doc: `{` + cniHead + `, "plugins": [{"type": "vlan",
 			"config": {"ipam": {"type": "host-local"}},
-			"arguments": [{"fieldPath": "master", "value": "bond0"}, {"fieldPath": "mtu", "value": 9000},
-				{"fieldPath": "vlanId", "valueFrom": {"configMapKeyRef": {"name": "vlans", "keyFrom": {"attributeRef": "name"}}}},
-				{"fieldPath": "ipam.subnet", "valueFrom": {"configMapKeyRef": {"name": "vlans", "keyFrom": {"resourceSliceFieldRef": "spec.nodeName"}}}},
-				{"fieldPath": "ipam.note", "valueFrom": {"resourceSliceFieldRef": "spec.nodeName"}}]}]}`,
-			`[{"ipam":{"note":"node-a","subnet":"10.9.0.0/24","type":"host-local"},"master":"bond0","mtu":9000,"type":"vlan","vlanId":"107"}]`},
-		"an approved config": {`{` + cniHead + `, "configName": "storage-net"}`,
-			`[{"ipam":{"subnet":"10.11.0.0/16","type":"host-local"},"master":"eth7","mode":"private","type":"macvlan"}]`},
+			"arguments": [{"fieldPath": "master", "attributeRef": "cni.dra.networking.x-k8s.io/name"}, {"fieldPath": "mtu", "value": 9000},
+				{"fieldPath": "vlanId", "valueFrom": {"configMapKeyRef": {"name": "vlans", "attribute": "name"}}},
+				{"fieldPath": "ipam.subnet", "valueFrom": {"configMapKeyRef": {"name": "vlans", "resourceSliceFieldRef": {"fieldPath": "spec.nodeName"}}}},
+				{"fieldPath": "ipam.note", "valueFrom": {"resourceSliceFieldRef": {"apiVersion": "resource.k8s.io/v1", "fieldPath": "spec.nodeName"}}}]}]}`,
+			want:   `[{"ipam":{"note":"node-a","subnet":"10.9.0.0/24","type":"host-local"},"master":"eth7","mtu":9000,"type":"vlan","vlanId":"107"}]`,
+			redact: []string{"107", "10.9.0.0/24"}},
+		"the design's configName example": {doc: `configName: macvlan-host-local`, ifName: "net1",
+			want: `[{"ipam":{"ranges":[[{"subnet":"10.10.1.0/24"}]],"type":"host-local"},"master":"eth7","mode":"bridge","type":"macvlan"}]`},
+		"an approved config, another ifName": {doc: `{"ifName": "net5", "configName": "macvlan-host-local"}`, ifName: "net5",
+			want: `[{"ipam":{"ranges":[[{"subnet":"10.10.1.0/24"}]],"type":"host-local"},"master":"eth7","mode":"bridge","type":"macvlan"}]`},
+		"an approved config naming host objects": {doc: `{"ifName": "net2", "configName": "storage-net"}`, ifName: "net2",
+			want:   `[{"ipam":{"dataDir":"/var/lib/cni/storage","gateway":"10.11.0.1","subnet":"10.11.0.0/16","type":"host-local"},"master":"bond0","mode":"private","type":"macvlan"}]`,
+			redact: []string{"10.11.0.1"}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			data, errs := buildConflist(decodeCNI(t, tc.doc), "default-c-r", testPolicy, testCNIContext())
+			net, errs := buildConflist(decodeCNI(t, tc.doc), "default-c-r", testPolicy, testCNIContext(t))
 			if len(errs) > 0 {
 				t.Fatal(errs)
 			}
@@ -69,7 +137,7 @@ func TestBuildConflist(t *testing.T) {
 				CNIVersion, Name string
 				Plugins          json.RawMessage
 			}
-			if err := json.Unmarshal(data, &list); err != nil {
+			if err := json.Unmarshal(net.Conflist, &list); err != nil {
 				t.Fatal(err)
 			}
 			if list.Name != "default-c-r" || list.CNIVersion == "" {
@@ -78,37 +146,140 @@ func TestBuildConflist(t *testing.T) {
 			if string(list.Plugins) != tc.want {
 				t.Errorf("plugins:\n%s\nwant:\n%s", list.Plugins, tc.want)
 			}
+			if want := orDefault(tc.ifName, "net1"); net.IfName != want {
+				t.Errorf("ifName %q, want %q", net.IfName, want)
+			}
+			if strings.Join(net.Redact, ",") != strings.Join(tc.redact, ",") {
+				t.Errorf("redact %q, want %q", net.Redact, tc.redact)
+			}
 		})
 	}
+	// The approved config is not changed by the arguments of a claim.
+	c := testCNIContext(t)
+	for range 2 {
+		if _, errs := buildConflist(decodeCNI(t, `configName: storage-net`+"\nifName: net2"), "default-c-r", testPolicy, c); len(errs) > 0 {
+			t.Fatal(errs)
+		}
+	}
+	if ipam := c.approved.(ApprovedConfigSet)["storage-net"].Spec.Plugins[0].Config["ipam"].(map[string]any); ipam["gateway"] != nil {
+		t.Errorf("the approved config was changed: %v", ipam)
+	}
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 func TestBuildConflistErrors(t *testing.T) {
 	plugin := func(s string) string { return `{` + cniHead + `, "plugins": [` + s + `]}` }
-	for name, tc := range map[string]struct{ doc, want string }{
-		"plugin not allowed":    {plugin(`{"type": "bridge"}`), `plugins[0].type: Forbidden: plugin type "bridge" is not on this node's allowlist`},
-		"IPAM not allowed":      {plugin(`{"type": "macvlan", "config": {"ipam": {"type": "dhcp"}}}`), `plugins[0].config.ipam.type: Forbidden: plugin type "dhcp"`},
-		"both configs":          {`{` + cniHead + `, "configName": "storage-net", "plugins": [{"type": "macvlan"}]}`, "configName"},
-		"no config":             {`{` + cniHead + `}`, "plugins: Required value"},
-		"unknown approved":      {`{` + cniHead + `, "configName": "nope"}`, "no approved config nope in namespace fastpath-system"},
-		"misspelt approved":     {`{` + cniHead + `, "configName": "misspelt"}`, "data.config.Plugins: Forbidden: unknown field"},
-		"bad ifName":            {`{"apiVersion": "cni.networking.x-k8s.io/v1alpha1", "kind": "CNI", "ifName": "a/b", "plugins": [{"type": "macvlan"}]}`, "ifName"},
-		"unknown attribute":     {plugin(`{"type": "macvlan", "arguments": [{"fieldPath": "master", "valueFrom": {"attributeRef": "uplink"}}]}`), "plugins[0].arguments[0].valueFrom.attributeRef: Not found"},
-		"unknown slice field":   {plugin(`{"type": "macvlan", "arguments": [{"fieldPath": "master", "valueFrom": {"resourceSliceFieldRef": "spec.devices"}}]}`), "resourceSliceFieldRef: Unsupported value"},
-		"missing ConfigMap key": {plugin(`{"type": "macvlan", "arguments": [{"fieldPath": "master", "valueFrom": {"configMapKeyRef": {"name": "vlans", "key": "eth9"}}}]}`), "configMapKeyRef.key: Not found"},
-		"type by argument":      {plugin(`{"type": "macvlan", "arguments": [{"fieldPath": "type", "value": "bridge"}]}`), "arguments[0].fieldPath"},
-		"type in config":        {plugin(`{"type": "macvlan", "config": {"type": "bridge"}}`), "plugins[0].config.type: Forbidden"},
-		"value and valueFrom":   {plugin(`{"type": "macvlan", "arguments": [{"fieldPath": "master", "value": "x", "valueFrom": {"attributeRef": "name"}}]}`), "give value or valueFrom, not both"},
+	for name, tc := range map[string]struct {
+		doc    string
+		want   []string
+		policy *CNIPolicy
+	}{
+		"plugin not allowed": {doc: plugin(`{"type": "ptp"}`), want: []string{`plugins[0].type: Forbidden: plugin type "ptp" is not on this node's allowlist`}},
+		"IPAM not allowed":   {doc: plugin(`{"type": "macvlan", "config": {"ipam": {"type": "dhcp"}}}`), want: []string{`plugins[0].config.ipam.type: Forbidden: plugin type "dhcp"`}},
+		"host-device by default": {doc: plugin(`{"type": "host-device", "config": {"device": "eth0"}}`), policy: &CNIPolicy{Plugins: DefaultCNIPlugins},
+			want: []string{`plugins[0].type: Forbidden: plugin type "host-device"`, "plugins[0].config.device: Forbidden: names an object of the host (device)"}},
+		"host-device moving the uplink": {doc: plugin(`{"type": "host-device", "config": {"device": "eth0"}}`),
+			want: []string{"plugins[0].config.device: Forbidden: names an object of the host (device): in a claim's own config it may only come from the allocated device"}},
+		"a bridge and a host path": {doc: plugin(`{"type": "bridge", "config": {"bridge": "cni0", "ipam": {"type": "host-local", "dataDir": "/etc/evil"}}}`),
+			want: []string{"plugins[0].config.bridge: Forbidden", "plugins[0].config.ipam.dataDir: Forbidden: names an object of the host (dataDir)"}},
+		"a path in any field": {doc: plugin(`{"type": "macvlan", "config": {"ipam": {"type": "host-local", "ranges": [[{"subnet": "10.1.0.0/24", "x": "/etc/passwd"}]]}}}`),
+			want: []string{"plugins[0].config.ipam.ranges[0][0].x: Forbidden: names an object of the host (a path)"}},
+		"a host field in a list": {doc: plugin(`{"type": "macvlan", "config": {"x": [{"master": "eth0"}]}}`), want: []string{"plugins[0].config.x[0].master: Forbidden"}},
+		"master as a constant": {doc: plugin(`{"type": "macvlan", "arguments": [{"fieldPath": "master", "value": "eth0"}]}`),
+			want: []string{"plugins[0].arguments[0].value: Forbidden: sets config.master, which names an object of the host (master)"}},
+		"a host path inside a constant": {doc: plugin(`{"type": "macvlan", "arguments": [{"fieldPath": "ipam", "value": {"type": "host-local", "dataDir": "/etc/evil"}}]}`),
+			want: []string{"plugins[0].arguments[0].value: Forbidden: sets config.ipam.dataDir"}},
+		"master from a ConfigMap": {doc: plugin(`{"type": "macvlan", "arguments": [{"fieldPath": "master", "valueFrom": {"configMapKeyRef": {"name": "vlans", "key": "eth7"}}}]}`),
+			want: []string{"plugins[0].arguments[0].valueFrom.configMapKeyRef: Forbidden: sets config.master"}},
+		"master from the node's name": {doc: plugin(`{"type": "macvlan", "arguments": [{"fieldPath": "master", "valueFrom": {"resourceSliceFieldRef": {"fieldPath": "spec.nodeName"}}}]}`),
+			want: []string{"plugins[0].arguments[0].valueFrom.resourceSliceFieldRef: Forbidden: sets config.master"}},
+		"only approved": {doc: plugin(`{"type": "macvlan"}`), policy: &CNIPolicy{Plugins: testPolicy.Plugins, RequireApproved: true},
+			want: []string{"plugins: Forbidden: this node runs only approved configs (--cni-require-approved)"}},
+		"both configs":      {doc: `{` + cniHead + `, "configName": "storage-net", "plugins": [{"type": "macvlan"}]}`, want: []string{"configName"}},
+		"no config":         {doc: `{` + cniHead + `}`, want: []string{"plugins: Required value"}},
+		"unknown approved":  {doc: `{` + cniHead + `, "configName": "nope"}`, want: []string{`configName: Not found: "nope"`}},
+		"cniVersion banana": {doc: `{` + cniHead + `, "cniVersion": "banana", "plugins": [{"type": "macvlan"}]}`, want: []string{`cniVersion: Unsupported value: "banana": supported values: "0.1.0"`}},
+		"bad ifName":        {doc: `{"ifName": "a/b", "plugins": [{"type": "macvlan"}]}`, want: []string{"ifName"}},
+		"unknown attribute": {doc: plugin(`{"type": "macvlan", "arguments": [{"fieldPath": "mtu", "valueFrom": {"attributeRef": "uplink"}}]}`),
+			want: []string{"plugins[0].arguments[0].valueFrom.attributeRef: Not found"}},
+		"missing ConfigMap key": {doc: plugin(`{"type": "macvlan", "arguments": [{"fieldPath": "mode", "valueFrom": {"configMapKeyRef": {"name": "vlans", "key": "eth9"}}}]}`),
+			want: []string{"configMapKeyRef.key: Not found"}},
+		"missing ConfigMap": {doc: plugin(`{"type": "macvlan", "arguments": [{"fieldPath": "mode", "valueFrom": {"configMapKeyRef": {"name": "nope", "key": "eth9"}}}]}`),
+			want: []string{`configMapKeyRef.name: Not found: "ConfigMap default/nope"`}},
+		"type by argument": {doc: plugin(`{"type": "macvlan", "arguments": [{"fieldPath": "type", "value": "bridge"}]}`), want: []string{"arguments[0].fieldPath"}},
+		"type in config":   {doc: plugin(`{"type": "macvlan", "config": {"type": "bridge"}}`), want: []string{"plugins[0].config.type: Forbidden"}},
+		"value and valueFrom": {doc: plugin(`{"type": "macvlan", "arguments": [{"fieldPath": "mode", "value": "x", "valueFrom": {"attributeRef": "name"}}]}`),
+			want: []string{"not more than one"}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, errs := buildConflist(decodeCNI(t, tc.doc), "default-c-r", testPolicy, testCNIContext())
-			if len(errs) == 0 || !strings.Contains(errs.ToAggregate().Error(), tc.want) {
-				t.Errorf("errors = %v, want %q", errs, tc.want)
+			policy := testPolicy
+			if tc.policy != nil {
+				policy = *tc.policy
+			}
+			_, errs := buildConflist(decodeCNI(t, tc.doc), "default-c-r", policy, testCNIContext(t))
+			msg := errs.ToAggregate()
+			for _, want := range tc.want {
+				if msg == nil || !strings.Contains(msg.Error(), want) {
+					t.Errorf("errors = %v, want %q", errs, want)
+				}
 			}
 		})
 	}
-	// Decoding is strict.
-	if _, errs := v1alpha1.DecodeCNIConfig([]byte(`{`+cniHead+`, "plugin": []}`), field.NewPath("parameters")); len(errs) == 0 ||
-		!strings.Contains(errs.ToAggregate().Error(), "parameters.plugin") {
-		t.Errorf("unknown field: %v", errs)
+}
+
+// A claim reads ConfigMaps of its own namespace only, with the RBAC the
+// operator gave fastpathd; a value it read is never in an error.
+func TestCNIConfigMaps(t *testing.T) {
+	c := testCNIContext(t)
+	c.namespace = "locked"
+	_, errs := buildConflist(decodeCNI(t, `{`+cniHead+`, "plugins": [{"type": "macvlan", "arguments": [{"fieldPath": "mode", "valueFrom": {"configMapKeyRef": {"name": "vlans", "key": "eth7"}}}]}]}`),
+		"locked-c-r", testPolicy, c)
+	if msg := errs.ToAggregate(); msg == nil || !strings.Contains(msg.Error(), "fastpathd may not read ConfigMaps of namespace locked") ||
+		!strings.Contains(msg.Error(), "cni.configMapNamespaces") {
+		t.Errorf("forbidden: %v", errs)
+	}
+	// A plugin type read from a ConfigMap, refused, is not named.
+	_, errs = buildConflist(decodeCNI(t, `{`+cniHead+`, "plugins": [{"type": "macvlan", "config": {"ipam": {}},
+		"arguments": [{"fieldPath": "ipam.type", "valueFrom": {"configMapKeyRef": {"name": "vlans", "key": "ipam"}}}]}]}`),
+		"default-c-r", testPolicy, testCNIContext(t))
+	if msg := errs.ToAggregate(); msg == nil || !strings.Contains(msg.Error(), "not on this node's allowlist") || strings.Contains(msg.Error(), "s3cret") {
+		t.Errorf("a ConfigMap's value in an error: %v", errs)
+	}
+}
+
+// AcceptCNIConfig is the status condition of approved configs.
+func TestAcceptCNIConfig(t *testing.T) {
+	set := testApproved(t)
+	for name, tc := range map[string]struct {
+		change         func(*v1alpha1.CNIConfigObject)
+		policy         CNIPolicy
+		status, reason string
+		want           string
+	}{
+		"accepted":       {policy: testPolicy, status: "True", reason: "Accepted", want: "[macvlan host-local]"},
+		"not allowed":    {policy: CNIPolicy{Plugins: []string{"macvlan"}}, status: "False", reason: "PluginNotAllowed", want: `"host-local" is not on this node's allowlist`},
+		"invalid":        {change: func(o *v1alpha1.CNIConfigObject) { o.Spec.CNIVersion = "banana" }, policy: testPolicy, status: "False", reason: "Invalid", want: "spec.cniVersion"},
+		"does not parse": {change: func(o *v1alpha1.CNIConfigObject) { o.Spec.Plugins[0].Config["ipam"] = "dhcp" }, policy: testPolicy, status: "False", reason: "Invalid", want: "not a valid CNI configuration"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			o := *set["macvlan-host-local"]
+			o.Generation = 3
+			o.Spec.Plugins = []v1alpha1.CNIPlugin{o.Spec.Plugins[0]}
+			o.Spec.Plugins[0].Config = map[string]any{"mode": "bridge", "ipam": map[string]any{"type": "host-local"}}
+			if tc.change != nil {
+				tc.change(&o)
+			}
+			cond := AcceptCNIConfig(&o, tc.policy)
+			if string(cond.Status) != tc.status || cond.Reason != tc.reason || cond.Type != "Accepted" || cond.ObservedGeneration != 3 ||
+				!strings.Contains(cond.Message, tc.want) {
+				t.Errorf("condition = %+v, want %s %s %q", cond, tc.status, tc.reason, tc.want)
+			}
+		})
 	}
 }

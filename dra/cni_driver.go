@@ -44,6 +44,8 @@ type CNIOptions struct {
 	Metrics *metrics.Metrics
 	// PodUID: see Options.PodUID.
 	PodUID types.UID
+	// Approved reads the approved configs claims name with configName.
+	Approved ApprovedConfigs
 }
 
 // CNIDriver serves the CNI DRA driver API (cni.dra.networking.x-k8s.io): a
@@ -170,7 +172,7 @@ func (d *CNIDriver) plan(ctx context.Context, claim *resourceapi.ResourceClaim) 
 	}
 	c := &claims.Claim{Driver: claims.DriverCNI, UID: claim.UID, Namespace: claim.Namespace, Name: claim.Name, Pod: pod, Prepared: true}
 	taken := map[string]string{}
-	cc := cniContext{ctx: ctx, client: d.opts.Client, namespace: claim.Namespace, attributes: d.attrs,
+	cc := cniContext{ctx: ctx, client: d.opts.Client, approved: d.opts.Approved, namespace: claim.Namespace, attributes: d.attrs,
 		slice: map[string]string{"spec.nodeName": d.opts.NodeName, "spec.pool.name": d.opts.NodeName, "spec.driver": CNIDriverName}}
 	for _, res := range claim.Status.Allocation.Devices.Results {
 		if res.Driver != CNIDriverName {
@@ -179,36 +181,54 @@ func (d *CNIDriver) plan(ctx context.Context, claim *resourceapi.ResourceClaim) 
 		if err := checkResult(claim, res, d.opts.NodeName, fail); err != nil {
 			return nil, err
 		}
-		var configs []int
-		for i, cfg := range claim.Status.Allocation.Devices.Config {
-			if cfg.Opaque != nil && cfg.Opaque.Driver == CNIDriverName && appliesTo(cfg.Requests, res.Request) {
-				configs = append(configs, i)
-			}
+		net, reason, errs := planNetwork(claim, res.Request, d.opts.Policy, cc)
+		if reason != "" || len(errs) > 0 {
+			return nil, fail(res.Request, res.Device, reason, errs)
 		}
-		if len(configs) != 1 {
-			return nil, fail(res.Request, res.Device, fmt.Sprintf("has %d CNI configs; every request of class %s needs exactly one, for driver %s", len(configs), CNIClassName, CNIDriverName), nil)
+		if where, dup := taken[net.IfName]; dup {
+			return nil, fail(res.Request, res.Device, "", field.ErrorList{field.Duplicate(field.NewPath("ifName"), fmt.Sprintf("%s (already used by %s)", net.IfName, where))})
 		}
-		i := configs[0]
-		src := claim.Status.Allocation.Devices.Config[i]
-		cfg, errs := v1alpha1.DecodeCNIConfig(src.Opaque.Parameters.Raw, field.NewPath("config").Index(i).Key(string(src.Source)).Child("parameters"))
-		if len(errs) > 0 {
-			return nil, fail(res.Request, res.Device, "", errs)
-		}
-		netName := strings.ReplaceAll(claim.Namespace+"-"+claim.Name+"-"+res.Request, "/", "_")
-		conflist, errs := buildConflist(cfg, netName, d.opts.Policy, cc)
-		if len(errs) > 0 {
-			return nil, fail(res.Request, res.Device, "", errs)
-		}
-		if where, dup := taken[cfg.IfName]; dup {
-			return nil, fail(res.Request, res.Device, "", field.ErrorList{field.Duplicate(field.NewPath("ifName"), fmt.Sprintf("%s (already used by %s)", cfg.IfName, where))})
-		}
-		taken[cfg.IfName] = fmt.Sprintf("request %q", res.Request)
-		c.Networks = append(c.Networks, claims.Network{Request: res.Request, Pool: res.Pool, Device: res.Device, IfName: cfg.IfName, Conflist: conflist})
+		taken[net.IfName] = fmt.Sprintf("request %q", res.Request)
+		c.Networks = append(c.Networks, claims.Network{Request: res.Request, Pool: res.Pool, Device: res.Device, IfName: net.IfName,
+			Conflist: net.Conflist, Redact: net.Redact})
 	}
 	if len(c.Networks) == 0 {
 		return nil, fail("", "", "no device of driver "+CNIDriverName+" is allocated", nil)
 	}
 	return c, nil
+}
+
+// planNetwork resolves the CNI config of a request: exactly one config of
+// the driver applies, it decodes, and buildConflist accepts it. The
+// errors' fields are the config's.
+func planNetwork(claim *resourceapi.ResourceClaim, request string, policy CNIPolicy, cc cniContext) (cniNetwork, string, field.ErrorList) {
+	var configs []int
+	for i, cfg := range claim.Status.Allocation.Devices.Config {
+		if cfg.Opaque != nil && cfg.Opaque.Driver == CNIDriverName && appliesTo(cfg.Requests, request) {
+			configs = append(configs, i)
+		}
+	}
+	if len(configs) != 1 {
+		return cniNetwork{}, fmt.Sprintf("has %d CNI configs; every request of class %s needs exactly one, for driver %s", len(configs), CNIClassName, CNIDriverName), nil
+	}
+	i := configs[0]
+	src := claim.Status.Allocation.Devices.Config[i]
+	path := field.NewPath("config").Index(i).Key(string(src.Source)).Child("parameters")
+	cfg, errs := v1alpha1.DecodeCNIConfig(src.Opaque.Parameters.Raw, path)
+	if len(errs) > 0 {
+		return cniNetwork{}, "", errs
+	}
+	net, errs := buildConflist(cfg, CNINetworkName(claim.Namespace, claim.Name, request), policy, cc)
+	for _, e := range errs {
+		e.Field = path.String() + "." + e.Field
+	}
+	return net, "", errs
+}
+
+// CNINetworkName is the name of the CNI network of a claim's request:
+// <namespace>-<claim>-<request>.
+func CNINetworkName(namespace, claim, request string) string {
+	return strings.ReplaceAll(namespace+"-"+claim+"-"+request, "/", "_")
 }
 
 // UnprepareResourceClaims runs DEL for networks still added (a DEL that

@@ -29,11 +29,12 @@ func cniTestClaim(requests []string, configs ...cfg) *resourceapi.ResourceClaim 
 }
 
 func macvlan(ifName string) string {
-	return `{` + strings.Replace(cniHead, `"net1"`, `"`+ifName+`"`, 1) + `, "plugins": [{"type": "macvlan", "config": {"master": "eth7"}}]}`
+	return `{` + strings.Replace(cniHead, `"net1"`, `"`+ifName+`"`, 1) + `, "plugins": [{"type": "macvlan", "config": {"mode": "bridge"}, "arguments": [{"fieldPath": "master", "attributeRef": "name"}]}]}`
 }
 
 func TestCNIPlan(t *testing.T) {
-	d := &CNIDriver{opts: CNIOptions{NodeName: testNode, Client: testCNIContext().client, Policy: testPolicy}, attrs: testCNIContext().attributes}
+	cc := testCNIContext(t)
+	d := &CNIDriver{opts: CNIOptions{NodeName: testNode, Client: cc.client, Approved: cc.approved, Policy: testPolicy}, attrs: cc.attributes}
 	st, err := d.plan(t.Context(), cniTestClaim([]string{"a", "b"}, fromClaimFor("a", macvlan("net1")), fromClaimFor("b", macvlan("net2"))))
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +62,7 @@ func TestCNIPlan(t *testing.T) {
 			c.Status.ReservedFor = append(c.Status.ReservedFor, c.Status.ReservedFor[0])
 			return c
 		}(), []string{"exactly one pod"}},
-		"not allowed": {cniTestClaim([]string{"a"}, fromClaim(strings.Replace(macvlan("net1"), "macvlan", "bridge", 1))),
+		"not allowed": {cniTestClaim([]string{"a"}, fromClaim(strings.Replace(macvlan("net1"), "macvlan", "ptp", 1))),
 			[]string{"claim default/net", `request "a"`, "device cni-0", "allowlist"}},
 	} {
 		t.Run(name, func(t *testing.T) {

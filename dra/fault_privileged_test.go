@@ -122,7 +122,7 @@ func (j job) run() error {
 	}
 	d.UseInventory(devices.Inventory{Devices: r.Inventory})
 	cniDriver, err := NewCNIDriver(CNIOptions{NodeName: testNode, Client: client, PluginDir: filepath.Join(r.Dir, "cniplugin"), Devices: 4,
-		Store: store, Status: writer, Runtime: plugin, Attributes: map[string]string{"name": r.MasterLink},
+		Store: store, Status: writer, Runtime: plugin, Attributes: map[string]string{"name": r.MasterLink, "ipamDir": r.IPAMDir},
 		Policy: CNIPolicy{Plugins: []string{"macvlan", "host-local"}}})
 	if err != nil {
 		return err
@@ -312,9 +312,12 @@ func newRig(t *testing.T) *rig {
 		fromClaimFor("dpdk", config(`"mode": "vfio"`)))
 	r.Claim.Status.ReservedFor[0].UID = "pod-fault"
 	cniCfg, _ := json.Marshal(v1alpha1.CNIConfig{IfName: "net2", CNIVersion: "1.0.0", Plugins: []v1alpha1.CNIPlugin{{Type: "macvlan",
-		Config: map[string]any{"mode": "bridge", "ipam": map[string]any{"type": "host-local", "dataDir": r.IPAMDir,
+		Config: map[string]any{"mode": "bridge", "ipam": map[string]any{"type": "host-local",
 			"ranges": [][]any{{map[string]any{"subnet": "10.92.0.0/24"}}}}},
-		Arguments: []v1alpha1.CNIArgument{{FieldPath: "master", ValueFrom: &v1alpha1.CNIValueSource{AttributeRef: "name"}}}}}})
+		// Host objects come from the device: the master, and the rig's
+		// IPAM directory.
+		Arguments: []v1alpha1.CNIArgument{{FieldPath: "master", ValueFrom: &v1alpha1.CNIValueSource{AttributeRef: "name"}},
+			{FieldPath: "ipam.dataDir", ValueFrom: &v1alpha1.CNIValueSource{AttributeRef: "ipamDir"}}}}}})
 	r.CNIClaim = cniTestClaim([]string{"macvlan"}, fromClaim(string(cniCfg)))
 	r.CNIClaim.Name, r.CNIClaim.UID = "cni", "uid-cni"
 	r.CNIClaim.Status.ReservedFor[0].UID = "pod-fault"

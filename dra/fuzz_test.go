@@ -2,7 +2,9 @@ package dra
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -48,40 +50,83 @@ func FuzzDecodeConfig(f *testing.F) {
 	})
 }
 
-// FuzzCNIConfig: any CNI parameters decode and build without panicking, and
-// a conflist that builds runs only allowed plugin types.
+// FuzzCNIConfig: any CNI parameters decode and build without panicking,
+// and a conflist that builds runs only allowed plugin types, names no host
+// object the device did not give, and carries the claim's ifName.
 func FuzzCNIConfig(f *testing.F) {
 	f.Add(`{` + cniHead + `, "plugins": [{"type": "macvlan", "config": {"mode": "bridge", "ipam": {"type": "host-local", "subnet": "10.1.0.0/24"}},
 		"arguments": [{"fieldPath": "master", "valueFrom": {"attributeRef": "name"}}]}]}`)
 	f.Add(`{` + cniHead + `, "plugins": [{"type": "vlan", "arguments": [{"fieldPath": "a.b.c", "value": {"x": [1]}},
-		{"fieldPath": "vlanId", "valueFrom": {"configMapKeyRef": {"name": "vlans", "keyFrom": {"attributeRef": "name"}}}}]}]}`)
-	f.Add(`{` + cniHead + `, "configName": "storage-net"}`)
-	f.Add(`{` + cniHead + `, "plugins": [{"type": "bridge", "config": {"ipam": {"type": "dhcp"}}}]}`)
+		{"fieldPath": "vlanId", "valueFrom": {"configMapKeyRef": {"name": "vlans", "attribute": "name"}}},
+		{"fieldPath": "ipam.subnet", "valueFrom": {"resourceSliceFieldRef": {"fieldPath": "spec.nodeName"}}}]}]}`)
+	f.Add(`{"configName": "storage-net", "ifName": "net3"}`)
+	f.Add("configName: macvlan-host-local\n")
+	f.Add(`{` + cniHead + `, "plugins": [{"type": "bridge", "config": {"bridge": "cni0", "ipam": {"type": "host-local", "dataDir": "/etc/evil"}}}]}`)
+	f.Add(`{` + cniHead + `, "plugins": [{"type": "host-device", "config": {"device": "eth0"}}]}`)
+	f.Add(`{` + cniHead + `, "cniVersion": "banana", "plugins": [{"type": "macvlan", "arguments": [{"fieldPath": "master", "attributeRef": "name"}]}]}`)
 	// No API client: ConfigMap references fail, as they do for a claim
 	// naming one that does not exist.
-	c := testCNIContext()
+	c := testCNIContext(f)
 	c.client = nil
 	f.Fuzz(func(t *testing.T, raw string) {
 		cfg, errs := v1alpha1.DecodeCNIConfig([]byte(raw), field.NewPath("parameters"))
 		if len(errs) > 0 {
 			return
 		}
-		data, errs := buildConflist(cfg, "default-c-r", testPolicy, c)
+		net, errs := buildConflist(cfg, "default-c-r", testPolicy, c)
 		if len(errs) > 0 {
 			return
+		}
+		if v1alpha1.ValidInterfaceName(net.IfName) != nil {
+			t.Errorf("built %s for interface %q", raw, net.IfName)
+		}
+		if !slices.Contains(v1alpha1.SupportedCNIVersions(), cfg.CNIVersion) && cfg.CNIVersion != "" {
+			t.Errorf("accepted cniVersion %q", cfg.CNIVersion)
 		}
 		var list struct {
 			Plugins []map[string]any `json:"plugins"`
 		}
-		if err := json.Unmarshal(data, &list); err != nil {
-			t.Fatalf("built %s: %v", data, err)
+		if err := json.Unmarshal(net.Conflist, &list); err != nil {
+			t.Fatalf("built %s: %v", net.Conflist, err)
 		}
 		for _, p := range list.Plugins {
 			for _, pt := range pluginTypes(p) {
 				if !slices.Contains(testPolicy.Plugins, pt.name) {
-					t.Errorf("built a conflist running %q: %s", pt.name, data)
+					t.Errorf("built a conflist running %q: %s", pt.name, net.Conflist)
+				}
+			}
+			if net.Approved == "" {
+				for _, leak := range hostValues(p) {
+					if leak != "eth7" {
+						t.Errorf("built an inline conflist naming the host object %q: %s", leak, net.Conflist)
+					}
 				}
 			}
 		}
 	})
+}
+
+// hostValues are the values of v's fields naming host objects, and its
+// strings that are absolute paths.
+func hostValues(v any) []string {
+	var out []string
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			if hostField(k) {
+				out = append(out, fmt.Sprint(e))
+				continue
+			}
+			out = append(out, hostValues(e)...)
+		}
+	case []any:
+		for _, e := range v {
+			out = append(out, hostValues(e)...)
+		}
+	case string:
+		if strings.HasPrefix(v, "/") {
+			out = append(out, v)
+		}
+	}
+	return out
 }

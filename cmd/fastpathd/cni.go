@@ -5,53 +5,95 @@ import (
 	"flag"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/fastpath-dra/fastpath/dra"
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/metrics"
+	"github.com/fastpath-dra/fastpath/dra/nri"
 	"github.com/fastpath-dra/fastpath/dra/status"
 )
 
-// cniOptions are the flags of the CNI DRA driver (cni.dra.networking.x-k8s.io).
-type cniOptions struct {
-	enabled         bool
-	pluginDir       string
-	binDirs         string
+// cniPolicyOptions are the flags of the CNI driver's policy: what claims
+// may run. fastpathd run and fastpathd controller (which says whether it
+// accepts each approved config) take them alike; validate too.
+type cniPolicyOptions struct {
 	plugins         string
-	devices         int
-	iface           string
 	configNamespace string
+	requireApproved bool
 }
 
-// defaultCNIPlugins are the reference plugins a CNI claim may run unless
-// the operator says otherwise: a CNI config runs privileged code.
-const defaultCNIPlugins = "bridge,host-device,host-local,ipvlan,macvlan,static,tuning,vlan"
+func (o *cniPolicyOptions) addFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.plugins, "cni-plugins", strings.Join(dra.DefaultCNIPlugins, ","),
+		"comma-separated plugin types (IPAM included) CNI configs may run")
+	fs.StringVar(&o.configNamespace, "cni-config-namespace", "fastpath-system",
+		"namespace approved configs (CNIConfig objects) read ConfigMaps from (configMapKeyRef)")
+	fs.BoolVar(&o.requireApproved, "cni-require-approved", false,
+		"claims may only name approved configs (configName), not carry plugins of their own")
+}
+
+func (o *cniPolicyOptions) validate(cmd string) error {
+	plugins := splitList(o.plugins)
+	if len(plugins) == 0 {
+		return usagef("%s: --cni-plugins must name at least one plugin type", cmd)
+	}
+	for _, p := range plugins {
+		if err := v1alpha1.ValidCNIPluginType(p); err != nil {
+			return usagef("%s: --cni-plugins: %q: %v", cmd, p, err)
+		}
+	}
+	if msgs := validation.IsDNS1123Label(o.configNamespace); len(msgs) > 0 {
+		return usagef("%s: --cni-config-namespace %q: %s", cmd, o.configNamespace, strings.Join(msgs, "; "))
+	}
+	return nil
+}
+
+func (o *cniPolicyOptions) policy() dra.CNIPolicy {
+	return dra.CNIPolicy{Plugins: splitList(o.plugins), ConfigNamespace: o.configNamespace, RequireApproved: o.requireApproved}
+}
+
+// cniOptions are the flags of the CNI DRA driver (cni.dra.networking.x-k8s.io).
+type cniOptions struct {
+	cniPolicyOptions
+	enabled       bool
+	pluginDir     string
+	binDirs       string
+	devices       int
+	iface         string
+	checkInterval time.Duration
+}
 
 func (o *cniOptions) addFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.enabled, "cni", false, "also serve the CNI DRA driver "+dra.CNIDriverName)
 	fs.StringVar(&o.pluginDir, "cni-plugin-dir", "/var/lib/kubelet/plugins/"+dra.CNIDriverName, "directory for the CNI driver's DRA socket")
 	fs.StringVar(&o.binDirs, "cni-bin-dir", "/opt/cni/bin", "comma-separated directories of CNI plugin executables")
-	fs.StringVar(&o.plugins, "cni-plugins", defaultCNIPlugins, "comma-separated plugin types (IPAM included) CNI claims may run")
+	o.cniPolicyOptions.addFlags(fs)
 	fs.IntVar(&o.devices, "cni-devices", 64, "CNI devices the node publishes: how many CNI networks its pods can have at once")
 	fs.StringVar(&o.iface, "cni-interface", "", "value of the devices' attribute name, e.g. a macvlan master (default: the interface of the default route)")
-	fs.StringVar(&o.configNamespace, "cni-config-namespace", "fastpath-system", "namespace of the operator-approved CNI configs (ConfigMaps) claims name with configName")
+	fs.DurationVar(&o.checkInterval, "cni-check-interval", 0, "run CNI CHECK for every added network this often, and report it in the claim's status (condition Healthy); 0: never")
 }
 
 func (o *cniOptions) validate() error {
-	if !o.enabled {
-		return nil
+	if err := o.cniPolicyOptions.validate("run"); err != nil || !o.enabled {
+		return err
 	}
 	switch {
 	case o.devices < 1:
 		return usagef("run: --cni-devices %d: must be at least 1", o.devices)
-	case strings.TrimSpace(o.plugins) == "":
-		return usagef("run: --cni-plugins must name at least one plugin type")
-	case o.pluginDir == "" || o.binDirs == "":
+	case o.pluginDir == "" || len(splitList(o.binDirs)) == 0:
 		return usagef("run: --cni-plugin-dir and --cni-bin-dir must not be empty")
+	case o.checkInterval < 0:
+		return usagef("run: --cni-check-interval %s: must not be negative (0: no CHECK)", o.checkInterval)
+	case o.checkInterval > 0 && o.checkInterval < time.Second:
+		return usagef("run: --cni-check-interval %s: must be at least 1s (each CHECK runs the plugins)", o.checkInterval)
 	}
 	return nil
 }
@@ -66,8 +108,9 @@ func splitList(s string) []string {
 	return out
 }
 
-// start starts the CNI driver.
-func (o *cniOptions) start(ctx context.Context, client kubernetes.Interface, nodeName, registryDir string, store *claims.Store, writer *status.Writer, runtime dra.Runtime, m *metrics.Metrics, podUID types.UID) (*dra.CNIDriver, error) {
+// start starts the CNI driver, and the periodic CHECK of its networks.
+func (o *cniOptions) start(ctx context.Context, restConfig *rest.Config, client kubernetes.Interface, nodeName, registryDir string,
+	store *claims.Store, writer *status.Writer, plugin *nri.Plugin, m *metrics.Metrics, podUID types.UID) (*dra.CNIDriver, error) {
 	attrs := map[string]string{}
 	iface := o.iface
 	if iface == "" {
@@ -76,11 +119,15 @@ func (o *cniOptions) start(ctx context.Context, client kubernetes.Interface, nod
 	if iface != "" {
 		attrs["name"] = iface
 	}
+	dyn, err := dynamic.NewForConfig(restConfig)
+	if err != nil {
+		return nil, err
+	}
 	d, err := dra.NewCNIDriver(dra.CNIOptions{
 		NodeName: nodeName, Client: client, PluginDir: o.pluginDir, RegistryDir: registryDir,
-		Store: store, Status: writer, Runtime: runtime, Metrics: m, PodUID: podUID,
+		Store: store, Status: writer, Runtime: plugin, Metrics: m, PodUID: podUID,
 		Devices: o.devices, Attributes: attrs,
-		Policy: dra.CNIPolicy{Plugins: splitList(o.plugins), ConfigNamespace: o.configNamespace},
+		Policy: o.policy(), Approved: dra.NewApprovedConfigs(dyn),
 	})
 	if err != nil {
 		return nil, err
@@ -88,6 +135,7 @@ func (o *cniOptions) start(ctx context.Context, client kubernetes.Interface, nod
 	if err := d.Start(ctx); err != nil {
 		return nil, fmt.Errorf("CNI driver: %w", err)
 	}
+	go plugin.CheckNetworks(ctx, o.checkInterval)
 	return d, nil
 }
 

@@ -4,7 +4,8 @@
 //	fastpathd [--version] [--help] COMMAND [flags]
 //
 // Commands: run (the daemon), inventory (show the node's devices), probe
-// (ask the daemon whether it is alive or ready).
+// (ask the daemon whether it is alive or ready), validate (check manifests
+// as Prepare would), controller (the status of CNIConfig objects).
 // Exit code 2 means bad flags or configuration, 1 a runtime failure.
 package main
 
@@ -36,6 +37,8 @@ Usage:
   fastpathd run [flags]         run the node daemon
   fastpathd inventory [flags]   show the devices this node would offer
   fastpathd probe alive|ready   ask this pod's daemon, on its health socket
+  fastpathd validate -f FILE... check claims, classes, CNIConfigs and pods as Prepare would
+  fastpathd controller [flags]  write the status of CNIConfig objects (one per cluster, leader-elected)
   fastpathd --version           print the version
   fastpathd COMMAND --help      show a command's flags
 
@@ -65,6 +68,10 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		err = inventoryCommand(args[1:], stdout, stderr)
 	case "probe":
 		err = probeCommand(args[1:], stdout, stderr)
+	case "validate":
+		err = validateCommand(args[1:], os.Stdin, stdout, stderr)
+	case "controller":
+		err = controllerCommand(args[1:], stderr)
 	default:
 		err = usagef("unknown command %q; see fastpathd --help", args[0])
 	}

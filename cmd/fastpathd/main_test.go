@@ -31,6 +31,18 @@ func TestExitCodes(t *testing.T) {
 		{name: "run help", args: []string{"run", "--help"}, wantCode: 0, wantErr: "-node-name"},
 		{name: "run help names the log formats", args: []string{"run", "--help"}, wantCode: 0, wantErr: "Permitted formats: \"json\""},
 		{name: "run with an unknown log format", args: []string{"run", "--node-name", "n", "--logging-format", "yaml"}, wantCode: 2, wantErr: "Unsupported log format"},
+		{name: "run negative rediscover interval", args: []string{"run", "--node-name", "n", "--rediscover-interval", "-1m"}, wantCode: 2, wantErr: "--rediscover-interval -1m0s: must not be negative"},
+		{name: "run empty CNI allowlist", args: []string{"run", "--node-name", "n", "--cni", "--cni-plugins", ""}, wantCode: 2, wantErr: "--cni-plugins must name at least one plugin type"},
+		{name: "run CNI allowlist of commas", args: []string{"run", "--node-name", "n", "--cni", "--cni-plugins", " , "}, wantCode: 2, wantErr: "--cni-plugins must name at least one plugin type"},
+		{name: "run CNI plugin path", args: []string{"run", "--node-name", "n", "--cni", "--cni-plugins", "macvlan,../../bin/sh"}, wantCode: 2, wantErr: `"../../bin/sh": must be a file name`},
+		{name: "run negative CHECK interval", args: []string{"run", "--node-name", "n", "--cni", "--cni-check-interval", "-1s"}, wantCode: 2, wantErr: "--cni-check-interval"},
+		{name: "run bad config namespace", args: []string{"run", "--node-name", "n", "--cni", "--cni-config-namespace", "Not_A_Namespace"}, wantCode: 2, wantErr: "--cni-config-namespace"},
+		{name: "validate an example", args: []string{"validate", "-f", "../../deploy/examples/cni.yaml"}, wantCode: 0},
+		{name: "validate a bad manifest", args: []string{"validate", "-f", "testdata/validate/bad/attacks.yaml"}, wantCode: 1, wantOut: `ResourceClaim tenant-a/uplink: request "net"`, wantErr: "validate: 7 problems in 5 objects"},
+		{name: "validate a missing file", args: []string{"validate", "-f", missingKubeconfig}, wantCode: 2, wantErr: "missing.kubeconfig"},
+		{name: "validate help", args: []string{"validate", "--help"}, wantCode: 0, wantErr: "Exit codes: 0 no problem, 1 problems found, 2 unreadable input"},
+		{name: "controller without namespace", args: []string{"controller"}, wantCode: 2, wantErr: "--leader-election-namespace"},
+		{name: "controller empty allowlist", args: []string{"controller", "--cni-plugins", ""}, wantCode: 2, wantErr: "--cni-plugins"},
 		{name: "inventory bad output", args: []string{"inventory", "-o", "yaml"}, wantCode: 2, wantErr: `-o "yaml"`},
 		{name: "inventory bad filter", args: []string{"inventory", "--sysfs-root", e810, "--filter", "device.nope =="}, wantCode: 2, wantErr: "filter"},
 		{name: "run bad filter", args: []string{"run", "--node-name", "n", "--filter", "1 +"}, wantCode: 2, wantErr: "filter"},
@@ -43,6 +55,7 @@ func TestExitCodes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("NODE_NAME", "")
+			t.Setenv("POD_NAMESPACE", "")
 			var stdout, stderr bytes.Buffer
 			code := runMain(tt.args, &stdout, &stderr)
 			if code != tt.wantCode {

@@ -94,6 +94,9 @@ func (o *runOptions) validate() error {
 			return usagef("run: %s must not be empty", name)
 		}
 	}
+	if o.resync < 0 {
+		return usagef("run: --rediscover-interval %s: must not be negative", o.resync)
+	}
 	if err := o.cni.validate(); err != nil {
 		return err
 	}
@@ -280,7 +283,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	defer driver.Stop()
 	ready.add(driver.RegistrationStatus)
 	if o.cni.enabled {
-		cniDriver, err := o.cni.start(ctx, client, o.nodeName, o.registryDir, store, writer, plugin, m, types.UID(o.podUID))
+		cniDriver, err := o.cni.start(ctx, restConfig, client, o.nodeName, o.registryDir, store, writer, plugin, m, types.UID(o.podUID))
 		if err != nil {
 			return err
 		}

@@ -256,6 +256,9 @@ type Network struct {
 	Device   string          `json:"device"`
 	IfName   string          `json:"ifName"`
 	Conflist json.RawMessage `json:"conflist"`
+	// Redact are the values the config read from ConfigMaps: never shown
+	// in the claim's status or in errors.
+	Redact []string `json:"redact,omitempty"`
 	// Added: ADD may have run and DEL has not succeeded since; recorded
 	// before ADD runs. SandboxID and NetNS are what DEL needs.
 	Added     bool   `json:"added,omitempty"`

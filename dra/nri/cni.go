@@ -58,11 +58,12 @@ func (p *Plugin) addNetworks(ctx context.Context, pod Pod, cls []claims.Claim) e
 					continue
 				}
 				if err := p.opts.CNI.Del(ctx, runtimeConf(c, *n)); err != nil {
-					return fmt.Errorf("claim %s, request %q, device %s: CNI DEL before ADD again: %w", c.String(), n.Request, n.Device, err)
+					return fmt.Errorf("claim %s, request %q, device %s: CNI DEL before ADD again: %w", c.String(), n.Request, n.Device, redacted(*n, err))
 				}
 			}
 			start := time.Now()
-			res, addErr := p.opts.CNI.Add(ctx, runtimeConf(c, *n))
+			res, addErr := p.add(ctx, runtimeConf(c, *n))
+			addErr = redacted(*n, addErr)
 			if addErr == nil {
 				fault.Point("cni.add.done")
 				logger.Info("CNI ADD", "claim", c.String(), "request", n.Request, "ifName", n.IfName, "duration", time.Since(start))
@@ -157,7 +158,7 @@ func (p *Plugin) del(ctx context.Context, key claims.Key, i, attempts int) error
 		wait *= 2
 	}
 	if err != nil {
-		return err
+		return redacted(c.Networks[i], err)
 	}
 	fault.Point("cni.del.done")
 	n := &c.Networks[i]

@@ -113,6 +113,7 @@ func podOf(pod *api.PodSandbox) Pod {
 func (h *hooks) Synchronize(ctx context.Context, pods []*api.PodSandbox, _ []*api.Container) ([]*api.ContainerUpdate, error) {
 	defer h.observe("synchronize", time.Now(), nil)
 	h.p.Synchronize(ctx, pods)
+	h.p.CollectGarbage(ctx, pods)
 	h.p.setConnected(true)
 	return nil, nil
 }

@@ -31,6 +31,12 @@ type CNI interface {
 	Add(ctx context.Context, n dataplane.CNINetwork) (dataplane.CNIResult, error)
 	Added(ctx context.Context, n dataplane.CNINetwork) (dataplane.CNIResult, bool, error)
 	Del(ctx context.Context, n dataplane.CNINetwork) error
+	// STATUS, CHECK and GC (cni_verbs.go).
+	Status(ctx context.Context, n dataplane.CNINetwork) error
+	Check(ctx context.Context, n dataplane.CNINetwork) error
+	Cached(ctx context.Context, n dataplane.CNINetwork) (dataplane.CNIResult, bool, error)
+	Attachments() ([]dataplane.CNIAttachment, error)
+	GC(ctx context.Context, conflist []byte, valid []dataplane.CNIAttachment) error
 }
 
 var (

@@ -219,9 +219,12 @@ func (w *Writer) update(ctx context.Context, ref ClaimRef, want []resourceapi.Al
 			claim.Status.Devices = append(claim.Status.Devices, st)
 			continue
 		}
-		// Keep the transition time while the condition does not change.
-		if old := claim.Status.Devices[i].Conditions; len(old) == 1 && len(st.Conditions) == 1 && old[0].Status == st.Conditions[0].Status {
-			st.Conditions[0].LastTransitionTime = old[0].LastTransitionTime
+		// Keep the transition times of conditions that do not change.
+		old := claim.Status.Devices[i].Conditions
+		for j, c := range st.Conditions {
+			if k := slices.IndexFunc(old, func(o metav1.Condition) bool { return o.Type == c.Type }); k >= 0 && old[k].Status == c.Status {
+				st.Conditions[j].LastTransitionTime = old[k].LastTransitionTime
+			}
 		}
 		claim.Status.Devices[i] = st
 	}

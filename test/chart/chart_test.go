@@ -87,7 +87,7 @@ func render(t *testing.T, args ...string) []runtime.Object {
 		if meta.Kind == "" {
 			continue
 		}
-		if meta.Kind == "ServiceMonitor" {
+		if meta.Kind == "ServiceMonitor" || meta.Kind == "CNIConfig" {
 			var u runtime.Unknown
 			u.Raw = doc
 			objs = append(objs, &u)
@@ -135,7 +135,7 @@ func TestEveryValueExercised(t *testing.T) {
 // freeForm are the values that are maps a user writes as a whole (Kubernetes
 // objects, labels): values, not trees of values.
 var freeForm = []string{"nodeSelector", "affinity", "resources", "securityContext", "podAnnotations", "podLabels",
-	"serviceAccount.annotations", "metrics.serviceMonitor.labels", "cni.approvedConfigs"}
+	"serviceAccount.annotations", "metrics.serviceMonitor.labels", "cni.approvedConfigs", "controller.nodeSelector", "controller.resources"}
 
 // leaves lists the paths of a values tree down to scalars, lists and
 // free-form maps.
@@ -206,6 +206,9 @@ func TestDefaults(t *testing.T) {
 		if !ok {
 			continue
 		}
+		if role.Name != "fastpath" {
+			t.Errorf("ClusterRole %s rendered without cni.enabled", role.Name)
+		}
 		var got []string
 		for _, r := range role.Rules {
 			for _, res := range r.Resources {
@@ -236,6 +239,7 @@ func TestAllValues(t *testing.T) {
 	ds := daemonSet(t, objs)
 	c := ds.Spec.Template.Spec.Containers[0]
 	for _, want := range []string{"--logging-format=json", "-v=4", "--metrics-addr=0.0.0.0:9300", "--health-grace=3s", "--health-evict", "--cni", "--cni-plugins=macvlan,host-local,tuning",
+		"--cni-require-approved", "--cni-check-interval=1m",
 		"--cni-devices=16", "--cni-interface=ens1f0", "--cni-config-namespace=cni-configs", "--cni-bin-dir=/opt/cni/bin,/usr/libexec/cni",
 		"--cni-plugin-dir=/data/kubelet/plugins/cni.dra.networking.x-k8s.io", "--memif-dir=/run/vpp/memif",
 		"--memif-config=/etc/fastpath/memif/config.yaml", "--rediscover-interval=10m", "--profiling",
@@ -264,22 +268,36 @@ func TestAllValues(t *testing.T) {
 	kinds := map[string][]string{}
 	for _, o := range objs {
 		kind := o.GetObjectKind().GroupVersionKind().Kind
-		if _, ok := o.(*runtime.Unknown); ok {
-			kind = "ServiceMonitor"
-		}
 		name := ""
 		if m, ok := o.(metav1.Object); ok {
 			name = m.GetNamespace() + "/" + m.GetName()
 		}
+		if u, ok := o.(*runtime.Unknown); ok {
+			var meta struct {
+				Kind     string
+				Metadata struct{ Name, Namespace string }
+			}
+			if err := yaml.Unmarshal(u.Raw, &meta); err != nil {
+				t.Fatal(err)
+			}
+			kind, name = meta.Kind, meta.Metadata.Namespace+"/"+meta.Metadata.Name
+		}
 		kinds[kind] = append(kinds[kind], name)
 	}
 	for kind, want := range map[string][]string{
-		"ConfigMap":          {"fastpath-system/fastpathd-memif", "cni-configs/macvlan-storage"},
-		"ServiceAccount":     {"fastpath-system/fastpathd-node"},
+		"ConfigMap":          {"fastpath-system/fastpathd-memif"},
+		"CNIConfig":          {"/macvlan-storage"},
+		"ServiceAccount":     {"fastpath-system/fastpathd-node", "fastpath-system/fastpathd-controller"},
 		"DeviceClass":        {"/netdev.fastpath.dev", "/afxdp.fastpath.dev", "/vfio.fastpath.dev", "/memif.fastpath.dev", "/cni.networking.x-k8s.io"},
-		"ServiceMonitor":     {""},
+		"ServiceMonitor":     {"fastpath-system/fastpathd"},
 		"Service":            {"fastpath-system/fastpathd-metrics"},
-		"ClusterRoleBinding": {"/fastpathd"},
+		"ClusterRole":        {"/fastpathd", "/fastpathd-cni-configmaps", "/fastpathd-controller"},
+		"ClusterRoleBinding": {"/fastpathd", "/fastpathd-controller"},
+		"Role":               {"fastpath-system/fastpathd-controller"},
+		// ConfigMaps: the approved configs' namespace, and the tenants'.
+		"RoleBinding": {"fastpath-system/fastpathd-controller", "cni-configs/fastpathd-cni-configmaps",
+			"tenant-a/fastpathd-cni-configmaps", "tenant-b/fastpathd-cni-configmaps"},
+		"Deployment": {"fastpath-system/fastpathd-controller"},
 	} {
 		got := slices.Clone(kinds[kind])
 		slices.Sort(got)
@@ -289,10 +307,15 @@ func TestAllValues(t *testing.T) {
 		}
 	}
 	for _, o := range objs {
-		if role, ok := o.(*rbacv1.ClusterRole); ok {
+		if role, ok := o.(*rbacv1.ClusterRole); ok && role.Name == "fastpathd" {
 			last := role.Rules[len(role.Rules)-1]
-			if !slices.Equal(last.Resources, []string{"configmaps"}) || !slices.Equal(last.Verbs, []string{"get"}) {
-				t.Errorf("with cni.enabled, the last rule is %+v, want get configmaps", last)
+			if !slices.Equal(last.Resources, []string{"cniconfigs"}) || !slices.Equal(last.Verbs, []string{"get"}) {
+				t.Errorf("with cni.enabled, the last rule is %+v, want get cniconfigs", last)
+			}
+			for _, r := range role.Rules {
+				if slices.Contains(r.Resources, "configmaps") {
+					t.Errorf("the daemon may read ConfigMaps of every namespace: %+v", r)
+				}
 			}
 			for _, r := range role.Rules {
 				if slices.Contains(r.Resources, "resourceclaims/driver") && !slices.Equal(r.ResourceNames, []string{"fastpath.dev", "cni.dra.networking.x-k8s.io"}) {
@@ -320,6 +343,11 @@ func TestSchemaRefuses(t *testing.T) {
 		"bad digest":           {"image: {digest: latest}", []string{"/image/digest"}},
 		"memif role":           {"memif: {endpoints: [{name: fw0, role: server}]}", []string{"/memif/endpoints/0/role"}},
 		"cni plugins a string": {"cni: {plugins: macvlan}", []string{"/cni/plugins", "want array"}},
+		"approved config of old": {"cni: {approvedConfigs: {x: {plugins: [{type: macvlan, master: eth0}]}}}",
+			[]string{"/cni/approvedConfigs/x/plugins/0", "'master' not allowed"}},
+		"CHECK interval":      {"cni: {checkInterval: soon}", []string{"/cni/checkInterval"}},
+		"ConfigMap namespace": {"cni: {configMapNamespaces: [Tenant_A]}", []string{"/cni/configMapNamespaces/0"}},
+		"controller port":     {"controller: {port: 0}", []string{"/controller/port"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "values.yaml")

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -20,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/fastpath-dra/fastpath/dra"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 )
 
@@ -47,17 +47,55 @@ func cniClaimSpec(configs map[string]v1alpha1.CNIConfig) resourceapi.ResourceCla
 }
 
 // macvlanConfig is the design's example: macvlan in bridge mode on the
-// device attribute "name", host-local IPAM keeping its state in ipamDir.
-func macvlanConfig(ifName string, ipamRange map[string]any, ipamDir string) v1alpha1.CNIConfig {
+// device attribute "name", host-local IPAM in its default directory
+// (ipamDir).
+func macvlanConfig(ifName string, ipamRange map[string]any) v1alpha1.CNIConfig {
 	return v1alpha1.CNIConfig{IfName: ifName, CNIVersion: "1.0.0", Plugins: []v1alpha1.CNIPlugin{{
 		Type:      "macvlan",
-		Config:    map[string]any{"mode": "bridge", "ipam": map[string]any{"type": "host-local", "dataDir": ipamDir, "ranges": [][]any{{ipamRange}}}},
+		Config:    map[string]any{"mode": "bridge", "ipam": map[string]any{"type": "host-local", "ranges": [][]any{{ipamRange}}}},
 		Arguments: []v1alpha1.CNIArgument{{FieldPath: "master", ValueFrom: &v1alpha1.CNIValueSource{AttributeRef: "name"}}},
 	}}}
 }
 
 // subnet is a host-local range of a whole subnet.
 func subnet(cidr string) map[string]any { return map[string]any{"subnet": cidr} }
+
+// hostLocalDir is where host-local keeps its leases by default, on the
+// node (the chart mounts cni.stateDirs, /var/lib/cni, into the daemon).
+const hostLocalDir = "/var/lib/cni/networks"
+
+// ipamDir is host-local's directory of the network of request of the pod's
+// claim podClaim: fastpathd names networks <namespace>-<claim>-<request>.
+// It is removed when the test ends.
+func ipamDir(t *testing.T, ctx context.Context, pod, podClaim, request string) string {
+	t.Helper()
+	var claim string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		p, err := bed.Client().CoreV1().Pods("default").Get(ctx, pod, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range p.Spec.ResourceClaims {
+			if c.Name == podClaim && c.ResourceClaimName != nil {
+				claim = *c.ResourceClaimName
+				return true, nil
+			}
+		}
+		for _, c := range p.Status.ResourceClaimStatuses {
+			if c.Name == podClaim && c.ResourceClaimName != nil {
+				claim = *c.ResourceClaimName
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("pod %s never had its claim %s", pod, podClaim)
+	}
+	dir := filepath.Join(hostLocalDir, dra.CNINetworkName("default", claim, request))
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
 
 // ipamAllocations lists host-local's allocations below dir.
 func ipamAllocations(t *testing.T, dir string) []string {
@@ -101,58 +139,18 @@ func TestCNI(t *testing.T) {
 		t.Fatal("the CNI driver's 8 devices were never published")
 	}
 
-	t.Run("the design's example", func(t *testing.T) {
-		ipam := t.TempDir()
-		tmpl := createTemplate(t, ctx, "e2e-cni", cniClaimSpec(map[string]v1alpha1.CNIConfig{"macvlan0": macvlanConfig("net1", subnet("10.10.1.0/24"), ipam)}))
-		pod := claimPod("e2e-cni", "ifaces", &corev1.PodResourceClaim{Name: "cni", ResourceClaimTemplateName: &tmpl.Name})
-		running, err := bed.RunPod(ctx, pod)
-		if err != nil {
-			t.Fatal(err)
-		}
-		logs, err := bed.WaitPodLog(ctx, "default", pod.Name, "net1 ", 30*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		net1 := strings.Fields(interfaceLine(logs, "net1"))
-		if len(net1) < 3 || !strings.HasPrefix(net1[2], "10.10.1.") {
-			t.Fatalf("net1 in the pod: %q; the pod sees:\n%s", net1, logs)
-		}
-		st := podClaimStatusOf(t, ctx, running, cniDriver)
-		if len(st.Conditions) != 1 || st.Conditions[0].Type != "Ready" || st.Conditions[0].Status != metav1.ConditionTrue ||
-			st.Conditions[0].Reason != "NetworkInterfaceReady" || st.Conditions[0].Message != "CNI-DRA-Driver has configured the device." {
-			t.Errorf("conditions = %+v", st.Conditions)
-		}
-		var result struct {
-			CNIVersion string `json:"cniVersion"`
-			Interfaces []struct{ Name, Mac, Sandbox string }
-			IPs        []struct{ Address string }
-		}
-		if err := json.Unmarshal(st.Data.Raw, &result); err != nil || result.CNIVersion != "1.0.0" || len(result.IPs) != 1 ||
-			result.IPs[0].Address != net1[2] || len(result.Interfaces) == 0 {
-			t.Errorf("data = %s (%v), want the CNI result", st.Data.Raw, err)
-		}
-		nd := st.NetworkData
-		if nd == nil || nd.InterfaceName != "net1" || nd.HardwareAddress != net1[1] || strings.Join(nd.IPs, ",") != net1[2] {
-			t.Errorf("networkData = %+v, want net1 %s %s", nd, net1[1], net1[2])
-		}
-		if got := ipamAllocations(t, ipam); len(got) != 1 {
-			t.Errorf("host-local allocations while the pod runs: %v", got)
-		}
-		if err := bed.DeletePod(ctx, "default", running.Name); err != nil {
-			t.Fatal(err)
-		}
-		waitReleased(t, ctx, ipam)
-	})
-
 	t.Run("an address released is given again", func(t *testing.T) {
-		ipam := t.TempDir()
 		one := map[string]any{"subnet": "10.10.2.0/24", "rangeStart": "10.10.2.5", "rangeEnd": "10.10.2.5"}
-		tmpl := createTemplate(t, ctx, "e2e-cni-one", cniClaimSpec(map[string]v1alpha1.CNIConfig{"macvlan0": macvlanConfig("net1", one, ipam)}))
+		tmpl := createTemplate(t, ctx, "e2e-cni-one", cniClaimSpec(map[string]v1alpha1.CNIConfig{"macvlan0": macvlanConfig("net1", one)}))
 		for i := range 2 {
 			pod := claimPod(fmt.Sprintf("e2e-cni-one-%d", i), "ifaces", &corev1.PodResourceClaim{Name: "cni", ResourceClaimTemplateName: &tmpl.Name})
 			running, err := bed.RunPod(ctx, pod)
 			if err != nil {
 				t.Fatal(err)
+			}
+			ipam := ipamDir(t, ctx, pod.Name, "cni", "macvlan0")
+			if got := ipamAllocations(t, ipam); len(got) != 1 {
+				t.Errorf("pod %d: host-local allocations %v in %s", i, got, ipam)
 			}
 			logs, err := bed.WaitPodLog(ctx, "default", pod.Name, "net1 ", 30*time.Second)
 			if err != nil {
@@ -169,9 +167,9 @@ func TestCNI(t *testing.T) {
 	})
 
 	t.Run("a plugin failure", func(t *testing.T) {
-		ipam := t.TempDir()
-		bad := macvlanConfig("net1", subnet("10.10.5.0/24"), ipam)
-		bad.Plugins[0].Arguments[0] = v1alpha1.CNIArgument{FieldPath: "master", Value: json.RawMessage(`"` + vethPrefix + `-missing"`)}
+		bad := macvlanConfig("net1", subnet("10.10.5.0/24"))
+		// A mode macvlan does not know: Prepare cannot tell, ADD fails.
+		bad.Plugins[0].Config["mode"] = vethPrefix + "-no-such-mode"
 		tmpl := createTemplate(t, ctx, "e2e-cni-fail", cniClaimSpec(map[string]v1alpha1.CNIConfig{"macvlan0": bad}))
 		pod := claimPod("e2e-cni-fail", "ifaces", &corev1.PodResourceClaim{Name: "cni", ResourceClaimTemplateName: &tmpl.Name})
 		msg := createPodWaitEvent(t, ctx, pod, "CNI ADD")
@@ -185,19 +183,51 @@ func TestCNI(t *testing.T) {
 			!strings.Contains(st.Conditions[0].Message, `plugin type="macvlan" failed (add)`) {
 			t.Errorf("conditions = %+v, want not ready with the CNI error", st.Conditions)
 		}
-		if got := ipamAllocations(t, ipam); len(got) != 0 {
+		if got := ipamAllocations(t, ipamDir(t, ctx, pod.Name, "cni", "macvlan0")); len(got) != 0 {
 			t.Errorf("host-local allocations after the failed ADD: %v", got)
 		}
 	})
 
+	t.Run("a ConfigMap's value in a plugin's error", func(t *testing.T) {
+		// The operator lets claims of namespace default read its
+		// ConfigMaps; a value read is never shown.
+		cni := lastDaemon.values["cni"].(map[string]any)
+		cni["configMapNamespaces"] = []string{"default"}
+		t.Cleanup(func() { delete(cni, "configMapNamespaces") })
+		if err := bed.InstallChart(ctx, lastDaemon.values); err != nil {
+			t.Fatal(err)
+		}
+		const secret = vethPrefix + "-s3cret-mode"
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "e2e-cni-secret"}, Data: map[string]string{"mode": secret}}
+		if _, err := bed.Client().CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = bed.Client().CoreV1().ConfigMaps("default").Delete(context.Background(), cm.Name, metav1.DeleteOptions{})
+		})
+		cfg := macvlanConfig("net1", subnet("10.10.8.0/24"))
+		cfg.Plugins[0].Arguments = append(cfg.Plugins[0].Arguments, v1alpha1.CNIArgument{FieldPath: "mode",
+			ValueFrom: &v1alpha1.CNIValueSource{ConfigMapKeyRef: &v1alpha1.CNIConfigMapKeyRef{Name: cm.Name, Key: "mode"}}})
+		tmpl := createTemplate(t, ctx, "e2e-cni-secret", cniClaimSpec(map[string]v1alpha1.CNIConfig{"macvlan0": cfg}))
+		pod := claimPod("e2e-cni-secret", "ifaces", &corev1.PodResourceClaim{Name: "cni", ResourceClaimTemplateName: &tmpl.Name})
+		msg := createPodWaitEvent(t, ctx, pod, "CNI ADD")
+		if strings.Contains(msg, secret) || !strings.Contains(msg, `unknown macvlan mode: <redacted>`) {
+			t.Errorf("sandbox event %q: want the ConfigMap's value redacted", msg)
+		}
+		st := podClaimStatusOf(t, ctx, pod, cniDriver)
+		if len(st.Conditions) != 1 || st.Conditions[0].Status != metav1.ConditionFalse || strings.Contains(st.Conditions[0].Message, secret) ||
+			!strings.Contains(st.Conditions[0].Message, "<redacted>") {
+			t.Errorf("conditions = %+v, want not ready without the ConfigMap's value", st.Conditions)
+		}
+	})
+
 	t.Run("two CNI requests and a fastpath claim in one pod", func(t *testing.T) {
-		ipam := t.TempDir()
 		// Claims, not templates: the pod names them in its spec, so the
 		// kubelet may read them as soon as the pod is bound to the node.
 		cniClaim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "e2e-cni-two"},
 			Spec: cniClaimSpec(map[string]v1alpha1.CNIConfig{
-				"a": macvlanConfig("net1", subnet("10.10.3.0/24"), ipam),
-				"b": macvlanConfig("net2", subnet("10.10.4.0/24"), ipam),
+				"a": macvlanConfig("net1", subnet("10.10.3.0/24")),
+				"b": macvlanConfig("net2", subnet("10.10.4.0/24")),
 			})}
 		fast := netdevClaim("e2e-cni-fast", &v1alpha1.InterfaceConfig{Interface: &v1alpha1.InterfaceSpec{Name: "net3", Addresses: []string{"10.10.6.2/24"}}})
 		fast.Spec.Devices.Requests[0].Exactly.Selectors = nil
@@ -225,10 +255,13 @@ func TestCNI(t *testing.T) {
 				t.Errorf("%s in the pod: %q, want %s...; the pod sees:\n%s", name, f, prefix, logs)
 			}
 		}
+		dirs := []string{ipamDir(t, ctx, pod.Name, "cni", "a"), ipamDir(t, ctx, pod.Name, "cni", "b")}
 		if err := bed.DeletePod(ctx, "default", running.Name); err != nil {
 			t.Fatal(err)
 		}
-		waitReleased(t, ctx, ipam)
+		for _, dir := range dirs {
+			waitReleased(t, ctx, dir)
+		}
 		assertReturned(t, ctx, orig)
 	})
 }

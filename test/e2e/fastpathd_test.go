@@ -230,8 +230,12 @@ func daemonValues(port int, stateDir string, args []string) (map[string]any, err
 	volumes := []map[string]any{{"name": "e2e", "hostPath": map[string]any{"path": workDir, "type": "Directory"}}}
 	for i := 0; i < len(args); i++ {
 		flag := args[i]
-		if flag == "--cni" {
+		switch flag {
+		case "--cni":
 			cni["enabled"] = true
+			continue
+		case "--cni-require-approved":
+			cni["requireApproved"] = true
 			continue
 		}
 		if i+1 == len(args) {
@@ -257,6 +261,10 @@ func daemonValues(port int, stateDir string, args []string) (map[string]any, err
 			cni["plugins"] = strings.Split(v, ",")
 		case "--cni-interface":
 			cni["interface"] = v
+		case "--cni-check-interval":
+			cni["checkInterval"] = v
+		case "--cni-config-namespace":
+			cni["configNamespace"] = v
 		case "--cni-devices":
 			n, err := strconv.Atoi(v)
 			if err != nil {

@@ -31,49 +31,79 @@ func TestLeastPrivilege(t *testing.T) {
 	veth := cniSetup(t, ctx, 26189, []string{"--cni-devices", "1"}, 8)[0]
 
 	t.Run("RBAC", func(t *testing.T) {
-		type access struct{ verb, resource, subresource, name string }
+		type access struct{ verb, resource, subresource, name, namespace string }
 		allowed := []access{
-			{"list", "resourceslices", "", ""}, {"watch", "resourceslices", "", ""}, {"create", "resourceslices", "", ""},
-			{"update", "resourceslices", "", ""}, {"delete", "resourceslices", "", ""},
-			{"get", "resourceclaims", "", ""}, {"update", "resourceclaims", "status", ""},
-			{"associated-node:update", "resourceclaims", "driver", driverName}, {"associated-node:update", "resourceclaims", "driver", cniDriver},
-			{"get", "nodes", "", ""}, {"get", "configmaps", "", ""},
-			{"create", "events", "", ""}, {"patch", "events", "", ""},
+			{"list", "resourceslices", "", "", ""}, {"watch", "resourceslices", "", "", ""}, {"create", "resourceslices", "", "", ""},
+			{"update", "resourceslices", "", "", ""}, {"delete", "resourceslices", "", "", ""},
+			{"get", "resourceclaims", "", "", ""}, {"update", "resourceclaims", "status", "", ""},
+			{"associated-node:update", "resourceclaims", "driver", driverName, ""}, {"associated-node:update", "resourceclaims", "driver", cniDriver, ""},
+			{"get", "nodes", "", "", ""}, {"get", "cniconfigs", "", "", ""},
+			// ConfigMaps for approved configs' arguments: in the config
+			// namespace only (no cni.configMapNamespaces).
+			{"get", "configmaps", "", "", testbed.ChartNamespace},
+			{"create", "events", "", "", ""}, {"patch", "events", "", "", ""},
 		}
 		denied := []access{
-			{"deletecollection", "resourceslices", "", ""}, {"patch", "resourceslices", "", ""},
-			{"list", "resourceclaims", "", ""}, {"watch", "resourceclaims", "", ""}, {"update", "resourceclaims", "", ""},
-			{"delete", "resourceclaims", "", ""}, {"patch", "resourceclaims", "status", ""},
-			{"update", "resourceclaims", "binding", ""},
-			{"arbitrary-node:update", "resourceclaims", "driver", driverName},
-			{"associated-node:update", "resourceclaims", "driver", "gpu.example.com"},
-			{"list", "nodes", "", ""}, {"update", "nodes", "", ""}, {"list", "configmaps", "", ""},
-			{"get", "secrets", "", ""}, {"list", "pods", "", ""}, {"delete", "events", "", ""},
+			{"deletecollection", "resourceslices", "", "", ""}, {"patch", "resourceslices", "", "", ""},
+			{"list", "resourceclaims", "", "", ""}, {"watch", "resourceclaims", "", "", ""}, {"update", "resourceclaims", "", "", ""},
+			{"delete", "resourceclaims", "", "", ""}, {"patch", "resourceclaims", "status", "", ""},
+			{"update", "resourceclaims", "binding", "", ""},
+			{"arbitrary-node:update", "resourceclaims", "driver", driverName, ""},
+			{"associated-node:update", "resourceclaims", "driver", "gpu.example.com", ""},
+			{"list", "nodes", "", "", ""}, {"update", "nodes", "", "", ""}, {"list", "configmaps", "", "", ""},
+			{"get", "configmaps", "", "", ""}, {"get", "configmaps", "", "", "kube-system"},
+			{"list", "cniconfigs", "", "", ""}, {"update", "cniconfigs", "status", "", ""}, {"create", "cniconfigs", "", "", ""},
+			{"get", "secrets", "", "", ""}, {"list", "pods", "", "", ""}, {"delete", "events", "", "", ""},
 		}
 		user := "system:serviceaccount:" + testbed.ChartNamespace + ":" + serviceAccount
-		check := func(a access, want bool) {
+		check := func(user string, a access, want bool) {
 			group := "resource.k8s.io"
-			if a.resource == "nodes" || a.resource == "configmaps" || a.resource == "secrets" || a.resource == "pods" || a.resource == "events" {
+			switch a.resource {
+			case "nodes", "configmaps", "secrets", "pods", "events":
 				group = ""
+			case "cniconfigs":
+				group = "cni.networking.x-k8s.io"
+			case "leases":
+				group = "coordination.k8s.io"
+			}
+			ns := a.namespace
+			if ns == "" {
+				ns = "default"
+			}
+			if group == "cni.networking.x-k8s.io" {
+				ns = "" // cluster-scoped
 			}
 			sar, err := bed.Client().AuthorizationV1().SubjectAccessReviews().Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
 				User:   user,
 				Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + testbed.ChartNamespace, "system:authenticated"},
-				ResourceAttributes: &authzv1.ResourceAttributes{Namespace: "default", Verb: a.verb, Group: group,
+				ResourceAttributes: &authzv1.ResourceAttributes{Namespace: ns, Verb: a.verb, Group: group,
 					Resource: a.resource, Subresource: a.subresource, Name: a.name},
 			}}, metav1.CreateOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if sar.Status.Allowed != want {
-				t.Errorf("%s %s/%s %s: allowed = %v, want %v", a.verb, a.resource, a.subresource, a.name, sar.Status.Allowed, want)
+				t.Errorf("%s: %s %s/%s %s in %q: allowed = %v, want %v", user, a.verb, a.resource, a.subresource, a.name, ns, sar.Status.Allowed, want)
 			}
 		}
 		for _, a := range allowed {
-			check(a, true)
+			check(user, a, true)
 		}
 		for _, a := range denied {
-			check(a, false)
+			check(user, a, false)
+		}
+		// fastpathd controller: CNIConfig objects and their status, its
+		// Lease; nothing of claims, slices or ConfigMaps.
+		controller := "system:serviceaccount:" + testbed.ChartNamespace + ":" + serviceAccount + "-controller"
+		for _, a := range []access{{"get", "cniconfigs", "", "", ""}, {"list", "cniconfigs", "", "", ""}, {"watch", "cniconfigs", "", "", ""},
+			{"update", "cniconfigs", "status", "", ""}, {"get", "leases", "", "", testbed.ChartNamespace},
+			{"create", "leases", "", "", testbed.ChartNamespace}, {"update", "leases", "", "", testbed.ChartNamespace}} {
+			check(controller, a, true)
+		}
+		for _, a := range []access{{"update", "cniconfigs", "", "", ""}, {"create", "cniconfigs", "", "", ""}, {"delete", "cniconfigs", "", "", ""},
+			{"get", "configmaps", "", "", ""}, {"get", "resourceclaims", "", "", ""}, {"list", "resourceslices", "", "", ""},
+			{"get", "leases", "", "", "kube-system"}, {"delete", "leases", "", "", testbed.ChartNamespace}} {
+			check(controller, a, false)
 		}
 	})
 

@@ -35,6 +35,10 @@ const (
 // host network namespace). Probes run every second, so a test waits little
 // for a daemon to be Ready. Merge more values over these.
 func (c Config) ChartValues() map[string]any {
+	apiServerEnv := []map[string]any{
+		{"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
+		{"name": "KUBERNETES_SERVICE_PORT", "value": strconv.Itoa(c.APIServerPort)},
+	}
 	return map[string]any{
 		"image":          map[string]any{"repository": FastpathdRepository, "pullPolicy": "Never"},
 		"kubeletRootDir": c.KubeletDir(),
@@ -50,12 +54,16 @@ func (c Config) ChartValues() map[string]any {
 			"startup":   map[string]any{"periodSeconds": 1, "failureThreshold": 120},
 			"readiness": map[string]any{"periodSeconds": 1},
 		},
-		"extraEnv": []map[string]any{
-			{"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
-			{"name": "KUBERNETES_SERVICE_PORT", "value": strconv.Itoa(c.APIServerPort)},
-		},
+		"extraEnv": apiServerEnv,
+		// The controller (with cni.enabled) reaches the API server as the
+		// daemon does: from the host network namespace.
+		"controller": map[string]any{"hostNetwork": true, "port": ControllerPort, "extraEnv": apiServerEnv},
 	}
 }
+
+// ControllerPort is where fastpathd controller serves its probes on the
+// bed's node.
+const ControllerPort = 26179
 
 // Helm runs the bed's helm on the bed's cluster, with its configuration and
 // cache in the bed's directory, and returns its combined output.

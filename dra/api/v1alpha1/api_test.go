@@ -2,9 +2,11 @@ package v1alpha1
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -16,6 +18,7 @@ func TestMarshalSetsTypeMeta(t *testing.T) {
 		{InterfaceConfig{Mode: ModeVFIO}, `{"apiVersion":"fastpath.dev/v1alpha1","kind":"InterfaceConfig","mode":"vfio"}`},
 		{&InterfaceConfig{}, `{"apiVersion":"fastpath.dev/v1alpha1","kind":"InterfaceConfig"}`},
 		{CNIConfig{IfName: "net1", ConfigName: "x"}, `{"apiVersion":"cni.networking.x-k8s.io/v1alpha1","kind":"CNI","ifName":"net1","configName":"x"}`},
+		{CNIConfigObject{}, `{"apiVersion":"cni.networking.x-k8s.io/v1alpha1","kind":"CNIConfig","metadata":{},"spec":{"apiVersion":"cni.networking.x-k8s.io/v1alpha1","kind":"CNI"}}`},
 		{MemifConfig{}, `{"apiVersion":"fastpath.dev/v1alpha1","kind":"MemifConfig","endpoints":null}`},
 	} {
 		data, err := json.Marshal(tc.v)
@@ -164,26 +167,178 @@ func TestValidate(t *testing.T) {
 
 func TestValidateCNIConfig(t *testing.T) {
 	plugin := func(p CNIPlugin) CNIConfig { return CNIConfig{IfName: "net1", Plugins: []CNIPlugin{p}} }
+	arg := func(a CNIArgument) CNIConfig { return plugin(CNIPlugin{Type: "a", Arguments: []CNIArgument{a}}) }
+	cm := func(r CNIConfigMapKeyRef) CNIConfig {
+		return arg(CNIArgument{FieldPath: "x", ValueFrom: &CNIValueSource{ConfigMapKeyRef: &r}})
+	}
+	node := &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}
+	for name, c := range map[string]CNIConfig{
+		"inline":                  plugin(CNIPlugin{Type: "macvlan", Arguments: []CNIArgument{{FieldPath: "master", ValueFrom: &CNIValueSource{AttributeRef: "name"}}}}),
+		"approved, own ifName":    {ConfigName: "macvlan-host-local"},
+		"approved, ifName given":  {IfName: "net2", ConfigName: "macvlan-host-local"},
+		"short attributeRef":      arg(CNIArgument{FieldPath: "master", AttributeRef: "name"}),
+		"slice field selector":    arg(CNIArgument{FieldPath: "x", ValueFrom: &CNIValueSource{ResourceSliceFieldRef: &corev1.ObjectFieldSelector{APIVersion: "resource.k8s.io/v1", FieldPath: "spec.pool.name"}}}),
+		"ConfigMap key":           cm(CNIConfigMapKeyRef{Name: "vlans", Key: "eth7"}),
+		"key from an attribute":   cm(CNIConfigMapKeyRef{Name: "vlans", Attribute: "name"}),
+		"key from a slice field":  cm(CNIConfigMapKeyRef{Name: "vlans", ResourceSliceFieldRef: node}),
+		"every supported version": {IfName: "net1", CNIVersion: "1.1.0", Plugins: []CNIPlugin{{Type: "a"}}},
+	} {
+		if errs := c.Validate(); len(errs) > 0 {
+			t.Errorf("%s: %v", name, errs)
+		}
+	}
 	for name, tc := range map[string]struct {
 		c    CNIConfig
 		want string
 	}{
-		"both":               {CNIConfig{IfName: "net1", ConfigName: "x", Plugins: []CNIPlugin{{Type: "macvlan"}}}, "configName"},
-		"neither":            {CNIConfig{IfName: "net1"}, "plugins: Required value"},
-		"reserved name":      {CNIConfig{IfName: "lo", ConfigName: "x"}, "ifName"},
-		"no type":            {plugin(CNIPlugin{}), "plugins[0].type: Required value"},
-		"type in config":     {plugin(CNIPlugin{Type: "a", Config: map[string]any{"type": "b"}}), "plugins[0].config.type: Forbidden"},
-		"no field path":      {plugin(CNIPlugin{Type: "a", Arguments: []CNIArgument{{Value: json.RawMessage(`1`)}}}), "arguments[0].fieldPath: Required"},
-		"empty element":      {plugin(CNIPlugin{Type: "a", Arguments: []CNIArgument{{FieldPath: "a..b", Value: json.RawMessage(`1`)}}}), "empty path element"},
-		"type by argument":   {plugin(CNIPlugin{Type: "a", Arguments: []CNIArgument{{FieldPath: "type", Value: json.RawMessage(`"b"`)}}}), "arguments[0].fieldPath"},
-		"no value":           {plugin(CNIPlugin{Type: "a", Arguments: []CNIArgument{{FieldPath: "x"}}}), "give value or valueFrom"},
-		"two sources":        {plugin(CNIPlugin{Type: "a", Arguments: []CNIArgument{{FieldPath: "x", ValueFrom: &CNIValueSource{AttributeRef: "a", ResourceSliceFieldRef: "spec.nodeName"}}}}), "give exactly one of"},
-		"key and keyFrom":    {plugin(CNIPlugin{Type: "a", Arguments: []CNIArgument{{FieldPath: "x", ValueFrom: &CNIValueSource{ConfigMapKeyRef: &CNIConfigMapKeyRef{Name: "m", Key: "k", KeyFrom: &CNIValueSource{AttributeRef: "a"}}}}}}), "give key or keyFrom"},
-		"key from ConfigMap": {plugin(CNIPlugin{Type: "a", Arguments: []CNIArgument{{FieldPath: "x", ValueFrom: &CNIValueSource{ConfigMapKeyRef: &CNIConfigMapKeyRef{Name: "m", KeyFrom: &CNIValueSource{ConfigMapKeyRef: &CNIConfigMapKeyRef{Name: "n", Key: "k"}}}}}}}), "keyFrom.configMapKeyRef: Forbidden"},
+		"both":              {CNIConfig{IfName: "net1", ConfigName: "x", Plugins: []CNIPlugin{{Type: "macvlan"}}}, "configName"},
+		"neither":           {CNIConfig{IfName: "net1"}, "plugins: Required value"},
+		"reserved name":     {CNIConfig{IfName: "lo", ConfigName: "x"}, "ifName"},
+		"primary network":   {CNIConfig{IfName: "eth0", ConfigName: "x"}, "ifName: Invalid value: \"eth0\": eth0 is reserved"},
+		"invisible name":    {CNIConfig{IfName: "net\u200b1", ConfigName: "x"}, "ifName: Invalid value"},
+		"no ifName inline":  {CNIConfig{Plugins: []CNIPlugin{{Type: "a"}}}, "ifName: Required value"},
+		"bad configName":    {CNIConfig{ConfigName: "Not_A_Name"}, "configName: Invalid value"},
+		"cniVersion, named": {CNIConfig{ConfigName: "x", CNIVersion: "1.0.0"}, "cniVersion: Forbidden"},
+		"cniVersion banana": {CNIConfig{IfName: "net1", CNIVersion: "banana", Plugins: []CNIPlugin{{Type: "a"}}}, `cniVersion: Unsupported value: "banana"`},
+		"wrong kind":        {CNIConfig{APIVersion: "v1", Kind: "ConfigMap", ConfigName: "x"}, "apiVersion: Invalid value"},
+		"no type":           {plugin(CNIPlugin{}), "plugins[0].type: Invalid value"},
+		"path type":         {plugin(CNIPlugin{Type: "../../bin/sh"}), "plugins[0].type: Invalid value"},
+		"type in config":    {plugin(CNIPlugin{Type: "a", Config: map[string]any{"type": "b"}}), "plugins[0].config.type: Forbidden"},
+		"no field path":     {arg(CNIArgument{Value: json.RawMessage(`1`)}), "arguments[0].fieldPath: Required"},
+		"empty element":     {arg(CNIArgument{FieldPath: "a..b", Value: json.RawMessage(`1`)}), "empty path element"},
+		"type by argument":  {arg(CNIArgument{FieldPath: "type", Value: json.RawMessage(`"b"`)}), "arguments[0].fieldPath"},
+		"no value":          {arg(CNIArgument{FieldPath: "x"}), "give value or valueFrom"},
+		"value and short":   {arg(CNIArgument{FieldPath: "x", Value: json.RawMessage(`1`), AttributeRef: "name"}), "not more than one"},
+		"two sources":       {arg(CNIArgument{FieldPath: "x", ValueFrom: &CNIValueSource{AttributeRef: "a", ResourceSliceFieldRef: node}}), "give exactly one of"},
+		"slice field":       {arg(CNIArgument{FieldPath: "x", ValueFrom: &CNIValueSource{ResourceSliceFieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.devices"}}}), "resourceSliceFieldRef.fieldPath: Unsupported value"},
+		"slice apiVersion":  {arg(CNIArgument{FieldPath: "x", ValueFrom: &CNIValueSource{ResourceSliceFieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "spec.nodeName"}}}), "resourceSliceFieldRef.apiVersion: Unsupported value"},
+		"key and attribute": {cm(CNIConfigMapKeyRef{Name: "m", Key: "k", Attribute: "a"}), "give exactly one of key, attribute, resourceSliceFieldRef"},
+		"no key":            {cm(CNIConfigMapKeyRef{Name: "m"}), "configMapKeyRef.key"},
+		"no ConfigMap name": {cm(CNIConfigMapKeyRef{Key: "k"}), "configMapKeyRef.name: Required"},
+		"bad ConfigMap key": {cm(CNIConfigMapKeyRef{Name: "m", Key: "a/b"}), "configMapKeyRef.key: Invalid value"},
+		"too many plugins":  {CNIConfig{IfName: "net1", Plugins: make([]CNIPlugin, MaxCNIPlugins+1)}, "plugins: Too many"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			tc.c.APIVersion, tc.c.Kind = CNIGroupVersion, KindCNI
 			if errs := tc.c.Validate(); len(errs) == 0 || !strings.Contains(errs.ToAggregate().Error(), tc.want) {
+				t.Errorf("errors = %v, want %q", errs, tc.want)
+			}
+		})
+	}
+}
+
+// The CNI DRA driver design's examples decode as they are written, and
+// the spellings of its Go sketch are refused naming the API's.
+func TestDecodeCNIConfig(t *testing.T) {
+	inline := `apiVersion: cni.networking.x-k8s.io/v1alpha1
+kind: CNI
+ifName: "net1"
+cniVersion: 1.0.0
+plugins:
+- type: macvlan
+  config:
+    mode: bridge
+    ipam:
+      type: host-local
+      ranges:
+      - - subnet: 10.10.1.0/24
+  arguments:
+  - fieldPath: master
+    valueFrom:
+      attributeRef: name
+`
+	c, errs := DecodeCNIConfig([]byte(inline), field.NewPath("p"))
+	if len(errs) > 0 || c.Validate() != nil || c.Plugins[0].Arguments[0].ValueFrom.AttributeRef != "name" {
+		t.Errorf("the design's inline example: %+v, %v, %v", c, errs, c.Validate())
+	}
+	c, errs = DecodeCNIConfig([]byte("configName: macvlan-host-local\n"), field.NewPath("p"))
+	if len(errs) > 0 || c.Validate() != nil || c.ConfigName != "macvlan-host-local" {
+		t.Errorf("the design's configName example: %+v, %v, %v", c, errs, c.Validate())
+	}
+	for name, tc := range map[string]struct{ doc, want string }{
+		"name":            {`{"name": "net1", "configName": "x"}`, "p.name: Forbidden: unknown field: the interface's name is ifName"},
+		"config":          {`{"ifName": "net1", "config": {"cniVersion": "1.0.0", "plugins": []}}`, "p.config: Forbidden: unknown field: a config is plugins[]"},
+		"Args":            {`{"ifName": "net1", "plugins": [{"type": "a", "Args": []}]}`, "unknown field: a plugin's arguments are arguments"},
+		"field":           {`{"ifName": "net1", "plugins": [{"type": "a", "arguments": [{"field": "x", "value": 1}]}]}`, "unknown field: the field an argument sets is fieldPath"},
+		"attribute":       {`{"ifName": "net1", "plugins": [{"type": "a", "arguments": [{"fieldPath": "x", "valueFrom": {"attribute": "name"}}]}]}`, "valueFrom.attribute: Forbidden: unknown field: a device attribute is valueFrom.attributeRef"},
+		"namespace":       {`{"ifName": "net1", "plugins": [{"type": "a", "arguments": [{"fieldPath": "x", "valueFrom": {"configMapKeyRef": {"name": "m", "namespace": "kube-system", "key": "k"}}}]}]}`, "configMapKeyRef.namespace: Forbidden: unknown field: a ConfigMap is read from the claim's own namespace"},
+		"keyFrom":         {`{"ifName": "net1", "plugins": [{"type": "a", "arguments": [{"fieldPath": "x", "valueFrom": {"configMapKeyRef": {"name": "m", "keyFrom": {"attributeRef": "a"}}}}]}]}`, "configMapKeyRef.keyFrom: Forbidden: unknown field: a key from a device attribute is configMapKeyRef.attribute"},
+		"string selector": {`{"ifName": "net1", "plugins": [{"type": "a", "arguments": [{"fieldPath": "x", "valueFrom": {"resourceSliceFieldRef": "spec.nodeName"}}]}]}`, "p: Invalid value"},
+		"wrong group":     {`{"apiVersion": "cni.dra.networking.x-k8s.io/v1alpha1", "kind": "CNI", "configName": "x"}`, "p.apiVersion: Invalid value"},
+		"kind only":       {`{"kind": "CNI", "configName": "x"}`, "p.apiVersion: Invalid value"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, errs := DecodeCNIConfig([]byte(tc.doc), field.NewPath("p"))
+			if len(errs) == 0 || !strings.Contains(errs.ToAggregate().Error(), tc.want) {
+				t.Errorf("errors = %v, want %q", errs, tc.want)
+			}
+		})
+	}
+}
+
+// The design's CNIConfig example, with the apiVersion the API server needs,
+// is a valid approved config: its attributeRef one level up included.
+func TestCNIConfigObject(t *testing.T) {
+	doc := `apiVersion: cni.networking.x-k8s.io/v1alpha1
+kind: CNIConfig
+metadata:
+  name: macvlan-host-local
+spec:
+  apiVersion: cni.networking.x-k8s.io/v1alpha1
+  kind: CNI
+  ifName: "net1"
+  cniVersion: 1.0.0
+  plugins:
+  - type: macvlan
+    config:
+      mode: bridge
+      ipam:
+        type: host-local
+        ranges:
+        - - subnet: 10.10.1.0/24
+    arguments:
+    - fieldPath: master
+      valueFrom:
+      attributeRef: name
+`
+	o, errs := DecodeCNIConfigObject([]byte(doc), field.NewPath("f"))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if errs := o.Validate(); len(errs) > 0 || o.Name != "macvlan-host-local" || o.Spec.Plugins[0].Arguments[0].AttributeRef != "name" {
+		t.Errorf("the design's CNIConfig: %+v, %v", o, errs)
+	}
+	data, err := json.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, errs := DecodeCNIConfigObject(data, field.NewPath("f"))
+	if len(errs) > 0 || again.Validate() != nil {
+		t.Errorf("round trip %s: %v", data, errs)
+	}
+	for name, tc := range map[string]struct {
+		change func(*CNIConfigObject)
+		want   string
+	}{
+		"configName":   {func(o *CNIConfigObject) { o.Spec.ConfigName = "other" }, "spec.configName: Forbidden"},
+		"no plugins":   {func(o *CNIConfigObject) { o.Spec.Plugins = nil }, "spec.plugins: Required"},
+		"namespaced":   {func(o *CNIConfigObject) { o.Namespace = "default" }, "metadata.namespace: Forbidden"},
+		"bad name":     {func(o *CNIConfigObject) { o.Name = "A_B" }, "metadata.name: Invalid value"},
+		"bad version":  {func(o *CNIConfigObject) { o.Spec.CNIVersion = "2.0.0" }, "spec.cniVersion: Unsupported value"},
+		"bad ifName":   {func(o *CNIConfigObject) { o.Spec.IfName = "eth0" }, "spec.ifName: Invalid value"},
+		"no ifName ok": {func(o *CNIConfigObject) { o.Spec.IfName = "" }, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := o
+			c.Spec.Plugins = slices.Clone(o.Spec.Plugins)
+			tc.change(&c)
+			errs := c.Validate()
+			if tc.want == "" {
+				if len(errs) > 0 {
+					t.Errorf("errors = %v", errs)
+				}
+				return
+			}
+			if len(errs) == 0 || !strings.Contains(errs.ToAggregate().Error(), tc.want) {
 				t.Errorf("errors = %v, want %q", errs, tc.want)
 			}
 		})

@@ -82,13 +82,6 @@ func DecodeInterfaceConfig(data []byte, cfg *InterfaceConfig, path *field.Path) 
 	return Decode(data, cfg, path, GroupVersion, KindInterfaceConfig)
 }
 
-// DecodeCNIConfig decodes the parameters of a CNI request.
-func DecodeCNIConfig(data []byte, path *field.Path) (CNIConfig, field.ErrorList) {
-	var cfg CNIConfig
-	errs := Decode(data, &cfg, path, CNIGroupVersion, KindCNI)
-	return cfg, errs
-}
-
 // DecodeMemifConfig decodes a memif endpoints file.
 func DecodeMemifConfig(data []byte, path *field.Path) (MemifConfig, field.ErrorList) {
 	var cfg MemifConfig

@@ -164,65 +164,6 @@ type MemifEndpoint struct {
 	SocketPath string `json:"socketPath,omitempty"`
 }
 
-// CNIConfig is the opaque parameters of a request of the CNI DRA driver
-// (DeviceClass cni.networking.x-k8s.io).
-//
-//	apiVersion: cni.networking.x-k8s.io/v1alpha1
-//	kind: CNI
-//	ifName: net1
-//	cniVersion: 1.0.0
-//	plugins:
-//	- type: macvlan
-//	  config: {mode: bridge, ipam: {type: host-local, ranges: [[{subnet: 10.10.1.0/24}]]}}
-//	  arguments:
-//	  - fieldPath: master
-//	    valueFrom: {attributeRef: name}
-//
-// or, instead of plugins, configName: a config the operator approved.
-type CNIConfig struct {
-	APIVersion string      `json:"apiVersion"`
-	Kind       string      `json:"kind"`
-	IfName     string      `json:"ifName"`
-	CNIVersion string      `json:"cniVersion,omitempty"`
-	Plugins    []CNIPlugin `json:"plugins,omitempty"`
-	ConfigName string      `json:"configName,omitempty"`
-}
-
-// CNIPlugin is one plugin of the chain.
-type CNIPlugin struct {
-	Type string `json:"type"`
-	// Config is the plugin's own configuration, without type.
-	Config map[string]any `json:"config,omitempty"`
-	// Arguments set fields of Config when the claim is prepared.
-	Arguments []CNIArgument `json:"arguments,omitempty"`
-}
-
-// CNIArgument sets the field at FieldPath (dot-separated, into Config) to a
-// constant or to a value found when the claim is prepared.
-type CNIArgument struct {
-	FieldPath string          `json:"fieldPath"`
-	Value     json.RawMessage `json:"value,omitempty"`
-	ValueFrom *CNIValueSource `json:"valueFrom,omitempty"`
-}
-
-// CNIValueSource is where an argument's value comes from: exactly one of an
-// attribute of the allocated device, a field of its ResourceSlice, or a
-// ConfigMap key.
-type CNIValueSource struct {
-	AttributeRef          string              `json:"attributeRef,omitempty"`
-	ResourceSliceFieldRef string              `json:"resourceSliceFieldRef,omitempty"`
-	ConfigMapKeyRef       *CNIConfigMapKeyRef `json:"configMapKeyRef,omitempty"`
-}
-
-// CNIConfigMapKeyRef selects a key of a ConfigMap in the claim's namespace
-// (or Namespace); the key may itself come from an attribute or slice field.
-type CNIConfigMapKeyRef struct {
-	Name      string          `json:"name"`
-	Namespace string          `json:"namespace,omitempty"`
-	Key       string          `json:"key,omitempty"`
-	KeyFrom   *CNIValueSource `json:"keyFrom,omitempty"`
-}
-
 // The kinds marshal with their apiVersion and kind filled in, so that Go
 // code building a config need not set them.
 
@@ -237,13 +178,6 @@ func (c InterfaceConfig) MarshalJSON() ([]byte, error) {
 func (c MemifConfig) MarshalJSON() ([]byte, error) {
 	type plain MemifConfig
 	c.APIVersion, c.Kind = orDefault(c.APIVersion, GroupVersion), orDefault(c.Kind, KindMemifConfig)
-	return json.Marshal(plain(c))
-}
-
-// MarshalJSON implements json.Marshaler.
-func (c CNIConfig) MarshalJSON() ([]byte, error) {
-	type plain CNIConfig
-	c.APIVersion, c.Kind = orDefault(c.APIVersion, CNIGroupVersion), orDefault(c.Kind, KindCNI)
 	return json.Marshal(plain(c))
 }
 

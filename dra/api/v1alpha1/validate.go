@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -247,87 +246,4 @@ func (c *MemifConfig) Validate(path *field.Path) field.ErrorList {
 		}
 	}
 	return errs
-}
-
-// Validate checks the shape of a CNI request's parameters: an interface
-// name, plugins or configName (not both), every plugin with a type, and
-// every argument with exactly one value source. Package dra resolves the
-// arguments and checks the plugins against the node's policy.
-func (c *CNIConfig) Validate() field.ErrorList {
-	var errs field.ErrorList
-	if c.APIVersion != CNIGroupVersion || c.Kind != KindCNI {
-		errs = append(errs, field.Invalid(field.NewPath("apiVersion"), c.APIVersion+"/"+c.Kind, fmt.Sprintf("want apiVersion %s, kind %s", CNIGroupVersion, KindCNI)))
-	}
-	if err := ValidInterfaceName(c.IfName); err != nil {
-		errs = append(errs, field.Invalid(field.NewPath("ifName"), c.IfName, err.Error()))
-	}
-	switch {
-	case len(c.Plugins) > 0 && c.ConfigName != "":
-		errs = append(errs, field.Invalid(field.NewPath("configName"), c.ConfigName, "give plugins or configName, not both"))
-	case len(c.Plugins) == 0 && c.ConfigName == "":
-		errs = append(errs, field.Required(field.NewPath("plugins"), "give plugins or configName"))
-	}
-	for i, p := range c.Plugins {
-		path := field.NewPath("plugins").Index(i)
-		if p.Type == "" {
-			errs = append(errs, field.Required(path.Child("type"), ""))
-		}
-		if _, set := p.Config["type"]; set {
-			errs = append(errs, field.Forbidden(path.Child("config", "type"), "the plugin's type is plugins[].type"))
-		}
-		for j, a := range p.Arguments {
-			errs = append(errs, a.validate(path.Child("arguments").Index(j))...)
-		}
-	}
-	return errs
-}
-
-func (a CNIArgument) validate(path *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	switch {
-	case a.FieldPath == "":
-		errs = append(errs, field.Required(path.Child("fieldPath"), ""))
-	case a.FieldPath == "type":
-		errs = append(errs, field.Invalid(path.Child("fieldPath"), a.FieldPath, "the plugin's type cannot be set by an argument"))
-	case slices.Contains(strings.Split(a.FieldPath, "."), ""):
-		errs = append(errs, field.Invalid(path.Child("fieldPath"), a.FieldPath, "empty path element"))
-	}
-	switch {
-	case len(a.Value) > 0 && a.ValueFrom != nil:
-		errs = append(errs, field.Invalid(path.Child("valueFrom"), "", "give value or valueFrom, not both"))
-	case len(a.Value) == 0 && a.ValueFrom == nil:
-		errs = append(errs, field.Required(path.Child("value"), "give value or valueFrom"))
-	case a.ValueFrom != nil:
-		errs = append(errs, a.ValueFrom.validate(path.Child("valueFrom"), true)...)
-	}
-	return errs
-}
-
-func (s CNIValueSource) validate(path *field.Path, configMaps bool) field.ErrorList {
-	n := 0
-	for _, set := range []bool{s.AttributeRef != "", s.ResourceSliceFieldRef != "", s.ConfigMapKeyRef != nil} {
-		if set {
-			n++
-		}
-	}
-	switch {
-	case s.ConfigMapKeyRef != nil && !configMaps:
-		return field.ErrorList{field.Forbidden(path.Child("configMapKeyRef"), "a key comes from an attribute or a slice field")}
-	case n != 1 && configMaps:
-		return field.ErrorList{field.Invalid(path, "", "give exactly one of attributeRef, resourceSliceFieldRef, configMapKeyRef")}
-	case n != 1:
-		return field.ErrorList{field.Invalid(path, "", "give exactly one of attributeRef, resourceSliceFieldRef")}
-	}
-	if ref := s.ConfigMapKeyRef; ref != nil {
-		p := path.Child("configMapKeyRef")
-		switch {
-		case ref.Name == "":
-			return field.ErrorList{field.Required(p.Child("name"), "")}
-		case (ref.Key == "") == (ref.KeyFrom == nil):
-			return field.ErrorList{field.Invalid(p.Child("key"), ref.Key, "give key or keyFrom")}
-		case ref.KeyFrom != nil:
-			return ref.KeyFrom.validate(p.Child("keyFrom"), false)
-		}
-	}
-	return nil
 }

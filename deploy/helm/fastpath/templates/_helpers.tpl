@@ -97,11 +97,35 @@ exec:
 {{- $args = append $args "--cni" }}
 {{- $args = append $args (printf "--cni-plugin-dir=%s/cni.dra.networking.x-k8s.io" $plugins) }}
 {{- $args = append $args (printf "--cni-bin-dir=%s" (join "," $v.cni.binDirs)) }}
-{{- $args = append $args (printf "--cni-config-namespace=%s" (include "fastpath.cniConfigNamespace" .)) }}
-{{- with $v.cni.plugins }}{{ $args = append $args (printf "--cni-plugins=%s" (join "," .)) }}{{ end }}
+{{- $args = concat $args (include "fastpath.cniPolicyArgs" . | fromYamlArray) }}
+{{- with $v.cni.checkInterval }}{{ $args = append $args (printf "--cni-check-interval=%s" .) }}{{ end }}
 {{- with $v.cni.devices }}{{ $args = append $args (printf "--cni-devices=%d" (int .)) }}{{ end }}
 {{- with $v.cni.interface }}{{ $args = append $args (printf "--cni-interface=%s" .) }}{{ end }}
 {{- end }}
 {{- range $v.extraArgs }}{{ $args = append $args (toString .) }}{{ end }}
+{{- toYaml $args }}
+{{- end }}
+
+{{/* The controller's name and labels: not the DaemonSet's selector's. */}}
+{{- define "fastpath.controllerName" -}}
+{{- printf "%s-controller" (include "fastpath.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "fastpath.controllerSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "fastpath.name" . }}-controller
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* The controller runs with the CNI driver: it writes the status of CNIConfig objects. */}}
+{{- define "fastpath.controllerEnabled" -}}
+{{- if and .Values.cni.enabled .Values.controller.enabled }}true{{ end }}
+{{- end }}
+
+{{/* The policy flags of the CNI driver, shared by fastpathd run and controller. */}}
+{{- define "fastpath.cniPolicyArgs" -}}
+{{- $v := .Values }}
+{{- $args := list (printf "--cni-config-namespace=%s" (include "fastpath.cniConfigNamespace" .)) }}
+{{- with $v.cni.plugins }}{{ $args = append $args (printf "--cni-plugins=%s" (join "," .)) }}{{ end }}
+{{- if $v.cni.requireApproved }}{{ $args = append $args "--cni-require-approved" }}{{ end }}
 {{- toYaml $args }}
 {{- end }}

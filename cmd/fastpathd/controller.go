@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
+
+	"github.com/fastpath-dra/fastpath/dra"
+	"github.com/fastpath-dra/fastpath/dra/metrics"
+)
+
+// controllerOptions are the flags of fastpathd controller: the cluster's
+// one writer of what fastpath says of cluster-scoped objects (today the
+// status of CNIConfig objects).
+type controllerOptions struct {
+	cni         cniPolicyOptions
+	kubeconfig  string
+	namespace   string
+	identity    string
+	leaseName   string
+	metricsAddr string
+	resync      time.Duration
+}
+
+func controllerCommand(args []string, stderr io.Writer) error {
+	var o controllerOptions
+	identity := os.Getenv("POD_NAME")
+	if identity == "" {
+		identity, _ = os.Hostname()
+	}
+	fs := newFlagSet("controller", stderr)
+	o.cni.addFlags(fs)
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the API server; empty means in-cluster")
+	fs.StringVar(&o.namespace, "leader-election-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader election's Lease (default $POD_NAMESPACE)")
+	fs.StringVar(&o.leaseName, "leader-election-lease", "fastpath-controller", "name of the leader election's Lease")
+	fs.StringVar(&o.identity, "leader-election-identity", identity, "this replica's name in the Lease (default $POD_NAME, else the host name)")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9179", "address for /healthz and /readyz; empty disables")
+	fs.DurationVar(&o.resync, "resync", 10*time.Minute, "judge every CNIConfig again this often")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := o.cni.validate("controller"); err != nil {
+		return err
+	}
+	switch {
+	case len(validation.IsDNS1123Label(o.namespace)) > 0:
+		return usagef("controller: --leader-election-namespace (or $POD_NAMESPACE) %q must be a namespace", o.namespace)
+	case o.leaseName == "" || o.identity == "":
+		return usagef("controller: --leader-election-lease and --leader-election-identity must not be empty")
+	case o.resync < time.Minute:
+		return usagef("controller: --resync %s: must be at least 1m", o.resync)
+	}
+	if o.metricsAddr != "" {
+		if _, _, err := net.SplitHostPort(o.metricsAddr); err != nil {
+			return usagef("controller: --metrics-addr %q: %v", o.metricsAddr, err)
+		}
+	}
+	restConfig, err := loadRESTConfig(o.kubeconfig)
+	if err != nil {
+		return usagef("controller: %v", err)
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	ctx = klog.NewContext(ctx, klog.Background().WithValues("identity", o.identity))
+	client, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(restConfig)
+	if err != nil {
+		return err
+	}
+	ctrl := dra.NewCNIConfigController(dyn, o.cni.policy(), o.resync)
+	return runController(ctx, o, client, ctrl)
+}
+
+// runController serves health and, while it leads, runs the controller.
+// It returns when ctx ends, or with an error when it loses the lead (the
+// pod restarts and campaigns again).
+func runController(ctx context.Context, o controllerOptions, client kubernetes.Interface, ctrl *dra.CNIConfigController) error {
+	logger := klog.FromContext(ctx)
+	// Ready: a replica that leads has listed every object; one that waits
+	// is ready to take over.
+	var leading atomic.Bool
+	var ready readiness
+	ready.add(func() error {
+		if leading.Load() {
+			return ctrl.Synced()
+		}
+		return nil
+	})
+	srv, err := serveHealth(ctx, o.metricsAddr, "", false, ready.check, metrics.New().Handler())
+	if err != nil {
+		return err
+	}
+	defer func() {
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.shutdown(shutdownCtx)
+	}()
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, o.namespace, o.leaseName, client.CoreV1(), client.CoordinationV1(),
+		resourcelock.ResourceLockConfig{Identity: o.identity})
+	if err != nil {
+		return err
+	}
+	lost := make(chan error, 1)
+	runErr := make(chan error, 1)
+	leCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go leaderelection.RunOrDie(leCtx, leaderelection.LeaderElectionConfig{
+		Lock: lock, Name: o.leaseName, ReleaseOnCancel: true,
+		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				logger.Info("Leading: writing the status of CNIConfig objects", "lease", o.namespace+"/"+o.leaseName)
+				leading.Store(true)
+				runErr <- ctrl.Run(ctx)
+			},
+			OnStoppedLeading: func() {
+				if ctx.Err() == nil {
+					lost <- fmt.Errorf("lost the lease %s/%s", o.namespace, o.leaseName)
+				}
+			},
+			OnNewLeader: func(id string) {
+				if id != o.identity {
+					logger.Info("Another replica leads", "leader", id)
+				}
+			},
+		},
+	})
+	logger.Info("fastpathd controller running", "version", version, "plugins", o.cni.policy().Plugins)
+	select {
+	case <-ctx.Done():
+		logger.Info("Shutting down")
+		return nil
+	case err := <-lost:
+		return err
+	case err := <-runErr:
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err == nil {
+			err = errors.New("it stopped leading")
+		}
+		return fmt.Errorf("CNIConfig controller: %w", err)
+	case err := <-srv.errs:
+		return fmt.Errorf("health server on %s: %w", o.metricsAddr, err)
+	}
+}

@@ -1,0 +1,548 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	resourcev1beta1 "k8s.io/api/resource/v1beta1"
+	resourcev1beta2 "k8s.io/api/resource/v1beta2"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/yaml"
+
+	"github.com/fastpath-dra/fastpath/dra"
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
+)
+
+// stringList is a flag that may be given many times.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(s string) error { *l = append(*l, s); return nil }
+
+// errProblems: the inputs were read, and problems were found (exit 1).
+type errProblems struct{ problems, objects int }
+
+func (e errProblems) Error() string {
+	return fmt.Sprintf("validate: %d problems in %d objects", e.problems, e.objects)
+}
+
+func validateCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	var files stringList
+	var policy cniPolicyOptions
+	flags := newFlagSet("validate", stderr)
+	flags.Var(&files, "f", "a manifest file (multi-document YAML or JSON), a directory of them (*.yaml, *.yml, *.json, recursively), or - for standard input; may be repeated")
+	policy.addFlags(flags)
+	flags.Usage = func() {
+		fmt.Fprint(flags.Output(), `Usage: fastpathd validate -f FILE... [flags]
+
+Checks ResourceClaims, ResourceClaimTemplates, DeviceClasses, CNIConfigs and
+Pods as fastpathd's Prepare would, short of what needs the allocated devices:
+every opaque config of fastpath.dev and cni.dra.networking.x-k8s.io. Prints
+one line per problem (file:line: object: request: field: problem).
+Exit codes: 0 no problem, 1 problems found, 2 unreadable input or bad flags.
+
+`)
+		flags.PrintDefaults()
+	}
+	if err := flags.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	files = append(files, flags.Args()...)
+	if len(files) == 0 {
+		return usagef("validate: name the manifests with -f FILE (- for standard input)")
+	}
+	if err := policy.validate("validate"); err != nil {
+		return err
+	}
+	docs, unreadable := readManifests(files, stdin)
+	for _, err := range unreadable {
+		fmt.Fprintf(stderr, "fastpathd: validate: %v\n", err)
+	}
+	problems := checkManifests(docs, dra.StaticCheck{Policy: policy.policy()})
+	slices.SortStableFunc(problems, func(a, b problem) int {
+		if c := strings.Compare(a.doc.file, b.doc.file); c != 0 {
+			return c
+		}
+		return a.doc.line - b.doc.line
+	})
+	objects := map[string]bool{}
+	for _, p := range problems {
+		fmt.Fprintln(stdout, p)
+		objects[p.doc.where()+" "+p.doc.object()] = true
+	}
+	switch {
+	case len(unreadable) > 0:
+		return usagef("validate: %d inputs could not be read", len(unreadable))
+	case len(problems) > 0:
+		return errProblems{len(problems), len(objects)}
+	}
+	return nil
+}
+
+// manifest is one document of an input.
+type manifest struct {
+	file string
+	line int // of the document's first line
+	js   []byte
+	meta struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Name, Namespace string
+		} `json:"metadata"`
+	}
+}
+
+func (m *manifest) where() string { return fmt.Sprintf("%s:%d", m.file, m.line) }
+
+func (m *manifest) object() string {
+	name := m.meta.Metadata.Name
+	if m.meta.Metadata.Namespace != "" {
+		name = m.meta.Metadata.Namespace + "/" + name
+	}
+	return m.meta.Kind + " " + name
+}
+
+// namespace is the object's, "default" when it names none.
+func (m *manifest) namespace() string {
+	if m.meta.Metadata.Namespace == "" {
+		return "default"
+	}
+	return m.meta.Metadata.Namespace
+}
+
+// problem is one line of output.
+type problem struct {
+	doc     *manifest
+	request string
+	err     *field.Error
+}
+
+func (p problem) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s", p.doc.where(), p.doc.object())
+	if p.request != "" {
+		fmt.Fprintf(&b, ": request %q", p.request)
+	}
+	fmt.Fprintf(&b, ": %s", p.err.Error())
+	return b.String()
+}
+
+var docSeparator = regexp.MustCompile(`^---(\s.*)?$`)
+
+// readManifests reads every document of the inputs; what cannot be read
+// (a missing file, YAML that does not parse) is an error of its own.
+func readManifests(inputs []string, stdin io.Reader) ([]*manifest, []error) {
+	var docs []*manifest
+	var errs []error
+	for _, in := range inputs {
+		var files []string
+		switch info, err := os.Stat(in); {
+		case in == "-":
+			files = []string{"-"}
+		case err != nil:
+			errs = append(errs, err)
+			continue
+		case info.IsDir():
+			err := filepath.WalkDir(in, func(path string, d fs.DirEntry, err error) error {
+				if err != nil {
+					return err
+				}
+				switch filepath.Ext(path) {
+				case ".yaml", ".yml", ".json":
+					if !d.IsDir() {
+						files = append(files, path)
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		default:
+			files = []string{in}
+		}
+		for _, f := range files {
+			var data []byte
+			var err error
+			if f == "-" {
+				data, err = io.ReadAll(stdin)
+				f = "<stdin>"
+			} else {
+				data, err = os.ReadFile(f)
+			}
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			d, err := splitManifests(f, data)
+			docs = append(docs, d...)
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return docs, errs
+}
+
+// splitManifests splits a file into its documents (a List's items are
+// documents of their own).
+func splitManifests(file string, data []byte) ([]*manifest, error) {
+	var docs []*manifest
+	var errs []error
+	flush := func(start int, lines []string) {
+		doc := []byte(strings.Join(lines, "\n"))
+		// The document's line: its first that is not a comment.
+		for _, l := range lines {
+			if t := strings.TrimSpace(l); t != "" && !strings.HasPrefix(t, "#") {
+				break
+			}
+			start++
+		}
+		js, err := yaml.YAMLToJSONStrict(doc)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s:%d: not YAML: %w", file, start, err))
+			return
+		}
+		if t := bytes.TrimSpace(js); len(t) == 0 || string(t) == "null" {
+			return
+		}
+		items, err := listItems(js)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s:%d: %w", file, start, err))
+			return
+		}
+		for _, item := range items {
+			m := &manifest{file: file, line: start, js: item}
+			if err := json.Unmarshal(item, &m.meta); err != nil {
+				errs = append(errs, fmt.Errorf("%s:%d: not a Kubernetes object: %w", file, start, err))
+				continue
+			}
+			docs = append(docs, m)
+		}
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	start, n := 1, 0
+	var lines []string
+	for sc.Scan() {
+		n++
+		if docSeparator.MatchString(sc.Text()) {
+			flush(start, lines)
+			lines, start = nil, n+1
+			continue
+		}
+		lines = append(lines, sc.Text())
+	}
+	if err := sc.Err(); err != nil {
+		return docs, fmt.Errorf("%s: %w", file, err)
+	}
+	flush(start, lines)
+	return docs, errors.Join(errs...)
+}
+
+// listItems are the items of a List, or the object itself.
+func listItems(js []byte) ([]json.RawMessage, error) {
+	var list struct {
+		Kind  string            `json:"kind"`
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(js, &list); err != nil {
+		return nil, fmt.Errorf("not a Kubernetes object: %w", err)
+	}
+	if list.Kind == "List" || strings.HasSuffix(list.Kind, "List") && list.Items != nil {
+		return list.Items, nil
+	}
+	return []json.RawMessage{js}, nil
+}
+
+// decoded is a manifest decoded into what it is.
+type decoded struct {
+	doc      *manifest
+	claim    *resourceapi.ResourceClaimSpec
+	template bool
+	class    *resourceapi.DeviceClass
+	approved *v1alpha1.CNIConfigObject
+	pod      *corev1.Pod
+	v1beta1  bool
+}
+
+// checkManifests checks the documents: the DeviceClasses and CNIConfigs
+// among them first, as the claims' classes and approved configs.
+func checkManifests(docs []*manifest, check dra.StaticCheck) []problem {
+	var problems []problem
+	report := func(d *manifest, request string, errs field.ErrorList) {
+		for _, e := range errs {
+			if e.Field == "<nil>" {
+				e.Field = ""
+			}
+			problems = append(problems, problem{d, request, e})
+		}
+	}
+	var all []decoded
+	// The chart's classes, unless the inputs have their own.
+	check.Classes = dra.ChartDeviceClasses()
+	check.Approved = dra.ApprovedConfigSet{}
+	for _, d := range docs {
+		dec, errs := decode(d)
+		report(d, "", errs)
+		if dec == nil {
+			continue
+		}
+		all = append(all, *dec)
+		switch {
+		case dec.class != nil:
+			check.Classes[dec.class.Name] = dec.class
+		case dec.approved != nil:
+			check.Approved[dec.approved.Name] = dec.approved
+		}
+	}
+	// The interfaces each claim (by namespace/name) and template gives its
+	// pod, and whether it has devices of fastpath's drivers.
+	type claimInfo struct {
+		ifaces []dra.Interface
+		ours   bool
+	}
+	claims, templates := map[string]claimInfo{}, map[string]claimInfo{}
+	for _, dec := range all {
+		d := dec.doc
+		switch {
+		case dec.class != nil:
+			for _, p := range check.Class(dec.class) {
+				report(d, p.Request, field.ErrorList{p.Err})
+			}
+		case dec.approved != nil:
+			report(d, "", dra.CNIConfigProblems(dec.approved, check.Policy))
+		case dec.claim != nil:
+			path := field.NewPath("spec")
+			if dec.template {
+				path = path.Child("spec")
+			}
+			name := d.meta.Metadata.Name
+			if dec.template {
+				name += "-template"
+			}
+			ps, ifaces := check.Claim(d.namespace(), name, *dec.claim, path)
+			for _, p := range ps {
+				if dec.v1beta1 {
+					p.Err.Field = strings.Replace(p.Err.Field, ".exactly", "", 1)
+				}
+				report(d, p.Request, field.ErrorList{p.Err})
+			}
+			info := claimInfo{ifaces: ifaces, ours: ours(check, *dec.claim)}
+			key := d.namespace() + "/" + d.meta.Metadata.Name
+			if dec.template {
+				templates[key] = info
+			} else {
+				claims[key] = info
+			}
+		}
+	}
+	// Pods: a claim of fastpath's drivers serves one pod, and interface
+	// names are unique in a pod across its claims.
+	usedBy := map[string]string{}
+	for _, dec := range all {
+		if dec.pod == nil {
+			continue
+		}
+		d, pod := dec.doc, dec.pod
+		type user struct{ from, request string }
+		seen := map[string]user{}
+		for i, rc := range pod.Spec.ResourceClaims {
+			path := field.NewPath("spec", "resourceClaims").Index(i)
+			var info claimInfo
+			var known bool
+			var from string
+			switch {
+			case rc.ResourceClaimName != nil:
+				key := d.namespace() + "/" + *rc.ResourceClaimName
+				info, known = claims[key]
+				from = "claim " + *rc.ResourceClaimName
+				if known && info.ours {
+					if other, used := usedBy[key]; used {
+						report(d, "", field.ErrorList{field.Invalid(path.Child("resourceClaimName"), *rc.ResourceClaimName,
+							fmt.Sprintf("pod %s uses this claim too: a claim of fastpath.dev or the CNI driver serves exactly one pod; use a ResourceClaimTemplate", other))})
+					}
+					usedBy[key] = d.meta.Metadata.Name
+				}
+			case rc.ResourceClaimTemplateName != nil:
+				info, known = templates[d.namespace()+"/"+*rc.ResourceClaimTemplateName]
+				from = "template " + *rc.ResourceClaimTemplateName
+			}
+			if !known {
+				continue
+			}
+			for _, iface := range info.ifaces {
+				// Within a claim, names are checked with the claim.
+				if other, dup := seen[iface.Name]; dup && other.from != from {
+					report(d, "", field.ErrorList{field.Duplicate(path, fmt.Sprintf("interface %s of %s, request %q (also of %s, request %q)",
+						iface.Name, from, iface.Request, other.from, other.request))})
+					continue
+				}
+				seen[iface.Name] = user{from, iface.Request}
+			}
+		}
+	}
+	return problems
+}
+
+// ours says whether a claim has a request of fastpath.dev or the CNI
+// driver.
+func ours(check dra.StaticCheck, spec resourceapi.ResourceClaimSpec) bool {
+	for _, r := range spec.Devices.Requests {
+		classes := []string{}
+		if r.Exactly != nil {
+			classes = append(classes, r.Exactly.DeviceClassName)
+		}
+		for _, s := range r.FirstAvailable {
+			classes = append(classes, s.DeviceClassName)
+		}
+		if slices.ContainsFunc(classes, func(c string) bool { return check.DriverOf(c) != "" }) {
+			return true
+		}
+	}
+	return false
+}
+
+// decode decodes a document of a kind validate checks, strictly (unknown
+// and duplicate fields are problems); nil for other kinds.
+func decode(d *manifest) (*decoded, field.ErrorList) {
+	group, version, _ := strings.Cut(d.meta.APIVersion, "/")
+	if version == "" {
+		group, version = "", group
+	}
+	strict := func(v any) field.ErrorList { return v1alpha1.DecodeStrict(d.js, v, nil) }
+	switch {
+	case d.meta.Kind == "" || d.meta.APIVersion == "":
+		return nil, field.ErrorList{field.Required(field.NewPath("kind"), "not a Kubernetes object: apiVersion and kind are required")}
+	case group == "resource.k8s.io" && (d.meta.Kind == "ResourceClaim" || d.meta.Kind == "ResourceClaimTemplate" || d.meta.Kind == "DeviceClass"):
+		return decodeResource(d, version, strict)
+	case group == v1alpha1.CNIGroup && d.meta.Kind == v1alpha1.KindCNIConfig:
+		o, errs := v1alpha1.DecodeCNIConfigObject(d.js, nil)
+		if len(errs) > 0 {
+			return nil, errs
+		}
+		return &decoded{doc: d, approved: &o}, nil
+	case group == "" && version == "v1" && d.meta.Kind == "Pod":
+		var pod corev1.Pod
+		errs := strict(&pod)
+		return &decoded{doc: d, pod: &pod}, errs
+	}
+	return nil, nil
+}
+
+func decodeResource(d *manifest, version string, strict func(any) field.ErrorList) (*decoded, field.ErrorList) {
+	var errs field.ErrorList
+	// v1beta2 has v1's shape; v1beta1 has a request's fields where v1 has
+	// them under exactly.
+	var js []byte
+	switch version {
+	case "v1":
+		js = d.js
+	case "v1beta2":
+		var obj any
+		switch d.meta.Kind {
+		case "ResourceClaim":
+			obj = &resourcev1beta2.ResourceClaim{}
+		case "ResourceClaimTemplate":
+			obj = &resourcev1beta2.ResourceClaimTemplate{}
+		default:
+			obj = &resourcev1beta2.DeviceClass{}
+		}
+		errs = strict(obj)
+		js, _ = json.Marshal(obj)
+	case "v1beta1":
+		var obj any
+		switch d.meta.Kind {
+		case "ResourceClaim":
+			obj = &resourcev1beta1.ResourceClaim{}
+		case "ResourceClaimTemplate":
+			obj = &resourcev1beta1.ResourceClaimTemplate{}
+		default:
+			obj = &resourcev1beta1.DeviceClass{}
+		}
+		errs = strict(obj)
+		data, _ := json.Marshal(obj)
+		var err error
+		if js, err = v1beta1ToV1(data, d.meta.Kind); err != nil {
+			return nil, append(errs, field.Invalid(nil, "", err.Error()))
+		}
+	default:
+		return nil, field.ErrorList{field.NotSupported(field.NewPath("apiVersion"), d.meta.APIVersion,
+			[]string{"resource.k8s.io/v1", "resource.k8s.io/v1beta2", "resource.k8s.io/v1beta1"})}
+	}
+	dec := &decoded{doc: d, v1beta1: version == "v1beta1"}
+	into := func(v any) {
+		if version == "v1" {
+			errs = append(errs, strict(v)...)
+			return
+		}
+		if err := json.Unmarshal(js, v); err != nil {
+			errs = append(errs, field.Invalid(nil, "", err.Error()))
+		}
+	}
+	switch d.meta.Kind {
+	case "ResourceClaim":
+		var c resourceapi.ResourceClaim
+		into(&c)
+		dec.claim = &c.Spec
+	case "ResourceClaimTemplate":
+		var t resourceapi.ResourceClaimTemplate
+		into(&t)
+		dec.claim, dec.template = &t.Spec.Spec, true
+	default:
+		var c resourceapi.DeviceClass
+		into(&c)
+		dec.class = &c
+	}
+	return dec, errs
+}
+
+// v1beta1ToV1 moves the fields of each v1beta1 request that v1 has under
+// exactly there.
+func v1beta1ToV1(data []byte, kind string) ([]byte, error) {
+	var obj map[string]any
+	if err := json.Unmarshal(data, &obj); err != nil {
+		return nil, err
+	}
+	spec, _ := obj["spec"].(map[string]any)
+	if kind == "ResourceClaimTemplate" {
+		spec, _ = spec["spec"].(map[string]any)
+	}
+	if devs, ok := spec["devices"].(map[string]any); ok && kind != "DeviceClass" {
+		reqs, _ := devs["requests"].([]any)
+		for i, r := range reqs {
+			req, _ := r.(map[string]any)
+			if _, alt := req["firstAvailable"]; alt || req == nil {
+				continue
+			}
+			exactly := map[string]any{}
+			for k, v := range req {
+				if k != "name" {
+					exactly[k] = v
+					delete(req, k)
+				}
+			}
+			req["exactly"] = exactly
+			reqs[i] = req
+		}
+	}
+	return json.Marshal(obj)
+}

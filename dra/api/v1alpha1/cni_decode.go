@@ -1,0 +1,86 @@
+package v1alpha1
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	sigsjson "sigs.k8s.io/json"
+)
+
+// DecodeCNIConfig decodes the parameters of a CNI request, as Decode does,
+// but apiVersion and kind may be left out (the design's configName
+// example has neither). A field the CNI DRA driver design spells
+// differently in its Go sketch (name, config, Args, field, attribute) is
+// refused with the spelling to use.
+func DecodeCNIConfig(data []byte, path *field.Path) (CNIConfig, field.ErrorList) {
+	var cfg CNIConfig
+	js, errs := toJSON(data, path)
+	if len(errs) > 0 {
+		return cfg, errs
+	}
+	var meta struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+	}
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(js, &meta); err != nil {
+		return cfg, field.ErrorList{invalid(path, fmt.Sprintf("not a JSON object: %v", err))}
+	}
+	if (meta.APIVersion != "" || meta.Kind != "") && (meta.APIVersion != CNIGroupVersion || meta.Kind != KindCNI) {
+		return cfg, field.ErrorList{field.Invalid(path.Child("apiVersion"), meta.APIVersion+"/"+meta.Kind,
+			fmt.Sprintf("want apiVersion %s, kind %s, or neither", CNIGroupVersion, KindCNI))}
+	}
+	return cfg, cniHints(decodeStrict(js, &cfg, path), path)
+}
+
+// DecodeCNIConfigObject decodes a CNIConfig object (an approved config),
+// JSON or YAML, strictly.
+func DecodeCNIConfigObject(data []byte, path *field.Path) (CNIConfigObject, field.ErrorList) {
+	var o CNIConfigObject
+	errs := Decode(data, &o, path, CNIGroupVersion, KindCNIConfig)
+	return o, cniHints(errs, path.Child("spec"))
+}
+
+// cniHints adds to unknown-field errors below root the spelling the API
+// uses, where the design's Go sketch names the field differently.
+func cniHints(errs field.ErrorList, root *field.Path) field.ErrorList {
+	prefix := root.String() + "."
+	for _, e := range errs {
+		if e.Type != field.ErrorTypeForbidden || !strings.HasPrefix(e.Field, prefix) {
+			continue
+		}
+		rel := strings.TrimPrefix(e.Field, prefix)
+		parent, name := "", rel
+		if i := strings.LastIndex(rel, "."); i >= 0 {
+			parent, name = rel[:i], rel[i+1:]
+		}
+		if hint := cniHint(parent, name); hint != "" {
+			e.Detail += ": " + hint
+		}
+	}
+	return errs
+}
+
+func cniHint(parent, name string) string {
+	last := parent
+	if i := strings.LastIndex(parent, "."); i >= 0 {
+		last = parent[i+1:]
+	}
+	switch {
+	case parent == "" && name == "name":
+		return "the interface's name is ifName (fastpathd names the CNI network)"
+	case parent == "" && name == "config":
+		return "a config is plugins[], each with type, config and arguments"
+	case strings.HasPrefix(last, "plugins[") && (name == "Args" || name == "args"):
+		return "a plugin's arguments are arguments"
+	case strings.HasPrefix(last, "arguments[") && name == "field":
+		return "the field an argument sets is fieldPath"
+	case last == "valueFrom" && name == "attribute":
+		return "a device attribute is valueFrom.attributeRef"
+	case last == "configMapKeyRef" && name == "namespace":
+		return "a ConfigMap is read from the claim's own namespace (an approved config's from fastpathd's --cni-config-namespace)"
+	case last == "configMapKeyRef" && (name == "keyFrom" || name == "attributeRef"):
+		return "a key from a device attribute is configMapKeyRef.attribute, from a slice field configMapKeyRef.resourceSliceFieldRef"
+	}
+	return ""
+}
