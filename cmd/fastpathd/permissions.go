@@ -13,6 +13,7 @@ import (
 // permission is one thing the daemon does with the API server.
 type permission struct {
 	group, resource, subresource, verb, name string
+	namespace                                string // "": cluster-wide
 	why                                      string
 }
 
@@ -27,29 +28,39 @@ func (p permission) String() string {
 	if p.name != "" {
 		s += " " + p.name
 	}
+	if p.namespace != "" {
+		s += " in namespace " + p.namespace
+	}
 	return s + " (" + p.why + ")"
 }
 
 // permissions are what the daemon's service account must be allowed, as
-// the chart's ClusterRole grants them.
-func permissions(drivers []string, cni bool, granularStatus bool) []permission {
+// the chart's roles grant them. cniConfigNamespace is the CNI driver's
+// --cni-config-namespace, "" without the CNI driver.
+func permissions(drivers []string, cniConfigNamespace string, granularStatus bool) []permission {
 	ps := []permission{
-		{"", "nodes", "", "get", "", "checking this node at start"},
-		{"resource.k8s.io", "resourceclaims", "", "get", "", "reading a claim to write its status"},
-		{"resource.k8s.io", "resourceclaims", "status", "update", "", "writing claim status"},
-		{"", "events", "", "create", "", "device health events on the node and its pods"},
-		{"", "events", "", "patch", "", "device health events on the node and its pods"},
+		{group: "", resource: "nodes", verb: "get", why: "checking this node at start"},
+		{group: "resource.k8s.io", resource: "resourceclaims", verb: "get", why: "reading a claim to write its status"},
+		{group: "resource.k8s.io", resource: "resourceclaims", subresource: "status", verb: "update", why: "writing claim status"},
+		{group: "", resource: "events", verb: "create", why: "device health events on the node and its pods"},
+		{group: "", resource: "events", verb: "patch", why: "device health events on the node and its pods"},
 	}
 	for _, verb := range []string{"list", "watch", "create", "update", "delete"} {
-		ps = append(ps, permission{"resource.k8s.io", "resourceslices", "", verb, "", "publishing the node's devices"})
+		ps = append(ps, permission{group: "resource.k8s.io", resource: "resourceslices", verb: verb, why: "publishing the node's devices"})
 	}
 	if granularStatus {
 		for _, d := range drivers {
-			ps = append(ps, permission{"resource.k8s.io", "resourceclaims", "driver", "associated-node:update", d, "writing the driver's entries of claim status"})
+			ps = append(ps, permission{group: "resource.k8s.io", resource: "resourceclaims", subresource: "driver", verb: "associated-node:update", name: d,
+				why: "writing the driver's entries of claim status"})
 		}
 	}
-	if cni {
-		ps = append(ps, permission{"", "configmaps", "", "get", "", "CNI configs' configMapKeyRef and configName"})
+	if cniConfigNamespace != "" {
+		// ConfigMaps of other namespaces are the operator's to open
+		// (cni.configMapNamespaces): a claim of a namespace that is not
+		// open is refused at Prepare, naming it.
+		ps = append(ps,
+			permission{group: "cni.networking.x-k8s.io", resource: "cniconfigs", verb: "get", why: "approved CNI configs that claims name with configName"},
+			permission{group: "", resource: "configmaps", verb: "get", namespace: cniConfigNamespace, why: "approved CNI configs' configMapKeyRef"})
 	}
 	return ps
 }
@@ -62,7 +73,8 @@ func checkPermissions(ctx context.Context, client kubernetes.Interface, ps []per
 	var missing []string
 	for _, p := range ps {
 		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Group: p.group, Resource: p.resource, Subresource: p.subresource, Verb: p.verb, Name: p.name},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Group: p.group, Resource: p.resource, Subresource: p.subresource, Verb: p.verb, Name: p.name,
+				Namespace: p.namespace},
 		}}
 		res, err := client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
 		if err != nil {
@@ -73,7 +85,7 @@ func checkPermissions(ctx context.Context, client kubernetes.Interface, ps []per
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("the daemon's service account may not:\n  %s\ngrant them (the Helm chart's ClusterRole does)", strings.Join(missing, "\n  "))
+		return fmt.Errorf("the daemon's service account may not:\n  %s\ngrant them (the Helm chart's roles do)", strings.Join(missing, "\n  "))
 	}
 	return nil
 }

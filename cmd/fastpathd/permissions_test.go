@@ -19,19 +19,19 @@ func TestCheckPermissions(t *testing.T) {
 		r.Status.Allowed = (attr.Resource != "resourceslices" || attr.Verb != "delete") && attr.Resource != "configmaps"
 		return true, r, nil
 	})
-	if err := checkPermissions(t.Context(), client, permissions([]string{"fastpath.dev"}, false, true)); err == nil ||
+	if err := checkPermissions(t.Context(), client, permissions([]string{"fastpath.dev"}, "", true)); err == nil ||
 		!strings.Contains(err.Error(), "delete resourceslices.resource.k8s.io (publishing the node's devices)") {
 		t.Errorf("error = %v, want the missing verb named", err)
 	}
-	err := checkPermissions(t.Context(), client, permissions([]string{"fastpath.dev", "cni.dra.networking.x-k8s.io"}, true, true))
-	if err == nil || !strings.Contains(err.Error(), "get configmaps (CNI configs'") || !strings.Contains(err.Error(), "delete resourceslices") {
+	err := checkPermissions(t.Context(), client, permissions([]string{"fastpath.dev", "cni.dra.networking.x-k8s.io"}, "fastpath-system", true))
+	if err == nil || !strings.Contains(err.Error(), "get configmaps in namespace fastpath-system (approved CNI configs'") || !strings.Contains(err.Error(), "delete resourceslices") {
 		t.Errorf("error = %v, want both missing verbs named", err)
 	}
 }
 
 func TestPermissionsOfGranularStatus(t *testing.T) {
 	var names []string
-	for _, p := range permissions([]string{"fastpath.dev", "cni.dra.networking.x-k8s.io"}, true, true) {
+	for _, p := range permissions([]string{"fastpath.dev", "cni.dra.networking.x-k8s.io"}, "fastpath-system", true) {
 		if p.subresource == "driver" {
 			names = append(names, p.name)
 		}
@@ -39,8 +39,8 @@ func TestPermissionsOfGranularStatus(t *testing.T) {
 	if strings.Join(names, ",") != "fastpath.dev,cni.dra.networking.x-k8s.io" {
 		t.Errorf("associated-node:update asked for %v", names)
 	}
-	for _, p := range permissions([]string{"fastpath.dev"}, false, false) {
-		if p.subresource == "driver" || p.resource == "configmaps" {
+	for _, p := range permissions([]string{"fastpath.dev"}, "", false) {
+		if p.subresource == "driver" || p.resource == "configmaps" || p.resource == "cniconfigs" {
 			t.Errorf("asked for %s without granular status or CNI", p)
 		}
 	}

@@ -217,7 +217,11 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	if o.cni.enabled {
 		drivers = append(drivers, dra.CNIDriverName)
 	}
-	if err := checkPermissions(ctx, client, permissions(drivers, o.cni.enabled, granular)); err != nil {
+	cniNamespace := ""
+	if o.cni.enabled {
+		cniNamespace = o.cni.configNamespace
+	}
+	if err := checkPermissions(ctx, client, permissions(drivers, cniNamespace, granular)); err != nil {
 		return err
 	}
 	store, err := claims.Open(filepath.Join(o.stateDir, "checkpoint.json"), claims.Legacy{CNI: filepath.Join(o.stateDir, "cni", "cni-checkpoint.json")})
