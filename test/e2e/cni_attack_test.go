@@ -136,7 +136,7 @@ func TestCNIRequireApproved(t *testing.T) {
 	}
 	nothingLeft(t, ctx, d, claim.UID)
 
-	if _, err := createYAML(t, ctx, cniConfigs, false, designCNIConfig); err != nil {
+	if _, err := createYAML(t, ctx, cniConfigs, false, designCNIConfig(t)); err != nil {
 		t.Fatal(err)
 	}
 	accepted(t, ctx, "macvlan-host-local", metav1.ConditionTrue)
