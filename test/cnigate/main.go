@@ -1,12 +1,13 @@
 // Command cnigate is a CNI plugin for tests that hold a runtime hook on
-// purpose: its ADD opens the FIFO its config names ("fifo") for reading,
-// which blocks until a writer has it open, then passes the previous
-// plugin's result on. A test keeps the gate shut by not opening the FIFO,
-// finds an ADD waiting as a cnigate process with CNI_COMMAND=ADD in its
-// environment, does what it wants (kill the daemon that runs it, restart
-// the runtime), and opens the gate by opening the FIFO for writing: every
-// ADD then passes until it closes it. DEL, CHECK, GC and STATUS succeed at
-// once.
+// purpose. Its ADD opens a FIFO for reading, which blocks until a writer
+// has it open, then passes the previous plugin's result on. The FIFO is
+// the file its config names ("gate") beside the plugin's executable: a
+// name, not a path, which a claim's own config may not carry. A test keeps
+// the gate shut by not opening the FIFO, finds an ADD waiting as a cnigate
+// process with CNI_COMMAND=ADD in its environment, does what it wants
+// (kill the daemon that runs it, restart the runtime), and opens the gate
+// by opening the FIFO for writing: every ADD then passes until it closes
+// it. DEL, CHECK, GC and STATUS succeed at once.
 //
 // It is built statically: the daemon's image has no shell or libc to run
 // a script plugin with.
@@ -14,16 +15,16 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 )
 
 // conf is the part of the plugin's network config it reads.
 type conf struct {
 	CNIVersion string          `json:"cniVersion"`
-	FIFO       string          `json:"fifo"`
+	Gate       string          `json:"gate"`
 	PrevResult json.RawMessage `json:"prevResult"`
 }
 
@@ -50,11 +51,15 @@ func run(command string, stdin io.Reader, stdout io.Writer) error {
 	if err := json.NewDecoder(stdin).Decode(&c); err != nil {
 		return fmt.Errorf("cnigate: network config: %w", err)
 	}
-	if c.FIFO == "" {
-		return errors.New(`cnigate: the network config names no "fifo"`)
+	if c.Gate == "" || filepath.Base(c.Gate) != c.Gate {
+		return fmt.Errorf(`cnigate: "gate" %q is not the name of a file beside the plugin`, c.Gate)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("cnigate: %w", err)
 	}
 	// Blocks in the kernel until the test opens the other end.
-	f, err := os.OpenFile(c.FIFO, os.O_RDONLY, 0)
+	f, err := os.OpenFile(filepath.Join(filepath.Dir(self), c.Gate), os.O_RDONLY, 0)
 	if err != nil {
 		return fmt.Errorf("cnigate: %w", err)
 	}

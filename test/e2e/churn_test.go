@@ -114,13 +114,12 @@ func TestChurn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(klog.NewContext(t.Context(), klog.Background()), 2*time.Minute+time.Duration(cycles)*4*time.Minute)
 	defer cancel()
 	n := faultSetup(t, ctx, faultOptions{port: 26198, links: 5, up: true, cni: true})
-	ipam := t.TempDir()
 	netdev := claimTemplate(t, ctx, "e2e-churn-netdev", "nic", "netdev.fastpath.dev", `device.attributes["fastpath.dev"].kind == "netdev"`,
 		&v1alpha1.InterfaceConfig{Interface: &v1alpha1.InterfaceSpec{Name: "net1", MTU: 1400, Addresses: []string{"10.82.0.2/24"}}})
 	afxdp := claimTemplate(t, ctx, "e2e-churn-xsk", "xsk", "afxdp.fastpath.dev", `device.attributes["fastpath.dev"].kind == "netdev"`,
 		&v1alpha1.InterfaceConfig{Interface: &v1alpha1.InterfaceSpec{Name: "xsk0", Addresses: []string{"10.82.1.2/24"}},
 			XDP: &v1alpha1.XDPConfig{AttachMode: v1alpha1.AttachNative, Queues: 1}})
-	cni := createTemplate(t, ctx, "e2e-churn-cni", cniClaimSpec(map[string]v1alpha1.CNIConfig{"net": macvlanConfig("net2", subnet("10.82.2.0/24"), ipam)}))
+	cni := createTemplate(t, ctx, "e2e-churn-cni", cniClaimSpec(map[string]v1alpha1.CNIConfig{"net": macvlanConfig("net2", subnet("10.82.2.0/24"))}))
 
 	kills := map[string]int{}
 	lost := 0
@@ -136,8 +135,14 @@ func TestChurn(t *testing.T) {
 				createPod(t, ctx, p.pod)
 			}
 		})
+		// host-local's directories, one per CNI claim (fastpathd names a
+		// network after its claim and request).
+		var ipam []string
 		for _, p := range pods {
 			checkPodDevice(t, ctx, p)
+			if p.ifName == "net2" {
+				ipam = append(ipam, ipamDir(t, ctx, p.pod.Name, cni.Name, "net"))
+			}
 		}
 		if t.Failed() {
 			t.Fatalf("cycle %d: pods did not run as they should (seed %d)", cycle, seed)
@@ -155,7 +160,7 @@ func TestChurn(t *testing.T) {
 			}
 		}
 		lost += n.assertRestoredOrLost(t, ctx)
-		n.assertClean(t, ctx, ipam)
+		n.assertClean(t, ctx, ipam...)
 		if t.Failed() {
 			t.Fatalf("cycle %d left the node unclean (seed %d)", cycle, seed)
 		}

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -575,17 +576,23 @@ func newCNIGate(t *testing.T) *cniGate {
 	if cnigateErr != nil {
 		t.Fatal(cnigateErr)
 	}
-	g := &cniGate{binDir: cnigateDir, fifo: filepath.Join(t.TempDir(), "gate")}
+	// Beside the plugin, which the config names it by.
+	g := &cniGate{binDir: cnigateDir, fifo: filepath.Join(cnigateDir, fmt.Sprintf("gate-%d", gateSeq.Add(1)))}
 	if err := unix.Mkfifo(g.fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(g.shut)
+	t.Cleanup(func() {
+		g.shut()
+		_ = os.Remove(g.fifo)
+	})
 	return g
 }
 
-// plugin is the chain's last plugin, that waits at the gate.
+var gateSeq atomic.Int32
+
+// plugin is the chain's plugin that waits at the gate.
 func (g *cniGate) plugin() v1alpha1.CNIPlugin {
-	return v1alpha1.CNIPlugin{Type: "cnigate", Config: map[string]any{"fifo": g.fifo}}
+	return v1alpha1.CNIPlugin{Type: "cnigate", Config: map[string]any{"gate": filepath.Base(g.fifo)}}
 }
 
 // openGate lets every ADD waiting or to come pass.
@@ -660,8 +667,8 @@ func podProcess(uid string, match func(dir string) bool) int {
 
 // config is a CNI config of the design's macvlan example whose ADD waits
 // at the gate first: until it opens, the pod has nothing of the network.
-func (g *cniGate) config(ifName, cidr, ipamDir string) v1alpha1.CNIConfig {
-	c := macvlanConfig(ifName, subnet(cidr), ipamDir)
+func (g *cniGate) config(ifName, cidr string) v1alpha1.CNIConfig {
+	c := macvlanConfig(ifName, subnet(cidr))
 	c.Plugins = append([]v1alpha1.CNIPlugin{g.plugin()}, c.Plugins...)
 	return c
 }

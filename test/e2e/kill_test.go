@@ -164,11 +164,11 @@ func TestFaultKillInSandbox(t *testing.T) {
 	t.Run("SIGKILL while a CNI plugin holds the hook", func(t *testing.T) {
 		ctx := testContext(t)
 		n := faultSetup(t, ctx, faultOptions{port: 26192, links: 1, up: true, cni: true})
-		ipam := t.TempDir()
 		fast := netdevTemplate(t, ctx, "e2e-held-fast", "net1", "10.81.2.2/24")
-		cni := createTemplate(t, ctx, "e2e-held-cni", cniClaimSpec(map[string]v1alpha1.CNIConfig{"net": n.gate.config("net2", "10.81.3.0/24", ipam)}))
+		cni := createTemplate(t, ctx, "e2e-held-cni", cniClaimSpec(map[string]v1alpha1.CNIConfig{"net": n.gate.config("net2", "10.81.3.0/24")}))
 		pod := templatePod("e2e-held", "ifaces", fast, cni)
 		createPod(t, ctx, pod)
+		ipam := ipamDir(t, ctx, pod.Name, cni.Name, "net")
 		plugin := n.gate.waitHeld(t, ctx, n.d)
 		before := n.d.restarts(t, ctx)
 		n.d.kill(t)
@@ -379,10 +379,10 @@ func (d *daemon) back(t *testing.T, ctx context.Context) {
 func TestFaultContainerdRestart(t *testing.T) {
 	ctx := testContext(t)
 	n := faultSetup(t, ctx, faultOptions{port: 26196, cni: true})
-	ipam := t.TempDir()
-	cni := createTemplate(t, ctx, "e2e-ctrd", cniClaimSpec(map[string]v1alpha1.CNIConfig{"net": n.gate.config("net2", "10.81.7.0/24", ipam)}))
+	cni := createTemplate(t, ctx, "e2e-ctrd", cniClaimSpec(map[string]v1alpha1.CNIConfig{"net": n.gate.config("net2", "10.81.7.0/24")}))
 	pod := templatePod("e2e-ctrd", "ifaces", cni)
 	createPod(t, ctx, pod)
+	ipam := ipamDir(t, ctx, pod.Name, cni.Name, "net")
 	n.gate.waitHeld(t, ctx, n.d)
 	if err := bed.RestartComponent(ctx, testbed.Containerd); err != nil {
 		t.Fatal(err)
