@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
-	"github.com/fastpath-dra/fastpath/test/sysfsfixture"
 	"github.com/fastpath-dra/fastpath/test/testbed"
 )
 
@@ -208,17 +207,7 @@ func waitGone(t *testing.T, ctx context.Context, pid int) {
 // VF is back on iavf, and the other VF never left it.
 func TestFaultVFIOBind(t *testing.T) {
 	ctx := testContext(t)
-	root, devRoot := sysfsfixture.TempDir(t), sysfsfixture.TempDir(t)
-	if err := sysfsfixture.E810().Write(root); err != nil {
-		t.Fatal(err)
-	}
-	kernel, err := sysfsfixture.StartKernel(root, devRoot, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kernel.Stop)
-	t.Cleanup(func() { deleteSlices(t) })
-	applyDeviceClasses(t, ctx, "deviceclasses.yaml")
+	root, devRoot, kernel := fixtureE810(t, ctx)
 	// The E810's iavf VFs and their IOMMU groups.
 	vfs := map[string]struct{ addr, group string }{
 		"pci-0000-3b-01-0": {"0000:3b:01.0", "41"}, "pci-0000-3b-01-1": {"0000:3b:01.1", "42"},
