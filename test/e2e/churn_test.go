@@ -130,6 +130,7 @@ func TestChurn(t *testing.T) {
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		// Two kills while the pods start, one while they go.
 		c := &chaos{t: t, d: n.d, rng: rng, kills: kills}
+		stopReviving := n.revive(t, ctx)
 		c.run(ctx, order[:2], func() {
 			for _, p := range pods {
 				createPod(t, ctx, p.pod)
@@ -144,6 +145,7 @@ func TestChurn(t *testing.T) {
 				ipam = append(ipam, ipamDir(t, ctx, p.pod.Name, cni.Name, "net"))
 			}
 		}
+		lost += stopReviving()
 		if t.Failed() {
 			t.Fatalf("cycle %d: pods did not run as they should (seed %d)", cycle, seed)
 		}
@@ -170,6 +172,42 @@ func TestChurn(t *testing.T) {
 	t.Logf("churn: %d cycles of 8 pods in %s, seed %d: fastpathd killed %d times, kubelet %d, containerd %d; "+
 		"0 pods stuck, 0 devices leaked or misconfigured; %d veth stand-ins died with their pod's namespace after a containerd restart (made again)",
 		cycles, time.Since(start).Round(time.Second), seed, kills[killDaemon], kills[killKubelet], kills[killContainerd], lost)
+}
+
+// revive plays the kernel's part for the stand-ins while pods start. A VF
+// in a pod's network namespace goes back to the host when the namespace
+// goes (a sandbox torn down when containerd died while making it), and the
+// kubelet's next try of the sandbox gets it; a veth dies with both its
+// ends. Until stop, revive makes such a pair again, as the VF would be
+// back, and stop says how many it made.
+func (n *faultNode) revive(t *testing.T, ctx context.Context) (stop func() int) {
+	ctx, cancel := context.WithCancel(ctx)
+	made := 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(context.Context) (bool, error) {
+			for _, want := range n.links {
+				if _, err := netlink.LinkByName(strings.TrimSuffix(want.Name, "a") + "b"); err == nil {
+					continue // the pair lives: its peer never leaves the host
+				}
+				if _, err := netlink.LinkByName(want.Name); err == nil {
+					continue
+				}
+				if err := recreateVeth(want); err != nil {
+					t.Errorf("the stand-in %s died with a pod's namespace: %v", want.Name, err)
+					return true, nil
+				}
+				made++
+			}
+			return false, nil
+		})
+	}()
+	return func() int {
+		cancel()
+		<-done
+		return made
+	}
 }
 
 // chaos kills components at random moments while a test acts.
