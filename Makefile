@@ -137,6 +137,13 @@ newcomer: ## the README's commands in a newcomer's order on one bed: make demo, 
 	$(MAKE) --no-print-directory cluster-down
 	$(GO) run ./test/testbed/cmd/testbed leftovers
 
+CHURN_CYCLES ?= 20
+
+.PHONY: churn
+churn: ## churn under faults on the real node: CHURN_CYCLES (20) cycles of 8 pods with claims while fastpathd, the kubelet and containerd are killed at random moments (root; FASTPATH_CHURN_SEED=<seed> replays a run)
+	$(DEPS) testbed
+	FASTPATH_CHURN_CYCLES=$(CHURN_CYCLES) $(GO) test -count=1 -timeout 120m -tags e2e -run '^TestChurn$$' -v ./test/e2e/
+
 .PHONY: bench
 BENCH_COUNT ?= 5
 BENCH_CMD = $(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./bench/

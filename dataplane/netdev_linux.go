@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/vishvananda/netlink"
@@ -208,9 +209,11 @@ func (a *Attacher) Attach(ctx context.Context, podNetNS string, nd Netdev) (_ At
 	return Attached{Name: nd.Name, MAC: link.Attrs().HardwareAddr.String(), MTU: link.Attrs().MTU, Addresses: nd.Addresses, XDPMode: xdpMode}, nil
 }
 
-// InPod says whether the interface is in the pod's network namespace under
-// its pod name, moved there by an Attach (it carries the host name as
-// alias).
+// InPod says whether an Attach into the pod's network namespace
+// completed: the interface is there under its pod name, moved there by an
+// Attach (it carries the host name as alias), and is up with its
+// addresses, routes and XDP program. An Attach cut short after the move
+// (a crash) left it there without them.
 func (a *Attacher) InPod(podNetNS string, nd Netdev) (bool, error) {
 	ns, pod, err := podHandle(podNetNS)
 	if err != nil {
@@ -219,7 +222,54 @@ func (a *Attacher) InPod(podNetNS string, nd Netdev) (bool, error) {
 	defer ns.Close()
 	defer pod.Close()
 	l, err := findInPod(pod, nd)
-	return l != nil, err
+	if l == nil || err != nil {
+		return false, err
+	}
+	return configured(pod, l, nd)
+}
+
+// configured says whether the interface in the pod has what Attach gives
+// it after the move.
+func configured(pod *netlink.Handle, l netlink.Link, nd Netdev) (bool, error) {
+	if l.Attrs().Flags&net.FlagUp == 0 {
+		return false, nil
+	}
+	if nd.XDP != nil && (l.Attrs().Xdp == nil || !l.Attrs().Xdp.Attached) {
+		return false, nil
+	}
+	if len(nd.Addresses) > 0 {
+		addrs, err := pod.AddrList(l, netlink.FAMILY_ALL)
+		if err != nil {
+			return false, fmt.Errorf("addresses of %s in the pod: %w", nd.Name, err)
+		}
+		for _, want := range nd.Addresses {
+			addr, err := netlink.ParseAddr(want)
+			if err != nil {
+				return false, fmt.Errorf("address %s: %w", want, err)
+			}
+			if !slices.ContainsFunc(addrs, func(a netlink.Addr) bool { return a.IPNet.String() == addr.IPNet.String() }) {
+				return false, nil
+			}
+		}
+	}
+	if len(nd.Routes) > 0 {
+		routes, err := pod.RouteList(l, netlink.FAMILY_ALL)
+		if err != nil {
+			return false, fmt.Errorf("routes of %s in the pod: %w", nd.Name, err)
+		}
+		for _, r := range nd.Routes {
+			want, err := podRoute(l.Attrs().Index, r)
+			if err != nil {
+				return false, err
+			}
+			if !slices.ContainsFunc(routes, func(rt netlink.Route) bool {
+				return rt.Dst != nil && rt.Dst.String() == want.Dst.String() && rt.Gw.Equal(want.Gw)
+			}) {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
 }
 
 // attachXDP attaches the program pinned in nd.XDP.Dir to the interface in

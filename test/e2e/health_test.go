@@ -141,17 +141,7 @@ func waitPodScheduleFailure(t *testing.T, ctx context.Context, pod string) strin
 // go, the first pod sees its device Healthy, and the waiting pod runs.
 func TestHealthPFLinkDown(t *testing.T) {
 	ctx := testContext(t)
-	root, devRoot := sysfsfixture.TempDir(t), sysfsfixture.TempDir(t)
-	if err := sysfsfixture.E810().Write(root); err != nil {
-		t.Fatal(err)
-	}
-	kernel, err := sysfsfixture.StartKernel(root, devRoot, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kernel.Stop)
-	t.Cleanup(func() { deleteSlices(t) })
-	applyDeviceClasses(t, ctx, "deviceclasses.yaml")
+	root, devRoot, _ := fixtureE810(t, ctx)
 	startDaemon(t, ctx, 26230, append([]string{"--sysfs-root", root, "--dev-root", devRoot}, healthArgs...)...)
 	vfs := []string{"pci-0000-3b-01-0", "pci-0000-3b-01-1", "pci-0000-3b-01-2", "pci-0000-3b-01-3"}
 	waitTaint(t, ctx, "", vfs...)

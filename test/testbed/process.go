@@ -20,6 +20,9 @@ type process struct {
 	PID       int    `json:"pid"`
 	StartTime uint64 `json:"startTime"`
 	Log       string `json:"log"`
+	// Argv and Env (beyond this process's environment) start it again.
+	Argv []string `json:"argv,omitempty"`
+	Env  []string `json:"env,omitempty"`
 }
 
 // ComponentError says which component failed and where its log is.
@@ -63,7 +66,7 @@ func startProcess(name, logPath string, env []string, argv ...string) (process, 
 	if err != nil {
 		return process{}, &ComponentError{Component: name, Log: logPath, Err: err}
 	}
-	return process{Name: name, PID: cmd.Process.Pid, StartTime: st, Log: logPath}, nil
+	return process{Name: name, PID: cmd.Process.Pid, StartTime: st, Log: logPath, Argv: argv, Env: env}, nil
 }
 
 var inheritedOnce sync.Once
@@ -101,6 +104,17 @@ func (p process) stop(grace time.Duration) error {
 	if waitGone(p.alive, grace) {
 		return nil
 	}
+	if err := syscall.Kill(p.PID, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("kill %s (pid %d): %w", p.Name, p.PID, err)
+	}
+	if !waitGone(p.alive, 10*time.Second) {
+		return fmt.Errorf("%s (pid %d) survived SIGKILL", p.Name, p.PID)
+	}
+	return nil
+}
+
+// kill sends SIGKILL, as a crash would, and waits for the process to end.
+func (p process) kill() error {
 	if err := syscall.Kill(p.PID, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("kill %s (pid %d): %w", p.Name, p.PID, err)
 	}

@@ -1,0 +1,46 @@
+//go:build privileged
+
+package nri
+
+import (
+	"testing"
+
+	"github.com/containerd/nri/pkg/api"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestSynchronizeSaysStatusAgain: a daemon killed after attaching a pod's
+// device and before its status write landed leaves the claim without a
+// status; at the next Synchronize, with the pod running and its device in
+// place, the claim is Ready again.
+func TestSynchronizeSaysStatusAgain(t *testing.T) {
+	podNS := newNetNS(t)
+	a := netdevClaim("a", "pod-5", newVeth(t), "net1", "10.66.5.2/24")
+	bed, ctx := newTestBed(t, a)
+	if err := bed.hooks.RunPodSandbox(ctx, sandbox("pod-5", podNS)); err != nil {
+		t.Fatal(err)
+	}
+	bed.condition(t, ctx, a, metav1.ConditionTrue)
+	rc, err := bed.client.ResourceV1().ResourceClaims(a.Namespace).Get(ctx, a.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.Status.Devices = nil
+	if _, err := bed.client.ResourceV1().ResourceClaims(a.Namespace).UpdateStatus(ctx, rc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bed.hooks.Synchronize(ctx, []*api.PodSandbox{sandbox("pod-5", podNS)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	st := bed.condition(t, ctx, a, metav1.ConditionTrue)
+	if st.NetworkData == nil || st.NetworkData.InterfaceName != "net1" {
+		t.Errorf("networkData = %+v", st.NetworkData)
+	}
+	if podLink(t, podNS, "net1") == nil {
+		t.Error("the pod lost net1")
+	}
+	if err := bed.hooks.StopPodSandbox(ctx, sandbox("pod-5", podNS)); err != nil {
+		t.Fatal(err)
+	}
+	bed.assertRestored(t, a)
+}
