@@ -143,6 +143,10 @@ func TestHealthGrace(t *testing.T) {
 	if ts := b.h.taints()[vfNetdev2]; ts[0].TimeAdded == nil || !ts[0].TimeAdded.Time.Equal(time.Unix(1000+6+2, 0)) {
 		t.Errorf("taint added at %v, want when the grace period ended", ts[0].TimeAdded)
 	}
+	// The metric fastpath_unhealthy_devices{reason} counts it.
+	if got := b.h.unhealthyByReason(); got["PFLinkDown"] != 1 || len(got) != 1 {
+		t.Errorf("unhealthy devices by reason = %v, want PFLinkDown: 1", got)
+	}
 	// Still down: nothing new, and the taint keeps its time.
 	b.after(10 * time.Second)
 	if b.changes != 1 || b.event(t) != "" {
@@ -151,6 +155,9 @@ func TestHealthGrace(t *testing.T) {
 	b.withDevice(vfNetdev2, up)
 	if b.taint(vfNetdev2) != "" || b.changes != 2 {
 		t.Errorf("taint %q after the link came back, %d changes", b.taint(vfNetdev2), b.changes)
+	}
+	if got := b.h.unhealthyByReason(); got["PFLinkDown"] != 0 {
+		t.Errorf("unhealthy devices by reason = %v after the link came back, want none PFLinkDown", got)
 	}
 	if e := b.event(t); !strings.Contains(e, "Normal DeviceHealthy device "+vfNetdev2+" is healthy again (it was PFLinkDown)") {
 		t.Errorf("event %q", e)
