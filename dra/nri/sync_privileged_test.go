@@ -3,9 +3,11 @@
 package nri
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
+	"github.com/vishvananda/netlink"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -43,4 +45,30 @@ func TestSynchronizeSaysStatusAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	bed.assertRestored(t, a)
+}
+
+// TestCreateContainerWithoutDevice: a pod whose RunPodSandbox was missed
+// and whose device cannot be attached (it vanished from the host) gets no
+// container: CreateContainer fails naming the pod, claim and device, and
+// the pod's namespace holds nothing of it.
+func TestCreateContainerWithoutDevice(t *testing.T) {
+	podNS := newNetNS(t)
+	host := newVeth(t)
+	a := netdevClaim("a", "pod-6", host, "net1", "10.66.6.2/24")
+	bed, ctx := newTestBed(t, a)
+	if err := netlink.LinkDel(host); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := bed.hooks.CreateContainer(ctx, sandbox("pod-6", podNS), &api.Container{Name: "app"})
+	if err == nil {
+		t.Fatal("a container was let start without its pod's device")
+	}
+	for _, want := range []string{"pod-6", "cannot start without its devices", "claim default/a", "netdev-" + host.Attrs().Name} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if podLink(t, podNS, "net1") != nil {
+		t.Error("net1 is in the pod")
+	}
 }
