@@ -3,9 +3,13 @@
 package e2e
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -18,9 +22,17 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/yaml"
 
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
@@ -93,6 +105,51 @@ func applyYAML(t *testing.T, ctx context.Context, path string, dryRun bool) []ru
 		}
 	}
 	return objs
+}
+
+// dryRunCreate has the API server check every object of a manifest file, as
+// it would create it (namespaced ones in default), whatever its kind: the
+// CRDs' included.
+func dryRunCreate(t *testing.T, ctx context.Context, path string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disco, err := discovery.NewDiscoveryClientForConfig(bed.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco))
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		gvk := u.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			t.Fatalf("%s: %s: %v", path, gvk, err)
+		}
+		var res dynamic.ResourceInterface = dynamicClient(t).Resource(m.Resource)
+		if m.Scope.Name() == meta.RESTScopeNameNamespace {
+			res = dynamicClient(t).Resource(m.Resource).Namespace("default")
+		}
+		if _, err := res.Create(ctx, u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"}); err != nil {
+			t.Errorf("%s: %s %s: %v", path, gvk.Kind, u.GetName(), err)
+		}
+	}
 }
 
 // TestDRAPlugin runs fastpathd on the node with a sysfs fixture of an E810
@@ -177,11 +234,11 @@ func TestDRAPlugin(t *testing.T) {
 	// examples must be valid for the API server.
 	applyDeviceClasses(t, ctx, "deviceclasses.yaml")
 	examples, _ := filepath.Glob(filepath.Join(bed.Config().RepoDir, "deploy", "examples", "*.yaml"))
-	if len(examples) != 6 {
-		t.Errorf("deploy/examples holds %d files, want one per class (fastpath's four and CNI) and the toleration of unhealthy devices", len(examples))
+	if len(examples) != 7 {
+		t.Errorf("deploy/examples holds %d files, want one per class (fastpath's four and CNI), an approved CNIConfig and the toleration of unhealthy devices", len(examples))
 	}
 	for _, ex := range examples {
-		applyYAML(t, ctx, ex, true)
+		dryRunCreate(t, ctx, ex)
 	}
 
 	t.Run("invalid config", func(t *testing.T) {
