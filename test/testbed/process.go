@@ -55,7 +55,7 @@ func startProcess(name, logPath string, env []string, argv ...string) (process, 
 	defer logf.Close()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(componentEnviron(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	inheritedOnce.Do(closeInheritedOnExec)
 	if err := cmd.Start(); err != nil {
@@ -67,6 +67,20 @@ func startProcess(name, logPath string, env []string, argv ...string) (process, 
 		return process{}, &ComponentError{Component: name, Log: logPath, Err: err}
 	}
 	return process{Name: name, PID: cmd.Process.Pid, StartTime: st, Log: logPath, Argv: argv, Env: env}, nil
+}
+
+// componentEnviron is the caller's environment without TMPDIR: a
+// component outlives the process that started it (the e2e suite restarts
+// containerd and the kubelet, and points TMPDIR at a directory it removes
+// when it ends, where runc would then fail to write an exec's process file).
+func componentEnviron() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "TMPDIR=") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 var inheritedOnce sync.Once
