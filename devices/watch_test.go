@@ -41,14 +41,7 @@ func (r *recorder) last() Inventory {
 // sriov_numvfs is reported once, after the debounce; a resync that finds
 // nothing new reports nothing.
 func TestWatchNumVFs(t *testing.T) {
-	root := t.TempDir()
-	if err := sysfsfixture.E810().Write(root); err != nil {
-		t.Fatal(err)
-	}
-	d, err := New(Options{SysfsRoot: root})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, root := e810Discoverer(t)
 	synctest.Test(t, func(t *testing.T) {
 		_, ctx := ktesting.NewTestContext(t)
 		ctx, cancel := context.WithCancel(ctx)
@@ -101,14 +94,7 @@ func TestWatchNumVFs(t *testing.T) {
 // and going on a busy node): a change is reported within four debounces
 // of the first event, while the events go on.
 func TestWatchEventsThatNeverStop(t *testing.T) {
-	root := t.TempDir()
-	if err := sysfsfixture.E810().Write(root); err != nil {
-		t.Fatal(err)
-	}
-	d, err := New(Options{SysfsRoot: root})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, root := e810Discoverer(t)
 	synctest.Test(t, func(t *testing.T) {
 		_, ctx := ktesting.NewTestContext(t)
 		ctx, cancel := context.WithCancel(ctx)
@@ -145,4 +131,18 @@ func TestWatchEventsThatNeverStop(t *testing.T) {
 			t.Errorf("Watch: %v", err)
 		}
 	})
+}
+
+// e810Discoverer discovers a fixture E810 below the sysfs root it returns.
+func e810Discoverer(t *testing.T) (*Discoverer, string) {
+	t.Helper()
+	root := t.TempDir()
+	if err := sysfsfixture.E810().Write(root); err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(Options{SysfsRoot: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, root
 }

@@ -1,7 +1,6 @@
 package testbed
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -158,7 +156,7 @@ func (b *Bed) RebootNode(ctx context.Context, during func() error) error {
 	for _, dir := range []string{b.cfg.path("containerd", "state"), b.cfg.KubeletDir()} {
 		errs = append(errs, unmountUnder(dir))
 	}
-	for _, m := range bpffsUnder(b.cfg.Dir) {
+	for _, m := range mountsUnder(b.cfg.Dir, "bpf") {
 		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
 			errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
 		}
@@ -189,28 +187,4 @@ func (b *Bed) RebootNode(ctx context.Context, during func() error) error {
 	}
 	logger.Info("Node up again")
 	return duringErr
-}
-
-// bpffsUnder lists the bpffs mount points below dir, deepest first.
-func bpffsUnder(dir string) []string {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	prefix := filepath.Clean(dir) + "/"
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		sep := slices.Index(fields, "-")
-		if sep < 0 || sep+1 >= len(fields) || len(fields) < 5 || fields[sep+1] != "bpf" {
-			continue
-		}
-		if mp := unescapeMountPoint(fields[4]); strings.HasPrefix(mp, prefix) {
-			out = append(out, mp)
-		}
-	}
-	slices.SortFunc(out, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
-	return slices.Compact(out)
 }
