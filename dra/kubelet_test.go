@@ -296,16 +296,24 @@ func TestCDISpecWithoutPCI(t *testing.T) {
 type fakePF struct {
 	calls  []string
 	failOn string
+	// gone is a VF, "<pf>/<vf>", that left the node (sriov_numvfs lowered).
+	gone string
 }
 
 func (f *fakePF) rec(c string) error {
 	f.calls = append(f.calls, c)
+	if f.gone != "" && strings.Contains(c, " "+f.gone+"=") {
+		return fmt.Errorf("%w: PF has no VF %s", dataplane.ErrDeviceGone, f.gone)
+	}
 	if f.failOn != "" && strings.HasPrefix(c, f.failOn) {
 		return errors.New("not supported by this PF")
 	}
 	return nil
 }
 func (f *fakePF) VFState(pf string, vf int) (dataplane.VFState, error) {
+	if f.gone == fmt.Sprintf("%s/%d", pf, vf) {
+		return dataplane.VFState{}, fmt.Errorf("%w: PF has no VF %s", dataplane.ErrDeviceGone, f.gone)
+	}
 	return dataplane.VFState{VLANProto: "802.1q", MAC: "00:00:00:00:00:00", SpoofChk: true, LinkState: "auto"}, nil
 }
 func (f *fakePF) SetVLAN(pf string, vf, vlan, qos int, proto string) error {
@@ -378,4 +386,36 @@ func TestKubeletVFSettings(t *testing.T) {
 		t.Errorf("calls on failure:\n%s\nwant:\n%s", got, want)
 	}
 	assertNothingLeft(t, d)
+}
+
+// TestKubeletVFGone: a VF leaves the node while its claim is prepared (its
+// PF's sriov_numvfs lowered, a hot-unplug): Unprepare succeeds, nothing of
+// the claim is left, and the claim's status says the device is gone.
+func TestKubeletVFGone(t *testing.T) {
+	claim := testClaim("gone", []alloc{{"a", vfNetdev}}, fromClaimFor("a", config(`"interface": {"name": "net1"}, "vf": {"vlan": 10}`)))
+	pf := &fakePF{}
+	d, k, ctx := startTestDriverPF(t, pf, &fakeObject{claim})
+	req := []*drapb.Claim{{Namespace: "default", Name: "gone", Uid: string(claim.UID)}}
+	resp, err := k.dra.NodePrepareResources(ctx, &drapb.NodePrepareResourcesRequest{Claims: req})
+	if err != nil || resp.Claims[string(claim.UID)].Error != "" {
+		t.Fatalf("prepare: %v %v", err, resp)
+	}
+	pf.gone = "ens1f0/0"
+	uresp, err := k.dra.NodeUnprepareResources(ctx, &drapb.NodeUnprepareResourcesRequest{Claims: req})
+	if err != nil || uresp.Claims[string(claim.UID)].Error != "" {
+		t.Fatalf("unprepare of a claim whose VF is gone: %v %v", err, uresp)
+	}
+	assertNothingLeft(t, d)
+	var conds []metav1.Condition
+	err = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		c, err := d.client.ResourceV1().ResourceClaims("default").Get(ctx, "gone", metav1.GetOptions{})
+		if err != nil || len(c.Status.Devices) == 0 {
+			return false, nil
+		}
+		conds = c.Status.Devices[0].Conditions
+		return len(conds) > 0 && conds[0].Reason == status.ReasonDeviceGone, nil
+	})
+	if err != nil {
+		t.Errorf("the claim's status says %+v, want the device gone", conds)
+	}
 }
