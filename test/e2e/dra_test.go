@@ -17,11 +17,8 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -29,7 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
+	memcache "k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/yaml"
@@ -65,48 +62,6 @@ func deleteSlices(t *testing.T) {
 	}
 }
 
-// applyYAML creates every object of a multi-document YAML file (server-side
-// dry run if dryRun) and returns them.
-func applyYAML(t *testing.T, ctx context.Context, path string, dryRun bool) []runtime.Object {
-	t.Helper()
-	objs, err := testbed.DecodeYAML(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var opts metav1.CreateOptions
-	if dryRun {
-		opts.DryRun = []string{metav1.DryRunAll}
-	}
-	for _, obj := range objs {
-		switch o := obj.(type) {
-		case *resourceapi.DeviceClass:
-			_, err = bed.Client().ResourceV1().DeviceClasses().Create(ctx, o, opts)
-		case *resourceapi.ResourceClaimTemplate:
-			_, err = bed.Client().ResourceV1().ResourceClaimTemplates("default").Create(ctx, o, opts)
-		case *corev1.Pod:
-			_, err = bed.Client().CoreV1().Pods("default").Create(ctx, o, opts)
-		case *corev1.Namespace:
-			if _, err = bed.Client().CoreV1().Namespaces().Create(ctx, o, opts); apierrors.IsAlreadyExists(err) {
-				err = nil
-			}
-		case *corev1.ServiceAccount:
-			_, err = bed.Client().CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, opts)
-		case *rbacv1.ClusterRole:
-			_, err = bed.Client().RbacV1().ClusterRoles().Create(ctx, o, opts)
-		case *rbacv1.ClusterRoleBinding:
-			_, err = bed.Client().RbacV1().ClusterRoleBindings().Create(ctx, o, opts)
-		case *appsv1.DaemonSet:
-			_, err = bed.Client().AppsV1().DaemonSets(o.Namespace).Create(ctx, o, opts)
-		default:
-			t.Fatalf("%s: unexpected %T", path, obj)
-		}
-		if err != nil {
-			t.Fatalf("%s: create %T: %v", path, obj, err)
-		}
-	}
-	return objs
-}
-
 // dryRunCreate has the API server check every object of a manifest file, as
 // it would create it (namespaced ones in default), whatever its kind: the
 // CRDs' included.
@@ -120,7 +75,7 @@ func dryRunCreate(t *testing.T, ctx context.Context, path string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco))
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memcache.NewMemCacheClient(disco))
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for {
 		doc, err := r.Read()
