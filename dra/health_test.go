@@ -175,6 +175,7 @@ func TestHealthReasons(t *testing.T) {
 		{"netdev out of the pod", func(b *healthBed) { b.checks.inPod = false }, ReasonNetdevMissing},
 		{"XDP detached", func(b *healthBed) { b.checks.xdp = false }, ReasonXDPDetached},
 		{"driver unbound", func(b *healthBed) { b.withDevice(vfNetdev, func(d *devices.Device) { d.PCI.Driver = "" }) }, ReasonDriverChanged},
+		{"bound to another driver", func(b *healthBed) { b.withDevice(vfNetdev, func(d *devices.Device) { d.PCI.Driver = "vfio-pci" }) }, ReasonDriverChanged},
 		{"device gone", func(b *healthBed) {
 			// Not in a pod (a VF that vanished from a pod is NetdevMissing).
 			c := b.prepared
