@@ -72,3 +72,35 @@ func TestCreateContainerWithoutDevice(t *testing.T) {
 		t.Error("net1 is in the pod")
 	}
 }
+
+// TestRunPodSandboxReplacesSandbox: the runtime died while making a pod's
+// sandbox, after the device went into its namespace, and the kubelet made
+// a new sandbox without stopping the first (whose namespace is left
+// behind): RunPodSandbox of the new one takes the device back from the old
+// namespace and attaches it in the new one.
+func TestRunPodSandboxReplacesSandbox(t *testing.T) {
+	oldNS, newNS := newNetNS(t), newNetNS(t)
+	a := netdevClaim("a", "pod-7", newVeth(t), "net1", "10.66.7.2/24")
+	bed, ctx := newTestBed(t, a)
+	if err := bed.hooks.RunPodSandbox(ctx, sandbox("pod-7", oldNS)); err != nil {
+		t.Fatal(err)
+	}
+	second := sandbox("pod-7", newNS)
+	second.Id = "sandbox-pod-7-again"
+	if err := bed.hooks.RunPodSandbox(ctx, second); err != nil {
+		t.Fatalf("RunPodSandbox of the new sandbox: %v", err)
+	}
+	if podLink(t, oldNS, "net1") != nil {
+		t.Error("net1 is still in the old sandbox")
+	}
+	if podLink(t, newNS, "net1") == nil {
+		t.Fatal("net1 is not in the new sandbox")
+	}
+	if rec, _ := bed.store.Get(a.Key()); rec.Devices[0].Attached == nil || rec.Devices[0].Attached.SandboxID != second.Id {
+		t.Errorf("recorded attachment %+v, want the new sandbox", rec.Devices[0].Attached)
+	}
+	if err := bed.hooks.StopPodSandbox(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	bed.assertRestored(t, a)
+}
