@@ -169,6 +169,7 @@ bench-smoke: ## every benchmark once, so none can rot
 # SR-IOV VM, one a line.
 SRIOV_PKGS += ./devices
 SRIOV_PKGS += ./dataplane
+SRIOV_PKGS += ./dra
 SRIOV_PKGS += ./bench
 
 .PHONY: e2e-sriov

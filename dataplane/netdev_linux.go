@@ -325,7 +325,9 @@ func RestoreVFAndNetdev(ctx context.Context, p PF, pf string, vf int, applied VF
 	// direct: the PF keeps no MAC for the VF after the restore, and the
 	// netdev may set its own.
 	direct := strings.EqualFold(was.MAC, zeroMAC)
-	if applied.MAC != "" && strings.EqualFold(was.MAC, hostMAC) {
+	// own: the PF knew the netdev's own MAC from the VF's driver.
+	own := applied.MAC != "" && strings.EqualFold(was.MAC, hostMAC)
+	if own {
 		was.MAC, direct = zeroMAC, true
 	}
 	if err := RestoreVF(ctx, p, pf, vf, applied, was); err != nil {
@@ -339,8 +341,21 @@ func RestoreVFAndNetdev(ctx context.Context, p PF, pf string, vf int, applied VF
 		return fmt.Errorf("host MAC %q: %w", hostMAC, err)
 	}
 	l, err := netlink.LinkByName(netdev)
-	if err != nil || bytes.Equal(l.Attrs().HardwareAddr, hw) {
+	if err != nil {
 		return nil
+	}
+	if bytes.Equal(l.Attrs().HardwareAddr, hw) {
+		if !own {
+			return nil
+		}
+		// The netdev kept its MAC (it never took the PF's: not attached,
+		// or never reset), but the all-zero MAC made the PF forget it
+		// (igb then reports none for the VF): a reset has the VF's
+		// driver tell the PF again (igbvf does as it goes down).
+		if st, err := p.VFState(pf, vf); err == nil && strings.EqualFold(st.MAC, hostMAC) {
+			return nil
+		}
+		return announceMAC(l)
 	}
 	if direct {
 		if err := netlink.LinkSetHardwareAddr(l, hw); err != nil {
@@ -357,6 +372,20 @@ func RestoreVFAndNetdev(ctx context.Context, p PF, pf string, vf int, applied VF
 }
 
 const zeroMAC = "00:00:00:00:00:00"
+
+// announceMAC resets a VF's netdev (takePFMAC) so that its driver tells the
+// PF its MAC again, and leaves it up or down as it was.
+func announceMAC(host netlink.Link) error {
+	up := host.Attrs().Flags&net.FlagUp != 0
+	l, err := takePFMAC(host)
+	if err != nil || !up {
+		return err
+	}
+	if err := netlink.LinkSetUp(l); err != nil {
+		return fmt.Errorf("set %s up again after its reset: %w", l.Attrs().Name, err)
+	}
+	return nil
+}
 
 // changed returns the MTU and MAC to set on l: those it does not have
 // already (0 and nil for the others). Asking a VF's driver for the MAC it

@@ -98,6 +98,26 @@ func startTestDriver(t *testing.T, objects ...*fakeObject) (*testDriver, *fakeKu
 
 func startTestDriverPF(t *testing.T, pf dataplane.PF, objects ...*fakeObject) (*testDriver, *fakeKubelet, context.Context) {
 	t.Helper()
+	// The E810 fixture again, with a kernel to bind its functions.
+	sysfs := sysfsfixture.TempDir(t)
+	if err := sysfsfixture.E810().Write(sysfs); err != nil {
+		t.Fatal(err)
+	}
+	kernel, err := sysfsfixture.StartKernel(sysfs, sysfs, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kernel.Stop)
+	d, k, ctx := startDriver(t, pf, dataplane.PCIBinder{SysfsRoot: sysfs, DevRoot: sysfs, Timeout: 2 * time.Second}, testInventory(t), objects...)
+	d.kernel = kernel
+	return d, k, ctx
+}
+
+// startDriver starts the driver on the PF, PCI binder and inventory given,
+// with the claims in a fake API server, and registers it with a fake
+// kubelet.
+func startDriver(t *testing.T, pf dataplane.PF, pci PCIBinder, inv devices.Inventory, objects ...*fakeObject) (*testDriver, *fakeKubelet, context.Context) {
+	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
@@ -112,21 +132,10 @@ func startTestDriverPF(t *testing.T, pf dataplane.PF, objects ...*fakeObject) (*
 			t.Fatal(err)
 		}
 	}
-	// The E810 fixture again, with a kernel to bind its functions.
-	sysfs := sysfsfixture.TempDir(t)
-	if err := sysfsfixture.E810().Write(sysfs); err != nil {
-		t.Fatal(err)
-	}
-	kernel, err := sysfsfixture.StartKernel(sysfs, sysfs, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kernel.Stop)
 	opts := Options{
 		NodeName: testNode, Client: client,
 		PluginDir: filepath.Join(dir, "plugins"), RegistryDir: filepath.Join(dir, "registry"),
-		StateDir: filepath.Join(dir, "state"), CDIDir: filepath.Join(dir, "cdi"), PF: pf,
-		PCI:      dataplane.PCIBinder{SysfsRoot: sysfs, DevRoot: sysfs, Timeout: 2 * time.Second},
+		StateDir: filepath.Join(dir, "state"), CDIDir: filepath.Join(dir, "cdi"), PF: pf, PCI: pci,
 		MemifDir: filepath.Join(dir, "memif"),
 		BPFDir:   filepath.Join(dir, "bpf"),
 		Store:    testStore(t),
@@ -140,7 +149,7 @@ func startTestDriverPF(t *testing.T, pf dataplane.PF, objects ...*fakeObject) (*
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.UseInventory(testInventory(t))
+	d.UseInventory(inv)
 	if err := d.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +158,7 @@ func startTestDriverPF(t *testing.T, pf dataplane.PF, objects ...*fakeObject) (*
 	if err := d.RegistrationStatus(); err != nil {
 		t.Errorf("registration status: %v", err)
 	}
-	return &testDriver{Driver: d, opts: opts, store: opts.Store, client: client, kernel: kernel}, k, ctx
+	return &testDriver{Driver: d, opts: opts, store: opts.Store, client: client}, k, ctx
 }
 
 type fakeObject struct{ claim *resourceapi.ResourceClaim }
