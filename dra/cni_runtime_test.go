@@ -2,11 +2,9 @@ package dra
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,6 +20,7 @@ import (
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/nri"
 	"github.com/fastpath-dra/fastpath/dra/status"
+	"github.com/fastpath-dra/fastpath/test/fulldisk"
 )
 
 // flakyPlugin is a CNI plugin that succeeds ADD (logging it) and fails DEL
@@ -129,13 +128,13 @@ func TestCNIFullDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	full := false
-	write := store.WriteFile
-	store.WriteFile = func(p string, data []byte) error {
-		if full {
-			return fmt.Errorf("write %s: %w", p, syscall.ENOSPC)
+	var disk fulldisk.Disk
+	disk.Wrap(store)
+	full := func(on bool) {
+		disk.Writes, disk.FailFrom = 0, 0
+		if on {
+			disk.FailFrom = 1
 		}
-		return write(p, data)
 	}
 	writer := status.NewWriter(client)
 	writer.Start(ctx)
@@ -153,7 +152,7 @@ func TestCNIFullDisk(t *testing.T) {
 	}
 	key := claims.Key{Driver: claims.DriverCNI, UID: claim.UID}
 
-	full = true
+	full(true)
 	res, err := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{claim})
 	if err != nil || res[claim.UID].Err == nil || !strings.Contains(res[claim.UID].Err.Error(), "no space left on device") {
 		t.Fatalf("Prepare on a full disk: %v, %v", err, res[claim.UID].Err)
@@ -161,7 +160,7 @@ func TestCNIFullDisk(t *testing.T) {
 	if _, ok := store.Get(key); ok || onDisk() != 0 {
 		t.Fatalf("a failed Prepare left the claim recorded (file: %d claims)", onDisk())
 	}
-	full = false
+	full(false)
 	if res, err := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{claim}); err != nil || res[claim.UID].Err != nil {
 		t.Fatalf("Prepare retried: %v, %v", err, res[claim.UID].Err)
 	}
@@ -169,7 +168,7 @@ func TestCNIFullDisk(t *testing.T) {
 		t.Fatal("the prepared claim is not on disk")
 	}
 
-	full = true
+	full(true)
 	refs := []kubeletplugin.NamespacedObject{{NamespacedName: types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}, UID: claim.UID}}
 	out, err := d.UnprepareResourceClaims(ctx, refs)
 	if err != nil || out[claim.UID] == nil {
@@ -178,7 +177,7 @@ func TestCNIFullDisk(t *testing.T) {
 	if _, ok := store.Get(key); !ok || onDisk() != 1 {
 		t.Fatal("a failed Unprepare forgot the claim")
 	}
-	full = false
+	full(false)
 	if out, err := d.UnprepareResourceClaims(ctx, refs); err != nil || out[claim.UID] != nil {
 		t.Fatalf("Unprepare retried: %v, %v", err, out[claim.UID])
 	}

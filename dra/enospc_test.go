@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/status"
+	"github.com/fastpath-dra/fastpath/test/fulldisk"
 	"github.com/fastpath-dra/fastpath/test/sysfsfixture"
 )
 
@@ -87,8 +87,7 @@ type diskNode struct {
 	pf         *statePF
 	kernel     *sysfsfixture.Kernel
 	client     *fake.Clientset
-	writes     int
-	failFrom   int // 0: never
+	fulldisk.Disk
 }
 
 func newDiskNode(t *testing.T, claim *resourceapi.ResourceClaim) *diskNode {
@@ -115,14 +114,7 @@ func (n *diskNode) start(t *testing.T) *Driver {
 	if err != nil {
 		t.Fatalf("the daemon does not start on what a full disk left: %v", err)
 	}
-	write := store.WriteFile
-	store.WriteFile = func(path string, data []byte) error {
-		n.writes++
-		if n.failFrom > 0 && n.writes >= n.failFrom {
-			return fmt.Errorf("write %s: %w", path, syscall.ENOSPC)
-		}
-		return write(path, data)
-	}
+	n.Wrap(store)
 	d, err := New(Options{NodeName: testNode, Client: n.client, PluginDir: filepath.Join(n.dir, "plugin"), StateDir: filepath.Join(n.dir, "state"),
 		CDIDir: filepath.Join(n.dir, "cdi"), Store: store, Status: status.NewWriter(n.client), PF: n.pf, BootID: "boot-1",
 		PCI: dataplane.PCIBinder{SysfsRoot: n.sysfs, DevRoot: n.sysfs, Timeout: 2 * time.Second}, MemifDir: filepath.Join(n.dir, "memif")})
@@ -182,27 +174,27 @@ func TestFullDisk(t *testing.T) {
 	if err := prepare(d); err != nil {
 		t.Fatal(err)
 	}
-	prepared, prepareWrites := ref.state(t), ref.writes
+	prepared, prepareWrites := ref.state(t), ref.Writes
 	if err := unprepare(d); err != nil {
 		t.Fatal(err)
 	}
 	if got := ref.state(t); got != initial {
 		t.Fatalf("an uninterrupted Prepare and Unprepare leave %s, not %s", got, initial)
 	}
-	total := ref.writes
+	total := ref.Writes
 	t.Logf("Prepare writes the checkpoint %d times, Unprepare %d", prepareWrites, total-prepareWrites)
 
 	for fail := 1; fail <= total; fail++ {
 		t.Run(fmt.Sprintf("write %d", fail), func(t *testing.T) {
 			n := newDiskNode(t, claim)
 			d := n.start(t)
-			n.writes = 0
+			n.Writes = 0
 			if fail <= prepareWrites {
-				n.failFrom = fail
+				n.FailFrom = fail
 				if err := prepare(d); err == nil {
 					t.Fatalf("Prepare succeeded with write %d failing", fail)
 				}
-				n.failFrom = 0
+				n.FailFrom = 0
 				d = n.start(t)
 				if err := prepare(d); err != nil {
 					t.Fatalf("Prepare after a restart: %v", err)
@@ -214,11 +206,11 @@ func TestFullDisk(t *testing.T) {
 				if err := prepare(d); err != nil {
 					t.Fatal(err)
 				}
-				n.failFrom = fail
+				n.FailFrom = fail
 				if err := unprepare(d); err == nil {
 					t.Fatalf("Unprepare succeeded with write %d failing", fail)
 				}
-				n.failFrom = 0
+				n.FailFrom = 0
 				// The kubelet calls Unprepare again until it succeeds.
 				d = n.start(t)
 			}

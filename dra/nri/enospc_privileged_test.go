@@ -5,7 +5,6 @@ package nri
 import (
 	"fmt"
 	"path/filepath"
-	"syscall"
 	"testing"
 
 	"k8s.io/client-go/kubernetes/fake"
@@ -14,15 +13,14 @@ import (
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/status"
+	"github.com/fastpath-dra/fastpath/test/fulldisk"
 )
 
 // diskPlugin is the NRI plugin of a daemon started on the checkpoint at
-// path, whose writes from the failFrom-th on (0: none) fail with ENOSPC;
-// writes counts them.
+// path, on a disk that fills up.
 type diskPlugin struct {
-	path     string
-	writes   int
-	failFrom int
+	path string
+	fulldisk.Disk
 }
 
 func (n *diskPlugin) start(t *testing.T) *hooks {
@@ -31,14 +29,7 @@ func (n *diskPlugin) start(t *testing.T) *hooks {
 	if err != nil {
 		t.Fatalf("the daemon does not start on what a full disk left: %v", err)
 	}
-	write := store.WriteFile
-	store.WriteFile = func(path string, data []byte) error {
-		n.writes++
-		if n.failFrom > 0 && n.writes >= n.failFrom {
-			return fmt.Errorf("write %s: %w", path, syscall.ENOSPC)
-		}
-		return write(path, data)
-	}
+	n.Wrap(store)
 	a, err := dataplane.NewAttacher()
 	if err != nil {
 		t.Fatal(err)
@@ -102,12 +93,12 @@ func TestFullDiskHooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	attached(t, podNS)
-	runWrites := ref.writes
+	runWrites := ref.Writes
 	if err := h.StopPodSandbox(ctx, sandbox("pod-9", podNS)); err != nil {
 		t.Fatal(err)
 	}
 	restored(t, ref)
-	total := ref.writes
+	total := ref.Writes
 	t.Logf("RunPodSandbox writes the checkpoint %d times, StopPodSandbox %d", runWrites, total-runWrites)
 	if runWrites == 0 || total == runWrites {
 		t.Fatalf("the hooks wrote %d and %d times: nothing to fail", runWrites, total-runWrites)
@@ -118,14 +109,14 @@ func TestFullDiskHooks(t *testing.T) {
 			n := newNode(t)
 			h := n.start(t)
 			podNS := newNetNS(t)
-			n.failFrom = fail
+			n.FailFrom = fail
 			runErr := h.RunPodSandbox(ctx, sandbox("pod-9", podNS))
 			if fail <= runWrites {
 				if runErr == nil {
 					t.Fatalf("RunPodSandbox succeeded with write %d failing", fail)
 				}
 				// The daemon starts again; the runtime tries the sandbox again.
-				n.failFrom = 0
+				n.FailFrom = 0
 				h = n.start(t)
 				if err := h.RunPodSandbox(ctx, sandbox("pod-9", podNS)); err != nil {
 					t.Fatalf("RunPodSandbox after a restart: %v", err)
@@ -142,10 +133,10 @@ func TestFullDiskHooks(t *testing.T) {
 				if err := h.StopPodSandbox(ctx, sandbox("pod-9", podNS)); err != nil {
 					t.Logf("StopPodSandbox with write %d failing: %v", fail, err)
 				}
-				if n.writes < fail {
-					t.Fatalf("StopPodSandbox made %d writes, the failing one was %d", n.writes, fail)
+				if n.Writes < fail {
+					t.Fatalf("StopPodSandbox made %d writes, the failing one was %d", n.Writes, fail)
 				}
-				n.failFrom = 0
+				n.FailFrom = 0
 				h = n.start(t)
 				// The kubelet's Unprepare finishes it.
 				if err := h.p.ReleaseClaim(ctx, c.Key()); err != nil {
