@@ -102,14 +102,7 @@ func TestSRIOVDaemonDownPodGone(t *testing.T) {
 	}
 	was := host.Attrs()
 	wasVF := readVF(t, pf.Name, vf.ID)
-	disc, err := devices.New(devices.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv, err := disc.Discover(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	inv := discoverSRIOV(t)
 	const mac = "02:fa:57:00:02:03"
 	claim := testClaim("gone", []alloc{{"nic", devices.PCIDeviceName(vf.Address)}},
 		fromClaim(config(`"interface": {"name": "net1", "mtu": 1400, "mac": "`+mac+`"}, "vf": {"vlan": 70, "trust": true}`)))

@@ -3,7 +3,6 @@
 package dra
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,7 +10,6 @@ import (
 	"io/fs"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -42,22 +40,13 @@ import (
 	"github.com/fastpath-dra/fastpath/test/sysfsfixture"
 )
 
-// The fault suite runs the daemon's parts in a worker process, one
-// operation per process as a daemon's life, kills it with SIGKILL at every
-// fault point, starts it again on the same state and replays what the
-// kubelet and the runtime can do next. Every run must end with the node
-// exactly as an uninterrupted run leaves it.
+// The fault suite runs the daemon's parts in a worker process (see
+// runWorker) on a node of stand-ins, kills it at every fault point, starts
+// it again on the same state and replays what the kubelet and the runtime
+// can do next. Every run must end with the node exactly as an
+// uninterrupted run leaves it.
 
-// workerEnv carries a worker's job; a test binary started with it set is a
-// worker, not a test run.
-const workerEnv = "FASTPATH_FAULT_WORKER"
-
-func TestMain(m *testing.M) {
-	if job := os.Getenv(workerEnv); job != "" {
-		os.Exit(worker(job))
-	}
-	os.Exit(m.Run())
-}
+func init() { addWorker[job]("node") }
 
 // job is what a worker does: start as the daemon does (the runtime's
 // Synchronize with the pods it runs, then the driver's Reconcile), then one
@@ -82,20 +71,6 @@ type rig struct {
 	// The veths standing in for the VF's netdev, the afxdp netdev and the
 	// CNI network's macvlan master.
 	VFLink, XSKLink, MasterLink string
-}
-
-// worker runs a job; its exit code is 0, or 1 with the error on stderr.
-func worker(data string) int {
-	var j job
-	if err := json.Unmarshal([]byte(data), &j); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	if err := j.run(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return 0
 }
 
 func (j job) run() error {
@@ -394,23 +369,8 @@ func (r *rig) sandboxGone(t *testing.T) {
 // do runs a job in a worker; killed reports whether SIGKILL ended it.
 func (r *rig) do(t *testing.T, op string, sync, running bool, fault string) (killed bool, err error) {
 	t.Helper()
-	data, _ := json.Marshal(job{Rig: *r, Sync: sync, Running: running, Op: op})
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), workerEnv+"="+string(data), faultEnv(fault))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	runErr := cmd.Run()
-	var exit *exec.ExitError
-	if errors.As(runErr, &exit) {
-		if st, ok := exit.Sys().(syscall.WaitStatus); ok && st.Signaled() && st.Signal() == syscall.SIGKILL {
-			return true, nil
-		}
-		return false, fmt.Errorf("%s: %w: %s", op, runErr, strings.TrimSpace(stderr.String()))
-	}
-	return false, runErr
+	return runWorker("node", op, job{Rig: *r, Sync: sync, Running: running, Op: op}, fault)
 }
-
-func faultEnv(point string) string { return fault.Env + "=" + point }
 
 // must runs a job that has to succeed.
 func (r *rig) must(t *testing.T, op string, sync, running bool) {

@@ -31,6 +31,12 @@ import (
 // discovery finds them.
 func startSRIOVDriver(t *testing.T, objects ...*fakeObject) (*testDriver, *fakeKubelet, context.Context) {
 	t.Helper()
+	return startDriver(t, dataplane.NetlinkPF{}, dataplane.PCIBinder{SysfsRoot: "/", DevRoot: "/"}, discoverSRIOV(t), objects...)
+}
+
+// discoverSRIOV is the inventory discovery finds on this node.
+func discoverSRIOV(t *testing.T) devices.Inventory {
+	t.Helper()
 	disc, err := devices.New(devices.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +45,7 @@ func startSRIOVDriver(t *testing.T, objects ...*fakeObject) (*testDriver, *fakeK
 	if err != nil {
 		t.Fatal(err)
 	}
-	return startDriver(t, dataplane.NetlinkPF{}, dataplane.PCIBinder{SysfsRoot: "/", DevRoot: "/"}, inv, objects...)
+	return inv
 }
 
 // kernelVF is a VF's settings as the kernel reports them in its PF's

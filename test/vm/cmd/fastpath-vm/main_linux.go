@@ -146,7 +146,10 @@ func status() error {
 // after another and powers the VM off, whatever happened.
 func test(ctx context.Context, args []string) (int, error) {
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
-	tags := fs.String("tags", "sriov", "build tags of the test binaries")
+	// faultinject builds the fault points into the test binaries (they do
+	// nothing unless a test arms them), for the fault suite's kills on real
+	// VFs; fastpathd itself is built without it.
+	tags := fs.String("tags", "sriov,faultinject", "build tags of the test binaries")
 	out := fs.String("o", "bin/sriov", "where the test binaries go")
 	runRE := fs.String("run", "^TestSRIOV", "the tests to run (go test -run)")
 	benchRE := fs.String("bench", "^BenchmarkSRIOV", "the benchmarks to run (go test -bench)")

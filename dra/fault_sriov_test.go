@@ -1,0 +1,269 @@
+//go:build sriov && faultinject
+
+package dra
+
+// The fault suite's kills on the VF paths, on the VM's igb PF (make
+// e2e-sriov): a worker runs the driver as the daemon builds it (VF
+// settings through the PF with netlink, vfio-pci binding on this node's
+// sysfs and /dev) on a state directory, and is killed in Prepare between
+// two VF settings or with the VF unbound from igbvf and not yet on
+// vfio-pci. A worker started again on the same state then gets the
+// kubelet's retried Prepare, or its Unprepare.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/vishvananda/netlink"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/klog/v2"
+
+	"github.com/fastpath-dra/fastpath/dataplane"
+	"github.com/fastpath-dra/fastpath/devices"
+	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/status"
+	"github.com/fastpath-dra/fastpath/test/sriovtest"
+)
+
+func init() { addWorker[vfJob]("vf") }
+
+// vfJob is one life of the daemon on the real PF: it starts on the state
+// below Dir (Reconcile undoes an interrupted Prepare), then prepares or
+// unprepares the claim, or does nothing more.
+type vfJob struct {
+	Dir       string
+	Inventory devices.Inventory
+	Claim     *resourceapi.ResourceClaim
+	Op        string // prepare | unprepare | none
+}
+
+func (j vfJob) run() error {
+	ctx := klog.NewContext(context.Background(), logr.Discard())
+	store, err := claims.Open(filepath.Join(j.Dir, "state", "checkpoint.json"), claims.Legacy{})
+	if err != nil {
+		return err
+	}
+	client := fake.NewClientset(j.Claim)
+	d, err := New(Options{NodeName: testNode, Client: client, PluginDir: filepath.Join(j.Dir, "plugin"),
+		StateDir: filepath.Join(j.Dir, "state"), CDIDir: filepath.Join(j.Dir, "cdi"), BPFDir: filepath.Join(j.Dir, "bpf"),
+		MemifDir: filepath.Join(j.Dir, "memif"), Store: store, Status: status.NewWriter(client),
+		PCI: dataplane.PCIBinder{SysfsRoot: "/", DevRoot: "/"}})
+	if err != nil {
+		return err
+	}
+	d.UseInventory(j.Inventory)
+	if err := d.Reconcile(ctx); err != nil {
+		return fmt.Errorf("reconcile: %w", err)
+	}
+	switch j.Op {
+	case "prepare":
+		res, _ := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{j.Claim})
+		return res[j.Claim.UID].Err
+	case "unprepare":
+		out, _ := d.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{{UID: j.Claim.UID}})
+		return out[j.Claim.UID]
+	case "none":
+		return nil
+	}
+	return fmt.Errorf("unknown operation %q", j.Op)
+}
+
+// vfNode is what fastpath changes of one VF and of its state directory.
+type vfNode struct {
+	VF                kernelVF // as the PF reports it
+	Driver            string
+	Netdev, NetdevMAC string // "" while it has none in the host
+	VFIOGroup         bool   // /dev/vfio/<group> is there
+	// State is the checkpoint's records (but their boot) and the CDI
+	// specs, with the state directory as $DIR.
+	State string
+}
+
+// vfLives runs the lives of the daemon on one VF, each on a state
+// directory of its own.
+type vfLives struct {
+	pf    sriovtest.PF
+	vf    sriovtest.VF
+	inv   devices.Inventory
+	claim *resourceapi.ResourceClaim
+}
+
+func (l vfLives) dir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", sriovtest.Prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
+
+// do runs op in a worker on dir, killed at point if it is not "".
+func (l vfLives) do(t *testing.T, dir, op, point string) {
+	t.Helper()
+	killed, err := runWorker("vf", op, vfJob{Dir: dir, Inventory: l.inv, Claim: l.claim, Op: op}, point)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if killed != (point != "") {
+		t.Fatalf("%s with the fault point %q armed: killed %v", op, point, killed)
+	}
+}
+
+func (l vfLives) node(t *testing.T, dir string) vfNode {
+	t.Helper()
+	n := vfNode{VF: readVF(t, l.pf.Name, l.vf.ID), Driver: sriovtest.Driver(l.vf.Address), Netdev: sriovtest.Netdev(l.vf.Address)}
+	if n.Netdev != "" {
+		link, err := netlink.LinkByName(n.Netdev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.NetdevMAC = link.Attrs().HardwareAddr.String()
+	}
+	_, err := os.Stat(fmt.Sprintf("/dev/vfio/%d", l.vf.Group))
+	n.VFIOGroup = err == nil
+	store, err := claims.Open(filepath.Join(dir, "state", "checkpoint.json"), claims.Legacy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var state []string
+	for _, c := range store.Claims() {
+		c.BootID = ""
+		data, _ := json.Marshal(c)
+		state = append(state, "claim "+string(data))
+	}
+	specs, _ := filepath.Glob(filepath.Join(dir, "cdi", "*"))
+	for _, s := range specs {
+		data, _ := os.ReadFile(s)
+		state = append(state, "cdi "+filepath.Base(s)+" "+string(data))
+	}
+	slices.Sort(state)
+	n.State = strings.ReplaceAll(strings.Join(state, "\n"), dir, "$DIR")
+	return n
+}
+
+func (l vfLives) want(t *testing.T, dir, when string, want vfNode) {
+	t.Helper()
+	if got := l.node(t, dir); got != want {
+		t.Errorf("%s VF %d (%s) is\n  %+v\nwant\n  %+v", when, l.vf.ID, l.vf.Address, got, want)
+	}
+}
+
+// killed runs a Prepare killed at point on dir, and checks that it left
+// the VF half done: in the kernel neither as before nor as prepared.
+func (l vfLives) killed(t *testing.T, dir, point string, initial, prepared vfNode) {
+	t.Helper()
+	l.do(t, dir, "prepare", point)
+	half := l.node(t, dir)
+	kernel := func(n vfNode) vfNode { n.State = ""; return n }
+	if kernel(half) == kernel(initial) || kernel(half) == kernel(prepared) {
+		t.Fatalf("killed at %s, VF %d is %+v: not half prepared (before %+v, prepared %+v)", point, l.vf.ID, half, initial, prepared)
+	}
+	t.Logf("killed at %s: VF %d on %q, netdev %q, %+v", point, l.vf.ID, half.Driver, half.Netdev, half.VF)
+}
+
+// fixMAC gives the VF a MAC through the PF and probes igbvf again so that
+// its netdev takes it: a VF whose PF set none gets a new random MAC at each
+// probe of igbvf, this one keeps its MAC as an operator's VFs do, and the
+// runs compare whole.
+func fixMAC(t *testing.T, pf sriovtest.PF, vf sriovtest.VF, mac string) {
+	t.Helper()
+	l, err := netlink.LinkByName(pf.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hw, _ := net.ParseMAC(mac)
+	if err := netlink.LinkSetVfHardwareAddr(l, vf.ID, hw); err != nil {
+		t.Fatalf("set the MAC of VF %d on %s: %v", vf.ID, pf.Name, err)
+	}
+	sriovtest.Rebind(t, vf.Address, "igbvf")
+	sriovtest.WaitFor(t, 10*time.Second, "the netdev of VF "+vf.Address+" with MAC "+mac, func() bool {
+		n := sriovtest.Netdev(vf.Address)
+		link, err := netlink.LinkByName(n)
+		return n != "" && err == nil && link.Attrs().HardwareAddr.String() == mac
+	})
+}
+
+// TestSRIOVFaults kills the daemon's Prepare on a real VF between two VF
+// settings (at the first and the second) and with the VF unbound from
+// igbvf on its way to vfio-pci; started again on the same state, the
+// kubelet's retried Prepare leaves the VF as an uninterrupted Prepare
+// does (VF settings read back through the PF; on vfio-pci with its group's
+// device node), and an Unprepare instead leaves it as it was before the
+// claim (VF settings, igbvf with its netdev and MAC).
+func TestSRIOVFaults(t *testing.T) {
+	pf := sriovtest.RequirePF(t)
+	vfs := pf.VFsReady(t, 4)
+	sriovtest.Modprobe(t, "vfio-pci")
+	settings, vfio := vfs[0], vfs[3]
+	if vfio.Group < 0 {
+		t.Fatalf("VF %s has no IOMMU group", vfio.Address)
+	}
+	t.Cleanup(func() { pf.ResetVF(t, settings); pf.ResetVF(t, vfio) })
+	fixMAC(t, pf, settings, "02:fa:57:00:0f:00")
+	fixMAC(t, pf, vfio, "02:fa:57:00:0f:03")
+	inv := discoverSRIOV(t)
+
+	for _, c := range []struct {
+		name   string
+		vf     sriovtest.VF
+		config string
+		// The points to kill at, each followed by a Prepare retried and
+		// by an Unprepare.
+		points []string
+	}{
+		// Four settings, made one after another: VLAN and QoS, TX rate,
+		// spoof check, trust; killed after the first and the second.
+		{"VF settings", settings, `"interface": {"name": "net1"}, "vf": {"vlan": 60, "qos": 2, "spoofChk": false, "trust": true, "maxTxRateMbps": 200}`,
+			[]string{"vf.setting", "vf.setting#2"}},
+		{"vfio", vfio, `"mode": "vfio", "vf": {"vlan": 50}`, []string{"vfio.unbound"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := vfLives{pf: pf, vf: c.vf, inv: inv,
+				claim: testClaim("fault", []alloc{{"nic", devices.PCIDeviceName(c.vf.Address)}}, fromClaim(config(c.config)))}
+			ref := l.dir(t)
+			initial := l.node(t, ref)
+			l.do(t, ref, "prepare", "")
+			prepared := l.node(t, ref)
+			l.do(t, ref, "unprepare", "")
+			l.want(t, ref, "after an uninterrupted Prepare and Unprepare", initial)
+			if c.vf == vfio && (prepared.Driver != dataplane.VFIODriver || !prepared.VFIOGroup || prepared.Netdev != "") {
+				t.Fatalf("an uninterrupted Prepare leaves VF %s on %q, group node %v, netdev %q", c.vf.Address, prepared.Driver, prepared.VFIOGroup, prepared.Netdev)
+			}
+			t.Logf("prepared: %+v", prepared.VF)
+
+			for _, point := range c.points {
+				t.Run(point+"/Prepare retried", func(t *testing.T) {
+					dir := l.dir(t)
+					l.killed(t, dir, point, initial, prepared)
+					l.do(t, dir, "prepare", "")
+					l.want(t, dir, "killed at "+point+", after the retried Prepare", prepared)
+					if c.vf == vfio {
+						if regions := sriovtest.OpenVFIODevice(t, c.vf.Group, c.vf.Address); regions < 1 {
+							t.Errorf("the VFIO device has %d regions", regions)
+						}
+					}
+					l.do(t, dir, "unprepare", "")
+					l.want(t, dir, "killed at "+point+", after the retried Prepare and Unprepare", initial)
+				})
+				t.Run(point+"/Unprepare", func(t *testing.T) {
+					dir := l.dir(t)
+					l.killed(t, dir, point, initial, prepared)
+					l.do(t, dir, "unprepare", "")
+					l.want(t, dir, "killed at "+point+", after Unprepare", initial)
+				})
+			}
+		})
+	}
+}
