@@ -133,7 +133,9 @@ pools:
 	if again, errs := DecodeIPPoolConfig(data, field.NewPath("f")); len(errs) > 0 || len(again.Pools) != 2 {
 		t.Errorf("round trip %s: %v", data, errs)
 	}
-	pool := func(p IPPool) IPPoolConfig { return IPPoolConfig{APIVersion: GroupVersion, Kind: KindIPPoolConfig, Pools: []IPPool{p}} }
+	pool := func(p IPPool) IPPoolConfig {
+		return IPPoolConfig{APIVersion: GroupVersion, Kind: KindIPPoolConfig, Pools: []IPPool{p}}
+	}
 	for name, tc := range map[string]struct {
 		c    IPPoolConfig
 		want string
