@@ -16,13 +16,13 @@ func TestMain(m *testing.M) {
 	var leaks []string
 	links, _ := netlink.LinkList()
 	for _, l := range links {
-		if (strings.HasPrefix(l.Attrs().Name, "fpa") || strings.HasPrefix(l.Attrs().Name, "fpsh")) {
+		if strings.HasPrefix(l.Attrs().Name, "fpa") || strings.HasPrefix(l.Attrs().Name, "fpsh") {
 			leaks = append(leaks, "link "+l.Attrs().Name)
 		}
 	}
 	if entries, err := os.ReadDir("/run/netns"); err == nil {
 		for _, e := range entries {
-			if (strings.HasPrefix(e.Name(), "fpa") || strings.HasPrefix(e.Name(), "fpsh")) {
+			if strings.HasPrefix(e.Name(), "fpa") || strings.HasPrefix(e.Name(), "fpsh") {
 				leaks = append(leaks, "netns "+e.Name())
 			}
 		}
