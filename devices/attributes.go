@@ -80,6 +80,9 @@ func (d Device) Attributes() map[resourceapi.QualifiedName]resourceapi.DeviceAtt
 			a.int("combinedChannels", n.CombinedChannels)
 		}
 	}
+	if d.Share != nil {
+		a.bool("shareable", true)
+	}
 	if m := d.Memif; m != nil {
 		a.str("memifRole", m.Role)
 		a.str("memifMode", m.Mode)
