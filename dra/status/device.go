@@ -83,12 +83,36 @@ func NetdevReady(dev claims.Device, iface Interface) resourceapi.AllocatedDevice
 	if dev.Host != nil {
 		host = dev.Host.Name
 	}
-	return resourceapi.AllocatedDeviceStatus{
+	msg := fmt.Sprintf("host interface %s attached as %s", host, iface.Name)
+	if sh := dev.Shared; sh != nil {
+		share := map[string]any{"parent": sh.Parent, "kind": sh.Kind, "interfaces": 1}
+		if sh.Mode != "" {
+			share["mode"] = sh.Mode
+		}
+		if sh.VLANID != 0 {
+			share["vlan"], share["vlanProto"] = sh.VLANID, sh.VLANProto
+		}
+		if dev.IPAM != nil {
+			share["ipamPool"], share["ipamAddress"] = dev.IPAM.Pool, dev.IPAM.Address
+		}
+		data["share"] = share
+		msg = fmt.Sprintf("%s of shared interface %s made in the pod as %s", sh.Kind, sh.Parent, iface.Name)
+	}
+	return OfShare(dev, resourceapi.AllocatedDeviceStatus{
 		Driver: claims.DriverFastpath, Pool: dev.Pool, Device: dev.Device,
-		Conditions:  []metav1.Condition{Condition(true, ReasonReady, fmt.Sprintf("host interface %s attached as %s", host, iface.Name))},
+		Conditions:  []metav1.Condition{Condition(true, ReasonReady, msg)},
 		Data:        rawJSON(data),
 		NetworkData: &resourceapi.NetworkDeviceData{InterfaceName: iface.Name, IPs: iface.Addresses, HardwareAddress: iface.MAC},
+	})
+}
+
+// OfShare is st for the allocation's share of a shared device: a device
+// allocated many times has one status per share.
+func OfShare(dev claims.Device, st resourceapi.AllocatedDeviceStatus) resourceapi.AllocatedDeviceStatus {
+	if dev.Shared != nil && dev.Shared.ShareID != "" {
+		st.ShareID = new(dev.Shared.ShareID)
 	}
+	return st
 }
 
 // PreparedReady is the status of a fastpath.dev device that Prepare hands
