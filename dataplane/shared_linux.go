@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -189,7 +190,9 @@ func (a *Attacher) DetachShared(ctx context.Context, podNetNS string, s SubInter
 	return nil
 }
 
-// SharedInPod says whether the sub-interface is in the pod's namespace.
+// SharedInPod says whether the sub-interface is in the pod's namespace as
+// AttachShared leaves it: marked, up, with its addresses (an attach killed
+// part-way left less).
 func (a *Attacher) SharedInPod(podNetNS string, s SubInterface) (bool, error) {
 	ns, pod, err := podHandle(podNetNS)
 	if err != nil {
@@ -198,7 +201,19 @@ func (a *Attacher) SharedInPod(podNetNS string, s SubInterface) (bool, error) {
 	defer ns.Close()
 	defer pod.Close()
 	l, err := findSubInterface(pod, s)
-	return l != nil, err
+	if err != nil || l == nil || l.Attrs().Alias != s.Alias || l.Attrs().Flags&net.FlagUp == 0 {
+		return false, err
+	}
+	addrs, err := pod.AddrList(l, netlink.FAMILY_ALL)
+	if err != nil {
+		return false, fmt.Errorf("addresses of %s in the pod: %w", s.Name, err)
+	}
+	for _, want := range s.Addresses {
+		if !slices.ContainsFunc(addrs, func(a netlink.Addr) bool { return a.IPNet.String() == want }) {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // findSubInterface returns the pod's interface of the sub-interface's name
