@@ -2,12 +2,15 @@ package dataplane
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
 	"slices"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 
@@ -45,43 +48,97 @@ type SubInterface struct {
 	Alias string
 }
 
-// link is the sub-interface as netlink makes it, in namespace ns, on the
-// parent of index parent.
-func (s SubInterface) link(parent int, ns int) (netlink.Link, error) {
-	attrs := netlink.NewLinkAttrs()
-	attrs.Name, attrs.MTU, attrs.ParentIndex = s.Name, s.MTU, parent
-	attrs.Namespace = netlink.NsFd(ns)
-	if s.MAC != "" {
-		mac, err := net.ParseMAC(s.MAC)
-		if err != nil {
-			return nil, fmt.Errorf("MAC %q: %w", s.MAC, err)
-		}
-		attrs.HardwareAddr = mac
-	}
+// linkInfo is the sub-interface's IFLA_LINKINFO: its kind and mode.
+func (s SubInterface) linkInfo() (*nl.RtAttr, error) {
+	info := nl.NewRtAttr(unix.IFLA_LINKINFO, nil)
+	info.AddRtAttr(nl.IFLA_INFO_KIND, nl.NonZeroTerminated(s.Kind))
+	data := info.AddRtAttr(nl.IFLA_INFO_DATA, nil)
 	switch s.Kind {
 	case KindMacvlan:
-		modes := map[string]netlink.MacvlanMode{"bridge": netlink.MACVLAN_MODE_BRIDGE, "private": netlink.MACVLAN_MODE_PRIVATE,
-			"vepa": netlink.MACVLAN_MODE_VEPA, "passthru": netlink.MACVLAN_MODE_PASSTHRU}
+		modes := map[string]uint32{"private": nl.MACVLAN_MODE_PRIVATE, "vepa": nl.MACVLAN_MODE_VEPA, "bridge": nl.MACVLAN_MODE_BRIDGE,
+			"passthru": nl.MACVLAN_MODE_PASSTHRU}
 		mode, ok := modes[s.Mode]
 		if !ok {
 			return nil, fmt.Errorf("macvlan mode %q: not one of bridge, private, vepa, passthru", s.Mode)
 		}
-		return &netlink.Macvlan{LinkAttrs: attrs, Mode: mode}, nil
+		data.AddRtAttr(nl.IFLA_MACVLAN_MODE, nl.Uint32Attr(mode))
 	case KindIPVLAN:
-		modes := map[string]netlink.IPVlanMode{"l2": netlink.IPVLAN_MODE_L2, "l3": netlink.IPVLAN_MODE_L3, "l3s": netlink.IPVLAN_MODE_L3S}
+		modes := map[string]uint16{"l2": 0, "l3": 1, "l3s": 2} // IPVLAN_MODE_L2, _L3, _L3S
 		mode, ok := modes[s.Mode]
 		if !ok {
 			return nil, fmt.Errorf("ipvlan mode %q: not one of l2, l3, l3s", s.Mode)
 		}
-		return &netlink.IPVlan{LinkAttrs: attrs, Mode: mode}, nil
+		data.AddRtAttr(nl.IFLA_IPVLAN_MODE, nl.Uint16Attr(mode))
 	case KindVLAN:
-		proto := netlink.VLAN_PROTOCOL_8021Q
-		if s.VLANProto == "802.1ad" {
-			proto = netlink.VLAN_PROTOCOL_8021AD
+		if s.VLANID < 1 || s.VLANID > 4094 {
+			return nil, fmt.Errorf("VLAN ID %d: not between 1 and 4094", s.VLANID)
 		}
-		return &netlink.Vlan{LinkAttrs: attrs, VlanId: s.VLANID, VlanProtocol: proto}, nil
+		proto := uint16(unix.ETH_P_8021Q)
+		if s.VLANProto == "802.1ad" {
+			proto = unix.ETH_P_8021AD
+		}
+		data.AddRtAttr(nl.IFLA_VLAN_ID, nl.Uint16Attr(uint16(s.VLANID)))
+		data.AddRtAttr(nl.IFLA_VLAN_PROTOCOL, binary.BigEndian.AppendUint16(nil, proto))
+	default:
+		return nil, fmt.Errorf("sub-interface kind %q: not one of macvlan, ipvlan, vlan", s.Kind)
 	}
-	return nil, fmt.Errorf("sub-interface kind %q: not one of macvlan, ipvlan, vlan", s.Kind)
+	return info, nil
+}
+
+// create makes the sub-interface on the parent of index parent in the
+// namespace ns, with one RTM_NEWLINK sent in the host's: name, MTU, MAC,
+// kind and mode together. It fails with EEXIST if the namespace has an
+// interface of that name.
+func (s SubInterface) create(parent int, ns netns.NsHandle) error {
+	info, err := s.linkInfo()
+	if err != nil {
+		return err
+	}
+	sock, err := nl.GetNetlinkSocketAt(netns.None(), netns.None(), unix.NETLINK_ROUTE)
+	if err != nil {
+		return err
+	}
+	defer sock.Close()
+	req := nl.NewNetlinkRequest(unix.RTM_NEWLINK, unix.NLM_F_CREATE|unix.NLM_F_EXCL|unix.NLM_F_ACK)
+	req.Sockets = map[int]*nl.SocketHandle{unix.NETLINK_ROUTE: {Socket: sock}}
+	req.AddData(nl.NewIfInfomsg(unix.AF_UNSPEC))
+	req.AddData(nl.NewRtAttr(unix.IFLA_LINK, nl.Uint32Attr(uint32(parent))))
+	req.AddData(nl.NewRtAttr(unix.IFLA_NET_NS_FD, nl.Uint32Attr(uint32(ns))))
+	req.AddData(nl.NewRtAttr(unix.IFLA_IFNAME, nl.ZeroTerminated(s.Name)))
+	if s.MTU > 0 {
+		req.AddData(nl.NewRtAttr(unix.IFLA_MTU, nl.Uint32Attr(uint32(s.MTU))))
+	}
+	if s.MAC != "" {
+		mac, err := net.ParseMAC(s.MAC)
+		if err != nil {
+			return fmt.Errorf("MAC %q: %w", s.MAC, err)
+		}
+		req.AddData(nl.NewRtAttr(unix.IFLA_ADDRESS, mac))
+	}
+	req.AddData(info)
+	_, err = req.Execute(unix.NETLINK_ROUTE, 0)
+	return err
+}
+
+// ifIndex is the index of the host interface name (SIOCGIFINDEX: no
+// netlink dump, no parsing), ErrDeviceGone if there is none.
+func ifIndex(name string) (int, error) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, fmt.Errorf("socket for SIOCGIFINDEX: %w", err)
+	}
+	defer func() { _ = unix.Close(fd) }()
+	ifr, err := unix.NewIfreq(name)
+	if err != nil {
+		return 0, fmt.Errorf("interface name %q: %w", name, err)
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFINDEX, ifr); err != nil {
+		if errors.Is(err, unix.ENODEV) {
+			return 0, fmt.Errorf("%w: parent interface %s: %w", ErrDeviceGone, name, err)
+		}
+		return 0, fmt.Errorf("parent interface %s: %w", name, err)
+	}
+	return int(ifr.Uint32()), nil
 }
 
 // AttachShared makes the sub-interface in the pod's network namespace with
@@ -98,26 +155,21 @@ func (a *Attacher) AttachShared(ctx context.Context, podNetNS string, s SubInter
 	defer ns.Close()
 	defer pod.Close()
 
-	link, err := findSubInterface(pod, s)
+	// The interface is made first and looked for only if the name is
+	// taken: by an earlier attach (a retried hook), or by another
+	// interface (refused).
+	parent, err := ifIndex(s.Parent)
 	if err != nil {
 		return Attached{}, err
 	}
-	if link == nil {
-		parent, err := netlink.LinkByName(s.Parent)
-		var notFound netlink.LinkNotFoundError
-		switch {
-		case errors.As(err, &notFound):
-			return Attached{}, fmt.Errorf("%w: parent interface %s: %w", ErrDeviceGone, s.Parent, err)
-		case err != nil:
-			return Attached{}, fmt.Errorf("parent interface %s: %w", s.Parent, err)
-		}
-		l, err := s.link(parent.Attrs().Index, int(ns))
-		if err != nil {
+	switch err := s.create(parent, ns); {
+	case errors.Is(err, unix.EEXIST):
+		if _, err := findSubInterface(pod, s); err != nil {
 			return Attached{}, err
 		}
-		if err := netlink.LinkAdd(l); err != nil {
-			return Attached{}, fmt.Errorf("make %s %s on %s in the pod: %w", s.Kind, s.Name, s.Parent, err)
-		}
+	case err != nil:
+		return Attached{}, fmt.Errorf("make %s %s on %s in the pod: %w", s.Kind, s.Name, s.Parent, err)
+	default:
 		logger.V(2).Info("Made sub-interface in pod", "name", s.Name, "kind", s.Kind)
 		fault.Point("attach.shared.created")
 	}
@@ -128,7 +180,8 @@ func (a *Attacher) AttachShared(ctx context.Context, podNetNS string, s SubInter
 			}
 		}
 	}()
-	if link, err = pod.LinkByName(s.Name); err != nil {
+	link, err := pod.LinkByName(s.Name)
+	if err != nil {
 		return Attached{}, fmt.Errorf("find %s in the pod: %w", s.Name, err)
 	}
 	// The kernel takes no alias with a new link: it is set after.
