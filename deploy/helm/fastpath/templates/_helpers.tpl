@@ -88,6 +88,9 @@ exec:
   (printf "-v=%d" (int $v.logging.verbosity)) }}
 {{- with $v.logging.format }}{{ $args = append $args (printf "--logging-format=%s" .) }}{{ end }}
 {{- with $v.filter }}{{ $args = append $args (printf "--filter=%s" .) }}{{ end }}
+{{- with $v.share.filter }}{{ $args = append $args (printf "--share=%s" .) }}{{ end }}
+{{- with $v.share.interfaces }}{{ $args = append $args (printf "--share-interfaces=%d" (int .)) }}{{ end }}
+{{- if $v.ipPools }}{{ $args = append $args "--ip-pools=/etc/fastpath/ip-pools/pools.yaml" }}{{ end }}
 {{- with $v.rediscoverInterval }}{{ $args = append $args (printf "--rediscover-interval=%s" .) }}{{ end }}
 {{- with $v.health.grace }}{{ $args = append $args (printf "--health-grace=%s" .) }}{{ end }}
 {{- if $v.health.evict }}{{ $args = append $args "--health-evict" }}{{ end }}
