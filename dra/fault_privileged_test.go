@@ -600,7 +600,7 @@ type references struct{ initial, prepared, running, stopped, final snapshot }
 
 // phases of a claim's life, in order, and the points each may be killed at.
 var phases = map[string][]string{
-	"prepare":   {"prepare.recorded", "prepare.files.before", "prepare.files.applied", "prepare.vf.before", "vf.setting", "vf.setting#2", "prepare.vf.applied", "prepare.channels.before", "prepare.channels.applied", "prepare.xdp.before", "prepare.xdp.applied", "prepare.vfio.before", "vfio.unbound", "prepare.vfio.applied", "prepare.cdi.before", "prepare.cdi.applied"},
+	"prepare":   {"ipam.assigned", "prepare.recorded", "prepare.files.before", "prepare.files.applied", "prepare.vf.before", "vf.setting", "vf.setting#2", "prepare.vf.applied", "prepare.channels.before", "prepare.channels.applied", "prepare.xdp.before", "prepare.xdp.applied", "prepare.vfio.before", "vfio.unbound", "prepare.vfio.applied", "prepare.cdi.before", "prepare.cdi.applied"},
 	"run":       {"attach.recorded", "attach.moved", "attach.moved#2", "attach.addressed", "attach.shared.created", "cni.add.recorded", "cni.add.done"},
 	"stop":      {"detach.moved", "detach.moved#2", "detach.shared.deleted", "detach.returned", "cni.del.done"},
 	"unprepare": {"unprepare.released", "unprepare.undone"},

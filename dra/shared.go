@@ -7,6 +7,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/fastpath-dra/fastpath/dataplane/fault"
 	"github.com/fastpath-dra/fastpath/devices"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
@@ -114,6 +115,8 @@ func (p IPPools) assign(c *claims.Claim, others []*claims.Claim) error {
 				"the pool has no free address: every one is held by a prepared claim; it is free again when one is unprepared")}}
 		}
 		held[addr] = true
+		// Killed here, nothing is written: the address is not taken.
+		fault.Point("ipam.assigned")
 		d.IPAM.Address = netip.PrefixFrom(addr, pool.Prefix().Bits()).String()
 		d.Pod.Addresses = append(d.Pod.Addresses, d.IPAM.Address)
 		for _, r := range pool.Routes {

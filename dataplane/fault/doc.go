@@ -17,10 +17,11 @@ const OnceEnv = "FASTPATH_FAULT_ONCE"
 // Points are every point fastpath marks, in the order of a claim's life.
 // A test checks that the code marks exactly these.
 var Points = []string{
-	// Prepare of a fastpath.dev claim: after its plan is recorded, before
-	// and after each step (the step's kind names it), and between two VF
-	// settings and in a vfio-pci bind.
-	"prepare.recorded",
+	// Prepare of a fastpath.dev claim: an address of a node pool chosen,
+	// not yet recorded; after its plan is recorded, before and after each
+	// step (the step's kind names it), and between two VF settings and in
+	// a vfio-pci bind.
+	"ipam.assigned", "prepare.recorded",
 	"prepare.files.before", "prepare.files.applied",
 	"prepare.vf.before", "prepare.vf.applied", "vf.setting",
 	"prepare.channels.before", "prepare.channels.applied",
