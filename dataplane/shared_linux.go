@@ -43,6 +43,9 @@ type SubInterface struct {
 	MAC       string // "": the kernel's choice (macvlan, vlan)
 	Addresses []string
 	Routes    []Route
+	// MaxTxRate limits the interface's transmit rate, in bits per second
+	// (a token bucket as its root qdisc); 0: no limit.
+	MaxTxRate uint64
 	// Alias marks the interface as this one: it is found again by it,
 	// and deleted only with it.
 	Alias string
@@ -118,6 +121,18 @@ func (s SubInterface) create(parent int, ns netns.NsHandle) error {
 	req.AddData(info)
 	_, err = req.Execute(unix.NETLINK_ROUTE, 0)
 	return err
+}
+
+// tokenBucket is a root TBF qdisc limiting the link's transmit rate to
+// rate bits per second: a burst of 10 ms at that rate, at least 64 KiB (a
+// GSO packet: less drops them), and a queue of 25 ms more.
+func tokenBucket(link int, rate uint64) *netlink.Tbf {
+	bytes := rate / 8
+	burst := uint32(max(bytes/100, 64<<10))
+	return &netlink.Tbf{
+		QdiscAttrs: netlink.QdiscAttrs{LinkIndex: link, Handle: netlink.MakeHandle(1, 0), Parent: netlink.HANDLE_ROOT},
+		Rate:       bytes, Limit: uint32(min(bytes/40, 1<<30)) + burst, Buffer: netlink.Xmittime(bytes, burst),
+	}
 }
 
 // ifIndex is the index of the host interface name (SIOCGIFINDEX: no
@@ -200,6 +215,11 @@ func (a *Attacher) AttachShared(ctx context.Context, podNetNS string, s SubInter
 		}
 		if err := pod.AddrReplace(link, addr); err != nil {
 			return Attached{}, fmt.Errorf("add address %s to %s: %w", a, s.Name, err)
+		}
+	}
+	if s.MaxTxRate > 0 {
+		if err := pod.QdiscReplace(tokenBucket(link.Attrs().Index, s.MaxTxRate)); err != nil {
+			return Attached{}, fmt.Errorf("limit %s to %d bit/s: %w", s.Name, s.MaxTxRate, err)
 		}
 	}
 	if err := pod.LinkSetUp(link); err != nil {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -240,5 +241,104 @@ func TestAttachSharedFailures(t *testing.T) {
 	}
 	if after := stateOf(t, parent.Attrs().Name); !equalState(before, after) {
 		t.Errorf("parent changed: %+v, was %+v", after, before)
+	}
+}
+
+// A sub-interface with a bandwidth share transmits at that rate, measured
+// by a bounded TCP transfer between two pods on one parent; the other
+// direction, without a limit, is much faster.
+func TestAttachSharedBandwidth(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	a := newAttacher(t)
+	parent := newParent(t)
+	podA, podB := newSharedNetNS(t), newSharedNetNS(t)
+	const limit = 40_000_000 // bit/s
+	sa := subInterface(parent.Attrs().Name, KindMacvlan, "bridge", "10.77.0.2/24")
+	sa.MaxTxRate = limit
+	sb := subInterface(parent.Attrs().Name, KindMacvlan, "bridge", "10.77.0.3/24")
+	for _, p := range []struct {
+		ns string
+		s  SubInterface
+	}{{podA, sa}, {podB, sb}} {
+		if _, err := a.AttachShared(ctx, p.ns, p.s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, h := podLink(t, podA, "net1")
+	l, _ := h.LinkByName("net1")
+	qs, err := h.QdiscList(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(qs, func(q netlink.Qdisc) bool { tbf, ok := q.(*netlink.Tbf); return ok && tbf.Rate == limit/8 }) {
+		t.Errorf("pod A's net1 has no token bucket at %d bytes/s: %v", limit/8, qs)
+	}
+	const size = 2 << 20
+	rate := func(from, to, addr string) float64 {
+		t.Helper()
+		var ln net.Listener
+		netnstest.Do(t, to, func() {
+			var err error
+			if ln, err = net.Listen("tcp", addr+":0"); err != nil {
+				t.Fatal(err)
+			}
+		})
+		defer ln.Close()
+		done := make(chan error, 1)
+		var got int64
+		var start, end time.Time
+		go func() {
+			c, err := ln.Accept()
+			if err != nil {
+				done <- err
+				return
+			}
+			defer func() { _ = c.Close() }()
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := c.Read(buf)
+				if got == 0 && n > 0 {
+					start = time.Now()
+				}
+				got += int64(n)
+				if err != nil {
+					end = time.Now()
+					done <- nil
+					return
+				}
+			}
+		}()
+		var c net.Conn
+		netnstest.Do(t, from, func() {
+			var err error
+			if c, err = net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if _, err := c.Write(make([]byte, size)); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.Close()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the transfer did not end in 30 s")
+		}
+		if got != size {
+			t.Fatalf("received %d bytes, sent %d", got, size)
+		}
+		return float64(got*8) / end.Sub(start).Seconds()
+	}
+	limited := rate(podA, podB, "10.77.0.3")
+	free := rate(podB, podA, "10.77.0.2")
+	t.Logf("pod A (limited to %d bit/s) sent at %.0f bit/s; pod B (no limit) at %.0f bit/s", limit, limited, free)
+	if limited > 1.25*limit || limited < 0.5*limit {
+		t.Errorf("pod A sent at %.0f bit/s, limited to %d", limited, limit)
+	}
+	if free < 3*limit {
+		t.Errorf("pod B, without a limit, sent at only %.0f bit/s", free)
 	}
 }

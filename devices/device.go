@@ -46,6 +46,9 @@ type Share struct {
 	// Interfaces is how many sub-interfaces it gives (capacity
 	// "interfaces"; each claim takes one).
 	Interfaces int `json:"interfaces"`
+	// BandwidthMbps is the bandwidth claims may take shares of (capacity
+	// "bandwidth"); 0: not published.
+	BandwidthMbps int `json:"bandwidthMbps,omitempty"`
 }
 
 // PCI describes a PCI function.

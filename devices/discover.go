@@ -32,6 +32,10 @@ type Options struct {
 	// ShareInterfaces is how many sub-interfaces a shared device gives
 	// (its capacity "interfaces"); default DefaultShareInterfaces.
 	ShareInterfaces int
+	// ShareBandwidthMbps, when set, is the bandwidth a shared device gives
+	// (its capacity "bandwidth", in bits per second): claims that ask for
+	// some get their sub-interface's transmit rate limited to it. 0: none.
+	ShareBandwidthMbps int
 }
 
 // DefaultShareInterfaces is the sub-interfaces a shared device gives when
@@ -89,6 +93,9 @@ func New(opts Options) (*Discoverer, error) {
 		return nil, fmt.Errorf("%w: share interfaces %d: must be at least 1", ErrBadOptions, opts.ShareInterfaces)
 	case opts.ShareInterfaces == 0:
 		d.opts.ShareInterfaces = DefaultShareInterfaces
+	}
+	if opts.ShareBandwidthMbps < 0 {
+		return nil, fmt.Errorf("%w: share bandwidth %d Mbit/s: must not be negative", ErrBadOptions, opts.ShareBandwidthMbps)
 	}
 	if opts.MemifConfig != "" {
 		if d.memif, err = LoadMemifConfig(opts.MemifConfig); err != nil {
@@ -167,7 +174,7 @@ func (d *Discoverer) Discover(ctx context.Context) (Inventory, error) {
 				continue
 			}
 			if ok {
-				dev.Share = &Share{Interfaces: d.opts.ShareInterfaces}
+				dev.Share = &Share{Interfaces: d.opts.ShareInterfaces, BandwidthMbps: d.opts.ShareBandwidthMbps}
 			}
 		}
 	}

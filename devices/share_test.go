@@ -9,13 +9,14 @@ import (
 // with the capacity asked for (or the default); the others, and devices
 // the filter leaves out, are not.
 func TestShare(t *testing.T) {
-	inv := discover(t, Options{SysfsRoot: fixture("e810"), Share: `device.attributes["fastpath.dev"].ifName == "ens1f0"`, ShareInterfaces: 8})
+	inv := discover(t, Options{SysfsRoot: fixture("e810"), Share: `device.attributes["fastpath.dev"].ifName == "ens1f0"`, ShareInterfaces: 8,
+		ShareBandwidthMbps: 25000})
 	var shared []string
 	for _, d := range inv.Devices {
 		a := d.Attributes()
 		if d.Share != nil {
 			shared = append(shared, d.Name)
-			if d.Share.Interfaces != 8 || a["shareable"].BoolValue == nil || !*a["shareable"].BoolValue {
+			if d.Share.Interfaces != 8 || d.Share.BandwidthMbps != 25000 || a["shareable"].BoolValue == nil || !*a["shareable"].BoolValue {
 				t.Errorf("%s: share %+v, attribute %v", d.Name, d.Share, a["shareable"])
 			}
 			continue
@@ -53,6 +54,7 @@ func TestShare(t *testing.T) {
 	for name, opts := range map[string]Options{
 		"bad CEL":             {SysfsRoot: fixture("e810"), Share: "device.nope =="},
 		"negative interfaces": {SysfsRoot: fixture("e810"), Share: "true", ShareInterfaces: -1},
+		"negative bandwidth":  {SysfsRoot: fixture("e810"), Share: "true", ShareBandwidthMbps: -1},
 	} {
 		if _, err := New(opts); !errors.Is(err, ErrBadOptions) {
 			t.Errorf("%s: New = %v, want ErrBadOptions", name, err)

@@ -44,6 +44,9 @@ func planShared(res resourceapi.DeviceRequestAllocationResult, dev devices.Devic
 	if res.ShareID != nil {
 		d.Shared.ShareID = string(*res.ShareID)
 	}
+	if bw, ok := res.ConsumedCapacity[CapacityBandwidth]; ok {
+		d.Shared.MaxTxRate = bw.Value()
+	}
 	switch {
 	case cfg.Macvlan != nil:
 		d.Shared.Mode = cfg.Macvlan.Mode

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fastpath-dra/fastpath/devices"
@@ -56,6 +57,12 @@ func TestPlanShared(t *testing.T) {
 	}
 	if d.IPAM == nil || d.IPAM.Pool != "fast" || d.IPAM.Address != "" {
 		t.Errorf("ipam = %+v (the address comes at admission)", d.IPAM)
+	}
+	bwClaim := sharedClaim("bw", `"mode": "macvlan"`)
+	bwClaim.Status.Allocation.Devices.Results[0].ConsumedCapacity = map[resourceapi.QualifiedName]resource.Quantity{
+		CapacityInterfaces: resource.MustParse("1"), CapacityBandwidth: resource.MustParse("100M")}
+	if bw, err := planSharedClaim(t, bwClaim); err != nil || bw.Devices[0].Shared.MaxTxRate != 100_000_000 {
+		t.Errorf("bandwidth share = %+v, %v", bw, err)
 	}
 	v, err := planSharedClaim(t, sharedClaim("v", `"mode": "vlan", "vlan": {"id": 42}`))
 	if err != nil || *v.Devices[0].Shared != (claims.SharedInterface{Parent: "ens1f0", Kind: "vlan", VLANID: 42, VLANProto: "802.1q", ShareID: "share-v"}) {

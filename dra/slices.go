@@ -37,9 +37,13 @@ func Resources(nodeName string, inv devices.Inventory, taints map[string][]resou
 	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{nodeName: pool}}
 }
 
-// CapacityInterfaces is the capacity of a shared device in sub-interfaces:
-// each allocation takes one.
-const CapacityInterfaces resourceapi.QualifiedName = "interfaces"
+// The capacities of a shared device: its sub-interfaces (each allocation
+// takes one) and, where the operator gives it, its bandwidth in bits per
+// second (an allocation takes what its claim asks for, none by default).
+const (
+	CapacityInterfaces resourceapi.QualifiedName = "interfaces"
+	CapacityBandwidth  resourceapi.QualifiedName = "bandwidth"
+)
 
 // shareable publishes a shared device for many allocations, each taking
 // one of its sub-interfaces (DRAConsumableCapacity): a claim need not ask
@@ -50,6 +54,11 @@ func shareable(dev *resourceapi.Device, s devices.Share) {
 	dev.Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
 		CapacityInterfaces: {Value: *resource.NewQuantity(int64(s.Interfaces), resource.DecimalSI), RequestPolicy: &resourceapi.CapacityRequestPolicy{
 			Default: &one, ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: &one, Max: &one}}},
+	}
+	if s.BandwidthMbps > 0 {
+		zero := resource.MustParse("0")
+		dev.Capacity[CapacityBandwidth] = resourceapi.DeviceCapacity{Value: *resource.NewQuantity(int64(s.BandwidthMbps)*1_000_000, resource.DecimalSI),
+			RequestPolicy: &resourceapi.CapacityRequestPolicy{Default: &zero, ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: &zero}}}
 	}
 }
 

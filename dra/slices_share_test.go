@@ -12,11 +12,19 @@ import (
 func TestResourcesShared(t *testing.T) {
 	inv := devices.Inventory{Devices: []devices.Device{
 		{Name: "netdev-a", Kind: devices.KindNetdev, Netdev: &devices.Netdev{Name: "a"}, Share: &devices.Share{Interfaces: 8}},
+		{Name: "netdev-bw", Kind: devices.KindNetdev, Netdev: &devices.Netdev{Name: "bw"}, Share: &devices.Share{Interfaces: 4, BandwidthMbps: 10000}},
 		{Name: "netdev-b", Kind: devices.KindNetdev, Netdev: &devices.Netdev{Name: "b"}},
 	}}
 	res := Resources("node-a", inv, nil)
 	devs := res.Pools["node-a"].Slices[0].Devices
-	a, b := devs[0], devs[1]
+	a, bw, b := devs[0], devs[1], devs[2]
+	if _, ok := a.Capacity[CapacityBandwidth]; ok {
+		t.Errorf("bandwidth published though the operator gave none: %+v", a.Capacity)
+	}
+	if c, ok := bw.Capacity[CapacityBandwidth]; !ok || c.Value.Value() != 10_000_000_000 || c.RequestPolicy == nil ||
+		c.RequestPolicy.Default.Value() != 0 || c.RequestPolicy.ValidRange.Min.Value() != 0 || c.RequestPolicy.ValidRange.Max != nil {
+		t.Errorf("bandwidth capacity = %+v", bw.Capacity)
+	}
 	if a.AllowMultipleAllocations == nil || !*a.AllowMultipleAllocations {
 		t.Errorf("shared device: allowMultipleAllocations = %v", a.AllowMultipleAllocations)
 	}

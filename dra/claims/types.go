@@ -156,6 +156,9 @@ type SharedInterface struct {
 	VLANProto string `json:"vlanProto,omitempty"`
 	// ShareID is the allocation's share of the device.
 	ShareID string `json:"shareID,omitempty"`
+	// MaxTxRate is the bandwidth share the allocation took, in bits per
+	// second: the sub-interface's transmit rate limit; 0 for none.
+	MaxTxRate int64 `json:"maxTxRate,omitempty"`
 }
 
 // IPAMLease is an address of a node pool held by a claim.

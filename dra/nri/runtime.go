@@ -149,7 +149,7 @@ func SubInterface(c claims.Claim, d claims.Device) (dataplane.SubInterface, bool
 	if sh == nil || d.Pod == nil {
 		return dataplane.SubInterface{}, false
 	}
-	s := dataplane.SubInterface{Parent: sh.Parent, Kind: sh.Kind, Mode: sh.Mode, VLANID: sh.VLANID, VLANProto: sh.VLANProto,
+	s := dataplane.SubInterface{Parent: sh.Parent, Kind: sh.Kind, Mode: sh.Mode, VLANID: sh.VLANID, VLANProto: sh.VLANProto, MaxTxRate: uint64(max(sh.MaxTxRate, 0)),
 		Name: d.Pod.Name, MTU: d.Pod.MTU, MAC: d.Pod.MAC, Addresses: d.Pod.Addresses, Alias: "fastpath/" + string(c.UID) + "/" + d.Request}
 	for _, r := range d.Pod.Routes {
 		s.Routes = append(s.Routes, dataplane.Route{Destination: r.Destination, Gateway: r.Gateway})

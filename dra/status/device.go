@@ -95,6 +95,9 @@ func NetdevReady(dev claims.Device, iface Interface) resourceapi.AllocatedDevice
 		if dev.IPAM != nil {
 			share["ipamPool"], share["ipamAddress"] = dev.IPAM.Pool, dev.IPAM.Address
 		}
+		if sh.MaxTxRate > 0 {
+			share["bandwidth"] = sh.MaxTxRate
+		}
 		data["share"] = share
 		msg = fmt.Sprintf("%s of shared interface %s made in the pod as %s", sh.Kind, sh.Parent, iface.Name)
 	}

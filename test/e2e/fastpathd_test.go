@@ -259,6 +259,12 @@ func daemonValues(port int, stateDir string, args []string) (map[string]any, err
 				return nil, fmt.Errorf("--share-interfaces %q: %w", v, err)
 			}
 			share(values)["interfaces"] = n
+		case "--share-bandwidth-mbps":
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return nil, fmt.Errorf("--share-bandwidth-mbps %q: %w", v, err)
+			}
+			share(values)["bandwidthMbps"] = n
 		case "--ip-pools":
 			// The chart takes the pools as a value: the file's.
 			data, err := os.ReadFile(v)

@@ -16,8 +16,10 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -29,7 +31,8 @@ const sharedParentName = "fpsh0a"
 
 // TestSharedNIC: eight pods share one NIC through one device of capacity
 // eight, each with a macvlan made in its namespace and its own address from
-// the node's pool; two of them talk through the parent (bridge mode); a
+// the node's pool, one with a bandwidth share (its transmit rate limited);
+// two of them talk through the parent (bridge mode); a
 // ninth pod stays pending until one of the eight goes, then gets the
 // address that one had; when all are gone, the parent is as it was and the
 // pool is empty.
@@ -59,7 +62,7 @@ pools:
 	d := startDaemon(t, ctx, 26300,
 		"--filter", fmt.Sprintf(`device.attributes["fastpath.dev"].kind == "netdev" && device.attributes["fastpath.dev"].ifName == %q`, parent.Attrs().Name),
 		"--share", fmt.Sprintf(`device.attributes["fastpath.dev"].ifName == %q`, parent.Attrs().Name),
-		"--share-interfaces", "8", "--ip-pools", pools)
+		"--share-interfaces", "8", "--share-bandwidth-mbps", "1000", "--ip-pools", pools)
 	device := "netdev-" + parent.Attrs().Name
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		s, err := nodeSlices(ctx)
@@ -69,21 +72,30 @@ pools:
 		for _, sl := range s {
 			for _, dev := range sl.Spec.Devices {
 				if dev.Name == device && dev.AllowMultipleAllocations != nil && *dev.AllowMultipleAllocations {
-					c := dev.Capacity["interfaces"]
-					return c.Value.Value() == 8, nil
+					c, bw := dev.Capacity["interfaces"], dev.Capacity["bandwidth"]
+					return c.Value.Value() == 8 && bw.Value.Value() == 1_000_000_000, nil
 				}
 			}
 		}
 		return false, nil
 	})
 	if err != nil {
-		t.Fatalf("%s was never published shared with 8 interfaces", device)
+		t.Fatalf("%s was never published shared with 8 interfaces and 1 Gbit/s", device)
 	}
 
 	tmpl := claimTemplate(t, ctx, "e2e-shared", "fast", "shared.fastpath.dev", `device.attributes["fastpath.dev"].kind == "netdev"`,
 		&v1alpha1.InterfaceConfig{Interface: &v1alpha1.InterfaceSpec{Name: "fast0"}, IPAM: &v1alpha1.IPAMSpec{Pool: "fast"}})
+	// Pod 0 asks for 100 Mbit/s of the device's bandwidth too.
+	bwSpec := tmpl.Spec.Spec.DeepCopy()
+	bwSpec.Devices.Requests[0].Exactly.Capacity = &resourceapi.CapacityRequirements{
+		Requests: map[resourceapi.QualifiedName]resource.Quantity{"bandwidth": resource.MustParse("100M")}}
+	bwTmpl := createTemplate(t, ctx, "e2e-shared-bw", *bwSpec)
 	pod := func(i int) *corev1.Pod {
-		return claimPod(fmt.Sprintf("e2e-shared-%d", i), "ifaces", &corev1.PodResourceClaim{Name: "fast", ResourceClaimTemplateName: &tmpl.Name})
+		name := tmpl.Name
+		if i == 0 {
+			name = bwTmpl.Name
+		}
+		return claimPod(fmt.Sprintf("e2e-shared-%d", i), "ifaces", &corev1.PodResourceClaim{Name: "fast", ResourceClaimTemplateName: &name})
 	}
 	// The eight start together.
 	for i := range 8 {
@@ -117,8 +129,12 @@ pools:
 	if st.Data == nil || json.Unmarshal(st.Data.Raw, &data) != nil || len(data.Interfaces) != 1 || data.Interfaces[0].Sandbox == "" {
 		t.Fatalf("%s: status data %v", pod(0).Name, st.Data)
 	}
-	if st.ShareID == nil || data.Share["parent"] != parent.Attrs().Name || data.Share["kind"] != "macvlan" || data.Share["ipamPool"] != "fast" {
+	if st.ShareID == nil || data.Share["parent"] != parent.Attrs().Name || data.Share["kind"] != "macvlan" || data.Share["ipamPool"] != "fast" ||
+		data.Share["bandwidth"] != float64(100_000_000) {
 		t.Errorf("%s: the status does not say which share it got: shareID %v, %v", pod(0).Name, st.ShareID, data.Share)
+	}
+	if rate := tbfRate(t, data.Interfaces[0].Sandbox, "fast0"); rate != 100_000_000/8 {
+		t.Errorf("%s: fast0's transmit limit is %d bytes/s, want %d", pod(0).Name, rate, 100_000_000/8)
 	}
 	to, _, _ := strings.Cut(addrs[pod(1).Name], "/")
 	if out, err := exec.CommandContext(ctx, "nsenter", "--net="+data.Interfaces[0].Sandbox, "ping", "-c", "3", "-W", "2", to).CombinedOutput(); err != nil {
@@ -215,6 +231,36 @@ func sharedAddress(t *testing.T, ctx context.Context, pod string) string {
 	}
 	t.Fatalf("%s: fast0 has no address of the pool:\n%s", pod, logs)
 	return ""
+}
+
+// tbfRate is the rate of the token bucket on the interface in the network
+// namespace at netnsPath, in bytes per second; 0 for none.
+func tbfRate(t *testing.T, netnsPath, name string) uint64 {
+	t.Helper()
+	ns, err := netns.GetFromPath(netnsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	l, err := h.LinkByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs, err := h.QdiscList(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range qs {
+		if tbf, ok := q.(*netlink.Tbf); ok {
+			return tbf.Rate
+		}
+	}
+	return 0
 }
 
 func mustPod(t *testing.T, ctx context.Context, name string) *corev1.Pod {
