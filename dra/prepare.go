@@ -304,7 +304,11 @@ func result(c *claims.Claim) kubeletplugin.PrepareResult {
 		res.Devices = append(res.Devices, kd)
 	}
 	for _, n := range c.Networks {
-		res.Devices = append(res.Devices, kubeletplugin.Device{Requests: []string{n.Request}, PoolName: n.Pool, DeviceName: n.Device})
+		kd := kubeletplugin.Device{Requests: []string{n.Request}, PoolName: n.Pool, DeviceName: n.Device}
+		if n.ShareID != "" {
+			kd.ShareID = new(types.UID(n.ShareID))
+		}
+		res.Devices = append(res.Devices, kd)
 	}
 	return res
 }

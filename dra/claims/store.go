@@ -275,7 +275,7 @@ func conflicts(claims map[Key]*Claim, c *Claim) error {
 		}
 		for _, n := range c.Networks {
 			for _, on := range o.Networks {
-				if o.Driver == c.Driver && on.Pool == n.Pool && on.Device == n.Device {
+				if o.Driver == c.Driver && on.Pool == n.Pool && on.Device == n.Device && (n.ShareID == "" || on.ShareID == "") {
 					return &ConflictError{Claim: c.String(), Other: o.String(), Request: n.Request, Device: n.Device}
 				}
 			}

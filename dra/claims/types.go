@@ -295,6 +295,9 @@ type Network struct {
 	Added     bool   `json:"added,omitempty"`
 	SandboxID string `json:"sandboxID,omitempty"`
 	NetNS     string `json:"netns,omitempty"`
+	// ShareID is the allocation's share of a device allocated many times
+	// (a node's one shared CNI device).
+	ShareID string `json:"shareID,omitempty"`
 }
 
 // InterfaceNames are the interface names the claim gives its pod.

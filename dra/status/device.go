@@ -175,12 +175,20 @@ func NotReady(driver, pool, device, reason, msg string) resourceapi.AllocatedDev
 // the design's message, the CNI result (in the config's version) as data,
 // and networkData from the result's interface named ifName.
 func NetworkReady(n claims.Network, raw json.RawMessage, res *cni100.Result) resourceapi.AllocatedDeviceStatus {
-	return resourceapi.AllocatedDeviceStatus{
+	return OfNetworkShare(n, resourceapi.AllocatedDeviceStatus{
 		Driver: claims.DriverCNI, Pool: n.Pool, Device: n.Device,
 		Conditions:  []metav1.Condition{Condition(true, ReasonReady, CNIReadyMessage)},
 		Data:        &runtime.RawExtension{Raw: raw},
 		NetworkData: networkData(res, n.IfName),
+	})
+}
+
+// OfNetworkShare is st for the network's share of a shared CNI device.
+func OfNetworkShare(n claims.Network, st resourceapi.AllocatedDeviceStatus) resourceapi.AllocatedDeviceStatus {
+	if n.ShareID != "" {
+		st.ShareID = new(n.ShareID)
 	}
+	return st
 }
 
 // networkData is the result's interface named ifName in the sandbox, with

@@ -242,7 +242,7 @@ func TestAllValues(t *testing.T) {
 	c := ds.Spec.Template.Spec.Containers[0]
 	for _, want := range []string{"--logging-format=json", "-v=4", "--metrics-addr=0.0.0.0:9300", "--health-grace=3s", "--health-evict", "--cni", "--cni-plugins=macvlan,host-local,tuning",
 		"--cni-require-approved", "--cni-check-interval=1m",
-		"--cni-devices=16", "--cni-interface=ens1f0", "--cni-config-namespace=cni-configs", "--cni-bin-dir=/opt/cni/bin,/usr/libexec/cni",
+		"--cni-devices=16", "--cni-shared-device", "--cni-interface=ens1f0", "--cni-config-namespace=cni-configs", "--cni-bin-dir=/opt/cni/bin,/usr/libexec/cni",
 		"--cni-plugin-dir=/data/kubelet/plugins/cni.dra.networking.x-k8s.io", "--memif-dir=/run/vpp/memif",
 		"--memif-config=/etc/fastpath/memif/config.yaml", "--rediscover-interval=10m", "--profiling",
 		`--share=device.attributes["fastpath.dev"].ifName == "ens1f1"`, "--share-interfaces=32", "--share-bandwidth-mbps=25000", "--ip-pools=/etc/fastpath/ip-pools/pools.yaml",

@@ -104,6 +104,7 @@ exec:
 {{- $args = concat $args (include "fastpath.cniPolicyArgs" . | fromYamlArray) }}
 {{- with $v.cni.checkInterval }}{{ $args = append $args (printf "--cni-check-interval=%s" .) }}{{ end }}
 {{- with $v.cni.devices }}{{ $args = append $args (printf "--cni-devices=%d" (int .)) }}{{ end }}
+{{- if $v.cni.sharedDevice }}{{ $args = append $args "--cni-shared-device" }}{{ end }}
 {{- with $v.cni.interface }}{{ $args = append $args (printf "--cni-interface=%s" .) }}{{ end }}
 {{- end }}
 {{- range $v.extraArgs }}{{ $args = append $args (toString .) }}{{ end }}
