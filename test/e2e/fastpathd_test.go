@@ -240,6 +240,9 @@ func daemonValues(port int, stateDir string, args []string) (map[string]any, err
 		case "--cni-require-approved":
 			cni["requireApproved"] = true
 			continue
+		case "--cni-shared-device":
+			cni["sharedDevice"] = true
+			continue
 		}
 		if i+1 == len(args) {
 			return nil, fmt.Errorf("fastpathd argument %s has no value", flag)

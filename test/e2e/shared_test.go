@@ -212,10 +212,12 @@ pools:
 }
 
 // sharedAddress waits for the pod to run and print its fast0, and returns
-// fast0's IPv4 address.
+// fast0's IPv4 address. The wait allows for a kubelet that prepares a new
+// pod's claim only at its next resync, a minute later (see the README's
+// test bed).
 func sharedAddress(t *testing.T, ctx context.Context, pod string) string {
 	t.Helper()
-	logs, err := bed.WaitPodLog(ctx, "default", pod, "fast0 ", 90*time.Second)
+	logs, err := bed.WaitPodLog(ctx, "default", pod, "fast0 ", 150*time.Second)
 	if err != nil {
 		t.Fatalf("%s: %v", pod, err)
 	}
