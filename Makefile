@@ -91,7 +91,7 @@ generated: ## regenerate, and fail if anything generated differs from what is co
 		echo "generated files differ from what is committed: run make generate and commit" >&2; exit 1; fi
 
 .PHONY: lint
-lint: chart-lint ## go vet, gofmt, golangci-lint, and the Helm chart (chart-lint)
+lint: chart-lint ## go vet, gofmt, golangci-lint, fastpathd validate over deploy/, and the Helm chart (chart-lint)
 	$(DEPS) lint
 	$(GO) vet -tags privileged,e2e,benche2e,sriov,faultinject ./...
 	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod or go.sum are not tidy: run go mod tidy" >&2; $(GO) mod tidy -diff; exit 1; }
@@ -102,6 +102,7 @@ lint: chart-lint ## go vet, gofmt, golangci-lint, and the Helm chart (chart-lint
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
 		if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(DEPS_ENV); "$$FASTPATH_GOLANGCI_LINT" run ./...
+	$(GO) run ./cmd/fastpathd validate -f deploy/examples -f deploy/deviceclasses.yaml -f deploy/cni-deviceclass.yaml
 
 .PHONY: faults
 faults: ## kill the daemon at every fault point of a claim's life, restart it and replay every recovery order (root)
@@ -137,6 +138,13 @@ newcomer: ## the README's commands in a newcomer's order on one bed: make demo, 
 	$(MAKE) --no-print-directory cluster-down
 	$(GO) run ./test/testbed/cmd/testbed leftovers
 
+CHURN_CYCLES ?= 20
+
+.PHONY: churn
+churn: ## churn under faults on the real node: CHURN_CYCLES (20) cycles of 8 pods with claims while fastpathd, the kubelet and containerd are killed at random moments (root; FASTPATH_CHURN_SEED=<seed> replays a run)
+	$(DEPS) testbed
+	FASTPATH_CHURN_CYCLES=$(CHURN_CYCLES) $(GO) test -count=1 -timeout 120m -tags e2e -run '^TestChurn$$' -v ./test/e2e/
+
 .PHONY: bench
 BENCH_COUNT ?= 5
 BENCH_CMD = $(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./bench/
@@ -161,6 +169,7 @@ bench-smoke: ## every benchmark once, so none can rot
 # SR-IOV VM, one a line.
 SRIOV_PKGS += ./devices
 SRIOV_PKGS += ./dataplane
+SRIOV_PKGS += ./dra
 SRIOV_PKGS += ./bench
 
 .PHONY: e2e-sriov

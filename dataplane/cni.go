@@ -55,15 +55,7 @@ func (c *CNI) Add(ctx context.Context, n CNINetwork) (CNIResult, error) {
 	if err != nil {
 		return CNIResult{}, err
 	}
-	raw, err := json.Marshal(res)
-	if err != nil {
-		return CNIResult{}, fmt.Errorf("CNI result: %w", err)
-	}
-	cur, err := asCurrent(res)
-	if err != nil {
-		return CNIResult{}, err
-	}
-	return CNIResult{Raw: raw, Current: cur}, nil
+	return newCNIResult(res)
 }
 
 // Del runs DEL with the result cached at ADD. DEL of what was never added,
@@ -76,10 +68,16 @@ func (c *CNI) Del(ctx context.Context, n CNINetwork) error {
 	return c.cfg.DelNetworkList(ctx, list, rt)
 }
 
-func asCurrent(res cnitypes.Result) (*cni100.Result, error) {
+// newCNIResult is a plugin's result as it was written and in the current
+// version.
+func newCNIResult(res cnitypes.Result) (CNIResult, error) {
+	raw, err := json.Marshal(res)
+	if err != nil {
+		return CNIResult{}, fmt.Errorf("CNI result: %w", err)
+	}
 	cur, err := cni100.NewResultFromResult(res)
 	if err != nil {
-		return nil, fmt.Errorf("CNI result: %w", err)
+		return CNIResult{}, fmt.Errorf("CNI result: %w", err)
 	}
-	return cur, nil
+	return CNIResult{Raw: raw, Current: cur}, nil
 }

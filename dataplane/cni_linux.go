@@ -2,7 +2,6 @@ package dataplane
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -39,13 +38,6 @@ func (c *CNI) Added(_ context.Context, n CNINetwork) (CNIResult, bool, error) {
 	} else if err != nil {
 		return CNIResult{}, false, fmt.Errorf("look for %s in %s: %w", n.IfName, n.NetNS, err)
 	}
-	raw, err := json.Marshal(res)
-	if err != nil {
-		return CNIResult{}, false, fmt.Errorf("CNI result: %w", err)
-	}
-	cur, err := asCurrent(res)
-	if err != nil {
-		return CNIResult{}, false, err
-	}
-	return CNIResult{Raw: raw, Current: cur}, true, nil
+	r, err := newCNIResult(res)
+	return r, err == nil, err
 }

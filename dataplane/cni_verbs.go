@@ -2,7 +2,6 @@ package dataplane
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -37,15 +36,8 @@ func (c *CNI) Cached(_ context.Context, n CNINetwork) (CNIResult, bool, error) {
 	if err != nil || res == nil {
 		return CNIResult{}, false, err
 	}
-	raw, err := json.Marshal(res)
-	if err != nil {
-		return CNIResult{}, false, fmt.Errorf("CNI result: %w", err)
-	}
-	cur, err := asCurrent(res)
-	if err != nil {
-		return CNIResult{}, false, err
-	}
-	return CNIResult{Raw: raw, Current: cur}, true, nil
+	r, err := newCNIResult(res)
+	return r, err == nil, err
 }
 
 // Check runs CHECK with the result cached at ADD: an error says the

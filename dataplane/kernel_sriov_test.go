@@ -12,13 +12,14 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
+	"github.com/fastpath-dra/fastpath/devices"
 	"github.com/fastpath-dra/fastpath/test/sriovtest"
 )
 
 // TestSRIOVKernelSharing: what sharing a PF among pods will build on is in
 // the VM's kernel. An ipvlan on the PF is created straight in a pod's
 // namespace (one request, no move), and soft-RoCE (rdma_rxe) on the PF gives
-// a verbs device node.
+// a verbs device node, and discovery names it on the PF's device.
 func TestSRIOVKernelSharing(t *testing.T) {
 	pf := sriovtest.RequirePF(t)
 	parent := linkByName(t, pf.Name)
@@ -61,6 +62,29 @@ func TestSRIOVKernelSharing(t *testing.T) {
 		}
 		if st, err := os.Stat("/dev/infiniband/uverbs0"); err != nil || st.Mode()&os.ModeCharDevice == 0 {
 			t.Errorf("/dev/infiniband/uverbs0: %v", err)
+		}
+		// Discovery reports it on the PF's device.
+		if dest, err := os.Readlink(filepath.Join("/sys/class/infiniband", name)); err == nil {
+			t.Logf("/sys/class/infiniband/%s -> %s", name, dest)
+		}
+		disc, err := devices.New(devices.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		inv, err := disc.Discover(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range inv.Devices {
+			a := d.Attributes()["rdmaDevice"]
+			switch {
+			case d.PCI != nil && d.PCI.Address == pf.Address:
+				if a.StringValue == nil || *a.StringValue != name {
+					t.Errorf("the PF's device %s has rdmaDevice %v, want %s", d.Name, a.StringValue, name)
+				}
+			case a.StringValue != nil:
+				t.Errorf("device %s has rdmaDevice %s, which is on the PF", d.Name, *a.StringValue)
+			}
 		}
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/vishvananda/netlink"
@@ -208,9 +209,11 @@ func (a *Attacher) Attach(ctx context.Context, podNetNS string, nd Netdev) (_ At
 	return Attached{Name: nd.Name, MAC: link.Attrs().HardwareAddr.String(), MTU: link.Attrs().MTU, Addresses: nd.Addresses, XDPMode: xdpMode}, nil
 }
 
-// InPod says whether the interface is in the pod's network namespace under
-// its pod name, moved there by an Attach (it carries the host name as
-// alias).
+// InPod says whether an Attach into the pod's network namespace
+// completed: the interface is there under its pod name, moved there by an
+// Attach (it carries the host name as alias), and is up with its
+// addresses, routes and XDP program. An Attach cut short after the move
+// (a crash) left it there without them.
 func (a *Attacher) InPod(podNetNS string, nd Netdev) (bool, error) {
 	ns, pod, err := podHandle(podNetNS)
 	if err != nil {
@@ -219,7 +222,54 @@ func (a *Attacher) InPod(podNetNS string, nd Netdev) (bool, error) {
 	defer ns.Close()
 	defer pod.Close()
 	l, err := findInPod(pod, nd)
-	return l != nil, err
+	if l == nil || err != nil {
+		return false, err
+	}
+	return configured(pod, l, nd)
+}
+
+// configured says whether the interface in the pod has what Attach gives
+// it after the move.
+func configured(pod *netlink.Handle, l netlink.Link, nd Netdev) (bool, error) {
+	if l.Attrs().Flags&net.FlagUp == 0 {
+		return false, nil
+	}
+	if nd.XDP != nil && (l.Attrs().Xdp == nil || !l.Attrs().Xdp.Attached) {
+		return false, nil
+	}
+	if len(nd.Addresses) > 0 {
+		addrs, err := pod.AddrList(l, netlink.FAMILY_ALL)
+		if err != nil {
+			return false, fmt.Errorf("addresses of %s in the pod: %w", nd.Name, err)
+		}
+		for _, want := range nd.Addresses {
+			addr, err := netlink.ParseAddr(want)
+			if err != nil {
+				return false, fmt.Errorf("address %s: %w", want, err)
+			}
+			if !slices.ContainsFunc(addrs, func(a netlink.Addr) bool { return a.IPNet.String() == addr.IPNet.String() }) {
+				return false, nil
+			}
+		}
+	}
+	if len(nd.Routes) > 0 {
+		routes, err := pod.RouteList(l, netlink.FAMILY_ALL)
+		if err != nil {
+			return false, fmt.Errorf("routes of %s in the pod: %w", nd.Name, err)
+		}
+		for _, r := range nd.Routes {
+			want, err := podRoute(l.Attrs().Index, r)
+			if err != nil {
+				return false, err
+			}
+			if !slices.ContainsFunc(routes, func(rt netlink.Route) bool {
+				return rt.Dst != nil && rt.Dst.String() == want.Dst.String() && rt.Gw.Equal(want.Gw)
+			}) {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
 }
 
 // attachXDP attaches the program pinned in nd.XDP.Dir to the interface in
@@ -275,7 +325,9 @@ func RestoreVFAndNetdev(ctx context.Context, p PF, pf string, vf int, applied VF
 	// direct: the PF keeps no MAC for the VF after the restore, and the
 	// netdev may set its own.
 	direct := strings.EqualFold(was.MAC, zeroMAC)
-	if applied.MAC != "" && strings.EqualFold(was.MAC, hostMAC) {
+	// own: the PF knew the netdev's own MAC from the VF's driver.
+	own := applied.MAC != "" && strings.EqualFold(was.MAC, hostMAC)
+	if own {
 		was.MAC, direct = zeroMAC, true
 	}
 	if err := RestoreVF(ctx, p, pf, vf, applied, was); err != nil {
@@ -289,8 +341,21 @@ func RestoreVFAndNetdev(ctx context.Context, p PF, pf string, vf int, applied VF
 		return fmt.Errorf("host MAC %q: %w", hostMAC, err)
 	}
 	l, err := netlink.LinkByName(netdev)
-	if err != nil || bytes.Equal(l.Attrs().HardwareAddr, hw) {
+	if err != nil {
 		return nil
+	}
+	if bytes.Equal(l.Attrs().HardwareAddr, hw) {
+		if !own {
+			return nil
+		}
+		// The netdev kept its MAC (it never took the PF's: not attached,
+		// or never reset), but the all-zero MAC made the PF forget it
+		// (igb then reports none for the VF): a reset has the VF's
+		// driver tell the PF again (igbvf does as it goes down).
+		if st, err := p.VFState(pf, vf); err == nil && strings.EqualFold(st.MAC, hostMAC) {
+			return nil
+		}
+		return announceMAC(l)
 	}
 	if direct {
 		if err := netlink.LinkSetHardwareAddr(l, hw); err != nil {
@@ -307,6 +372,20 @@ func RestoreVFAndNetdev(ctx context.Context, p PF, pf string, vf int, applied VF
 }
 
 const zeroMAC = "00:00:00:00:00:00"
+
+// announceMAC resets a VF's netdev (takePFMAC) so that its driver tells the
+// PF its MAC again, and leaves it up or down as it was.
+func announceMAC(host netlink.Link) error {
+	up := host.Attrs().Flags&net.FlagUp != 0
+	l, err := takePFMAC(host)
+	if err != nil || !up {
+		return err
+	}
+	if err := netlink.LinkSetUp(l); err != nil {
+		return fmt.Errorf("set %s up again after its reset: %w", l.Attrs().Name, err)
+	}
+	return nil
+}
 
 // changed returns the MTU and MAC to set on l: those it does not have
 // already (0 and nil for the others). Asking a VF's driver for the MAC it

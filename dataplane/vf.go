@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 
 	"k8s.io/klog/v2"
 
@@ -52,11 +53,13 @@ type PF interface {
 	SetLinkState(pf string, vf int, state string) error
 }
 
-// vfStep is one setting, its application and its undo.
+// vfStep is one setting, its application and its undo; restored says
+// whether a state has the setting as it was.
 type vfStep struct {
-	name  string
-	apply func() error
-	undo  func() error
+	name     string
+	apply    func() error
+	undo     func() error
+	restored func(VFState) bool
 }
 
 // vfSteps lists the settings in the order drivers need them (as sriov-cni
@@ -79,7 +82,10 @@ func vfSteps(p PF, pf string, vf int, want VFSettings, was VFState) ([]vfStep, e
 		}
 		steps = append(steps, vfStep{"vlan",
 			func() error { return p.SetVLAN(pf, vf, vlan, qos, proto) },
-			func() error { return p.SetVLAN(pf, vf, was.VLAN, was.QoS, was.VLANProto) }})
+			func() error { return p.SetVLAN(pf, vf, was.VLAN, was.QoS, was.VLANProto) },
+			func(st VFState) bool {
+				return st.VLAN == was.VLAN && st.QoS == was.QoS && st.VLANProto == was.VLANProto
+			}})
 	}
 	if want.MAC != "" {
 		mac, err := net.ParseMAC(want.MAC)
@@ -92,7 +98,8 @@ func vfSteps(p PF, pf string, vf int, want VFSettings, was VFState) ([]vfStep, e
 		}
 		steps = append(steps, vfStep{"mac",
 			func() error { return p.SetMAC(pf, vf, mac) },
-			func() error { return p.SetMAC(pf, vf, old) }})
+			func() error { return p.SetMAC(pf, vf, old) },
+			func(st VFState) bool { return strings.EqualFold(st.MAC, was.MAC) }})
 	}
 	if want.MinTxRate != nil || want.MaxTxRate != nil {
 		lo, hi := was.MinTxRate, was.MaxTxRate
@@ -104,25 +111,29 @@ func vfSteps(p PF, pf string, vf int, want VFSettings, was VFState) ([]vfStep, e
 		}
 		steps = append(steps, vfStep{"rate",
 			func() error { return p.SetRate(pf, vf, lo, hi) },
-			func() error { return p.SetRate(pf, vf, was.MinTxRate, was.MaxTxRate) }})
+			func() error { return p.SetRate(pf, vf, was.MinTxRate, was.MaxTxRate) },
+			func(st VFState) bool { return st.MinTxRate == was.MinTxRate && st.MaxTxRate == was.MaxTxRate }})
 	}
 	if want.SpoofChk != nil {
 		on := *want.SpoofChk
 		steps = append(steps, vfStep{"spoofchk",
 			func() error { return p.SetSpoofChk(pf, vf, on) },
-			func() error { return p.SetSpoofChk(pf, vf, was.SpoofChk) }})
+			func() error { return p.SetSpoofChk(pf, vf, was.SpoofChk) },
+			func(st VFState) bool { return st.SpoofChk == was.SpoofChk }})
 	}
 	if want.Trust != nil {
 		on := *want.Trust
 		steps = append(steps, vfStep{"trust",
 			func() error { return p.SetTrust(pf, vf, on) },
-			func() error { return p.SetTrust(pf, vf, was.Trust) }})
+			func() error { return p.SetTrust(pf, vf, was.Trust) },
+			func(st VFState) bool { return st.Trust == was.Trust }})
 	}
 	if want.LinkState != "" {
 		state := want.LinkState
 		steps = append(steps, vfStep{"link state",
 			func() error { return p.SetLinkState(pf, vf, state) },
-			func() error { return p.SetLinkState(pf, vf, was.LinkState) }})
+			func() error { return p.SetLinkState(pf, vf, was.LinkState) },
+			func(st VFState) bool { return st.LinkState == was.LinkState }})
 	}
 	return steps, nil
 }
@@ -153,7 +164,10 @@ func ApplyVF(ctx context.Context, p PF, pf string, vf int, want VFSettings, was 
 
 // RestoreVF puts back what ApplyVF changed, in reverse order. It goes on
 // past a failing step, so that one stuck setting does not strand the others,
-// and returns every failure.
+// and returns every failure. A setting the PF refuses to make but has as it
+// was is no failure: a PF without it (igb has no VF link state) refused it
+// at ApplyVF too, and the undo of a claim whose Prepare failed there, or of
+// a step that never ran, must not fail on it.
 func RestoreVF(ctx context.Context, p PF, pf string, vf int, applied VFSettings, was VFState) error {
 	// A VF that is gone (its PF's sriov_numvfs lowered, or the PF gone)
 	// has nothing to restore.
@@ -167,6 +181,10 @@ func RestoreVF(ctx context.Context, p PF, pf string, vf int, applied VFSettings,
 	var errs []error
 	for i := len(steps) - 1; i >= 0; i-- {
 		if err := steps[i].undo(); err != nil {
+			if st, stErr := p.VFState(pf, vf); stErr == nil && steps[i].restored(st) {
+				klog.FromContext(ctx).V(2).Info("The PF refuses to restore a VF setting it has as it was", "pf", pf, "vf", vf, "setting", steps[i].name, "reason", err.Error())
+				continue
+			}
 			errs = append(errs, fmt.Errorf("restore %s of VF %d on PF %s: %w", steps[i].name, vf, pf, err))
 		}
 	}

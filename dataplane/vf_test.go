@@ -127,12 +127,31 @@ func TestApplyVFRollsBack(t *testing.T) {
 
 func TestRestoreVFGoesOnPastFailures(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	pf := &recordingPF{failOn: "trust"}
+	// The PF still reports the VF trusted: the restore did fail.
+	pf := &recordingPF{failOn: "trust", state: VFState{Trust: true}}
 	err := RestoreVF(ctx, pf, "ens1f0", 3, full, factory)
 	if err == nil || !strings.Contains(err.Error(), "restore trust") {
 		t.Fatalf("error = %v", err)
 	}
 	if len(pf.calls) != 6 {
 		t.Errorf("restore made %d calls, want all 6 despite the failure: %q", len(pf.calls), pf.calls)
+	}
+}
+
+// TestRestoreVFRefusedAsItWas: a PF that refuses a setting it has as it
+// was (igb and a VF link state) does not fail the restore; the others are
+// restored all the same.
+func TestRestoreVFRefusedAsItWas(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	pf := &recordingPF{failOn: "linkstate", state: VFState{VLAN: 100, LinkState: "auto"}}
+	if err := RestoreVF(ctx, pf, "ens1f0", 3, full, factory); err != nil {
+		t.Fatalf("restore failed on a setting the PF has as it was: %v", err)
+	}
+	if len(pf.calls) != 6 {
+		t.Errorf("restore made %d calls, want all 6: %q", len(pf.calls), pf.calls)
+	}
+	pf.state.LinkState = "enable"
+	if err := RestoreVF(ctx, pf, "ens1f0", 3, full, factory); err == nil || !strings.Contains(err.Error(), "restore link state") {
+		t.Errorf("error = %v, want the link state the PF did not restore named", err)
 	}
 }

@@ -79,6 +79,7 @@ func (d Device) Attributes() map[resourceapi.QualifiedName]resourceapi.DeviceAtt
 		if n.CombinedChannels > 0 {
 			a.int("combinedChannels", n.CombinedChannels)
 		}
+		a.str("rdmaDevice", n.RDMADevice)
 	}
 	if d.Share != nil {
 		a.bool("shareable", true)

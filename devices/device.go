@@ -108,6 +108,8 @@ type Netdev struct {
 	CombinedChannels    int    `json:"combinedChannels,omitempty"`
 	MaxCombinedChannels int    `json:"maxCombinedChannels,omitempty"`
 	XDP                 XDP    `json:"xdp"`
+	// RDMADevice is the RDMA device on top of the netdev (mlx5_0, rxe0).
+	RDMADevice string `json:"rdmaDevice,omitempty"`
 }
 
 // XDP is what the kernel says a netdev supports. A nil field is unknown: the

@@ -218,6 +218,9 @@ func TestAttributes(t *testing.T) {
 	if _, ok := attrs["xdp"]; ok {
 		t.Error("xdp attribute published though unknown")
 	}
+	if _, ok := attrs["rdmaDevice"]; ok {
+		t.Error("rdmaDevice published for a VF without an RDMA device")
+	}
 	// A CX5 without NUMA information and IOMMU publishes neither.
 	for _, d := range discover(t, Options{SysfsRoot: fixture("cx5")}).Devices {
 		a := d.Attributes()
@@ -227,6 +230,37 @@ func TestAttributes(t *testing.T) {
 		if v := a["vfioCapable"]; v.BoolValue == nil || *v.BoolValue {
 			t.Errorf("%s: vfioCapable = %v without an IOMMU group", d.Name, v.BoolValue)
 		}
+	}
+}
+
+// TestRDMADevice: a netdev with an RDMA device on top publishes its name,
+// found from either side the kernel links them: a hardware device's PCI
+// function (the CX5's, one per function), a software one's parent file
+// (rdma_rxe on the plain NIC). A filter can select on it.
+func TestRDMADevice(t *testing.T) {
+	for _, tc := range []struct {
+		fixture string
+		want    map[string]string // device -> RDMA device
+	}{
+		{"cx5", map[string]string{"pci-0000-af-00-0": "mlx5_0", "pci-0000-af-01-0": "mlx5_1", "pci-0000-af-01-1": "mlx5_2"}},
+		{"plain", map[string]string{"pci-0000-02-00-0": "rxe0"}},
+		{"e810", map[string]string{}},
+	} {
+		t.Run(tc.fixture, func(t *testing.T) {
+			got := map[string]string{}
+			for _, d := range discover(t, Options{SysfsRoot: fixture(tc.fixture)}).Devices {
+				if a := d.Attributes()["rdmaDevice"]; a.StringValue != nil {
+					got[d.Name] = *a.StringValue
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("rdmaDevice attributes = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	inv := discover(t, Options{SysfsRoot: fixture("cx5"), Filter: `device.attributes["fastpath.dev"].rdmaDevice == "mlx5_1"`})
+	if len(inv.Devices) != 1 || inv.Devices[0].Name != "pci-0000-af-01-0" {
+		t.Errorf("a filter on rdmaDevice admits %v, want only pci-0000-af-01-0", inv.Devices)
 	}
 }
 

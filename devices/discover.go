@@ -134,6 +134,15 @@ func (d *Discoverer) Discover(ctx context.Context) (Inventory, error) {
 	if err != nil {
 		return Inventory{}, err
 	}
+	rdma, err := rdmaDevices(d.sysfs)
+	if err != nil {
+		warn(fmt.Errorf("RDMA devices unknown: %w", err))
+	}
+	for i := range candidates {
+		if n := candidates[i].Netdev; n != nil {
+			n.RDMADevice = rdma[n.Name]
+		}
+	}
 	memifs, warnings := discoverMemif(d.opts.MemifDir, d.memif)
 	for _, w := range warnings {
 		warn(w)

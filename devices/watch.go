@@ -15,7 +15,9 @@ import (
 // WatchOptions tune Watch. Zero values take the defaults.
 type WatchOptions struct {
 	// Debounce is how long events must be quiet before discovery reruns:
-	// creating 64 VFs is one discovery, not 64. Default 250ms.
+	// creating 64 VFs is one discovery, not 64. Default 250ms. Events
+	// that never stop (links of pods coming and going on a busy node)
+	// delay it by at most four times as long.
 	Debounce time.Duration
 	// Resync reruns discovery on a slow timer, for changes no event reports
 	// (link speed, say). Default 5m.
@@ -84,6 +86,8 @@ func (d *Discoverer) watchLoop(ctx context.Context, opts WatchOptions, triggers 
 	defer resync.Stop()
 	var debounce clock.Timer
 	var fire <-chan time.Time
+	// first is when the first event not yet discovered came.
+	var first time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -99,10 +103,16 @@ func (d *Discoverer) watchLoop(ctx context.Context, opts WatchOptions, triggers 
 		case <-resync.C():
 			trigger()
 		case <-triggers:
+			now := opts.Clock.Now()
+			if fire == nil {
+				first = now
+			}
+			wait := min(opts.Debounce, first.Add(4*opts.Debounce).Sub(now))
 			if debounce == nil {
-				debounce = opts.Clock.NewTimer(opts.Debounce)
+				debounce = opts.Clock.NewTimer(wait)
 			} else {
-				debounce.Reset(opts.Debounce)
+				debounce.Stop()
+				debounce.Reset(wait)
 			}
 			fire = debounce.C()
 		case <-fire:

@@ -41,14 +41,7 @@ func (r *recorder) last() Inventory {
 // sriov_numvfs is reported once, after the debounce; a resync that finds
 // nothing new reports nothing.
 func TestWatchNumVFs(t *testing.T) {
-	root := t.TempDir()
-	if err := sysfsfixture.E810().Write(root); err != nil {
-		t.Fatal(err)
-	}
-	d, err := New(Options{SysfsRoot: root})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, root := e810Discoverer(t)
 	synctest.Test(t, func(t *testing.T) {
 		_, ctx := ktesting.NewTestContext(t)
 		ctx, cancel := context.WithCancel(ctx)
@@ -94,4 +87,62 @@ func TestWatchNumVFs(t *testing.T) {
 			t.Errorf("Watch: %v", err)
 		}
 	})
+}
+
+// TestWatchEventsThatNeverStop: events every 100 ms, closer than the
+// debounce, do not hold discovery back for ever (the links of pods coming
+// and going on a busy node): a change is reported within four debounces
+// of the first event, while the events go on.
+func TestWatchEventsThatNeverStop(t *testing.T) {
+	d, root := e810Discoverer(t)
+	synctest.Test(t, func(t *testing.T) {
+		_, ctx := ktesting.NewTestContext(t)
+		ctx, cancel := context.WithCancel(ctx)
+		rec := &recorder{}
+		triggers := make(chan struct{}, 1)
+		trigger := func() {
+			select {
+			case triggers <- struct{}{}:
+			default:
+			}
+		}
+		opts := WatchOptions{Debounce: 250 * time.Millisecond, NumVFsPoll: time.Hour, Resync: time.Hour}
+		opts.defaults()
+		done := make(chan error)
+		go func() {
+			done <- d.watchLoop(ctx, opts, triggers, trigger, rec.emit)
+		}()
+		synctest.Wait()
+		numvfs := filepath.Join(root, "sys", "bus", "pci", "devices", "0000:3b:00.1", "sriov_numvfs")
+		if err := os.WriteFile(numvfs, []byte("2\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		for rec.count() < 2 && time.Since(start) < 3*time.Second {
+			trigger()
+			time.Sleep(100 * time.Millisecond) // the next event, on the fake clock
+			synctest.Wait()
+		}
+		if took := time.Since(start); rec.count() != 2 || took > time.Second {
+			t.Errorf("%d inventories after %s of events every 100ms, want the change reported within 1s", rec.count(), took)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Watch: %v", err)
+		}
+	})
+}
+
+// e810Discoverer discovers a fixture E810 below the sysfs root it returns.
+func e810Discoverer(t *testing.T) (*Discoverer, string) {
+	t.Helper()
+	root := t.TempDir()
+	if err := sysfsfixture.E810().Write(root); err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(Options{SysfsRoot: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, root
 }

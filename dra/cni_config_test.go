@@ -3,6 +3,7 @@ package dra
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
@@ -22,32 +23,15 @@ import (
 // testApproved are the operator's approved configs of the tests.
 func testApproved(t testing.TB) ApprovedConfigSet {
 	t.Helper()
+	// The design's CNIConfig example (with the apiVersion the API server
+	// needs): attributeRef one level up, as it writes it.
+	design, err := os.ReadFile("api/v1alpha1/testdata/design-cniconfig.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
 	set := ApprovedConfigSet{}
 	for _, doc := range []string{
-		// The design's CNIConfig example (with the apiVersion the API
-		// server needs): attributeRef one level up, as it writes it.
-		`apiVersion: cni.networking.x-k8s.io/v1alpha1
-kind: CNIConfig
-metadata:
-  name: macvlan-host-local
-spec:
-  apiVersion: cni.networking.x-k8s.io/v1alpha1
-  kind: CNI
-  ifName: "net1"
-  cniVersion: 1.0.0
-  plugins:
-  - type: macvlan
-    config:
-      mode: bridge
-      ipam:
-        type: host-local
-        ranges:
-        - - subnet: 10.10.1.0/24
-    arguments:
-    - fieldPath: master
-      valueFrom:
-      attributeRef: name
-`,
+		string(design),
 		// The operator may name host objects and read its own ConfigMaps.
 		`apiVersion: cni.networking.x-k8s.io/v1alpha1
 kind: CNIConfig

@@ -62,6 +62,7 @@ type CNIDriver struct {
 	opts   CNIOptions
 	helper *kubeletplugin.Helper
 	attrs  map[resourceapi.QualifiedName]resourceapi.DeviceAttribute
+	errs   backgroundErrors
 }
 
 var _ kubeletplugin.DRAPlugin = (*CNIDriver)(nil)
@@ -80,7 +81,7 @@ func NewCNIDriver(opts CNIOptions) (*CNIDriver, error) {
 	if opts.Status == nil {
 		opts.Status = status.NewWriter(opts.Client)
 	}
-	d := &CNIDriver{opts: opts, attrs: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{}}
+	d := &CNIDriver{opts: opts, attrs: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{}, errs: backgroundErrors{metrics: opts.Metrics}}
 	for k, v := range opts.Attributes {
 		name := k
 		if !strings.Contains(k, "/") {
@@ -145,7 +146,7 @@ func (d *CNIDriver) RegistrationStatus() error { return registrationStatus(d.hel
 
 // HandleError is called for errors in the background.
 func (d *CNIDriver) HandleError(ctx context.Context, err error, msg string) {
-	klog.FromContext(ctx).Error(err, msg)
+	d.errs.handle(ctx, err, msg)
 }
 
 // WatchHealthStatus: CNI devices have no health of their own.

@@ -2,14 +2,17 @@ package dra
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
@@ -111,4 +114,75 @@ func waitClaimStatus(t *testing.T, ctx context.Context, client *fake.Clientset, 
 		t.Fatal("the claim got no status")
 	}
 	return st
+}
+
+// TestCNIFullDisk: the CNI driver's Prepare records the claim (Admit) and
+// Unprepare forgets it; with that write failing (ENOSPC) each fails, the
+// store and its file hold what they held before, and the kubelet's retry
+// succeeds.
+func TestCNIFullDisk(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	claim := cniTestClaim([]string{"a"}, fromClaim(`{`+cniHead+`, "plugins": [{"type": "flaky"}]}`))
+	client := fake.NewClientset(claim)
+	path := filepath.Join(t.TempDir(), "checkpoint.json")
+	store, err := claims.Open(path, claims.Legacy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := false
+	write := store.WriteFile
+	store.WriteFile = func(p string, data []byte) error {
+		if full {
+			return fmt.Errorf("write %s: %w", p, syscall.ENOSPC)
+		}
+		return write(p, data)
+	}
+	writer := status.NewWriter(client)
+	writer.Start(ctx)
+	d, err := NewCNIDriver(CNIOptions{NodeName: testNode, Client: client, PluginDir: t.TempDir(), Devices: 2, Store: store, Status: writer,
+		Policy: CNIPolicy{Plugins: []string{"flaky"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	onDisk := func() int {
+		s, err := claims.Open(path, claims.Legacy{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(s.Claims())
+	}
+	key := claims.Key{Driver: claims.DriverCNI, UID: claim.UID}
+
+	full = true
+	res, err := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{claim})
+	if err != nil || res[claim.UID].Err == nil || !strings.Contains(res[claim.UID].Err.Error(), "no space left on device") {
+		t.Fatalf("Prepare on a full disk: %v, %v", err, res[claim.UID].Err)
+	}
+	if _, ok := store.Get(key); ok || onDisk() != 0 {
+		t.Fatalf("a failed Prepare left the claim recorded (file: %d claims)", onDisk())
+	}
+	full = false
+	if res, err := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{claim}); err != nil || res[claim.UID].Err != nil {
+		t.Fatalf("Prepare retried: %v, %v", err, res[claim.UID].Err)
+	}
+	if onDisk() != 1 {
+		t.Fatal("the prepared claim is not on disk")
+	}
+
+	full = true
+	refs := []kubeletplugin.NamespacedObject{{NamespacedName: types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}, UID: claim.UID}}
+	out, err := d.UnprepareResourceClaims(ctx, refs)
+	if err != nil || out[claim.UID] == nil {
+		t.Fatalf("Unprepare on a full disk: %v, %v", err, out[claim.UID])
+	}
+	if _, ok := store.Get(key); !ok || onDisk() != 1 {
+		t.Fatal("a failed Unprepare forgot the claim")
+	}
+	full = false
+	if out, err := d.UnprepareResourceClaims(ctx, refs); err != nil || out[claim.UID] != nil {
+		t.Fatalf("Unprepare retried: %v, %v", err, out[claim.UID])
+	}
+	if _, ok := store.Get(key); ok || onDisk() != 0 {
+		t.Fatal("the unprepared claim is still recorded")
+	}
 }

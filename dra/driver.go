@@ -97,6 +97,7 @@ type Driver struct {
 	inventory map[string]devices.Device
 	published *devices.Inventory
 	health    *health
+	errs      backgroundErrors
 }
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
@@ -133,7 +134,7 @@ func New(opts Options) (*Driver, error) {
 		}
 		opts.BootID = id
 	}
-	d := &Driver{opts: opts, inventory: map[string]devices.Device{}}
+	d := &Driver{opts: opts, inventory: map[string]devices.Device{}, errs: backgroundErrors{metrics: opts.Metrics}}
 	d.health = newHealth(opts.Health, opts.NodeName, opts.Store, opts.HealthChecks, opts.Events)
 	d.health.changed = d.republish
 	opts.Metrics.GaugeByLabel("unhealthy_devices", "Devices reported unhealthy (tainted), by reason.", "reason", d.health.unhealthyByReason)
@@ -393,7 +394,7 @@ func (d *Driver) reconcile(ctx context.Context, key claims.Key) error {
 
 // HandleError is called for errors in the background (publishing slices).
 func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
-	klog.FromContext(ctx).Error(err, msg)
+	d.errs.handle(ctx, err, msg)
 }
 
 // WatchHealthStatus streams the health of the node's prepared devices to

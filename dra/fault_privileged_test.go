@@ -627,12 +627,14 @@ var orders = map[string]map[string]struct {
 		"CreateContainer":                   {[]string{"create/running"}, "running"},
 		"Synchronize, pod gone":             {[]string{"gone", "none"}, "stopped"},
 		"pod gone, Unprepare before sync":   {[]string{"gone", "unprepare/nosync", "none"}, "final"},
+		"pod gone, Unprepare after sync":    {[]string{"gone", "none", "unprepare"}, "final"},
 		"killed again, RunPodSandbox again": {[]string{"kill:run", "run"}, "running"},
 	},
 	"stop": {
 		"StopPodSandbox retried":       {[]string{"stop"}, "stopped"},
 		"Synchronize, pod gone":        {[]string{"gone", "none"}, "stopped"},
 		"Unprepare before Synchronize": {[]string{"gone", "unprepare/nosync", "none"}, "final"},
+		"Unprepare after Synchronize":  {[]string{"gone", "none", "unprepare"}, "final"},
 		"killed again, Stop again":     {[]string{"kill:stop", "stop"}, "stopped"},
 	},
 	"unprepare": {

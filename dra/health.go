@@ -115,12 +115,15 @@ type health struct {
 	problems map[string]problem // by device, from the last look
 	reported map[string]problem // those past the grace period
 	streams  map[chan struct{}]bool
+	// pending wakes run when a problem begins: the look at the end of its
+	// grace period reports it, not the next tick after.
+	pending chan struct{}
 }
 
 func newHealth(opts HealthOptions, node string, store *claims.Store, checks HealthChecks, recorder record.EventRecorder) *health {
 	opts.defaults()
 	return &health{opts: opts, node: node, store: store, checks: checks, recorder: recorder,
-		problems: map[string]problem{}, reported: map[string]problem{}, streams: map[chan struct{}]bool{}}
+		problems: map[string]problem{}, reported: map[string]problem{}, streams: map[chan struct{}]bool{}, pending: make(chan struct{}, 1)}
 }
 
 // setInventory makes inv what discovery sees now, and looks again.
@@ -135,18 +138,57 @@ func (h *health) setInventory(ctx context.Context, inv devices.Inventory) {
 	h.look(ctx)
 }
 
-// run looks at the devices every interval until ctx ends.
+// run looks at the devices every interval, and when the grace period of a
+// problem ends, until ctx ends.
 func (h *health) run(ctx context.Context) {
 	t := h.opts.Clock.NewTicker(h.opts.Interval)
 	defer t.Stop()
+	var due clock.Timer
+	defer func() {
+		if due != nil {
+			due.Stop()
+		}
+	}()
+	var dueC <-chan time.Time
 	for {
+		dueC = nil
+		if at, ok := h.nextDue(); ok {
+			wait := max(at.Sub(h.opts.Clock.Now()), 0)
+			if due == nil {
+				due = h.opts.Clock.NewTimer(wait)
+			} else {
+				due.Stop()
+				due.Reset(wait)
+			}
+			dueC = due.C()
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C():
 			h.look(ctx)
+		case <-dueC:
+			h.look(ctx)
+		case <-h.pending:
 		}
 	}
+}
+
+// nextDue is when the earliest grace period of a problem not reported yet
+// ends.
+func (h *health) nextDue() (time.Time, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var at time.Time
+	for dev, p := range h.problems {
+		if _, ok := h.reported[dev]; ok {
+			continue
+		}
+		if end := p.since.Add(h.opts.Grace); at.IsZero() || end.Before(at) {
+			at = end
+		}
+	}
+	return at, !at.IsZero()
 }
 
 // look finds the devices' problems now, reports those that outlasted the
@@ -167,7 +209,19 @@ func (h *health) look(ctx context.Context) bool {
 		}
 		next[dev] = p
 	}
+	fresh := false
+	for dev := range next {
+		if _, ok := h.problems[dev]; !ok {
+			fresh = true
+		}
+	}
 	h.problems = next
+	if fresh {
+		select {
+		case h.pending <- struct{}{}:
+		default:
+		}
+	}
 	reported := map[string]problem{}
 	for dev, p := range next {
 		if old, ok := h.reported[dev]; ok && old.Reason == p.Reason {

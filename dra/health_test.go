@@ -9,6 +9,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2/ktesting"
@@ -39,15 +40,21 @@ type healthBed struct {
 
 func newHealthBed(t *testing.T) *healthBed {
 	t.Helper()
+	return newHealthBedWith(t, HealthOptions{Grace: 2 * time.Second, Interval: time.Second})
+}
+
+func newHealthBedWith(t *testing.T, opts HealthOptions) *healthBed {
+	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	b := &healthBed{clock: clocktesting.NewFakeClock(time.Unix(1000, 0)), checks: &fakeChecks{inPod: true, xdp: true},
 		events: record.NewFakeRecorder(100), ctx: ctx}
+	opts.Clock = b.clock
 	store, err := claims.Open(filepath.Join(t.TempDir(), "checkpoint.json"), claims.Legacy{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b.store = store
-	b.h = newHealth(HealthOptions{Grace: 2 * time.Second, Interval: time.Second, Clock: b.clock}, testNode, store, b.checks, b.events)
+	b.h = newHealth(opts, testNode, store, b.checks, b.events)
 	b.h.changed = func(context.Context) { b.changes++ }
 	b.inv = testInventory(t)
 	// A prepared afxdp netdev in a pod: the E810's first VF.
@@ -143,6 +150,10 @@ func TestHealthGrace(t *testing.T) {
 	if ts := b.h.taints()[vfNetdev2]; ts[0].TimeAdded == nil || !ts[0].TimeAdded.Time.Equal(time.Unix(1000+6+2, 0)) {
 		t.Errorf("taint added at %v, want when the grace period ended", ts[0].TimeAdded)
 	}
+	// The metric fastpath_unhealthy_devices{reason} counts it.
+	if got := b.h.unhealthyByReason(); got["PFLinkDown"] != 1 || len(got) != 1 {
+		t.Errorf("unhealthy devices by reason = %v, want PFLinkDown: 1", got)
+	}
 	// Still down: nothing new, and the taint keeps its time.
 	b.after(10 * time.Second)
 	if b.changes != 1 || b.event(t) != "" {
@@ -152,8 +163,54 @@ func TestHealthGrace(t *testing.T) {
 	if b.taint(vfNetdev2) != "" || b.changes != 2 {
 		t.Errorf("taint %q after the link came back, %d changes", b.taint(vfNetdev2), b.changes)
 	}
+	if got := b.h.unhealthyByReason(); got["PFLinkDown"] != 0 {
+		t.Errorf("unhealthy devices by reason = %v after the link came back, want none PFLinkDown", got)
+	}
 	if e := b.event(t); !strings.Contains(e, "Normal DeviceHealthy device "+vfNetdev2+" is healthy again (it was PFLinkDown)") {
 		t.Errorf("event %q", e)
+	}
+}
+
+// A problem is reported when its grace period ends, not at the monitor's
+// next look after that: a link that goes down is tainted within the grace
+// period and discovery's debounce, whatever the interval.
+func TestHealthReportedAtGraceEnd(t *testing.T) {
+	b := newHealthBedWith(t, HealthOptions{Grace: 1500 * time.Millisecond, Interval: 10 * time.Second})
+	ctx, cancel := context.WithCancel(b.ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.h.run(ctx)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	waiters := func(n int) {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(b.ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			return b.clock.Waiters() == n, nil
+		})
+		if err != nil {
+			t.Fatalf("the monitor waits on %d timers, want %d", b.clock.Waiters(), n)
+		}
+	}
+	waiters(1) // its ticker
+	b.clock.Step(300 * time.Millisecond)
+	b.withDevice(vfNetdev2, func(d *devices.Device) {
+		d.Health = devices.Health{Reason: devices.ReasonPFLinkDown, Message: "the link of PF ens1f0 is down"}
+	})
+	waiters(2) // and the end of the grace period
+	b.clock.Step(1400 * time.Millisecond)
+	if got := b.taint(vfNetdev2); got != "" {
+		t.Fatalf("tainted %q before the grace period ended", got)
+	}
+	b.clock.Step(100 * time.Millisecond)
+	err := wait.PollUntilContextTimeout(b.ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return b.taint(vfNetdev2) == "PFLinkDown/NoSchedule", nil
+	})
+	if err != nil {
+		t.Errorf("not tainted when the grace period ended (the next tick is 8.5 s away): %q", b.taint(vfNetdev2))
 	}
 }
 
@@ -168,6 +225,7 @@ func TestHealthReasons(t *testing.T) {
 		{"netdev out of the pod", func(b *healthBed) { b.checks.inPod = false }, ReasonNetdevMissing},
 		{"XDP detached", func(b *healthBed) { b.checks.xdp = false }, ReasonXDPDetached},
 		{"driver unbound", func(b *healthBed) { b.withDevice(vfNetdev, func(d *devices.Device) { d.PCI.Driver = "" }) }, ReasonDriverChanged},
+		{"bound to another driver", func(b *healthBed) { b.withDevice(vfNetdev, func(d *devices.Device) { d.PCI.Driver = "vfio-pci" }) }, ReasonDriverChanged},
 		{"device gone", func(b *healthBed) {
 			// Not in a pod (a VF that vanished from a pod is NetdevMissing).
 			c := b.prepared

@@ -98,6 +98,26 @@ func startTestDriver(t *testing.T, objects ...*fakeObject) (*testDriver, *fakeKu
 
 func startTestDriverPF(t *testing.T, pf dataplane.PF, objects ...*fakeObject) (*testDriver, *fakeKubelet, context.Context) {
 	t.Helper()
+	// The E810 fixture again, with a kernel to bind its functions.
+	sysfs := sysfsfixture.TempDir(t)
+	if err := sysfsfixture.E810().Write(sysfs); err != nil {
+		t.Fatal(err)
+	}
+	kernel, err := sysfsfixture.StartKernel(sysfs, sysfs, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kernel.Stop)
+	d, k, ctx := startDriver(t, pf, dataplane.PCIBinder{SysfsRoot: sysfs, DevRoot: sysfs, Timeout: 2 * time.Second}, testInventory(t), objects...)
+	d.kernel = kernel
+	return d, k, ctx
+}
+
+// startDriver starts the driver on the PF, PCI binder and inventory given,
+// with the claims in a fake API server, and registers it with a fake
+// kubelet.
+func startDriver(t *testing.T, pf dataplane.PF, pci PCIBinder, inv devices.Inventory, objects ...*fakeObject) (*testDriver, *fakeKubelet, context.Context) {
+	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
@@ -112,21 +132,10 @@ func startTestDriverPF(t *testing.T, pf dataplane.PF, objects ...*fakeObject) (*
 			t.Fatal(err)
 		}
 	}
-	// The E810 fixture again, with a kernel to bind its functions.
-	sysfs := sysfsfixture.TempDir(t)
-	if err := sysfsfixture.E810().Write(sysfs); err != nil {
-		t.Fatal(err)
-	}
-	kernel, err := sysfsfixture.StartKernel(sysfs, sysfs, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kernel.Stop)
 	opts := Options{
 		NodeName: testNode, Client: client,
 		PluginDir: filepath.Join(dir, "plugins"), RegistryDir: filepath.Join(dir, "registry"),
-		StateDir: filepath.Join(dir, "state"), CDIDir: filepath.Join(dir, "cdi"), PF: pf,
-		PCI:      dataplane.PCIBinder{SysfsRoot: sysfs, DevRoot: sysfs, Timeout: 2 * time.Second},
+		StateDir: filepath.Join(dir, "state"), CDIDir: filepath.Join(dir, "cdi"), PF: pf, PCI: pci,
 		MemifDir: filepath.Join(dir, "memif"),
 		BPFDir:   filepath.Join(dir, "bpf"),
 		Store:    testStore(t),
@@ -140,7 +149,7 @@ func startTestDriverPF(t *testing.T, pf dataplane.PF, objects ...*fakeObject) (*
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.UseInventory(testInventory(t))
+	d.UseInventory(inv)
 	if err := d.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +158,7 @@ func startTestDriverPF(t *testing.T, pf dataplane.PF, objects ...*fakeObject) (*
 	if err := d.RegistrationStatus(); err != nil {
 		t.Errorf("registration status: %v", err)
 	}
-	return &testDriver{Driver: d, opts: opts, store: opts.Store, client: client, kernel: kernel}, k, ctx
+	return &testDriver{Driver: d, opts: opts, store: opts.Store, client: client}, k, ctx
 }
 
 type fakeObject struct{ claim *resourceapi.ResourceClaim }
@@ -296,16 +305,24 @@ func TestCDISpecWithoutPCI(t *testing.T) {
 type fakePF struct {
 	calls  []string
 	failOn string
+	// gone is a VF, "<pf>/<vf>", that left the node (sriov_numvfs lowered).
+	gone string
 }
 
 func (f *fakePF) rec(c string) error {
 	f.calls = append(f.calls, c)
+	if f.gone != "" && strings.Contains(c, " "+f.gone+"=") {
+		return fmt.Errorf("%w: PF has no VF %s", dataplane.ErrDeviceGone, f.gone)
+	}
 	if f.failOn != "" && strings.HasPrefix(c, f.failOn) {
 		return errors.New("not supported by this PF")
 	}
 	return nil
 }
 func (f *fakePF) VFState(pf string, vf int) (dataplane.VFState, error) {
+	if f.gone == fmt.Sprintf("%s/%d", pf, vf) {
+		return dataplane.VFState{}, fmt.Errorf("%w: PF has no VF %s", dataplane.ErrDeviceGone, f.gone)
+	}
 	return dataplane.VFState{VLANProto: "802.1q", MAC: "00:00:00:00:00:00", SpoofChk: true, LinkState: "auto"}, nil
 }
 func (f *fakePF) SetVLAN(pf string, vf, vlan, qos int, proto string) error {
@@ -378,4 +395,36 @@ func TestKubeletVFSettings(t *testing.T) {
 		t.Errorf("calls on failure:\n%s\nwant:\n%s", got, want)
 	}
 	assertNothingLeft(t, d)
+}
+
+// TestKubeletVFGone: a VF leaves the node while its claim is prepared (its
+// PF's sriov_numvfs lowered, a hot-unplug): Unprepare succeeds, nothing of
+// the claim is left, and the claim's status says the device is gone.
+func TestKubeletVFGone(t *testing.T) {
+	claim := testClaim("gone", []alloc{{"a", vfNetdev}}, fromClaimFor("a", config(`"interface": {"name": "net1"}, "vf": {"vlan": 10}`)))
+	pf := &fakePF{}
+	d, k, ctx := startTestDriverPF(t, pf, &fakeObject{claim})
+	req := []*drapb.Claim{{Namespace: "default", Name: "gone", Uid: string(claim.UID)}}
+	resp, err := k.dra.NodePrepareResources(ctx, &drapb.NodePrepareResourcesRequest{Claims: req})
+	if err != nil || resp.Claims[string(claim.UID)].Error != "" {
+		t.Fatalf("prepare: %v %v", err, resp)
+	}
+	pf.gone = "ens1f0/0"
+	uresp, err := k.dra.NodeUnprepareResources(ctx, &drapb.NodeUnprepareResourcesRequest{Claims: req})
+	if err != nil || uresp.Claims[string(claim.UID)].Error != "" {
+		t.Fatalf("unprepare of a claim whose VF is gone: %v %v", err, uresp)
+	}
+	assertNothingLeft(t, d)
+	var conds []metav1.Condition
+	err = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		c, err := d.client.ResourceV1().ResourceClaims("default").Get(ctx, "gone", metav1.GetOptions{})
+		if err != nil || len(c.Status.Devices) == 0 {
+			return false, nil
+		}
+		conds = c.Status.Devices[0].Conditions
+		return len(conds) > 0 && conds[0].Reason == status.ReasonDeviceGone, nil
+	})
+	if err != nil {
+		t.Errorf("the claim's status says %+v, want the device gone", conds)
+	}
 }

@@ -1,6 +1,8 @@
 // Package fault marks the points of fastpath's side effects where a test
 // build may be killed. In a build with the faultinject tag, Point kills the
-// process with SIGKILL when $FASTPATH_FAULT names it, so that tests can
+// process with SIGKILL when $FASTPATH_FAULT names it (a container's init
+// process, immune to its own SIGKILL, exits at once with status 137
+// instead), so that tests can
 // show that a restart on the same state recovers from a crash at every
 // point; in any other build Point does nothing.
 package fault

@@ -108,8 +108,9 @@ func podOf(pod *api.PodSandbox) Pod {
 
 // Synchronize reconciles with the pods the runtime runs, at every
 // connection (a restart of fastpathd or of the runtime): what fastpath did
-// for pods that no longer run is undone, and pods that run without their
-// devices (their RunPodSandbox was missed) get them now.
+// for pods that no longer run is undone, and pods that run get their
+// devices now if they lack them (their RunPodSandbox was missed), and
+// their claims' status said again.
 func (h *hooks) Synchronize(ctx context.Context, pods []*api.PodSandbox, _ []*api.Container) ([]*api.ContainerUpdate, error) {
 	defer h.observe("synchronize", time.Now(), nil)
 	h.p.Synchronize(ctx, pods)
@@ -145,7 +146,11 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox) {
 				}
 				return
 			}
-			if err := p.EnsurePod(ctx, pod); err != nil {
+			// Attached again, not only checked: an attach is repeatable,
+			// completes what is missing and says the claims' status
+			// again, which a process killed after attaching them may
+			// never have written.
+			if err := p.AttachPod(ctx, pod); err != nil {
 				logger.Error(err, "Attaching the devices of a running pod")
 			}
 		})

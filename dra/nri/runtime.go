@@ -257,7 +257,19 @@ func (p *Plugin) attachNetdevs(ctx context.Context, pod Pod, netdevs []podNetdev
 	for i := range netdevs {
 		n := &netdevs[i]
 		at := n.device().Attached
-		if at == nil || at.SandboxID != pod.SandboxID || at.NetNS != pod.NetNS {
+		if at != nil && (at.SandboxID != pod.SandboxID || at.NetNS != pod.NetNS) {
+			// Recorded in an earlier sandbox of the pod that the runtime
+			// replaced without stopping it (killed while making it, its
+			// namespace left behind): the device (or sub-interface) may
+			// still be there.
+			klog.FromContext(ctx).Info("Taking a device back from the pod's earlier sandbox", "device", n.String(), "sandbox", at.SandboxID, "netns", at.NetNS)
+			if err := p.detach(ctx, *n, at.NetNS); err != nil {
+				return fmt.Errorf("%s: taking it back from the pod's earlier sandbox %s: %w", n, at.SandboxID, err)
+			}
+			n.claim.Devices[n.index].Attached = nil
+			at = nil
+		}
+		if at == nil {
 			up := false
 			if n.sub == nil {
 				var err error

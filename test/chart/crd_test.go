@@ -82,35 +82,21 @@ func (c crdValidator) validate(doc string) (map[string]any, field.ErrorList) {
 
 // designCNIConfig is the CNI DRA driver design's CNIConfig example, with
 // the apiVersion line the API server needs.
-const designCNIConfig = `apiVersion: cni.networking.x-k8s.io/v1alpha1
-kind: CNIConfig
-metadata:
-  name: macvlan-host-local
-spec:
-  apiVersion: cni.networking.x-k8s.io/v1alpha1
-  kind: CNI
-  ifName: "net1"
-  cniVersion: 1.0.0
-  plugins:
-  - type: macvlan
-    config:
-      mode: bridge
-      ipam:
-        type: host-local
-        ranges:
-        - - subnet: 10.10.1.0/24
-    arguments:
-    - fieldPath: master
-      valueFrom:
-      attributeRef: name
-`
+func designCNIConfig(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile("../../dra/api/v1alpha1/testdata/design-cniconfig.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
 
 // The CRD is one the API server takes; the design's example is a valid
 // object (its attributeRef one level up kept, its empty valueFrom dropped);
 // the rules refuse what fastpathd would.
 func TestCNIConfigCRDRules(t *testing.T) {
 	c := newCRDValidator(t)
-	obj, errs := c.validate(designCNIConfig)
+	obj, errs := c.validate(designCNIConfig(t))
 	if len(errs) > 0 {
 		t.Fatalf("the design's CNIConfig: %v", errs)
 	}

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,17 +17,21 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/fastpath-dra/fastpath/dra"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/test/testbed"
 )
 
 // TestCNIAttacks: what a tenant who may create ResourceClaims tried on the
-// CNI DRA driver (issue 15), each refused at Prepare with an event naming
-// the field, nothing left behind: no record in the checkpoint, no status,
-// no host object touched. fastpathd runs with its defaults (allowlist,
-// policy, RBAC), as an operator installs it.
+// CNI DRA driver, each refused at Prepare with an event naming the field,
+// nothing left behind: no record in the checkpoint, no status, no host
+// object touched. fastpathd runs with its defaults (allowlist, policy,
+// RBAC), as an operator installs it. fastpathd validate names the same
+// fields, for what can be told without the node.
 func TestCNIAttacks(t *testing.T) {
 	ctx := testContext(t)
 	master := hostVethNamed(t, cniMaster, vethPrefix+"m1")
@@ -54,44 +59,62 @@ func TestCNIAttacks(t *testing.T) {
 		_ = bed.Client().CoreV1().ConfigMaps("kube-system").Delete(context.Background(), secret.Name, metav1.DeleteOptions{})
 	})
 
+	// What fastpathd validate checks, with the node's defaults.
+	validate := dra.StaticCheck{Policy: dra.CNIPolicy{Plugins: dra.DefaultCNIPlugins, ConfigNamespace: testbed.ChartNamespace}}
 	for _, tc := range []struct {
 		name   string
 		params string // the request's parameters, JSON
 		want   []string
+		// onNode: only the node can tell (its ConfigMap grants, the
+		// CNIConfigs in the cluster); fastpathd validate cannot.
+		onNode bool
 	}{
 		{"host-device moving the node's uplink into the pod",
 			`{"apiVersion": "cni.networking.x-k8s.io/v1alpha1", "kind": "CNI", "ifName": "net1", "plugins": [{"type": "host-device", "config": {"device": "` + uplink.Name + `"}}]}`,
 			[]string{`plugins[0].type: Forbidden: plugin type "host-device" is not on this node's allowlist`,
-				"plugins[0].config.device: Forbidden: names an object of the host (device)"}},
+				"plugins[0].config.device: Forbidden: names an object of the host (device)"}, false},
 		{"a bridge and host-local writing to a host path",
 			`{"ifName": "net1", "plugins": [{"type": "bridge", "config": {"bridge": "` + bridge + `", "ipam": {"type": "host-local", "dataDir": "` + evil + `", "subnet": "10.67.0.0/24"}}}]}`,
 			[]string{"plugins[0].config.bridge: Forbidden: names an object of the host (bridge)",
-				"plugins[0].config.ipam.dataDir: Forbidden: names an object of the host (dataDir)"}},
+				"plugins[0].config.ipam.dataDir: Forbidden: names an object of the host (dataDir)"}, false},
 		{"a ConfigMap of another namespace",
 			`{"ifName": "net1", "plugins": [{"type": "macvlan", "config": {"mode": "bridge", "ipam": {"type": "host-local"}}, "arguments": [
 				{"fieldPath": "master", "valueFrom": {"attributeRef": "name"}},
 				{"fieldPath": "ipam.subnet", "valueFrom": {"configMapKeyRef": {"name": "` + secret.Name + `", "namespace": "kube-system", "key": "subnet"}}}]}]}`,
-			[]string{"plugins[0].arguments[1].valueFrom.configMapKeyRef.namespace: Forbidden: unknown field: a ConfigMap is read from the claim's own namespace"}},
+			[]string{"plugins[0].arguments[1].valueFrom.configMapKeyRef.namespace: Forbidden: unknown field: a ConfigMap is read from the claim's own namespace"}, false},
 		{"a ConfigMap of its own namespace, which the operator did not open",
 			`{"ifName": "net1", "plugins": [{"type": "macvlan", "config": {"mode": "bridge", "ipam": {"type": "host-local"}}, "arguments": [
 				{"fieldPath": "master", "valueFrom": {"attributeRef": "name"}},
 				{"fieldPath": "ipam.subnet", "valueFrom": {"configMapKeyRef": {"name": "` + secret.Name + `", "key": "subnet"}}}]}]}`,
-			[]string{"plugins[0].arguments[1].valueFrom.configMapKeyRef.name: Forbidden: fastpathd may not read ConfigMaps of namespace default"}},
+			[]string{"plugins[0].arguments[1].valueFrom.configMapKeyRef.name: Forbidden: fastpathd may not read ConfigMaps of namespace default"}, true},
 		{"cniVersion banana",
 			`{"ifName": "net1", "cniVersion": "banana", "plugins": [{"type": "macvlan", "arguments": [{"fieldPath": "master", "attributeRef": "name"}]}]}`,
-			[]string{`cniVersion: Unsupported value: "banana"`}},
+			[]string{`cniVersion: Unsupported value: "banana"`}, false},
 		{"a host link as a constant",
 			`{"ifName": "net1", "plugins": [{"type": "macvlan", "arguments": [{"fieldPath": "master", "value": "` + uplink.Name + `"}]}]}`,
-			[]string{"plugins[0].arguments[0].value: Forbidden: sets config.master, which names an object of the host (master)"}},
+			[]string{"plugins[0].arguments[0].value: Forbidden: sets config.master, which names an object of the host (master)"}, false},
 		{"a configName that names no CNIConfig",
 			`{"ifName": "net1", "configName": "kube-system"}`,
-			[]string{`configName: Not found: "kube-system"`}},
+			[]string{`configName: Not found: "kube-system"`}, true},
 		{"the loopback's name",
 			`{"ifName": "lo", "plugins": [{"type": "macvlan", "arguments": [{"fieldPath": "master", "attributeRef": "name"}]}]}`,
-			[]string{`ifName: Invalid value: "lo"`}},
+			[]string{`ifName: Invalid value: "lo"`}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			claim := attackClaim(t, ctx, tc.params)
+			if !tc.onNode {
+				// fastpathd validate says it before the claim is made.
+				probs, _ := validate.Claim(claim.Namespace, claim.Name, claim.Spec, field.NewPath("spec"))
+				var said []string
+				for _, p := range probs {
+					said = append(said, p.Err.Error())
+				}
+				for _, want := range tc.want {
+					if !slices.ContainsFunc(said, func(s string) bool { return strings.Contains(s, want) }) {
+						t.Errorf("fastpathd validate says %q, not %q", said, want)
+					}
+				}
+			}
 			pod := claimPod("e2e-attack", "ifaces", &corev1.PodResourceClaim{Name: "cni", ResourceClaimName: &claim.Name})
 			msg := createPodWaitEvent(t, ctx, pod, tc.want[0])
 			for _, want := range append([]string{"claim default/" + claim.Name, `request "net"`}, tc.want...) {
@@ -136,7 +159,7 @@ func TestCNIRequireApproved(t *testing.T) {
 	}
 	nothingLeft(t, ctx, d, claim.UID)
 
-	if _, err := createYAML(t, ctx, cniConfigs, false, designCNIConfig); err != nil {
+	if _, err := createYAML(t, ctx, cniConfigs, false, designCNIConfig(t)); err != nil {
 		t.Fatal(err)
 	}
 	accepted(t, ctx, "macvlan-host-local", metav1.ConditionTrue)

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -69,28 +70,14 @@ spec:
 // designCNIConfig is the design's CNIConfig, with the apiVersion line the
 // API server needs (the design leaves it out); the rest as it is, its
 // attributeRef one level up included.
-const designCNIConfig = `apiVersion: cni.networking.x-k8s.io/v1alpha1
-kind: CNIConfig
-metadata:
-  name: macvlan-host-local
-spec:
-  apiVersion: cni.networking.x-k8s.io/v1alpha1
-  kind: CNI
-  ifName: "net1"
-  cniVersion: 1.0.0
-  plugins:
-  - type: macvlan
-    config:
-      mode: bridge
-      ipam:
-        type: host-local
-        ranges:
-        - - subnet: 10.10.1.0/24
-    arguments:
-    - fieldPath: master
-      valueFrom:
-      attributeRef: name
-`
+func designCNIConfig(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile("../../dra/api/v1alpha1/testdata/design-cniconfig.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
 
 // designConfigNameClaim is the design's claim naming it.
 const designConfigNameClaim = `apiVersion: resource.k8s.io/v1beta1
@@ -294,7 +281,7 @@ func TestCNIDesign(t *testing.T) {
 	})
 
 	t.Run("an approved CNIConfig and a claim naming it", func(t *testing.T) {
-		if _, err := createYAML(t, ctx, cniConfigs, false, designCNIConfig); err != nil {
+		if _, err := createYAML(t, ctx, cniConfigs, false, designCNIConfig(t)); err != nil {
 			t.Fatal(err)
 		}
 		if c := accepted(t, ctx, "macvlan-host-local", metav1.ConditionTrue); c.Reason != "Accepted" {

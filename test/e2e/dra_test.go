@@ -3,9 +3,13 @@
 package e2e
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,14 +17,19 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
+	memcache "k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/yaml"
 
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
@@ -53,46 +62,49 @@ func deleteSlices(t *testing.T) {
 	}
 }
 
-// applyYAML creates every object of a multi-document YAML file (server-side
-// dry run if dryRun) and returns them.
-func applyYAML(t *testing.T, ctx context.Context, path string, dryRun bool) []runtime.Object {
+// dryRunCreate has the API server check every object of a manifest file, as
+// it would create it (namespaced ones in default), whatever its kind: the
+// CRDs' included.
+func dryRunCreate(t *testing.T, ctx context.Context, path string) {
 	t.Helper()
-	objs, err := testbed.DecodeYAML(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var opts metav1.CreateOptions
-	if dryRun {
-		opts.DryRun = []string{metav1.DryRunAll}
+	disco, err := discovery.NewDiscoveryClientForConfig(bed.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, obj := range objs {
-		switch o := obj.(type) {
-		case *resourceapi.DeviceClass:
-			_, err = bed.Client().ResourceV1().DeviceClasses().Create(ctx, o, opts)
-		case *resourceapi.ResourceClaimTemplate:
-			_, err = bed.Client().ResourceV1().ResourceClaimTemplates("default").Create(ctx, o, opts)
-		case *corev1.Pod:
-			_, err = bed.Client().CoreV1().Pods("default").Create(ctx, o, opts)
-		case *corev1.Namespace:
-			if _, err = bed.Client().CoreV1().Namespaces().Create(ctx, o, opts); apierrors.IsAlreadyExists(err) {
-				err = nil
-			}
-		case *corev1.ServiceAccount:
-			_, err = bed.Client().CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, opts)
-		case *rbacv1.ClusterRole:
-			_, err = bed.Client().RbacV1().ClusterRoles().Create(ctx, o, opts)
-		case *rbacv1.ClusterRoleBinding:
-			_, err = bed.Client().RbacV1().ClusterRoleBindings().Create(ctx, o, opts)
-		case *appsv1.DaemonSet:
-			_, err = bed.Client().AppsV1().DaemonSets(o.Namespace).Create(ctx, o, opts)
-		default:
-			t.Fatalf("%s: unexpected %T", path, obj)
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memcache.NewMemCacheClient(disco))
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return
 		}
 		if err != nil {
-			t.Fatalf("%s: create %T: %v", path, obj, err)
+			t.Fatalf("%s: %v", path, err)
+		}
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		gvk := u.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			t.Fatalf("%s: %s: %v", path, gvk, err)
+		}
+		var res dynamic.ResourceInterface = dynamicClient(t).Resource(m.Resource)
+		if m.Scope.Name() == meta.RESTScopeNameNamespace {
+			res = dynamicClient(t).Resource(m.Resource).Namespace("default")
+		}
+		if _, err := res.Create(ctx, u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"}); err != nil {
+			t.Errorf("%s: %s %s: %v", path, gvk.Kind, u.GetName(), err)
 		}
 	}
-	return objs
 }
 
 // TestDRAPlugin runs fastpathd on the node with a sysfs fixture of an E810
@@ -177,11 +189,11 @@ func TestDRAPlugin(t *testing.T) {
 	// examples must be valid for the API server.
 	applyDeviceClasses(t, ctx, "deviceclasses.yaml")
 	examples, _ := filepath.Glob(filepath.Join(bed.Config().RepoDir, "deploy", "examples", "*.yaml"))
-	if len(examples) != 7 {
-		t.Errorf("deploy/examples holds %d files, want one per class (fastpath's five and CNI) and the toleration of unhealthy devices", len(examples))
+	if len(examples) != 8 {
+		t.Errorf("deploy/examples holds %d files, want one per class (fastpath's five and CNI), an approved CNIConfig and the toleration of unhealthy devices", len(examples))
 	}
 	for _, ex := range examples {
-		applyYAML(t, ctx, ex, true)
+		dryRunCreate(t, ctx, ex)
 	}
 
 	t.Run("invalid config", func(t *testing.T) {

@@ -79,6 +79,16 @@ type daemon struct {
 // is Ready: registered with the kubelet.
 func startDaemon(t *testing.T, ctx context.Context, port int, extra ...string) *daemon {
 	t.Helper()
+	d := newDaemon(t, port, extra...)
+	d.start(t, ctx)
+	t.Cleanup(func() { d.stop(t) })
+	return d
+}
+
+// newDaemon is the daemon startDaemon starts, not started yet: a test may
+// change its values first.
+func newDaemon(t *testing.T, port int, extra ...string) *daemon {
+	t.Helper()
 	img, digest := fastpathdImage(t)
 	repo, tag, _ := strings.Cut(strings.TrimPrefix(img, testbed.FastpathdRepository), ":")
 	if repo != "" {
@@ -93,8 +103,6 @@ func startDaemon(t *testing.T, ctx context.Context, port int, extra ...string) *
 	// A new image gives a new pod even when nothing else changed.
 	values["podAnnotations"] = map[string]any{"fastpath.dev/image": digest}
 	d.values = values
-	d.start(t, ctx)
-	t.Cleanup(func() { d.stop(t) })
 	return d
 }
 

@@ -141,17 +141,7 @@ func waitPodScheduleFailure(t *testing.T, ctx context.Context, pod string) strin
 // go, the first pod sees its device Healthy, and the waiting pod runs.
 func TestHealthPFLinkDown(t *testing.T) {
 	ctx := testContext(t)
-	root, devRoot := sysfsfixture.TempDir(t), sysfsfixture.TempDir(t)
-	if err := sysfsfixture.E810().Write(root); err != nil {
-		t.Fatal(err)
-	}
-	kernel, err := sysfsfixture.StartKernel(root, devRoot, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kernel.Stop)
-	t.Cleanup(func() { deleteSlices(t) })
-	applyDeviceClasses(t, ctx, "deviceclasses.yaml")
+	root, devRoot, _ := fixtureE810(t, ctx)
 	startDaemon(t, ctx, 26230, append([]string{"--sysfs-root", root, "--dev-root", devRoot}, healthArgs...)...)
 	vfs := []string{"pci-0000-3b-01-0", "pci-0000-3b-01-1", "pci-0000-3b-01-2", "pci-0000-3b-01-3"}
 	waitTaint(t, ctx, "", vfs...)
@@ -169,7 +159,14 @@ func TestHealthPFLinkDown(t *testing.T) {
 	if err := os.WriteFile(operstate, []byte("down\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	down := time.Now()
 	waitTaint(t, ctx, "PFLinkDown", vfs...)
+	// Discovery reads the fixture every 250 ms and the grace is 500 ms here;
+	// on a live host a link event starts discovery at once.
+	t.Logf("the PF's VFs were tainted %s after its link went down", time.Since(down).Round(10*time.Millisecond))
+	if m := scrapeMetrics(t, ctx, 26230); !strings.Contains(m, `fastpath_unhealthy_devices{reason="PFLinkDown"} 4`) {
+		t.Errorf("the metrics do not count the 4 VFs unhealthy:\n%s", grepLines(m, "fastpath_unhealthy_devices"))
+	}
 	// The kubelet names the device by its CDI name, <claim UID>-<request>.
 	if id, msg := waitPodHealth(t, ctx, holder.Name, corev1.ResourceHealthStatusUnhealthy); !strings.HasSuffix(id, "-dpdk") || !strings.HasPrefix(msg, "PFLinkDown: ") {
 		t.Errorf("pod %s sees %s unhealthy (%q)", holder.Name, id, msg)
@@ -188,6 +185,9 @@ func TestHealthPFLinkDown(t *testing.T) {
 	if msg := waitPodScheduleFailure(t, ctx, waiting.Name); !strings.Contains(msg, "cannot allocate all claims") {
 		t.Logf("the scheduler says: %s", msg)
 	}
+	if c := podClaim(t, ctx, waiting.Name); c != nil && c.Status.Allocation != nil {
+		t.Errorf("claim %s of the waiting pod was allocated a tainted VF: %+v", c.Name, c.Status.Allocation.Devices.Results)
+	}
 
 	if err := os.WriteFile(operstate, []byte("up\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -204,8 +204,8 @@ func TestHealthPFLinkDown(t *testing.T) {
 }
 
 // TestHealthMemifNotAnswering: a vswitch endpoint that accepts connections
-// but never says HELLO is tainted MemifNotAnswering; served again, it is
-// not.
+// but never says HELLO is tainted MemifNotAnswering, and the pod holding it
+// sees it Unhealthy with an event saying why; served again, it is neither.
 func TestHealthMemifNotAnswering(t *testing.T) {
 	ctx := testContext(t)
 	root, memifDir := sysfsfixture.TempDir(t), sysfsfixture.TempDir(t)
@@ -223,6 +223,14 @@ func TestHealthMemifNotAnswering(t *testing.T) {
 	startDaemon(t, ctx, 26231, append([]string{"--sysfs-root", root, "--memif-dir", memifDir}, healthArgs...)...)
 	dev := "memif-vswitch"
 	waitTaint(t, ctx, "", dev)
+	tmpl := claimTemplate(t, ctx, "e2e-health-memif", "vs", "memif.fastpath.dev", `device.attributes["fastpath.dev"].memifRole == "slave"`,
+		&v1alpha1.InterfaceConfig{Memif: &v1alpha1.MemifSpec{UID: new(int64(0)), GID: new(int64(0))}})
+	holder := claimPod("e2e-health-memif", "sleep", &corev1.PodResourceClaim{Name: "fast", ResourceClaimTemplateName: &tmpl.Name})
+	if _, err := bed.RunPod(ctx, holder); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bed.DeletePod(context.Background(), "default", holder.Name) })
+	waitPodHealth(t, ctx, holder.Name, corev1.ResourceHealthStatusHealthy)
 
 	// The vswitch hangs: its socket takes connections and says nothing.
 	if err := l.Close(); err != nil {
@@ -248,6 +256,12 @@ func TestHealthMemifNotAnswering(t *testing.T) {
 		}
 	}()
 	waitTaint(t, ctx, "MemifNotAnswering", dev)
+	if _, msg := waitPodHealth(t, ctx, holder.Name, corev1.ResourceHealthStatusUnhealthy); !strings.HasPrefix(msg, "MemifNotAnswering: ") {
+		t.Errorf("pod %s sees its memif unhealthy with %q", holder.Name, msg)
+	}
+	if _, err := waitEvent(ctx, holder.Name, "device "+dev+" is unhealthy (MemifNotAnswering)"); err != nil {
+		t.Error(err)
+	}
 
 	if err := mute.Close(); err != nil {
 		t.Fatal(err)
@@ -256,11 +270,13 @@ func TestHealthMemifNotAnswering(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitTaint(t, ctx, "", dev)
+	waitPodHealth(t, ctx, holder.Name, corev1.ResourceHealthStatusHealthy)
 }
 
-// TestHealthNetdevGone: the netdev a pod holds vanishes from its network
-// namespace (its veth peer is deleted on the host); the pod sees the device
-// Unhealthy with the reason, and deleting the pod still releases the claim.
+// TestHealthNetdevGone: the netdev a pod holds vanishes from the node (its
+// veth peer is deleted on the host, and the pair goes); the pod sees the
+// device Unhealthy with the reason, the device leaves the slice, and
+// deleting the pod still releases the claim.
 func TestHealthNetdevGone(t *testing.T) {
 	ctx := testContext(t)
 	dataplaneSetupArgs(t, ctx, 26232, healthArgs, 30)
@@ -291,6 +307,15 @@ func TestHealthNetdevGone(t *testing.T) {
 	if _, err := waitEvent(ctx, pod.Name, "(NetdevMissing): interface net1"); err != nil {
 		t.Error(err)
 	}
+	// Gone from the node: no longer published, a taint with it.
+	dev := fmt.Sprintf("netdev-%s%da", vethPrefix, 30)
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, published, err := deviceTaint(ctx, dev)
+		return err == nil && !published, nil
+	})
+	if err != nil {
+		t.Errorf("%s is still published after it vanished", dev)
+	}
 
 	if err := bed.DeletePod(ctx, "default", pod.Name); err != nil {
 		t.Fatal(err)
@@ -301,4 +326,36 @@ func TestHealthNetdevGone(t *testing.T) {
 	if err != nil {
 		t.Errorf("the claim of a pod whose device vanished was never released: the checkpoint holds %d claims", checkpointClaims(t, lastDaemon))
 	}
+}
+
+// podClaim is the ResourceClaim made for the pod's claim from its
+// template, or nil before the controller made it.
+func podClaim(t *testing.T, ctx context.Context, pod string) *resourceapi.ResourceClaim {
+	t.Helper()
+	p, err := bed.Client().CoreV1().Pods("default").Get(ctx, pod, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range p.Status.ResourceClaimStatuses {
+		if st.ResourceClaimName == nil {
+			continue
+		}
+		c, err := bed.Client().ResourceV1().ResourceClaims("default").Get(ctx, *st.ResourceClaimName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	return nil
+}
+
+// grepLines are the lines of text that hold what.
+func grepLines(text, what string) string {
+	var out []string
+	for l := range strings.Lines(text) {
+		if strings.Contains(l, what) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "")
 }

@@ -60,7 +60,7 @@ pools:
 	t.Cleanup(func() { deleteSlices(t) })
 	applyDeviceClasses(t, ctx, "deviceclasses.yaml")
 	// The example is valid for the API server (a dry run).
-	applyYAML(t, ctx, filepath.Join(bed.Config().RepoDir, "deploy", "examples", "shared.yaml"), true)
+	dryRunCreate(t, ctx, filepath.Join(bed.Config().RepoDir, "deploy", "examples", "shared.yaml"))
 	d := startDaemon(t, ctx, 26300,
 		"--filter", fmt.Sprintf(`device.attributes["fastpath.dev"].kind == "netdev" && device.attributes["fastpath.dev"].ifName == %q`, parent.Attrs().Name),
 		"--share", fmt.Sprintf(`device.attributes["fastpath.dev"].ifName == %q`, parent.Attrs().Name),

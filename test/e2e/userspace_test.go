@@ -121,15 +121,13 @@ func podClaimStatusOf(t *testing.T, ctx context.Context, pod *corev1.Pod, driver
 	return st
 }
 
-// TestVFIO: on a fixture E810 whose kernel the test plays (binding
-// functions, making /dev/vfio/<group> below a dev root), a pod claiming a
-// VF from vfio.fastpath.dev that sits on iavf gets it on vfio-pci, with the
-// group's device node, the PCI address and the device-info file; the claim
-// is Ready without networkData; once the pod is gone the VF is back on
-// iavf.
-func TestVFIO(t *testing.T) {
-	ctx := testContext(t)
-	root, devRoot := sysfsfixture.TempDir(t), sysfsfixture.TempDir(t)
+// fixtureE810 writes a fixture E810 below a sysfs root, starts the kernel
+// the tests play for it (binding functions, making /dev/vfio/<group> below
+// a dev root) and applies the DeviceClasses; the slices a daemon publishes
+// of it go at the end.
+func fixtureE810(t *testing.T, ctx context.Context) (root, devRoot string, kernel *sysfsfixture.Kernel) {
+	t.Helper()
+	root, devRoot = sysfsfixture.TempDir(t), sysfsfixture.TempDir(t)
 	if err := sysfsfixture.E810().Write(root); err != nil {
 		t.Fatal(err)
 	}
@@ -140,6 +138,18 @@ func TestVFIO(t *testing.T) {
 	t.Cleanup(kernel.Stop)
 	t.Cleanup(func() { deleteSlices(t) })
 	applyDeviceClasses(t, ctx, "deviceclasses.yaml")
+	return root, devRoot, kernel
+}
+
+// TestVFIO: on a fixture E810 whose kernel the test plays (binding
+// functions, making /dev/vfio/<group> below a dev root), a pod claiming a
+// VF from vfio.fastpath.dev that sits on iavf gets it on vfio-pci, with the
+// group's device node, the PCI address and the device-info file; the claim
+// is Ready without networkData; once the pod is gone the VF is back on
+// iavf.
+func TestVFIO(t *testing.T) {
+	ctx := testContext(t)
+	root, devRoot, kernel := fixtureE810(t, ctx)
 	d := startDaemon(t, ctx, 26184, "--sysfs-root", root, "--dev-root", devRoot)
 
 	tmpl := claimTemplate(t, ctx, "e2e-vfio", "dpdk", "vfio.fastpath.dev", `device.attributes["fastpath.dev"].driver == "iavf"`, nil)

@@ -29,7 +29,10 @@ type Function struct {
 	TotalVFs          int // > 0 makes it a PF
 	VFs               []Function
 	NoSRIOVFiles      bool
-	Overrides         map[string]string // file name -> raw content, to break things on purpose
+	// RDMA is the function's RDMA device (mlx5_0), below its directory
+	// and in class/infiniband; "" for none.
+	RDMA      string
+	Overrides map[string]string // file name -> raw content, to break things on purpose
 }
 
 // Unreadable as an override content makes the file a directory: reading it
@@ -51,10 +54,15 @@ type Netdev struct {
 // Virtual is a virtual netdev (below devices/virtual/net).
 type Virtual struct{ Netdev }
 
+// SoftRDMA is a software RDMA device (rdma_rxe) on a netdev: below
+// devices/virtual/infiniband, naming the netdev in its parent file.
+type SoftRDMA struct{ Name, Netdev string }
+
 // Tree is a whole fixture.
 type Tree struct {
 	Functions []Function
 	Virtual   []Virtual
+	SoftRDMA  []SoftRDMA
 }
 
 // Write lays the tree out below root (root/sys/...).
@@ -71,6 +79,14 @@ func (t Tree) Write(root string) error {
 			return err
 		}
 		if err := w.link(filepath.Join("class", "net", v.Name), dir); err != nil {
+			return err
+		}
+	}
+	for _, r := range t.SoftRDMA {
+		dir := filepath.Join("devices", "virtual", "infiniband", r.Name)
+		w.file(filepath.Join(dir, "parent"), r.Netdev)
+		w.file(filepath.Join(dir, "node_type"), "1: CA")
+		if err := w.link(filepath.Join("class", "infiniband", r.Name), dir); err != nil {
 			return err
 		}
 	}
@@ -183,6 +199,16 @@ func (w *writer) function(fn Function, pf string) error {
 			return err
 		}
 		if err := w.link(filepath.Join("class", "net", n.Name), ndir); err != nil {
+			return err
+		}
+	}
+	if fn.RDMA != "" {
+		ib := filepath.Join(dir, "infiniband", fn.RDMA)
+		w.file(filepath.Join(ib, "node_type"), "1: CA")
+		if err := w.link(filepath.Join(ib, "device"), dir); err != nil {
+			return err
+		}
+		if err := w.link(filepath.Join("class", "infiniband", fn.RDMA), ib); err != nil {
 			return err
 		}
 	}

@@ -78,21 +78,22 @@ func X710() Tree {
 
 // CX5 is a Mellanox ConnectX-5 (15b3:1017, mlx5_core) with two VFs
 // (15b3:1018) on a host without an IOMMU and without NUMA information
-// (numa_node -1).
+// (numa_node -1). Each function has its RDMA device, mlx5_0 the PF's.
 func CX5() Tree {
 	root, port := "pci0000:ae", "0000:ae:00.0"
 	pf := Function{Address: "0000:af:00.0", Root: root, Port: port, Vendor: mellanox, Device: 0x1017,
 		SubVendor: mellanox, SubDev: 0x0007, Class: ethernet, Driver: "mlx5_core", NUMANode: -1, IOMMUGroup: -1,
-		TotalVFs: 8, Netdev: nic("enp175s0f0np0", 40, true, 25000)}
-	return Tree{Functions: []Function{
-		bridge(root, port),
-		sriovPF(pf, "enp175s0f0", 0x1018, "mlx5_core", 2, 41, func(int) bool { return true }),
-	}}
+		TotalVFs: 8, Netdev: nic("enp175s0f0np0", 40, true, 25000), RDMA: "mlx5_0"}
+	pf = sriovPF(pf, "enp175s0f0", 0x1018, "mlx5_core", 2, 41, func(int) bool { return true })
+	for i := range pf.VFs {
+		pf.VFs[i].RDMA = fmt.Sprintf("mlx5_%d", i+1)
+	}
+	return Tree{Functions: []Function{bridge(root, port), pf}}
 }
 
-// Plain is a NIC without SR-IOV (Intel I210, igb), a SATA controller that is
-// no network device, and a veth, which is published only when a filter
-// admits it.
+// Plain is a NIC without SR-IOV (Intel I210, igb) with soft-RoCE (rdma_rxe)
+// on it, a SATA controller that is no network device, and a veth, which is
+// published only when a filter admits it.
 func Plain() Tree {
 	return Tree{
 		Functions: []Function{
@@ -102,7 +103,8 @@ func Plain() Tree {
 			{Address: "0000:00:1f.2", Root: "pci0000:00", Vendor: intel, Device: 0xa102, SubVendor: intel,
 				SubDev: 0x0001, Class: 0x010601, Driver: "ahci", NUMANode: 0, IOMMUGroup: 6},
 		},
-		Virtual: []Virtual{{Netdev: *nic("veth0", 3, true, 10000)}},
+		Virtual:  []Virtual{{Netdev: *nic("veth0", 3, true, 10000)}},
+		SoftRDMA: []SoftRDMA{{Name: "rxe0", Netdev: "eno1"}},
 	}
 }
 

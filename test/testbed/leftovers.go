@@ -39,7 +39,7 @@ func Leftovers(cfg Config) []string {
 			}
 		}
 	}
-	for _, m := range mountsUnder(cfg.Dir) {
+	for _, m := range mountsUnder(cfg.Dir, "") {
 		out = append(out, "mount "+m)
 	}
 	if n := selfBinds(cfg.Dir); n > 0 {
@@ -59,8 +59,9 @@ func Leftovers(cfg Config) []string {
 	return out
 }
 
-// mountsUnder lists mount points below dir, deepest first.
-func mountsUnder(dir string) []string {
+// mountsUnder lists the mount points below dir, of the file system type
+// fstype ("" for any), deepest first.
+func mountsUnder(dir, fstype string) []string {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return nil
@@ -72,6 +73,10 @@ func mountsUnder(dir string) []string {
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
 		if len(fields) < 5 {
+			continue
+		}
+		// The type follows the optional fields' end, "-".
+		if sep := slices.Index(fields, "-"); fstype != "" && (sep < 0 || sep+1 >= len(fields) || fields[sep+1] != fstype) {
 			continue
 		}
 		// Mount points escape spaces and the like as octal.
@@ -106,7 +111,7 @@ func unescapeMountPoint(s string) string {
 // unmountUnder detaches every mount below dir (netns files, overlays, shm).
 func unmountUnder(dir string) error {
 	var errs []error
-	for _, m := range mountsUnder(dir) {
+	for _, m := range mountsUnder(dir, "") {
 		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
 			errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
 		}

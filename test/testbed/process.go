@@ -20,6 +20,9 @@ type process struct {
 	PID       int    `json:"pid"`
 	StartTime uint64 `json:"startTime"`
 	Log       string `json:"log"`
+	// Argv and Env (beyond this process's environment) start it again.
+	Argv []string `json:"argv,omitempty"`
+	Env  []string `json:"env,omitempty"`
 }
 
 // ComponentError says which component failed and where its log is.
@@ -52,7 +55,7 @@ func startProcess(name, logPath string, env []string, argv ...string) (process, 
 	defer logf.Close()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(componentEnviron(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	inheritedOnce.Do(closeInheritedOnExec)
 	if err := cmd.Start(); err != nil {
@@ -63,7 +66,21 @@ func startProcess(name, logPath string, env []string, argv ...string) (process, 
 	if err != nil {
 		return process{}, &ComponentError{Component: name, Log: logPath, Err: err}
 	}
-	return process{Name: name, PID: cmd.Process.Pid, StartTime: st, Log: logPath}, nil
+	return process{Name: name, PID: cmd.Process.Pid, StartTime: st, Log: logPath, Argv: argv, Env: env}, nil
+}
+
+// componentEnviron is the caller's environment without TMPDIR: a
+// component outlives the process that started it (the e2e suite restarts
+// containerd and the kubelet, and points TMPDIR at a directory it removes
+// when it ends, where runc would then fail to write an exec's process file).
+func componentEnviron() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "TMPDIR=") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 var inheritedOnce sync.Once
@@ -101,6 +118,17 @@ func (p process) stop(grace time.Duration) error {
 	if waitGone(p.alive, grace) {
 		return nil
 	}
+	if err := syscall.Kill(p.PID, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("kill %s (pid %d): %w", p.Name, p.PID, err)
+	}
+	if !waitGone(p.alive, 10*time.Second) {
+		return fmt.Errorf("%s (pid %d) survived SIGKILL", p.Name, p.PID)
+	}
+	return nil
+}
+
+// kill sends SIGKILL, as a crash would, and waits for the process to end.
+func (p process) kill() error {
 	if err := syscall.Kill(p.PID, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("kill %s (pid %d): %w", p.Name, p.PID, err)
 	}

@@ -1,6 +1,7 @@
 package testbed
 
 import (
+	"context"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 func TestParseVersions(t *testing.T) {
@@ -67,6 +70,30 @@ func TestProcessStartStop(t *testing.T) {
 	}
 	if p.alive() {
 		t.Error("process alive after stop")
+	}
+}
+
+// A component does not take the caller's TMPDIR, which the caller may
+// remove while the component runs on; what the bed gives it, it has.
+func TestComponentEnvironment(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(t.TempDir(), "env.log")
+	p, err := startProcess("env", log, []string{"FROM_BED=1"}, sh, "-c", `echo "tmp=$TMPDIR bed=$FROM_BED"; exec sleep 600`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = p.stop(5 * time.Second) }()
+	var out []byte
+	err = wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		out, _ = os.ReadFile(log)
+		return len(out) > 0, nil
+	})
+	if err != nil || string(out) != "tmp= bed=1\n" {
+		t.Errorf("the component saw %q (%v), want no TMPDIR and the bed's variable", out, err)
 	}
 }
 

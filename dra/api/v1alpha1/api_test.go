@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"encoding/json"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -278,29 +279,11 @@ plugins:
 // The design's CNIConfig example, with the apiVersion the API server needs,
 // is a valid approved config: its attributeRef one level up included.
 func TestCNIConfigObject(t *testing.T) {
-	doc := `apiVersion: cni.networking.x-k8s.io/v1alpha1
-kind: CNIConfig
-metadata:
-  name: macvlan-host-local
-spec:
-  apiVersion: cni.networking.x-k8s.io/v1alpha1
-  kind: CNI
-  ifName: "net1"
-  cniVersion: 1.0.0
-  plugins:
-  - type: macvlan
-    config:
-      mode: bridge
-      ipam:
-        type: host-local
-        ranges:
-        - - subnet: 10.10.1.0/24
-    arguments:
-    - fieldPath: master
-      valueFrom:
-      attributeRef: name
-`
-	o, errs := DecodeCNIConfigObject([]byte(doc), field.NewPath("f"))
+	doc, err := os.ReadFile("testdata/design-cniconfig.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, errs := DecodeCNIConfigObject(doc, field.NewPath("f"))
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
