@@ -41,8 +41,9 @@ func newNetNS(t *testing.T) string {
 func newVeth(t *testing.T) (string, netlink.Link) {
 	t.Helper()
 	n := seq.Add(1)
-	name := fmt.Sprintf("%s%da", testPrefix, n)
-	return name, netnstest.Veth(t, name, fmt.Sprintf("%s%db", testPrefix, n))
+	// Unique on the machine: another run of these tests may be going on.
+	name := fmt.Sprintf("%s%d-%da", testPrefix, os.Getpid()%100000, n)
+	return name, netnstest.Veth(t, name, strings.TrimSuffix(name, "a")+"b")
 }
 
 func podLink(t *testing.T, path, name string) (netlink.Link, *netlink.Handle) {

@@ -262,9 +262,9 @@ func newRig(t *testing.T) *rig {
 		MemifDir: filepath.Join(dir, "memif"), SysfsRoot: filepath.Join(dir, "sysfs"), PFFile: filepath.Join(dir, "pf.json"),
 		ChannelsFile: filepath.Join(dir, "channels"), CNIBin: cniBin, CNICache: filepath.Join(dir, "state", "cni", "cache"),
 		IPAMDir: filepath.Join(dir, "ipam"), BootID: "boot-1"}
-	n := rigs.Add(1)
-	r.VFLink, r.XSKLink, r.MasterLink = fmt.Sprintf("%s%dv", faultPrefix, n), fmt.Sprintf("%s%dx", faultPrefix, n), fmt.Sprintf("%s%dm", faultPrefix, n)
-	r.SharedLink = fmt.Sprintf("%s%ds", faultPrefix, n)
+	// Unique on the machine: another run of the suite may be going on.
+	id := fmt.Sprintf("%s%d-%d", faultPrefix, os.Getpid()%100000, rigs.Add(1))
+	r.VFLink, r.XSKLink, r.MasterLink, r.SharedLink = id+"v", id+"x", id+"m", id+"s"
 	for _, d := range []string{r.MemifDir, r.IPAMDir, filepath.Dir(r.BPFDir)} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)

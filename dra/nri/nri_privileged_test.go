@@ -40,7 +40,9 @@ func newNetNS(t *testing.T) string {
 func newVeth(t *testing.T) netlink.Link {
 	t.Helper()
 	n := seq.Add(1)
-	return netnstest.Veth(t, fmt.Sprintf("%s%da", testPrefix, n), fmt.Sprintf("%s%db", testPrefix, n))
+	// Unique on the machine: another run of these tests may be going on.
+	id := fmt.Sprintf("%s%d-%d", testPrefix, os.Getpid()%100000, n)
+	return netnstest.Veth(t, id+"a", id+"b")
 }
 
 // testBed is a plugin over a store, with a fake API server for the status.

@@ -29,8 +29,9 @@ func newSharedNetNS(t *testing.T) string {
 // newSharedParent is an up veth (its peer up) standing in for a shared NIC.
 func newSharedParent(t *testing.T) netlink.Link {
 	t.Helper()
-	n := seq.Add(1)
-	name, peer := fmt.Sprintf("%s%da", sharedPrefix, n), fmt.Sprintf("%s%db", sharedPrefix, n)
+	// Unique on the machine: another run of these tests may be going on.
+	id := fmt.Sprintf("%s%d-%d", sharedPrefix, os.Getpid()%100000, seq.Add(1))
+	name, peer := id+"a", id+"b"
 	netnstest.Veth(t, name, peer)
 	for _, n := range []string{peer, name} {
 		l, err := netlink.LinkByName(n)
