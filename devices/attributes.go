@@ -81,6 +81,9 @@ func (d Device) Attributes() map[resourceapi.QualifiedName]resourceapi.DeviceAtt
 		}
 		a.str("rdmaDevice", n.RDMADevice)
 	}
+	if d.Share != nil {
+		a.bool("shareable", true)
+	}
 	if m := d.Memif; m != nil {
 		a.str("memifRole", m.Role)
 		a.str("memifMode", m.Mode)

@@ -36,6 +36,19 @@ type Device struct {
 	Memif  *Memif  `json:"memif,omitempty"`
 	// Health is what discovery saw wrong with the device.
 	Health Health `json:"health,omitzero"`
+	// Share is set on a device pods share through sub-interfaces: it is
+	// published for many allocations and never moved whole.
+	Share *Share `json:"share,omitempty"`
+}
+
+// Share is how a shared device is shared.
+type Share struct {
+	// Interfaces is how many sub-interfaces it gives (capacity
+	// "interfaces"; each claim takes one).
+	Interfaces int `json:"interfaces"`
+	// BandwidthMbps is the bandwidth claims may take shares of (capacity
+	// "bandwidth"); 0: not published.
+	BandwidthMbps int `json:"bandwidthMbps,omitempty"`
 }
 
 // PCI describes a PCI function.

@@ -24,7 +24,24 @@ type Options struct {
 	// Filter is a CEL expression over a device, as in a DeviceClass selector.
 	// Without one, virtual netdevs are not published.
 	Filter string
+	// Share is a CEL expression, as Filter, choosing the published devices
+	// with a netdev (NICs, PFs, VFs, virtual netdevs the filter admits)
+	// that pods share: each gets sub-interfaces (macvlan, ipvlan, vlan) of
+	// it and the device is never moved. Empty: none.
+	Share string
+	// ShareInterfaces is how many sub-interfaces a shared device gives
+	// (its capacity "interfaces"); default DefaultShareInterfaces.
+	ShareInterfaces int
+	// ShareBandwidthMbps, when set, is the bandwidth a shared device gives
+	// (its capacity "bandwidth", in bits per second): claims that ask for
+	// some get their sub-interface's transmit rate limited to it. 0: none.
+	ShareBandwidthMbps int
 }
+
+// DefaultShareInterfaces is the sub-interfaces a shared device gives when
+// the operator does not say: a common NIC's unicast MAC filter holds 64
+// entries or more, past which a macvlan parent turns promiscuous.
+const DefaultShareInterfaces = 64
 
 // ErrBadOptions marks errors in Options: the caller's input is wrong.
 var ErrBadOptions = errors.New("bad discovery options")
@@ -47,6 +64,7 @@ type Discoverer struct {
 	opts   Options
 	sysfs  sysfs
 	filter *Filter
+	share  *Filter
 	memif  *MemifConfig
 	names  *pciNames
 }
@@ -66,6 +84,18 @@ func New(opts Options) (*Discoverer, error) {
 	var err error
 	if d.filter, err = NewFilter(opts.Filter); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
+	}
+	if d.share, err = NewFilter(opts.Share); err != nil {
+		return nil, fmt.Errorf("%w: share: %w", ErrBadOptions, err)
+	}
+	switch {
+	case opts.ShareInterfaces < 0:
+		return nil, fmt.Errorf("%w: share interfaces %d: must be at least 1", ErrBadOptions, opts.ShareInterfaces)
+	case opts.ShareInterfaces == 0:
+		d.opts.ShareInterfaces = DefaultShareInterfaces
+	}
+	if opts.ShareBandwidthMbps < 0 {
+		return nil, fmt.Errorf("%w: share bandwidth %d Mbit/s: must not be negative", ErrBadOptions, opts.ShareBandwidthMbps)
 	}
 	if opts.MemifConfig != "" {
 		if d.memif, err = LoadMemifConfig(opts.MemifConfig); err != nil {
@@ -141,6 +171,22 @@ func (d *Discoverer) Discover(ctx context.Context) (Inventory, error) {
 			inv.Devices = append(inv.Devices, dev)
 		}
 	}
+	if d.share != nil {
+		for i := range inv.Devices {
+			dev := &inv.Devices[i]
+			if dev.Netdev == nil || dev.Kind == KindMemif {
+				continue
+			}
+			ok, err := d.share.Admits(ctx, *dev)
+			if err != nil {
+				warn(err)
+				continue
+			}
+			if ok {
+				dev.Share = &Share{Interfaces: d.opts.ShareInterfaces, BandwidthMbps: d.opts.ShareBandwidthMbps}
+			}
+		}
+	}
 	slices.SortFunc(inv.Devices, func(a, b Device) int { return strings.Compare(a.Name, b.Name) })
 	return inv, nil
 }
@@ -150,7 +196,8 @@ func (d Device) equal(o Device) bool {
 		eqPtr(d.PF, o.PF, func(a, b *PF) bool { return *a == *b }) &&
 		eqPtr(d.VF, o.VF, func(a, b *VF) bool { return *a == *b }) &&
 		eqPtr(d.Netdev, o.Netdev, (*Netdev).equal) &&
-		eqPtr(d.Memif, o.Memif, func(a, b *Memif) bool { return *a == *b }) && d.Health == o.Health
+		eqPtr(d.Memif, o.Memif, func(a, b *Memif) bool { return *a == *b }) && d.Health == o.Health &&
+		eqPtr(d.Share, o.Share, func(a, b *Share) bool { return *a == *b })
 }
 
 func (p *PCI) equal(o *PCI) bool {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes"
@@ -36,6 +37,11 @@ type CNIOptions struct {
 	// Devices is how many interchangeable devices the node publishes: how
 	// many CNI networks its pods can have at once.
 	Devices int
+	// SharedDevice publishes one device for many allocations instead, of
+	// capacity "networks" = Devices, each allocation taking one
+	// (DRAConsumableCapacity: Kubernetes 1.36 or newer, or the feature
+	// gate).
+	SharedDevice bool
 	// Attributes are attributes of every device (unqualified names are
 	// cni.dra.networking.x-k8s.io/...), for arguments to refer to.
 	Attributes map[string]string
@@ -86,10 +92,29 @@ func NewCNIDriver(opts CNIOptions) (*CNIDriver, error) {
 	return d, nil
 }
 
-// Resources are the node's CNI devices: interchangeable, one per network.
+// CNISharedDevice is the name of the one CNI device of a node that
+// publishes it shared (CNIOptions.SharedDevice); CapacityNetworks its
+// capacity in networks.
+const (
+	CNISharedDevice                            = "cni"
+	CapacityNetworks resourceapi.QualifiedName = "networks"
+)
+
+// Resources are the node's CNI devices: interchangeable, one per network;
+// or one shared by every network, each taking one of its capacity.
 func (d *CNIDriver) Resources() resourceslice.DriverResources {
 	var devs []resourceapi.Device
+	if d.opts.SharedDevice {
+		one := resource.MustParse("1")
+		devs = append(devs, resourceapi.Device{Name: CNISharedDevice, Attributes: d.attrs, AllowMultipleAllocations: new(true),
+			Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{CapacityNetworks: {
+				Value:         *resource.NewQuantity(int64(d.opts.Devices), resource.DecimalSI),
+				RequestPolicy: &resourceapi.CapacityRequestPolicy{Default: &one, ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: &one, Max: &one}}}}})
+	}
 	for i := range d.opts.Devices {
+		if d.opts.SharedDevice {
+			break
+		}
 		devs = append(devs, resourceapi.Device{Name: fmt.Sprintf("cni-%d", i), Attributes: d.attrs})
 	}
 	pool := resourceslice.Pool{}
@@ -190,8 +215,12 @@ func (d *CNIDriver) plan(ctx context.Context, claim *resourceapi.ResourceClaim) 
 			return nil, fail(res.Request, res.Device, "", field.ErrorList{field.Duplicate(field.NewPath("ifName"), fmt.Sprintf("%s (already used by %s)", net.IfName, where))})
 		}
 		taken[net.IfName] = fmt.Sprintf("request %q", res.Request)
-		c.Networks = append(c.Networks, claims.Network{Request: res.Request, Pool: res.Pool, Device: res.Device, IfName: net.IfName,
-			Conflist: net.Conflist, Redact: net.Redact})
+		n := claims.Network{Request: res.Request, Pool: res.Pool, Device: res.Device, IfName: net.IfName,
+			Conflist: net.Conflist, Redact: net.Redact}
+		if res.ShareID != nil {
+			n.ShareID = string(*res.ShareID)
+		}
+		c.Networks = append(c.Networks, n)
 	}
 	if len(c.Networks) == 0 {
 		return nil, fail("", "", "no device of driver "+CNIDriverName+" is allocated", nil)

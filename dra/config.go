@@ -76,6 +76,9 @@ func forDevice(c v1alpha1.InterfaceConfig, dev devices.Device) field.ErrorList {
 	if c.Memif != nil {
 		errs = append(errs, field.Forbidden(field.NewPath("memif"), fmt.Sprintf("device %s is not a memif endpoint", dev.Name)))
 	}
+	if errs := forSharing(c, dev); len(errs) > 0 || v1alpha1.Shared(c.Mode) {
+		return errs
+	}
 	mode := field.NewPath("mode")
 	switch c.Mode {
 	case v1alpha1.ModeNetdev:

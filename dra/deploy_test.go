@@ -29,15 +29,24 @@ func TestDeployDeviceClasses(t *testing.T) {
 		t.Fatal(err)
 	}
 	inv := testInventory(t)
+	// The NIC without an IOMMU group is shared (--share): only the shared
+	// class selects it.
+	for i := range inv.Devices {
+		if inv.Devices[i].Name == noIOMMU {
+			inv.Devices[i].Share = &devices.Share{Interfaces: 8}
+		}
+	}
 	want := map[string][]string{
-		"netdev.fastpath.dev": {pfDevice, "pci-0000-3b-00-1", vfNetdev, vfNetdev2, noIOMMU},
+		"netdev.fastpath.dev": {pfDevice, "pci-0000-3b-00-1", vfNetdev, vfNetdev2},
+		"shared.fastpath.dev": {noIOMMU},
 		"afxdp.fastpath.dev":  {vfNetdev},
 		// Not the PF with VFs, not the NIC without an IOMMU group.
 		"vfio.fastpath.dev": {"pci-0000-3b-00-1", vfNetdev, vfNetdev2, vfVFIO, "pci-0000-3b-01-3"},
 		// Not the endpoint that does not answer.
 		"memif.fastpath.dev": {memifSlave, memifMaster},
 	}
-	modes := map[string]string{"netdev.fastpath.dev": v1alpha1.ModeNetdev, "afxdp.fastpath.dev": v1alpha1.ModeAFXDP, "vfio.fastpath.dev": v1alpha1.ModeVFIO}
+	modes := map[string]string{"netdev.fastpath.dev": v1alpha1.ModeNetdev, "afxdp.fastpath.dev": v1alpha1.ModeAFXDP, "vfio.fastpath.dev": v1alpha1.ModeVFIO,
+		"shared.fastpath.dev": v1alpha1.ModeMacvlan}
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	seen := 0
 	for {

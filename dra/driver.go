@@ -83,6 +83,9 @@ type Options struct {
 	Health       HealthOptions
 	HealthChecks HealthChecks
 	Events       record.EventRecorder
+	// IPPools are the node's address pools, from which claims with ipam
+	// get their addresses (--ip-pools); nil for none.
+	IPPools IPPools
 }
 
 // Driver is fastpath's DRA kubelet plugin for driver fastpath.dev.

@@ -25,6 +25,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
@@ -68,10 +69,15 @@ type rig struct {
 	Claim, CNIClaim                                    *resourceapi.ResourceClaim
 	Pod                                                nri.Pod
 	BootID                                             string
-	// The veths standing in for the VF's netdev, the afxdp netdev and the
-	// CNI network's macvlan master.
-	VFLink, XSKLink, MasterLink string
+	// The veths standing in for the VF's netdev, the afxdp netdev, the
+	// CNI network's macvlan master and a shared NIC.
+	VFLink, XSKLink, MasterLink, SharedLink string
 }
+
+// faultPools is the rig's node IP pool, from which the shared device's
+// sub-interface gets its address.
+var faultPools = IPPools{"fast": {Name: "fast", Subnet: "10.93.0.0/29", Gateway: "10.93.0.1",
+	Routes: []v1alpha1.Route{{Destination: "10.94.0.0/16"}}}}
 
 func (j job) run() error {
 	r := j.Rig
@@ -91,7 +97,8 @@ func (j job) run() error {
 		CNI: dataplane.NewCNI([]string{r.CNIBin}, r.CNICache)})
 	d, err := New(Options{NodeName: testNode, Client: client, PluginDir: filepath.Join(r.Dir, "plugin"), StateDir: r.StateDir,
 		CDIDir: r.CDIDir, BPFDir: r.BPFDir, MemifDir: r.MemifDir, Store: store, Status: writer, Runtime: plugin, BootID: r.BootID,
-		PF: filePF(r.PFFile), Channels: fileChannels(r.ChannelsFile), PCI: dataplane.PCIBinder{SysfsRoot: r.SysfsRoot, DevRoot: r.SysfsRoot}})
+		PF: filePF(r.PFFile), Channels: fileChannels(r.ChannelsFile), PCI: dataplane.PCIBinder{SysfsRoot: r.SysfsRoot, DevRoot: r.SysfsRoot},
+		IPPools: faultPools})
 	if err != nil {
 		return err
 	}
@@ -232,7 +239,7 @@ func newRig(t *testing.T) *rig {
 		IPAMDir: filepath.Join(dir, "ipam"), BootID: "boot-1"}
 	// Unique on the machine: another run of the suite may be going on.
 	id := fmt.Sprintf("%s%d-%d", faultPrefix, os.Getpid()%100000, rigs.Add(1))
-	r.VFLink, r.XSKLink, r.MasterLink = id+"v", id+"x", id+"m"
+	r.VFLink, r.XSKLink, r.MasterLink, r.SharedLink = id+"v", id+"x", id+"m", id+"s"
 	for _, d := range []string{r.MemifDir, r.IPAMDir, filepath.Dir(r.BPFDir)} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -252,16 +259,19 @@ func newRig(t *testing.T) *rig {
 	vf := netnstest.Veth(t, r.VFLink, r.VFLink+"p")
 	xsk := netnstest.Veth(t, r.XSKLink, r.XSKLink+"p")
 	netnstest.Veth(t, r.MasterLink, r.MasterLink+"p")
+	shared := netnstest.Veth(t, r.SharedLink, r.SharedLink+"p")
 	// Fixed MACs, the same in every rig; one link up, one down: the admin
 	// state is given back as it was.
-	for l, mac := range map[netlink.Link]string{vf: "02:fa:f0:00:00:01", xsk: "02:fa:f0:00:00:02"} {
+	for l, mac := range map[netlink.Link]string{vf: "02:fa:f0:00:00:01", xsk: "02:fa:f0:00:00:02", shared: "02:fa:f0:00:00:03"} {
 		hw, _ := net.ParseMAC(mac)
 		if err := netlink.LinkSetHardwareAddr(l, hw); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := netlink.LinkSetUp(vf); err != nil {
-		t.Fatal(err)
+	for _, l := range []netlink.Link{vf, shared} {
+		if err := netlink.LinkSetUp(l); err != nil {
+			t.Fatal(err)
+		}
 	}
 	vf, _ = netlink.LinkByName(r.VFLink)
 	xsk, _ = netlink.LinkByName(r.XSKLink)
@@ -279,13 +289,17 @@ func newRig(t *testing.T) *rig {
 	vfioDev.Netdev = nil
 	memifDev := devices.Device{Name: memifMaster, Kind: devices.KindMemif, Memif: &devices.Memif{Role: devices.MemifRoleMaster,
 		Mode: devices.MemifModeIP, SocketPath: filepath.Join(r.MemifDir, "vpp1.sock"), Source: "config", Healthy: true}}
-	r.Inventory = []devices.Device{vfDev, xskDev, vfioDev, memifDev}
+	sharedDev := devices.Device{Name: "netdev-" + r.SharedLink, Kind: devices.KindNetdev, Netdev: &devices.Netdev{Name: r.SharedLink, MTU: 1500},
+		Share: &devices.Share{Interfaces: 8}}
+	r.Inventory = []devices.Device{vfDev, xskDev, vfioDev, memifDev, sharedDev}
 
-	r.Claim = testClaim("all", []alloc{{"nic", vfNetdev}, {"xsk", xskDev.Name}, {"dpdk", vfNetdev2}, {"vs", memifMaster}},
+	r.Claim = testClaim("all", []alloc{{"nic", vfNetdev}, {"xsk", xskDev.Name}, {"dpdk", vfNetdev2}, {"vs", memifMaster}, {"fast", sharedDev.Name}},
 		fromClaimFor("nic", config(`"interface": {"name": "net1", "mtu": 9000, "mac": "02:00:00:fa:0f:01", "addresses": ["10.90.1.2/24"],
 			"routes": [{"destination": "10.91.0.0/16", "gateway": "10.90.1.1"}]}, "vf": {"vlan": 100, "spoofChk": true}`)),
 		fromClaimFor("xsk", config(`"mode": "afxdp", "interface": {"name": "xsk0"}, "xdp": {"attachMode": "native", "queues": 2}`)),
-		fromClaimFor("dpdk", config(`"mode": "vfio"`)))
+		fromClaimFor("dpdk", config(`"mode": "vfio"`)),
+		fromClaimFor("fast", config(`"mode": "macvlan", "interface": {"name": "fast0"}, "ipam": {"pool": "fast"}`)))
+	r.Claim.Status.Allocation.Devices.Results[4].ShareID = new(types.UID("0a1b2c3d-0000-4000-8000-000000000001"))
 	r.Claim.Status.ReservedFor[0].UID = "pod-fault"
 	cniCfg, _ := json.Marshal(v1alpha1.CNIConfig{IfName: "net2", CNIVersion: "1.0.0", Plugins: []v1alpha1.CNIPlugin{{Type: "macvlan",
 		Config: map[string]any{"mode": "bridge", "ipam": map[string]any{"type": "host-local",
@@ -386,7 +400,7 @@ type snapshot map[string]string
 func (r *rig) snapshot(t *testing.T) snapshot {
 	t.Helper()
 	s := snapshot{}
-	for _, name := range []string{r.VFLink, r.XSKLink} {
+	for _, name := range []string{r.VFLink, r.XSKLink, r.SharedLink} {
 		s["host link "+name[len(name)-1:]] = linkState(netlink.LinkByName(name))
 	}
 	if r.Pod.NetNS != "" {
@@ -457,7 +471,7 @@ func (r *rig) snapshot(t *testing.T) snapshot {
 		s["claim "+c.Key().String()] = string(data)
 	}
 	// What differs from rig to rig: its directory and its links' names.
-	names := strings.NewReplacer(r.Dir, "$RIG", r.VFLink, "$VF", r.XSKLink, "$XSK", r.MasterLink, "$MASTER")
+	names := strings.NewReplacer(r.Dir, "$RIG", r.VFLink, "$VF", r.XSKLink, "$XSK", r.MasterLink, "$MASTER", r.SharedLink, "$SHARED")
 	for k, v := range s {
 		s[k] = names.Replace(v)
 	}
@@ -546,9 +560,9 @@ type references struct{ initial, prepared, running, stopped, final snapshot }
 
 // phases of a claim's life, in order, and the points each may be killed at.
 var phases = map[string][]string{
-	"prepare":   {"prepare.recorded", "prepare.files.before", "prepare.files.applied", "prepare.vf.before", "vf.setting", "vf.setting#2", "prepare.vf.applied", "prepare.channels.before", "prepare.channels.applied", "prepare.xdp.before", "prepare.xdp.applied", "prepare.vfio.before", "vfio.unbound", "prepare.vfio.applied", "prepare.cdi.before", "prepare.cdi.applied"},
-	"run":       {"attach.recorded", "attach.moved", "attach.moved#2", "attach.addressed", "cni.add.recorded", "cni.add.done"},
-	"stop":      {"detach.moved", "detach.moved#2", "detach.returned", "cni.del.done"},
+	"prepare":   {"ipam.assigned", "prepare.recorded", "prepare.files.before", "prepare.files.applied", "prepare.vf.before", "vf.setting", "vf.setting#2", "prepare.vf.applied", "prepare.channels.before", "prepare.channels.applied", "prepare.xdp.before", "prepare.xdp.applied", "prepare.vfio.before", "vfio.unbound", "prepare.vfio.applied", "prepare.cdi.before", "prepare.cdi.applied"},
+	"run":       {"attach.recorded", "attach.moved", "attach.moved#2", "attach.addressed", "attach.shared.created", "cni.add.recorded", "cni.add.done"},
+	"stop":      {"detach.moved", "detach.moved#2", "detach.shared.deleted", "detach.returned", "cni.del.done"},
 	"unprepare": {"unprepare.released", "unprepare.undone"},
 }
 
@@ -680,7 +694,7 @@ func referenceRun(t *testing.T) references {
 	r.sandbox(t)
 	r.must(t, "run", true, true)
 	refs.running = r.snapshot(t)
-	if refs.running["pod link net1"] == "" || refs.running["pod link xsk0"] == "" || refs.running["pod link net2"] == "" {
+	if refs.running["pod link net1"] == "" || refs.running["pod link xsk0"] == "" || refs.running["pod link net2"] == "" || refs.running["pod link fast0"] == "" {
 		t.Fatalf("the pod lacks its interfaces: %v", refs.running)
 	}
 	r.must(t, "stop", true, true)

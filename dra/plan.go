@@ -50,9 +50,11 @@ func (e *ClaimError) Error() string {
 // failFunc makes the error of a claim that cannot be prepared.
 type failFunc func(request, device, reason string, errs field.ErrorList) error
 
-// planPaths are where a claim's files go.
+// planPaths are where a claim's files go; pools the node's IP pools that
+// configs name.
 type planPaths struct {
 	claimDir, cdiSpec, bpfDir string
+	pools                     IPPools
 }
 
 // consumer is the one pod a claim serves: fastpath configures a device for
@@ -106,6 +108,9 @@ func plan(claim *resourceapi.ResourceClaim, inventory map[string]devices.Device,
 		if len(errs) == 0 {
 			cfg, errs = configFor(cfg, res.Request, dev)
 		}
+		if len(errs) == 0 {
+			errs = paths.pools.checkPool(cfg)
+		}
 		if cfg.Interface != nil && len(errs) == 0 {
 			if where, dup := taken[cfg.Interface.Name]; dup {
 				errs = append(errs, field.Duplicate(field.NewPath("interface", "name"), fmt.Sprintf("%s (already used by %s)", cfg.Interface.Name, where)))
@@ -131,6 +136,14 @@ func plan(claim *resourceapi.ResourceClaim, inventory map[string]devices.Device,
 // has it, and what to do with it.
 func planDevice(claim *resourceapi.ResourceClaim, res resourceapi.DeviceRequestAllocationResult, dev devices.Device, cfg v1alpha1.InterfaceConfig, paths planPaths) (claims.Device, error) {
 	req := status.RequestFileName(res.Request)
+	if v1alpha1.Shared(cfg.Mode) {
+		d := planShared(res, dev, cfg, cdiKind+"="+cdiDeviceName(claim.UID, res.Request))
+		if cfg.IPAM != nil {
+			// The address is given at admission (IPPools.assign).
+			d.IPAM = &claims.IPAMLease{Pool: cfg.IPAM.Pool}
+		}
+		return d, nil
+	}
 	d := claims.Device{Request: res.Request, Pool: res.Pool, Device: res.Device, Kind: string(dev.Kind), Mode: cfg.Mode,
 		CDIDevice: cdiKind + "=" + cdiDeviceName(claim.UID, res.Request)}
 	if dev.PCI != nil {
@@ -154,6 +167,9 @@ func planDevice(claim *resourceapi.ResourceClaim, res resourceapi.DeviceRequestA
 		for _, r := range i.Routes {
 			d.Pod.Routes = append(d.Pod.Routes, claims.Route{Destination: r.Destination, Gateway: r.Gateway})
 		}
+	}
+	if cfg.IPAM != nil && d.Pod != nil {
+		d.IPAM = &claims.IPAMLease{Pool: cfg.IPAM.Pool}
 	}
 	if cfg.Mode == v1alpha1.ModeVFIO {
 		d.VFIO = &claims.VFIO{IOMMUGroup: *dev.PCI.IOMMUGroup}

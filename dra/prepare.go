@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 
@@ -39,7 +40,7 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 		c.Prepared, c.Steps, c.BootID = false, nil, d.opts.BootID
 	case !ok:
 		planned, err := plan(claim, d.inventoryMap(), d.opts.NodeName, planPaths{
-			claimDir: d.claimDir(claim), cdiSpec: cdiSpecPath(d.opts.CDIDir, claim.UID), bpfDir: d.opts.BPFDir})
+			claimDir: d.claimDir(claim), cdiSpec: cdiSpecPath(d.opts.CDIDir, claim.UID), bpfDir: d.opts.BPFDir, pools: d.opts.IPPools})
 		if err == nil {
 			err = d.observe(ctx, claim, planned)
 		}
@@ -47,7 +48,7 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 			// The plan and the first step's start are one record.
 			planned.BootID = d.opts.BootID
 			planned.SetStep(d.steps(planned)[0].name, claims.StepStarted)
-			err = d.opts.Store.Admit(*planned)
+			err = d.opts.Store.AdmitWith(*planned, d.opts.IPPools.assign)
 		}
 		if err != nil {
 			logger.Info("Rejected claim", "err", err)
@@ -294,12 +295,20 @@ func removeFiles(c *claims.Claim) error {
 func result(c *claims.Claim) kubeletplugin.PrepareResult {
 	var res kubeletplugin.PrepareResult
 	for _, dev := range c.Devices {
-		res.Devices = append(res.Devices, kubeletplugin.Device{
+		kd := kubeletplugin.Device{
 			Requests: []string{dev.Request}, PoolName: dev.Pool, DeviceName: dev.Device, CDIDeviceIDs: []string{dev.CDIDevice},
-		})
+		}
+		if dev.Shared != nil && dev.Shared.ShareID != "" {
+			kd.ShareID = new(types.UID(dev.Shared.ShareID))
+		}
+		res.Devices = append(res.Devices, kd)
 	}
 	for _, n := range c.Networks {
-		res.Devices = append(res.Devices, kubeletplugin.Device{Requests: []string{n.Request}, PoolName: n.Pool, DeviceName: n.Device})
+		kd := kubeletplugin.Device{Requests: []string{n.Request}, PoolName: n.Pool, DeviceName: n.Device}
+		if n.ShareID != "" {
+			kd.ShareID = new(types.UID(n.ShareID))
+		}
+		res.Devices = append(res.Devices, kd)
 	}
 	return res
 }

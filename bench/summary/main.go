@@ -37,6 +37,8 @@ var ratios = []ratio{
 	{"CNI host-device / attach", "CNI/host-device", "Attach", ">= 3", func(r float64) bool { return r >= 3 }},
 	{"CNI macvlan / attach", "CNI/macvlan", "Attach", "-", nil},
 	{"attach with XDP / attach", "AttachXDP", "Attach", "-", nil},
+	{"move floor / attach shared", "Floor/attach", "AttachShared", ">= 15", func(r float64) bool { return r >= 15 }},
+	{"CNI macvlan / attach shared", "CNI/macvlan", "AttachShared", ">= 15", func(r float64) bool { return r >= 15 }},
 }
 
 func main() {

@@ -67,6 +67,7 @@ type cniOptions struct {
 	pluginDir     string
 	binDirs       string
 	devices       int
+	sharedDevice  bool
 	iface         string
 	checkInterval time.Duration
 }
@@ -77,6 +78,7 @@ func (o *cniOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.binDirs, "cni-bin-dir", "/opt/cni/bin", "comma-separated directories of CNI plugin executables")
 	o.cniPolicyOptions.addFlags(fs)
 	fs.IntVar(&o.devices, "cni-devices", 64, "CNI devices the node publishes: how many CNI networks its pods can have at once")
+	fs.BoolVar(&o.sharedDevice, "cni-shared-device", false, "publish one CNI device allocated many times (allowMultipleAllocations, capacity \"networks\" = --cni-devices; Kubernetes 1.36 or newer) instead of --cni-devices interchangeable ones")
 	fs.StringVar(&o.iface, "cni-interface", "", "value of the devices' attribute name, e.g. a macvlan master (default: the interface of the default route)")
 	fs.DurationVar(&o.checkInterval, "cni-check-interval", 0, "run CNI CHECK for every added network this often, and report it in the claim's status (condition Healthy); 0: never")
 }
@@ -126,7 +128,7 @@ func (o *cniOptions) start(ctx context.Context, restConfig *rest.Config, client 
 	d, err := dra.NewCNIDriver(dra.CNIOptions{
 		NodeName: nodeName, Client: client, PluginDir: o.pluginDir, RegistryDir: registryDir,
 		Store: store, Status: writer, Runtime: plugin, Metrics: m, PodUID: podUID,
-		Devices: o.devices, Attributes: attrs,
+		Devices: o.devices, SharedDevice: o.sharedDevice, Attributes: attrs,
 		Policy: o.policy(), Approved: dra.NewApprovedConfigs(dyn),
 	})
 	if err != nil {

@@ -27,6 +27,9 @@ func (o *discoveryOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.MemifDir, "memif-dir", "", "directory scanned for memif sockets")
 	fs.StringVar(&o.MemifConfig, "memif-config", "", "file of static memif endpoints (kind MemifConfig)")
 	fs.StringVar(&o.Filter, "filter", "", `CEL expression choosing the devices to publish, as in a DeviceClass selector, e.g. device.attributes["fastpath.dev"].kind == "sriov-vf"`)
+	fs.StringVar(&o.Share, "share", "", `CEL expression, as --filter, choosing the published netdevs that pods share through sub-interfaces (macvlan, ipvlan, vlan), never moved whole, e.g. device.attributes["fastpath.dev"].ifName == "ens1f0"`)
+	fs.IntVar(&o.ShareInterfaces, "share-interfaces", devices.DefaultShareInterfaces, "sub-interfaces a shared device gives (its capacity \"interfaces\")")
+	fs.IntVar(&o.ShareBandwidthMbps, "share-bandwidth-mbps", 0, "bandwidth a shared device gives in Mbit/s (its capacity \"bandwidth\"): a claim asking for some has its transmit rate limited to it; 0: not published")
 }
 
 // discoverer builds the Discoverer; bad options are usage errors (exit 2).

@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilversion "k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -33,6 +34,7 @@ import (
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/devices"
 	"github.com/fastpath-dra/fastpath/dra"
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/metrics"
 	"github.com/fastpath-dra/fastpath/dra/nri"
@@ -60,6 +62,8 @@ type runOptions struct {
 	health       dra.HealthOptions
 	resync       time.Duration
 	cni          cniOptions
+	ipPoolsFile  string
+	ipPools      dra.IPPools
 }
 
 func (o *runOptions) addFlags(fs *flag.FlagSet) {
@@ -78,6 +82,7 @@ func (o *runOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.healthSocket, "health-socket", "", "unix socket also serving /healthz and /readyz, for fastpathd probe: this daemon's own answer while another shares --metrics-addr (a rolling update); empty disables")
 	fs.StringVar(&o.podUID, "pod-uid", os.Getenv("POD_UID"), "UID of the daemon's pod (default $POD_UID): with it, a newer daemon of the node replaces this one without a gap (rolling update)")
 	o.cni.addFlags(fs)
+	fs.StringVar(&o.ipPoolsFile, "ip-pools", "", "file of the node's IP pools (kind IPPoolConfig), from which claims with ipam get addresses; empty: none")
 	fs.DurationVar(&o.resync, "rediscover-interval", 5*time.Minute, "rediscover devices this often even without an event")
 	fs.DurationVar(&o.health.Grace, "health-grace", time.Second, "how long a device must be unhealthy before it is tainted and reported (a shorter link flap goes unnoticed)")
 	fs.DurationVar(&o.health.Interval, "health-interval", time.Second, "how often prepared devices are checked in their pods")
@@ -108,7 +113,30 @@ func (o *runOptions) validate() error {
 			return usagef("run: --metrics-addr %q: %v", o.metricsAddr, err)
 		}
 	}
+	if o.ipPoolsFile != "" {
+		pools, err := loadIPPools(o.ipPoolsFile)
+		if err != nil {
+			return usagef("run: --ip-pools: %v", err)
+		}
+		o.ipPools = pools
+	}
 	return nil
+}
+
+// loadIPPools reads, defaults and validates a file of IP pools.
+func loadIPPools(path string) (dra.IPPools, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	cfg, errs := v1alpha1.DecodeIPPoolConfig(data, field.NewPath(path))
+	if len(errs) == 0 {
+		errs = cfg.Validate(field.NewPath(path))
+	}
+	if len(errs) > 0 {
+		return nil, errs.ToAggregate()
+	}
+	return dra.NewIPPools(cfg), nil
 }
 
 // newFlagSet is a command's flag set with klog's flags.
@@ -271,7 +299,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 		StateDir: o.stateDir, CDIDir: o.cdiDir, MemifDir: o.MemifDir, BPFDir: o.bpfDir,
 		Store: store, Status: writer, Runtime: plugin, Metrics: m, PodUID: types.UID(o.podUID),
 		Health: o.health, HealthChecks: dra.LiveChecks{Attacher: attacher}, Events: eventRecorder(ctx, client, o.nodeName),
-		PCI: dataplane.PCIBinder{SysfsRoot: o.SysfsRoot, DevRoot: o.devRoot},
+		PCI: dataplane.PCIBinder{SysfsRoot: o.SysfsRoot, DevRoot: o.devRoot}, IPPools: o.ipPools,
 	})
 	if err != nil {
 		return err

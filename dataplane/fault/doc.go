@@ -19,10 +19,11 @@ const OnceEnv = "FASTPATH_FAULT_ONCE"
 // Points are every point fastpath marks, in the order of a claim's life.
 // A test checks that the code marks exactly these.
 var Points = []string{
-	// Prepare of a fastpath.dev claim: after its plan is recorded, before
-	// and after each step (the step's kind names it), and between two VF
-	// settings and in a vfio-pci bind.
-	"prepare.recorded",
+	// Prepare of a fastpath.dev claim: an address of a node pool chosen,
+	// not yet recorded; after its plan is recorded, before and after each
+	// step (the step's kind names it), and between two VF settings and in
+	// a vfio-pci bind.
+	"ipam.assigned", "prepare.recorded",
 	"prepare.files.before", "prepare.files.applied",
 	"prepare.vf.before", "prepare.vf.applied", "vf.setting",
 	"prepare.channels.before", "prepare.channels.applied",
@@ -30,10 +31,11 @@ var Points = []string{
 	"prepare.vfio.before", "vfio.unbound", "prepare.vfio.applied",
 	"prepare.cdi.before", "prepare.cdi.applied",
 	// The runtime's hooks: a netdev's attachment recorded, moved into the
-	// pod, given its addresses; moved back; a CNI network recorded, added,
-	// deleted.
-	"attach.recorded", "attach.moved", "attach.addressed",
-	"detach.moved", "detach.returned",
+	// pod, given its addresses; a shared device's sub-interface made in the
+	// pod; moved back, the sub-interface deleted; a CNI network recorded,
+	// added, deleted.
+	"attach.recorded", "attach.moved", "attach.addressed", "attach.shared.created",
+	"detach.moved", "detach.shared.deleted", "detach.returned",
 	"cni.add.recorded", "cni.add.done", "cni.del.done",
 	// Unprepare: the runtime's part released, each step undone.
 	"unprepare.released", "unprepare.undone",

@@ -146,6 +146,12 @@ func (c *Claim) check(key string) error {
 		if d.Memif != nil && d.Memif.Dir == "" {
 			return fmt.Errorf("devices[%d].memif: no directory", i)
 		}
+		if d.Shared != nil && (d.Shared.Parent == "" || d.Shared.Kind == "") {
+			return fmt.Errorf("devices[%d].shared: parent and kind are required", i)
+		}
+		if d.IPAM != nil && (d.IPAM.Pool == "" || d.IPAM.Address == "") {
+			return fmt.Errorf("devices[%d].ipam: pool and address are required", i)
+		}
 	}
 	for i, n := range c.Networks {
 		if n.Request == "" || n.Device == "" || n.IfName == "" || len(n.Conflist) == 0 {
@@ -208,13 +214,32 @@ func (s *Store) Delete(k Key) error {
 }
 
 // Admit records a new claim after checking it against every other claim,
-// atomically: a device already held by another claim, or an interface name
-// another claim gives the same pod, is refused with an error naming that
-// claim (a *ConflictError).
+// atomically: a device already held by another claim (unless both share
+// it), or an interface name another claim gives the same pod, is refused
+// with an error naming that claim (a *ConflictError).
 func (s *Store) Admit(c Claim) error {
+	return s.AdmitWith(c, nil)
+}
+
+// AdmitWith admits c as Admit does, after assign completed it in view of
+// every other claim (read-only), in the same write: what assign gives the
+// claim (an address of a pool) is recorded with it or not at all, and no
+// other claim is admitted in between. An error of assign admits nothing.
+func (s *Store) AdmitWith(c Claim, assign func(c *Claim, others []*Claim) error) error {
 	return s.change(func(claims map[Key]*Claim) error {
 		if err := conflicts(claims, &c); err != nil {
 			return err
+		}
+		if assign != nil {
+			var others []*Claim
+			for _, o := range sortedClaims(claims) {
+				if o.Key() != c.Key() {
+					others = append(others, o)
+				}
+			}
+			if err := assign(&c, others); err != nil {
+				return err
+			}
 		}
 		cp := clone(&c)
 		claims[c.Key()] = &cp
@@ -243,14 +268,14 @@ func conflicts(claims map[Key]*Claim, c *Claim) error {
 		}
 		for _, d := range c.Devices {
 			for _, od := range o.Devices {
-				if o.Driver == c.Driver && od.Pool == d.Pool && od.Device == d.Device {
+				if o.Driver == c.Driver && od.Pool == d.Pool && od.Device == d.Device && (d.Shared == nil || od.Shared == nil) {
 					return &ConflictError{Claim: c.String(), Other: o.String(), Request: d.Request, Device: d.Device}
 				}
 			}
 		}
 		for _, n := range c.Networks {
 			for _, on := range o.Networks {
-				if o.Driver == c.Driver && on.Pool == n.Pool && on.Device == n.Device {
+				if o.Driver == c.Driver && on.Pool == n.Pool && on.Device == n.Device && (n.ShareID == "" || on.ShareID == "") {
 					return &ConflictError{Claim: c.String(), Other: o.String(), Request: n.Request, Device: n.Device}
 				}
 			}

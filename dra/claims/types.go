@@ -132,9 +132,40 @@ type Device struct {
 	CDIDevice string `json:"cdiDevice"`
 	// DeviceInfoFile is the NPWG device-info file on the node.
 	DeviceInfoFile string `json:"deviceInfoFile,omitempty"`
-	// Attached is where the runtime's hook put the device's netdev;
-	// recorded before the move, dropped once the netdev is back.
+	// Attached is where the runtime's hook put the device's netdev (or
+	// made its sub-interface); recorded before the move, dropped once the
+	// netdev is back (the sub-interface deleted).
 	Attached *Attachment `json:"attached,omitempty"`
+	// Shared is the sub-interface the pod gets of a device it shares with
+	// other claims (modes macvlan, ipvlan, vlan). Host is then nil: the
+	// device stays in the host as it is.
+	Shared *SharedInterface `json:"shared,omitempty"`
+	// IPAM is the address the claim holds from a pool of the node, from
+	// its admission to its release; it is in Pod.Addresses too.
+	IPAM *IPAMLease `json:"ipam,omitempty"`
+}
+
+// SharedInterface is a sub-interface made in the pod on a shared device.
+type SharedInterface struct {
+	// Parent is the device's netdev in the host.
+	Parent string `json:"parent"`
+	// Kind is macvlan, ipvlan or vlan; Mode the macvlan or ipvlan mode.
+	Kind      string `json:"kind"`
+	Mode      string `json:"mode,omitempty"`
+	VLANID    int    `json:"vlanID,omitempty"`
+	VLANProto string `json:"vlanProto,omitempty"`
+	// ShareID is the allocation's share of the device.
+	ShareID string `json:"shareID,omitempty"`
+	// MaxTxRate is the bandwidth share the allocation took, in bits per
+	// second: the sub-interface's transmit rate limit; 0 for none.
+	MaxTxRate int64 `json:"maxTxRate,omitempty"`
+}
+
+// IPAMLease is an address of a node pool held by a claim.
+type IPAMLease struct {
+	Pool string `json:"pool"`
+	// Address in CIDR form (the pool's prefix length).
+	Address string `json:"address"`
 }
 
 // Attachment is a pod sandbox a netdev was moved into.
@@ -264,6 +295,9 @@ type Network struct {
 	Added     bool   `json:"added,omitempty"`
 	SandboxID string `json:"sandboxID,omitempty"`
 	NetNS     string `json:"netns,omitempty"`
+	// ShareID is the allocation's share of a device allocated many times
+	// (a node's one shared CNI device).
+	ShareID string `json:"shareID,omitempty"`
 }
 
 // InterfaceNames are the interface names the claim gives its pod.

@@ -72,15 +72,15 @@ func (p *Plugin) addNetworks(ctx context.Context, pod Pod, cls []claims.Claim) e
 				continue
 			}
 			err = fmt.Errorf("claim %s, request %q, device %s: CNI ADD: %w", c.String(), n.Request, n.Device, addErr)
-			p.opts.Status.Set(ctx, ref(c), status.NotReady(claims.DriverCNI, n.Pool, n.Device, status.ReasonNotReady, addErr.Error()))
+			p.opts.Status.Set(ctx, ref(c), status.OfNetworkShare(*n, status.NotReady(claims.DriverCNI, n.Pool, n.Device, status.ReasonNotReady, addErr.Error())))
 			if delErr := p.del(ctx, c.Key(), i, 1); delErr != nil {
 				err = fmt.Errorf("%w; DEL after it also failed: %w", err, delErr)
 			}
 			for j := len(done) - 1; j >= 0; j-- {
 				prev, _ := p.opts.Store.Get(done[j].key)
 				pn := prev.Networks[done[j].i]
-				p.opts.Status.Set(ctx, ref(prev), status.NotReady(claims.DriverCNI, pn.Pool, pn.Device, status.ReasonNotReady,
-					fmt.Sprintf("undone: request %q of claim %s failed", n.Request, c.String())))
+				p.opts.Status.Set(ctx, ref(prev), status.OfNetworkShare(pn, status.NotReady(claims.DriverCNI, pn.Pool, pn.Device, status.ReasonNotReady,
+					fmt.Sprintf("undone: request %q of claim %s failed", n.Request, c.String()))))
 				if delErr := p.del(ctx, done[j].key, done[j].i, 1); delErr != nil {
 					err = fmt.Errorf("%w; undoing request %q also failed: %w", err, pn.Request, delErr)
 				}

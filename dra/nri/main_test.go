@@ -9,8 +9,12 @@ import (
 	"github.com/vishvananda/netlink"
 )
 
-// testPrefix starts the names of the links and namespaces these tests make.
-const testPrefix = "fpn"
+// testPrefix starts the names of the links and namespaces these tests make;
+// sharedPrefix those of the tests of shared devices.
+const (
+	testPrefix   = "fpn"
+	sharedPrefix = "fpsh"
+)
 
 // TestMain fails the run when tests leave links or network namespaces of
 // theirs behind.
@@ -19,13 +23,13 @@ func TestMain(m *testing.M) {
 	var leaks []string
 	links, _ := netlink.LinkList()
 	for _, l := range links {
-		if strings.HasPrefix(l.Attrs().Name, testPrefix) {
+		if strings.HasPrefix(l.Attrs().Name, testPrefix) || strings.HasPrefix(l.Attrs().Name, sharedPrefix) {
 			leaks = append(leaks, "link "+l.Attrs().Name)
 		}
 	}
 	if entries, err := os.ReadDir("/run/netns"); err == nil {
 		for _, e := range entries {
-			if strings.HasPrefix(e.Name(), testPrefix) {
+			if strings.HasPrefix(e.Name(), testPrefix) || strings.HasPrefix(e.Name(), sharedPrefix) {
 				leaks = append(leaks, "netns "+e.Name())
 			}
 		}

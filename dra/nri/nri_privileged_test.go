@@ -69,8 +69,11 @@ func newTestBed(t *testing.T, cls ...claims.Claim) (*testBed, context.Context) {
 		rc := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: c.Name, UID: c.UID},
 			Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{}}}
 		for _, d := range c.Devices {
-			rc.Status.Allocation.Devices.Results = append(rc.Status.Allocation.Devices.Results,
-				resourceapi.DeviceRequestAllocationResult{Request: d.Request, Driver: claims.DriverFastpath, Pool: d.Pool, Device: d.Device})
+			res := resourceapi.DeviceRequestAllocationResult{Request: d.Request, Driver: claims.DriverFastpath, Pool: d.Pool, Device: d.Device}
+			if d.Shared != nil && d.Shared.ShareID != "" {
+				res.ShareID = new(types.UID(d.Shared.ShareID))
+			}
+			rc.Status.Allocation.Devices.Results = append(rc.Status.Allocation.Devices.Results, res)
 		}
 		if _, err := client.ResourceV1().ResourceClaims(c.Namespace).Create(ctx, rc, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)

@@ -24,6 +24,10 @@ type Attacher interface {
 	InPod(netns string, nd dataplane.Netdev) (bool, error)
 	Attach(ctx context.Context, netns string, nd dataplane.Netdev) (dataplane.Attached, error)
 	Detach(ctx context.Context, netns string, nd dataplane.Netdev) error
+	// Sub-interfaces of shared devices, made in the pod and deleted.
+	AttachShared(ctx context.Context, netns string, s dataplane.SubInterface) (dataplane.Attached, error)
+	DetachShared(ctx context.Context, netns string, s dataplane.SubInterface) error
+	SharedInPod(netns string, s dataplane.SubInterface) (bool, error)
 }
 
 // CNI runs CNI plugin chains (dataplane.CNI).
@@ -117,11 +121,40 @@ func (p *Plugin) lockPod(ctx context.Context, uid types.UID) (unlock func(), _ e
 	return func() { unlockNode(); unlockPod() }, nil
 }
 
-// podNetdev is one netdev prepared for a pod.
+// podNetdev is one netdev prepared for a pod, or one sub-interface of a
+// shared device (sub set).
 type podNetdev struct {
 	claim claims.Claim
 	index int // in claim.Devices
 	nd    dataplane.Netdev
+	sub   *dataplane.SubInterface
+}
+
+// podDevice is the claim's device i as the hooks handle it, false for
+// devices without a kernel interface in the pod.
+func podDevice(c claims.Claim, i int) (podNetdev, bool) {
+	if nd, ok := Netdev(c.Devices[i]); ok {
+		return podNetdev{claim: c, index: i, nd: nd}, true
+	}
+	if s, ok := SubInterface(c, c.Devices[i]); ok {
+		return podNetdev{claim: c, index: i, sub: &s}, true
+	}
+	return podNetdev{}, false
+}
+
+// SubInterface is the sub-interface a device of a shared device gives its
+// pod, false for other devices. Its alias names the claim and request.
+func SubInterface(c claims.Claim, d claims.Device) (dataplane.SubInterface, bool) {
+	sh := d.Shared
+	if sh == nil || d.Pod == nil {
+		return dataplane.SubInterface{}, false
+	}
+	s := dataplane.SubInterface{Parent: sh.Parent, Kind: sh.Kind, Mode: sh.Mode, VLANID: sh.VLANID, VLANProto: sh.VLANProto, MaxTxRate: uint64(max(sh.MaxTxRate, 0)),
+		Name: d.Pod.Name, MTU: d.Pod.MTU, MAC: d.Pod.MAC, Addresses: d.Pod.Addresses, Alias: "fastpath/" + string(c.UID) + "/" + d.Request}
+	for _, r := range d.Pod.Routes {
+		s.Routes = append(s.Routes, dataplane.Route{Destination: r.Destination, Gateway: r.Gateway})
+	}
+	return s, true
 }
 
 func (n podNetdev) device() claims.Device { return n.claim.Devices[n.index] }
@@ -181,9 +214,9 @@ func (p *Plugin) AttachPod(ctx context.Context, pod Pod) error {
 		if !c.Prepared {
 			return fmt.Errorf("pod %s: claim %s is not prepared", pod, c.String())
 		}
-		for i, d := range c.Devices {
-			if nd, ok := Netdev(d); ok {
-				netdevs = append(netdevs, podNetdev{claim: c, index: i, nd: nd})
+		for i := range c.Devices {
+			if n, ok := podDevice(c, i); ok {
+				netdevs = append(netdevs, n)
 			}
 		}
 		if len(c.Networks) > 0 {
@@ -208,8 +241,8 @@ func (p *Plugin) AttachPod(ctx context.Context, pod Pod) error {
 			if dErr := p.detach(ctx, netdevs[i], pod.NetNS); dErr != nil {
 				errs = append(errs, fmt.Errorf("undoing %s: %w", netdevs[i], dErr))
 			}
-			p.opts.Status.Set(ctx, ref(netdevs[i].claim), status.NotReady(claims.DriverFastpath, netdevs[i].device().Pool, netdevs[i].device().Device,
-				status.ReasonNotReady, fmt.Sprintf("undone: %v", err)))
+			p.opts.Status.Set(ctx, ref(netdevs[i].claim), status.OfShare(netdevs[i].device(), status.NotReady(claims.DriverFastpath, netdevs[i].device().Pool, netdevs[i].device().Device,
+				status.ReasonNotReady, fmt.Sprintf("undone: %v", err))))
 		}
 		err = errors.Join(append([]error{err}, errs...)...)
 		logger.Error(err, "CNI ADD failed")
@@ -227,7 +260,8 @@ func (p *Plugin) attachNetdevs(ctx context.Context, pod Pod, netdevs []podNetdev
 		if at != nil && (at.SandboxID != pod.SandboxID || at.NetNS != pod.NetNS) {
 			// Recorded in an earlier sandbox of the pod that the runtime
 			// replaced without stopping it (killed while making it, its
-			// namespace left behind): the device may still be there.
+			// namespace left behind): the device (or sub-interface) may
+			// still be there.
 			klog.FromContext(ctx).Info("Taking a device back from the pod's earlier sandbox", "device", n.String(), "sandbox", at.SandboxID, "netns", at.NetNS)
 			if err := p.detach(ctx, *n, at.NetNS); err != nil {
 				return fmt.Errorf("%s: taking it back from the pod's earlier sandbox %s: %w", n, at.SandboxID, err)
@@ -236,9 +270,12 @@ func (p *Plugin) attachNetdevs(ctx context.Context, pod Pod, netdevs []podNetdev
 			at = nil
 		}
 		if at == nil {
-			up, err := p.opts.Attacher.HostUp(n.nd.HostName)
-			if err != nil {
-				return fmt.Errorf("%s: %w", n, err)
+			up := false
+			if n.sub == nil {
+				var err error
+				if up, err = p.opts.Attacher.HostUp(n.nd.HostName); err != nil {
+					return fmt.Errorf("%s: %w", n, err)
+				}
 			}
 			at = &claims.Attachment{SandboxID: pod.SandboxID, NetNS: pod.NetNS, HostUp: up}
 			if err := p.record(*n, at); err != nil {
@@ -253,7 +290,13 @@ func (p *Plugin) attachNetdevs(ctx context.Context, pod Pod, netdevs []podNetdev
 	}
 	for i, n := range netdevs {
 		start := time.Now()
-		res, err := p.opts.Attacher.Attach(ctx, pod.NetNS, n.nd)
+		var res dataplane.Attached
+		var err error
+		if n.sub != nil {
+			res, err = p.opts.Attacher.AttachShared(ctx, pod.NetNS, *n.sub)
+		} else {
+			res, err = p.opts.Attacher.Attach(ctx, pod.NetNS, n.nd)
+		}
 		p.opts.Metrics.Attach(err, time.Since(start))
 		if err != nil {
 			err = fmt.Errorf("%s: %w", n, err)
@@ -263,7 +306,7 @@ func (p *Plugin) attachNetdevs(ctx context.Context, pod Pod, netdevs []podNetdev
 				}
 			}
 			for _, m := range netdevs {
-				p.opts.Status.Set(ctx, ref(m.claim), status.NotReady(claims.DriverFastpath, m.device().Pool, m.device().Device, status.ReasonNotReady, err.Error()))
+				p.opts.Status.Set(ctx, ref(m.claim), status.OfShare(m.device(), status.NotReady(claims.DriverFastpath, m.device().Pool, m.device().Device, status.ReasonNotReady, err.Error())))
 			}
 			return err
 		}
@@ -293,7 +336,12 @@ func (p *Plugin) record(n podNetdev, at *claims.Attachment) error {
 // attachment.
 func (p *Plugin) detach(ctx context.Context, n podNetdev, netns string) error {
 	start := time.Now()
-	err := p.opts.Attacher.Detach(ctx, netns, n.nd)
+	var err error
+	if n.sub != nil {
+		err = p.opts.Attacher.DetachShared(ctx, netns, *n.sub)
+	} else {
+		err = p.opts.Attacher.Detach(ctx, netns, n.nd)
+	}
 	p.opts.Metrics.Detach(err, time.Since(start))
 	if errors.Is(err, dataplane.ErrDeviceGone) {
 		klog.FromContext(ctx).Info("Not returning a device that is gone", "device", n.String(), "reason", err.Error())
@@ -314,15 +362,22 @@ func (p *Plugin) detach(ctx context.Context, n podNetdev, netns string) error {
 // after its record and before its work left a record only.
 func (p *Plugin) inPlace(ctx context.Context, pod Pod, cls []claims.Claim) bool {
 	for _, c := range cls {
-		for _, d := range c.Devices {
-			nd, ok := Netdev(d)
+		for i, d := range c.Devices {
+			n, ok := podDevice(c, i)
 			if !ok {
 				continue
 			}
 			if d.Attached == nil || d.Attached.SandboxID != pod.SandboxID {
 				return false
 			}
-			if in, err := p.opts.Attacher.InPod(pod.NetNS, nd); err != nil || !in {
+			var in bool
+			var err error
+			if n.sub != nil {
+				in, err = p.opts.Attacher.SharedInPod(pod.NetNS, *n.sub)
+			} else {
+				in, err = p.opts.Attacher.InPod(pod.NetNS, n.nd)
+			}
+			if err != nil || !in {
 				return false
 			}
 		}
@@ -388,12 +443,11 @@ func (p *Plugin) release(ctx context.Context, cls []claims.Claim) error {
 	var errs []error
 	for _, c := range cls {
 		for i := len(c.Devices) - 1; i >= 0; i-- {
-			nd, ok := Netdev(c.Devices[i])
+			n, ok := podDevice(c, i)
 			at := c.Devices[i].Attached
 			if !ok || at == nil {
 				continue
 			}
-			n := podNetdev{claim: c, index: i, nd: nd}
 			if err := p.detach(ctx, n, at.NetNS); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", n, err))
 			}

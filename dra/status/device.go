@@ -83,12 +83,39 @@ func NetdevReady(dev claims.Device, iface Interface) resourceapi.AllocatedDevice
 	if dev.Host != nil {
 		host = dev.Host.Name
 	}
-	return resourceapi.AllocatedDeviceStatus{
+	msg := fmt.Sprintf("host interface %s attached as %s", host, iface.Name)
+	if sh := dev.Shared; sh != nil {
+		share := map[string]any{"parent": sh.Parent, "kind": sh.Kind, "interfaces": 1}
+		if sh.Mode != "" {
+			share["mode"] = sh.Mode
+		}
+		if sh.VLANID != 0 {
+			share["vlan"], share["vlanProto"] = sh.VLANID, sh.VLANProto
+		}
+		if dev.IPAM != nil {
+			share["ipamPool"], share["ipamAddress"] = dev.IPAM.Pool, dev.IPAM.Address
+		}
+		if sh.MaxTxRate > 0 {
+			share["bandwidth"] = sh.MaxTxRate
+		}
+		data["share"] = share
+		msg = fmt.Sprintf("%s of shared interface %s made in the pod as %s", sh.Kind, sh.Parent, iface.Name)
+	}
+	return OfShare(dev, resourceapi.AllocatedDeviceStatus{
 		Driver: claims.DriverFastpath, Pool: dev.Pool, Device: dev.Device,
-		Conditions:  []metav1.Condition{Condition(true, ReasonReady, fmt.Sprintf("host interface %s attached as %s", host, iface.Name))},
+		Conditions:  []metav1.Condition{Condition(true, ReasonReady, msg)},
 		Data:        rawJSON(data),
 		NetworkData: &resourceapi.NetworkDeviceData{InterfaceName: iface.Name, IPs: iface.Addresses, HardwareAddress: iface.MAC},
+	})
+}
+
+// OfShare is st for the allocation's share of a shared device: a device
+// allocated many times has one status per share.
+func OfShare(dev claims.Device, st resourceapi.AllocatedDeviceStatus) resourceapi.AllocatedDeviceStatus {
+	if dev.Shared != nil && dev.Shared.ShareID != "" {
+		st.ShareID = new(dev.Shared.ShareID)
 	}
+	return st
 }
 
 // PreparedReady is the status of a fastpath.dev device that Prepare hands
@@ -148,12 +175,20 @@ func NotReady(driver, pool, device, reason, msg string) resourceapi.AllocatedDev
 // the design's message, the CNI result (in the config's version) as data,
 // and networkData from the result's interface named ifName.
 func NetworkReady(n claims.Network, raw json.RawMessage, res *cni100.Result) resourceapi.AllocatedDeviceStatus {
-	return resourceapi.AllocatedDeviceStatus{
+	return OfNetworkShare(n, resourceapi.AllocatedDeviceStatus{
 		Driver: claims.DriverCNI, Pool: n.Pool, Device: n.Device,
 		Conditions:  []metav1.Condition{Condition(true, ReasonReady, CNIReadyMessage)},
 		Data:        &runtime.RawExtension{Raw: raw},
 		NetworkData: networkData(res, n.IfName),
+	})
+}
+
+// OfNetworkShare is st for the network's share of a shared CNI device.
+func OfNetworkShare(n claims.Network, st resourceapi.AllocatedDeviceStatus) resourceapi.AllocatedDeviceStatus {
+	if n.ShareID != "" {
+		st.ShareID = new(n.ShareID)
 	}
+	return st
 }
 
 // networkData is the result's interface named ifName in the sandbox, with

@@ -63,7 +63,7 @@ type claimStatus struct {
 	forgotten  bool
 }
 
-type deviceKey struct{ driver, pool, device string }
+type deviceKey struct{ driver, pool, device, share string }
 
 // NewWriter returns a writer; Start gives it the context its writes run in.
 func NewWriter(client kubernetes.Interface) *Writer {
@@ -87,7 +87,7 @@ func (w *Writer) Set(ctx context.Context, ref ClaimRef, st resourceapi.Allocated
 		c = &claimStatus{ref: ref, devices: map[deviceKey]resourceapi.AllocatedDeviceStatus{}}
 		w.claims[ref.UID] = c
 	}
-	c.devices[deviceKey{st.Driver, st.Pool, st.Device}] = st
+	c.devices[deviceKey{st.Driver, st.Pool, st.Device, shareID(st.ShareID)}] = st
 	c.generation++
 	if !c.writing {
 		c.writing = true
@@ -213,7 +213,7 @@ func (w *Writer) update(ctx context.Context, ref ClaimRef, want []resourceapi.Al
 		}
 		n++
 		i := slices.IndexFunc(claim.Status.Devices, func(d resourceapi.AllocatedDeviceStatus) bool {
-			return d.Driver == st.Driver && d.Pool == st.Pool && d.Device == st.Device
+			return d.Driver == st.Driver && d.Pool == st.Pool && d.Device == st.Device && shareID(d.ShareID) == shareID(st.ShareID)
 		})
 		if i < 0 {
 			claim.Status.Devices = append(claim.Status.Devices, st)
@@ -238,6 +238,14 @@ func (w *Writer) update(ctx context.Context, ref ClaimRef, want []resourceapi.Al
 // allocated reports whether the claim's allocation holds the device.
 func allocated(claim *resourceapi.ResourceClaim, st resourceapi.AllocatedDeviceStatus) bool {
 	return slices.ContainsFunc(claim.Status.Allocation.Devices.Results, func(r resourceapi.DeviceRequestAllocationResult) bool {
-		return r.Driver == st.Driver && r.Pool == st.Pool && r.Device == st.Device
+		return r.Driver == st.Driver && r.Pool == st.Pool && r.Device == st.Device && shareID((*string)(r.ShareID)) == shareID(st.ShareID)
 	})
+}
+
+// shareID is a device's share, "" for a device allocated once.
+func shareID(id *string) string {
+	if id == nil {
+		return ""
+	}
+	return *id
 }

@@ -18,10 +18,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/test/testbed"
 )
 
@@ -171,7 +173,7 @@ func TestDefaults(t *testing.T) {
 	for _, o := range objs {
 		kinds[o.GetObjectKind().GroupVersionKind().Kind]++
 	}
-	for kind, n := range map[string]int{"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "DaemonSet": 1, "DeviceClass": 4,
+	for kind, n := range map[string]int{"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "DaemonSet": 1, "DeviceClass": 5,
 		"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1} {
 		if kinds[kind] != n {
 			t.Errorf("%d %s rendered, want %d (all: %v)", kinds[kind], kind, n, kinds)
@@ -240,9 +242,10 @@ func TestAllValues(t *testing.T) {
 	c := ds.Spec.Template.Spec.Containers[0]
 	for _, want := range []string{"--logging-format=json", "-v=4", "--metrics-addr=0.0.0.0:9300", "--health-grace=3s", "--health-evict", "--cni", "--cni-plugins=macvlan,host-local,tuning",
 		"--cni-require-approved", "--cni-check-interval=1m",
-		"--cni-devices=16", "--cni-interface=ens1f0", "--cni-config-namespace=cni-configs", "--cni-bin-dir=/opt/cni/bin,/usr/libexec/cni",
+		"--cni-devices=16", "--cni-shared-device", "--cni-interface=ens1f0", "--cni-config-namespace=cni-configs", "--cni-bin-dir=/opt/cni/bin,/usr/libexec/cni",
 		"--cni-plugin-dir=/data/kubelet/plugins/cni.dra.networking.x-k8s.io", "--memif-dir=/run/vpp/memif",
 		"--memif-config=/etc/fastpath/memif/config.yaml", "--rediscover-interval=10m", "--profiling",
+		`--share=device.attributes["fastpath.dev"].ifName == "ens1f1"`, "--share-interfaces=32", "--share-bandwidth-mbps=25000", "--ip-pools=/etc/fastpath/ip-pools/pools.yaml",
 		`--filter=device.attributes["fastpath.dev"].kind == "sriov-vf" && device.attributes["fastpath.dev"].pfName == "ens1f0"`} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args lack %q: %q", want, c.Args)
@@ -256,7 +259,7 @@ func TestAllValues(t *testing.T) {
 		mounts[m.MountPath] = m.Name
 	}
 	for _, path := range []string{"/data/kubelet/plugins", "/data/kubelet/plugins_registry", "/run/nri", "/etc/cdi", "/data/fastpath",
-		"/sys/fs/bpf/fp", "/run/netns", "/dev", "/run/vpp/memif", "/etc/fastpath/memif", "/opt/cni/bin", "/usr/libexec/cni",
+		"/sys/fs/bpf/fp", "/run/netns", "/dev", "/run/vpp/memif", "/etc/fastpath/memif", "/etc/fastpath/ip-pools", "/opt/cni/bin", "/usr/libexec/cni",
 		"/var/lib/cni", "/run/cni", "/run/vswitch"} {
 		if mounts[path] == "" {
 			t.Errorf("nothing mounted at %s: %v", path, mounts)
@@ -285,10 +288,10 @@ func TestAllValues(t *testing.T) {
 		kinds[kind] = append(kinds[kind], name)
 	}
 	for kind, want := range map[string][]string{
-		"ConfigMap":          {"fastpath-system/fastpathd-memif"},
+		"ConfigMap":          {"fastpath-system/fastpathd-memif", "fastpath-system/fastpathd-ip-pools"},
 		"CNIConfig":          {"/macvlan-storage"},
 		"ServiceAccount":     {"fastpath-system/fastpathd-node", "fastpath-system/fastpathd-controller"},
-		"DeviceClass":        {"/netdev.fastpath.dev", "/afxdp.fastpath.dev", "/vfio.fastpath.dev", "/memif.fastpath.dev", "/cni.networking.x-k8s.io"},
+		"DeviceClass":        {"/netdev.fastpath.dev", "/afxdp.fastpath.dev", "/vfio.fastpath.dev", "/memif.fastpath.dev", "/shared.fastpath.dev", "/cni.networking.x-k8s.io"},
 		"ServiceMonitor":     {"fastpath-system/fastpathd"},
 		"Service":            {"fastpath-system/fastpathd-metrics"},
 		"ClusterRole":        {"/fastpathd", "/fastpathd-cni-configmaps", "/fastpathd-controller"},
@@ -365,4 +368,25 @@ func TestSchemaRefuses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The IP pools of the values render as a ConfigMap the daemon reads as it
+// is: a valid IPPoolConfig.
+func TestIPPools(t *testing.T) {
+	objs := render(t, "--values", chartFile(t, "ci/all-values.yaml"))
+	for _, o := range objs {
+		cm, ok := o.(*corev1.ConfigMap)
+		if !ok || cm.Name != "fastpathd-ip-pools" {
+			continue
+		}
+		cfg, errs := v1alpha1.DecodeIPPoolConfig([]byte(cm.Data["pools.yaml"]), field.NewPath("pools.yaml"))
+		if len(errs) == 0 {
+			errs = cfg.Validate(field.NewPath("pools.yaml"))
+		}
+		if len(errs) > 0 || len(cfg.Pools) != 1 || cfg.Pools[0].Name != "fast" || cfg.Pools[0].Gateway != "10.56.0.1" {
+			t.Errorf("pools.yaml = %+v, %v\n%s", cfg, errs, cm.Data["pools.yaml"])
+		}
+		return
+	}
+	t.Error("no ConfigMap of IP pools rendered")
 }

@@ -189,8 +189,8 @@ func TestDRAPlugin(t *testing.T) {
 	// examples must be valid for the API server.
 	applyDeviceClasses(t, ctx, "deviceclasses.yaml")
 	examples, _ := filepath.Glob(filepath.Join(bed.Config().RepoDir, "deploy", "examples", "*.yaml"))
-	if len(examples) != 7 {
-		t.Errorf("deploy/examples holds %d files, want one per class (fastpath's four and CNI), an approved CNIConfig and the toleration of unhealthy devices", len(examples))
+	if len(examples) != 8 {
+		t.Errorf("deploy/examples holds %d files, want one per class (fastpath's five and CNI), an approved CNIConfig and the toleration of unhealthy devices", len(examples))
 	}
 	for _, ex := range examples {
 		dryRunCreate(t, ctx, ex)

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,7 +19,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/test/images"
 	"github.com/fastpath-dra/fastpath/test/testbed"
 )
@@ -245,6 +248,9 @@ func daemonValues(port int, stateDir string, args []string) (map[string]any, err
 		case "--cni-require-approved":
 			cni["requireApproved"] = true
 			continue
+		case "--cni-shared-device":
+			cni["sharedDevice"] = true
+			continue
 		}
 		if i+1 == len(args) {
 			return nil, fmt.Errorf("fastpathd argument %s has no value", flag)
@@ -256,6 +262,38 @@ func daemonValues(port int, stateDir string, args []string) (map[string]any, err
 			values["bpfDir"] = v
 		case "--filter":
 			values["filter"] = v
+		case "--share":
+			share(values)["filter"] = v
+		case "--share-interfaces":
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return nil, fmt.Errorf("--share-interfaces %q: %w", v, err)
+			}
+			share(values)["interfaces"] = n
+		case "--share-bandwidth-mbps":
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return nil, fmt.Errorf("--share-bandwidth-mbps %q: %w", v, err)
+			}
+			share(values)["bandwidthMbps"] = n
+		case "--ip-pools":
+			// The chart takes the pools as a value: the file's.
+			data, err := os.ReadFile(v)
+			if err != nil {
+				return nil, err
+			}
+			cfg, errs := v1alpha1.DecodeIPPoolConfig(data, field.NewPath(v))
+			if len(errs) > 0 {
+				return nil, errs.ToAggregate()
+			}
+			var pools []any
+			for _, p := range cfg.Pools {
+				m := map[string]any{}
+				raw, _ := json.Marshal(p)
+				_ = json.Unmarshal(raw, &m)
+				pools = append(pools, m)
+			}
+			values["ipPools"] = pools
 		case "--memif-dir":
 			memif["dir"] = v
 		case "--cni-plugin-dir":
@@ -292,6 +330,16 @@ func daemonValues(port int, stateDir string, args []string) (map[string]any, err
 	values["extraVolumes"] = volumes
 	values["extraVolumeMounts"] = mounts
 	return values, nil
+}
+
+// share is the chart's share value in values.
+func share(values map[string]any) map[string]any {
+	if s, ok := values["share"].(map[string]any); ok {
+		return s
+	}
+	s := map[string]any{}
+	values["share"] = s
+	return s
 }
 
 // forbidden lists the log lines that report a refused API call.

@@ -3,7 +3,8 @@ package v1alpha1
 // Default fills in what a config for a device with a kernel interface, or
 // one bound to vfio-pci, leaves unset: mode netdev, the interface named
 // after the request, and for afxdp the xsk-redirect program, native
-// attachment, one queue and zero-copy where possible. apiVersion and kind
+// attachment, one queue and zero-copy where possible; for macvlan bridge
+// mode, for ipvlan l2, for vlan 802.1q. apiVersion and kind
 // are set. Configs of memif devices are not defaulted: they have no mode.
 func (c *InterfaceConfig) Default(request string) {
 	c.APIVersion, c.Kind = GroupVersion, KindInterfaceConfig
@@ -18,6 +19,26 @@ func (c *InterfaceConfig) Default(request string) {
 	}
 	if c.Interface.Name == "" {
 		c.Interface.Name = request
+	}
+	switch c.Mode {
+	case ModeMacvlan:
+		if c.Macvlan == nil {
+			c.Macvlan = &MacvlanConfig{}
+		}
+		if c.Macvlan.Mode == "" {
+			c.Macvlan.Mode = MacvlanBridge
+		}
+	case ModeIPVLAN:
+		if c.IPVLAN == nil {
+			c.IPVLAN = &IPVLANConfig{}
+		}
+		if c.IPVLAN.Mode == "" {
+			c.IPVLAN.Mode = IPVLANL2
+		}
+	case ModeVLAN:
+		if c.VLAN != nil && c.VLAN.Protocol == "" {
+			c.VLAN.Protocol = VLANProto8021Q
+		}
 	}
 	if c.Mode != ModeAFXDP {
 		return

@@ -16,6 +16,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add("apiVersion: fastpath.dev/v1alpha1\nkind: InterfaceConfig\nvf: {vlan: 100, qos: 3, vlanProto: 802.1ad, minTxRateMbps: 10, maxTxRateMbps: 5}\n")
 	f.Add(`{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig", "interface": {"routes": [{"destination": "::/0", "gateway": "fd00::1"}]}}`)
 	f.Add(`{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig", "mode": "netdev", "mode": "vfio"}`)
+	f.Add(`{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig", "mode": "vlan", "vlan": {"id": 100}, "ipam": {"pool": "fast"}}`)
 	f.Add(`[1, 2]`)
 	f.Fuzz(func(t *testing.T, doc string) {
 		var cfg InterfaceConfig
@@ -27,7 +28,7 @@ func FuzzDecode(f *testing.F) {
 			return
 		}
 		switch cfg.Mode {
-		case ModeNetdev, ModeAFXDP:
+		case ModeNetdev, ModeAFXDP, ModeMacvlan, ModeIPVLAN, ModeVLAN:
 			if cfg.Interface == nil || ValidInterfaceName(cfg.Interface.Name) != nil {
 				t.Errorf("accepted %q without a valid interface name: %+v", doc, cfg.Interface)
 			}

@@ -1,6 +1,9 @@
 package v1alpha1
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"slices"
+)
 
 // API groups, versions and kinds.
 const (
@@ -8,6 +11,7 @@ const (
 	GroupVersion        = "fastpath.dev/v1alpha1"
 	KindInterfaceConfig = "InterfaceConfig"
 	KindMemifConfig     = "MemifConfig"
+	KindIPPoolConfig    = "IPPoolConfig"
 
 	// CNIGroupVersion is the apiVersion of the CNI DRA driver's parameters.
 	CNIGroupVersion = "cni.networking.x-k8s.io/v1alpha1"
@@ -19,10 +23,46 @@ const (
 	ModeNetdev = "netdev" // the kernel interface moves into the pod
 	ModeVFIO   = "vfio"   // the PCI function is bound to vfio-pci for DPDK
 	ModeAFXDP  = "afxdp"  // the interface moves with an XDP program and its XSKMAP
+
+	// The shared modes: the device stays in the host and the pod gets a
+	// sub-interface of it, made in the pod's namespace.
+	ModeMacvlan = "macvlan"
+	ModeIPVLAN  = "ipvlan"
+	ModeVLAN    = "vlan"
 )
 
 // Modes lists the modes.
-var Modes = []string{ModeNetdev, ModeVFIO, ModeAFXDP}
+var Modes = []string{ModeNetdev, ModeVFIO, ModeAFXDP, ModeMacvlan, ModeIPVLAN, ModeVLAN}
+
+// SharedModes are the modes of a device many claims share.
+var SharedModes = []string{ModeMacvlan, ModeIPVLAN, ModeVLAN}
+
+// Shared reports whether mode gives the pod a sub-interface of a shared
+// device rather than the device.
+func Shared(mode string) bool { return slices.Contains(SharedModes, mode) }
+
+// macvlan and ipvlan modes.
+const (
+	MacvlanBridge   = "bridge"
+	MacvlanPrivate  = "private"
+	MacvlanVEPA     = "vepa"
+	MacvlanPassthru = "passthru"
+	IPVLANL2        = "l2"
+	IPVLANL3        = "l3"
+	IPVLANL3S       = "l3s"
+)
+
+// MacvlanModes and IPVLANModes list the modes of each kind.
+var (
+	MacvlanModes = []string{MacvlanBridge, MacvlanPrivate, MacvlanVEPA, MacvlanPassthru}
+	IPVLANModes  = []string{IPVLANL2, IPVLANL3, IPVLANL3S}
+)
+
+// VLAN protocols.
+const (
+	VLANProto8021Q  = "802.1q"
+	VLANProto8021AD = "802.1ad"
+)
 
 // XDP programs fastpath ships (package bpf builds them).
 const (
@@ -64,17 +104,92 @@ const (
 //	interface: {name: net1, mtu: 9000, addresses: [10.10.1.2/24]}
 //	vf: {vlan: 100, spoofChk: true}
 //
+// or, for a sub-interface of a device many pods share:
+//
+//	mode: macvlan
+//	macvlan: {mode: bridge}
+//	interface: {name: net1}
+//	ipam: {pool: fast}
+//
 // apiVersion and kind may be left empty in Go: they are set when the
 // config is marshalled.
 type InterfaceConfig struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
-	// Mode is netdev (default), vfio or afxdp. memif devices ignore it.
+	// Mode is netdev (default), vfio or afxdp for a device of its own;
+	// macvlan, ipvlan or vlan for a sub-interface of a shared device.
+	// memif devices ignore it.
 	Mode      string         `json:"mode,omitempty"`
 	Interface *InterfaceSpec `json:"interface,omitempty"`
 	VF        *VFConfig      `json:"vf,omitempty"`
 	XDP       *XDPConfig     `json:"xdp,omitempty"`
 	Memif     *MemifSpec     `json:"memif,omitempty"`
+	// Macvlan, IPVLAN and VLAN configure the sub-interface of their mode.
+	Macvlan *MacvlanConfig `json:"macvlan,omitempty"`
+	IPVLAN  *IPVLANConfig  `json:"ipvlan,omitempty"`
+	VLAN    *VLANConfig    `json:"vlan,omitempty"`
+	// IPAM gives the interface an address from a pool of the node, besides
+	// interface.addresses.
+	IPAM *IPAMSpec `json:"ipam,omitempty"`
+}
+
+// MacvlanConfig is a macvlan sub-interface (mode macvlan).
+type MacvlanConfig struct {
+	// Mode is bridge (default: the pods of one parent reach each other),
+	// private, vepa or passthru (one sub-interface takes the parent).
+	Mode string `json:"mode,omitempty"`
+}
+
+// IPVLANConfig is an ipvlan sub-interface (mode ipvlan): the parent's MAC,
+// its own addresses.
+type IPVLANConfig struct {
+	// Mode is l2 (default), l3 or l3s.
+	Mode string `json:"mode,omitempty"`
+}
+
+// VLANConfig is an 802.1Q (or 802.1ad) sub-interface (mode vlan).
+type VLANConfig struct {
+	// ID is the VLAN ID, 1-4094.
+	ID int `json:"id"`
+	// Protocol is 802.1q (default) or 802.1ad.
+	Protocol string `json:"protocol,omitempty"`
+}
+
+// IPAMSpec asks for an address from a pool of the node's IPPoolConfig.
+type IPAMSpec struct {
+	// Pool names the pool.
+	Pool string `json:"pool"`
+}
+
+// IPPoolConfig is the operator's file of the node's address pools
+// (--ip-pools), from which claims with ipam get their addresses. An
+// address is held by one claim from Prepare to Unprepare.
+//
+//	apiVersion: fastpath.dev/v1alpha1
+//	kind: IPPoolConfig
+//	pools:
+//	- name: fast
+//	  subnet: 10.56.0.0/24
+//	  rangeStart: 10.56.0.10     # default: the subnet's first host
+//	  rangeEnd: 10.56.0.250      # default: its last (before broadcast)
+//	  gateway: 10.56.0.1         # never given out
+//	  exclude: [10.56.0.100/30]  # never given out
+//	  routes: [{destination: 10.57.0.0/16}]  # through gateway when it has none
+type IPPoolConfig struct {
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	Pools      []IPPool `json:"pools"`
+}
+
+// IPPool is one pool of addresses.
+type IPPool struct {
+	Name       string   `json:"name"`
+	Subnet     string   `json:"subnet"`
+	RangeStart string   `json:"rangeStart,omitempty"`
+	RangeEnd   string   `json:"rangeEnd,omitempty"`
+	Gateway    string   `json:"gateway,omitempty"`
+	Exclude    []string `json:"exclude,omitempty"`
+	Routes     []Route  `json:"routes,omitempty"`
 }
 
 // InterfaceSpec is the kernel interface in the pod (netdev and afxdp modes).
@@ -178,6 +293,13 @@ func (c InterfaceConfig) MarshalJSON() ([]byte, error) {
 func (c MemifConfig) MarshalJSON() ([]byte, error) {
 	type plain MemifConfig
 	c.APIVersion, c.Kind = orDefault(c.APIVersion, GroupVersion), orDefault(c.Kind, KindMemifConfig)
+	return json.Marshal(plain(c))
+}
+
+// MarshalJSON implements json.Marshaler.
+func (c IPPoolConfig) MarshalJSON() ([]byte, error) {
+	type plain IPPoolConfig
+	c.APIVersion, c.Kind = orDefault(c.APIVersion, GroupVersion), orDefault(c.Kind, KindIPPoolConfig)
 	return json.Marshal(plain(c))
 }
 

@@ -71,6 +71,70 @@ func (c *InterfaceConfig) Validate() field.ErrorList {
 	if c.Memif != nil {
 		errs = append(errs, c.Memif.Validate(field.NewPath("memif"))...)
 	}
+	errs = append(errs, c.validateShared()...)
+	if c.IPAM != nil {
+		p := field.NewPath("ipam", "pool")
+		switch {
+		case c.Mode == ModeVFIO:
+			errs = append(errs, field.Forbidden(field.NewPath("ipam"), "mode vfio hands over no kernel interface to address"))
+		case c.IPAM.Pool == "":
+			errs = append(errs, field.Required(p, "the name of one of the node's IP pools"))
+		case len(validation.IsDNS1123Label(c.IPAM.Pool)) > 0:
+			errs = append(errs, field.Invalid(p, c.IPAM.Pool, "must be a pool's name: lowercase letters, digits and '-'"))
+		}
+	}
+	return errs
+}
+
+// validateShared checks the sections of the shared modes: each only with
+// its mode, and nothing that would change the device every claim shares.
+func (c *InterfaceConfig) validateShared() field.ErrorList {
+	var errs field.ErrorList
+	for _, s := range []struct {
+		name string
+		set  bool
+	}{{ModeMacvlan, c.Macvlan != nil}, {ModeIPVLAN, c.IPVLAN != nil}, {ModeVLAN, c.VLAN != nil}} {
+		if s.set && c.Mode != s.name {
+			errs = append(errs, field.Forbidden(field.NewPath(s.name), "only for mode "+s.name))
+		}
+	}
+	if !Shared(c.Mode) {
+		return errs
+	}
+	if c.VF != nil {
+		errs = append(errs, field.Forbidden(field.NewPath("vf"), fmt.Sprintf("mode %s shares the device with other claims: its VF settings are the operator's, not a claim's", c.Mode)))
+	}
+	var mac string
+	if c.Interface != nil {
+		mac = c.Interface.MAC
+	}
+	switch c.Mode {
+	case ModeMacvlan:
+		if c.Macvlan != nil && !slices.Contains(MacvlanModes, c.Macvlan.Mode) {
+			errs = append(errs, field.NotSupported(field.NewPath("macvlan", "mode"), c.Macvlan.Mode, MacvlanModes))
+		}
+		if c.Macvlan != nil && c.Macvlan.Mode == MacvlanPassthru && mac != "" {
+			errs = append(errs, field.Forbidden(field.NewPath("interface", "mac"), "a passthru macvlan has its parent's MAC: setting it would change the parent"))
+		}
+	case ModeIPVLAN:
+		if c.IPVLAN != nil && !slices.Contains(IPVLANModes, c.IPVLAN.Mode) {
+			errs = append(errs, field.NotSupported(field.NewPath("ipvlan", "mode"), c.IPVLAN.Mode, IPVLANModes))
+		}
+		if mac != "" {
+			errs = append(errs, field.Forbidden(field.NewPath("interface", "mac"), "an ipvlan interface has its parent's MAC"))
+		}
+	case ModeVLAN:
+		p := field.NewPath("vlan")
+		switch {
+		case c.VLAN == nil:
+			errs = append(errs, field.Required(p.Child("id"), "mode vlan needs a VLAN ID"))
+		case c.VLAN.ID < 1 || c.VLAN.ID > 4094:
+			errs = append(errs, field.Invalid(p.Child("id"), c.VLAN.ID, "must be between 1 and 4094"))
+		}
+		if c.VLAN != nil && c.VLAN.Protocol != VLANProto8021Q && c.VLAN.Protocol != VLANProto8021AD {
+			errs = append(errs, field.NotSupported(p.Child("protocol"), c.VLAN.Protocol, []string{VLANProto8021Q, VLANProto8021AD}))
+		}
+	}
 	return errs
 }
 

@@ -88,6 +88,10 @@ exec:
   (printf "-v=%d" (int $v.logging.verbosity)) }}
 {{- with $v.logging.format }}{{ $args = append $args (printf "--logging-format=%s" .) }}{{ end }}
 {{- with $v.filter }}{{ $args = append $args (printf "--filter=%s" .) }}{{ end }}
+{{- with $v.share.filter }}{{ $args = append $args (printf "--share=%s" .) }}{{ end }}
+{{- with $v.share.interfaces }}{{ $args = append $args (printf "--share-interfaces=%d" (int .)) }}{{ end }}
+{{- with $v.share.bandwidthMbps }}{{ $args = append $args (printf "--share-bandwidth-mbps=%d" (int .)) }}{{ end }}
+{{- if $v.ipPools }}{{ $args = append $args "--ip-pools=/etc/fastpath/ip-pools/pools.yaml" }}{{ end }}
 {{- with $v.rediscoverInterval }}{{ $args = append $args (printf "--rediscover-interval=%s" .) }}{{ end }}
 {{- with $v.health.grace }}{{ $args = append $args (printf "--health-grace=%s" .) }}{{ end }}
 {{- if $v.health.evict }}{{ $args = append $args "--health-evict" }}{{ end }}
@@ -100,6 +104,7 @@ exec:
 {{- $args = concat $args (include "fastpath.cniPolicyArgs" . | fromYamlArray) }}
 {{- with $v.cni.checkInterval }}{{ $args = append $args (printf "--cni-check-interval=%s" .) }}{{ end }}
 {{- with $v.cni.devices }}{{ $args = append $args (printf "--cni-devices=%d" (int .)) }}{{ end }}
+{{- if $v.cni.sharedDevice }}{{ $args = append $args "--cni-shared-device" }}{{ end }}
 {{- with $v.cni.interface }}{{ $args = append $args (printf "--cni-interface=%s" .) }}{{ end }}
 {{- end }}
 {{- range $v.extraArgs }}{{ $args = append $args (toString .) }}{{ end }}

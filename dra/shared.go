@@ -1,0 +1,145 @@
+package dra
+
+import (
+	"fmt"
+	"net/netip"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/fastpath-dra/fastpath/dataplane/fault"
+	"github.com/fastpath-dra/fastpath/devices"
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
+	"github.com/fastpath-dra/fastpath/dra/claims"
+)
+
+// forSharing checks a valid config's mode against whether the device is
+// shared: a shared device only gives sub-interfaces and is never moved
+// whole; a device of its own gives none. A sub-interface's MTU is at most
+// its parent's.
+func forSharing(c v1alpha1.InterfaceConfig, dev devices.Device) field.ErrorList {
+	mode := field.NewPath("mode")
+	shared := v1alpha1.Shared(c.Mode)
+	switch {
+	case shared && (dev.Share == nil || dev.Netdev == nil):
+		return field.ErrorList{field.Invalid(mode, c.Mode, fmt.Sprintf("device %s is not shared: the operator shares devices with --share (attribute shareable)", dev.Name))}
+	case !shared && dev.Share != nil:
+		return field.ErrorList{field.Invalid(mode, c.Mode, fmt.Sprintf("device %s is shared with other claims and never handed over whole: use mode macvlan, ipvlan or vlan", dev.Name))}
+	case !shared:
+		return nil
+	}
+	if s := c.Interface; s != nil && s.MTU != 0 && dev.Netdev.MTU > 0 && s.MTU > dev.Netdev.MTU {
+		return field.ErrorList{field.Invalid(field.NewPath("interface", "mtu"), s.MTU, fmt.Sprintf("must not exceed the MTU %d of device %s, the parent", dev.Netdev.MTU, dev.Name))}
+	}
+	return nil
+}
+
+// planShared is the record of a sub-interface of a shared device: the
+// parent is not in it as a host netdev (it is not moved, nor restored),
+// and no PCI address or device-info is given (the pod does not own the
+// function).
+func planShared(res resourceapi.DeviceRequestAllocationResult, dev devices.Device, cfg v1alpha1.InterfaceConfig, cdiDevice string) claims.Device {
+	d := claims.Device{Request: res.Request, Pool: res.Pool, Device: res.Device, Kind: string(dev.Kind), Mode: cfg.Mode, CDIDevice: cdiDevice,
+		Shared: &claims.SharedInterface{Parent: dev.Netdev.Name, Kind: cfg.Mode}}
+	if res.ShareID != nil {
+		d.Shared.ShareID = string(*res.ShareID)
+	}
+	if bw, ok := res.ConsumedCapacity[CapacityBandwidth]; ok {
+		d.Shared.MaxTxRate = bw.Value()
+	}
+	switch {
+	case cfg.Macvlan != nil:
+		d.Shared.Mode = cfg.Macvlan.Mode
+	case cfg.IPVLAN != nil:
+		d.Shared.Mode = cfg.IPVLAN.Mode
+	case cfg.VLAN != nil:
+		d.Shared.VLANID, d.Shared.VLANProto = cfg.VLAN.ID, cfg.VLAN.Protocol
+	}
+	i := cfg.Interface
+	d.Pod = &claims.PodInterface{Name: i.Name, MTU: i.MTU, MAC: i.MAC, Addresses: i.Addresses}
+	for _, r := range i.Routes {
+		d.Pod.Routes = append(d.Pod.Routes, claims.Route{Destination: r.Destination, Gateway: r.Gateway})
+	}
+	return d
+}
+
+// IPPools are the node's address pools by name (--ip-pools).
+type IPPools map[string]v1alpha1.IPPool
+
+// NewIPPools indexes a valid IPPoolConfig.
+func NewIPPools(cfg v1alpha1.IPPoolConfig) IPPools {
+	out := IPPools{}
+	for _, p := range cfg.Pools {
+		out[p.Name] = p
+	}
+	return out
+}
+
+// checkPool checks that a config's pool is one of the node's.
+func (p IPPools) checkPool(cfg v1alpha1.InterfaceConfig) field.ErrorList {
+	if cfg.IPAM == nil {
+		return nil
+	}
+	if _, ok := p[cfg.IPAM.Pool]; !ok {
+		return field.ErrorList{field.NotFound(field.NewPath("ipam", "pool"), cfg.IPAM.Pool)}
+	}
+	return nil
+}
+
+// assign gives each device of c that asks a pool for an address the
+// pool's lowest address that no other claim holds (the claim store
+// admits c with it in the same write), and the pool's routes. The
+// records of the other claims are the leases: an address is free again
+// when its claim is forgotten.
+func (p IPPools) assign(c *claims.Claim, others []*claims.Claim) error {
+	held := map[netip.Addr]bool{}
+	for _, o := range others {
+		for _, d := range o.Devices {
+			if d.IPAM != nil {
+				if pre, err := netip.ParsePrefix(d.IPAM.Address); err == nil {
+					held[pre.Addr()] = true
+				}
+			}
+		}
+	}
+	for i := range c.Devices {
+		d := &c.Devices[i]
+		if d.IPAM == nil || d.IPAM.Address != "" {
+			continue
+		}
+		pool, ok := p[d.IPAM.Pool]
+		if !ok {
+			return &ClaimError{Claim: c.String(), Request: d.Request, Device: d.Device,
+				Errs: field.ErrorList{field.NotFound(field.NewPath("ipam", "pool"), d.IPAM.Pool)}}
+		}
+		addr, ok := free(pool, held)
+		if !ok {
+			return &ClaimError{Claim: c.String(), Request: d.Request, Device: d.Device, Errs: field.ErrorList{field.Invalid(field.NewPath("ipam", "pool"), d.IPAM.Pool,
+				"the pool has no free address: every one is held by a prepared claim; it is free again when one is unprepared")}}
+		}
+		held[addr] = true
+		// Killed here, nothing is written: the address is not taken.
+		fault.Point("ipam.assigned")
+		d.IPAM.Address = netip.PrefixFrom(addr, pool.Prefix().Bits()).String()
+		d.Pod.Addresses = append(d.Pod.Addresses, d.IPAM.Address)
+		for _, r := range pool.Routes {
+			gw := r.Gateway
+			if gw == "" {
+				gw = pool.Gateway
+			}
+			d.Pod.Routes = append(d.Pod.Routes, claims.Route{Destination: r.Destination, Gateway: gw})
+		}
+	}
+	return nil
+}
+
+// free is the pool's lowest address that is neither excluded nor held.
+func free(pool v1alpha1.IPPool, held map[netip.Addr]bool) (netip.Addr, bool) {
+	first, last := pool.Range()
+	for a := first; a.IsValid() && !last.Less(a); a = a.Next() {
+		if !held[a] && !pool.Excluded(a) {
+			return a, true
+		}
+	}
+	return netip.Addr{}, false
+}
