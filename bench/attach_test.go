@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -69,22 +70,54 @@ func BenchmarkAttach(b *testing.B) {
 // detach between iterations is not timed.
 func benchAttach(b *testing.B, podNS string, nd dataplane.Netdev) {
 	b.Helper()
+	a := benchAttacher(b)
+	roundTrips(b, timeAttach, func(ctx context.Context) error {
+		_, err := a.Attach(ctx, podNS, nd)
+		return err
+	}, func(ctx context.Context) error { return a.Detach(ctx, podNS, nd) })
+}
+
+// benchAttacher is an Attacher closed when the benchmark ends.
+func benchAttacher(b *testing.B) *dataplane.Attacher {
+	b.Helper()
 	a, err := dataplane.NewAttacher()
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer func() { _ = a.Close() }()
+	b.Cleanup(func() { _ = a.Close() })
+	return a
+}
+
+// Which half of a round trip roundTrips times.
+const (
+	timeAttach = "attach"
+	timeDetach = "detach"
+)
+
+// roundTrips runs attach then detach at every iteration and times the half
+// named by timed; the other half is not timed.
+func roundTrips(b *testing.B, timed string, attach, detach func(context.Context) error) {
+	b.Helper()
 	ctx := klog.NewContext(b.Context(), logr.Discard())
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := a.Attach(ctx, podNS, nd); err != nil {
+		if timed == timeDetach {
+			b.StopTimer()
+		}
+		if err := attach(ctx); err != nil {
 			b.Fatal(err)
 		}
-		b.StopTimer()
-		if err := a.Detach(ctx, podNS, nd); err != nil {
+		if timed == timeDetach {
+			b.StartTimer()
+		} else {
+			b.StopTimer()
+		}
+		if err := detach(ctx); err != nil {
 			b.Fatal(err)
 		}
-		b.StartTimer()
+		if timed == timeAttach {
+			b.StartTimer()
+		}
 	}
 }
 
@@ -93,23 +126,11 @@ func benchAttach(b *testing.B, podNS string, nd dataplane.Netdev) {
 func BenchmarkDetach(b *testing.B) {
 	podNS, _ := benchNetNS(b)
 	nd := benchNetdev(benchVeth(b))
-	a, err := dataplane.NewAttacher()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = a.Close() }()
-	ctx := klog.NewContext(b.Context(), logr.Discard())
-	b.ReportAllocs()
-	for b.Loop() {
-		b.StopTimer()
-		if _, err := a.Attach(ctx, podNS, nd); err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
-		if err := a.Detach(ctx, podNS, nd); err != nil {
-			b.Fatal(err)
-		}
-	}
+	a := benchAttacher(b)
+	roundTrips(b, timeDetach, func(ctx context.Context) error {
+		_, err := a.Attach(ctx, podNS, nd)
+		return err
+	}, func(ctx context.Context) error { return a.Detach(ctx, podNS, nd) })
 }
 
 // BenchmarkFloor is the same work written directly against netlink, with a

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"slices"
@@ -58,51 +59,27 @@ func benchSub(parent netlink.Link, i int) dataplane.SubInterface {
 // same macvlan through libcni and the reference plugin). The delete
 // between iterations is not timed.
 func BenchmarkAttachShared(b *testing.B) {
-	parent := sharedParent(b)
-	podNS := sharedNetNS(b, 0)
-	s := benchSub(parent, 0)
-	a, err := dataplane.NewAttacher()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = a.Close() }()
-	ctx := klog.NewContext(b.Context(), logr.Discard())
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := a.AttachShared(ctx, podNS, s); err != nil {
-			b.Fatal(err)
-		}
-		b.StopTimer()
-		if err := a.DetachShared(ctx, podNS, s); err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
-	}
+	benchShared(b, timeAttach)
 }
 
 // BenchmarkDetachShared deletes the pod's macvlan. The attach between
 // iterations is not timed.
 func BenchmarkDetachShared(b *testing.B) {
+	benchShared(b, timeDetach)
+}
+
+// benchShared times one half of a round trip of a macvlan of the shared
+// parent into a pod's namespace and out.
+func benchShared(b *testing.B, timed string) {
+	b.Helper()
 	parent := sharedParent(b)
 	podNS := sharedNetNS(b, 0)
 	s := benchSub(parent, 0)
-	a, err := dataplane.NewAttacher()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = a.Close() }()
-	ctx := klog.NewContext(b.Context(), logr.Discard())
-	b.ReportAllocs()
-	for b.Loop() {
-		b.StopTimer()
-		if _, err := a.AttachShared(ctx, podNS, s); err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
-		if err := a.DetachShared(ctx, podNS, s); err != nil {
-			b.Fatal(err)
-		}
-	}
+	a := benchAttacher(b)
+	roundTrips(b, timed, func(ctx context.Context) error {
+		_, err := a.AttachShared(ctx, podNS, s)
+		return err
+	}, func(ctx context.Context) error { return a.DetachShared(ctx, podNS, s) })
 }
 
 // BenchmarkAttachSharedConcurrent: 64 pods attach a macvlan of one parent
