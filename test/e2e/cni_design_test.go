@@ -384,9 +384,10 @@ spec:
 	})
 }
 
-// deleteInPod deletes the link name in the network namespace at netnsPath
-// (a pod's).
-func deleteInPod(t *testing.T, netnsPath, name string) {
+// linkInPod is the link name in the network namespace at netnsPath (a
+// pod's), with a netlink handle in that namespace, closed when the test
+// ends.
+func linkInPod(t *testing.T, netnsPath, name string) (*netlink.Handle, netlink.Link) {
 	t.Helper()
 	ns, err := netns.GetFromPath(netnsPath)
 	if err != nil {
@@ -397,11 +398,19 @@ func deleteInPod(t *testing.T, netnsPath, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.Close()
+	t.Cleanup(h.Close)
 	l, err := h.LinkByName(name)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return h, l
+}
+
+// deleteInPod deletes the link name in the network namespace at netnsPath
+// (a pod's).
+func deleteInPod(t *testing.T, netnsPath, name string) {
+	t.Helper()
+	h, l := linkInPod(t, netnsPath, name)
 	if err := h.LinkDel(l); err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -241,20 +240,7 @@ func sharedAddress(t *testing.T, ctx context.Context, pod string) string {
 // namespace at netnsPath, in bytes per second; 0 for none.
 func tbfRate(t *testing.T, netnsPath, name string) uint64 {
 	t.Helper()
-	ns, err := netns.GetFromPath(netnsPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	l, err := h.LinkByName(name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, l := linkInPod(t, netnsPath, name)
 	qs, err := h.QdiscList(l)
 	if err != nil {
 		t.Fatal(err)
