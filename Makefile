@@ -158,7 +158,7 @@ bench: ## benchmarks with medians and ratios; rewrites the summary in bench/RESU
 .PHONY: bench-e2e
 bench-e2e: ## pod start-up with and without a claim on the real node, and the daemon's RSS (root)
 	$(DEPS) testbed
-	$(GO) test -count=1 -timeout 30m -tags e2e,benche2e -run TestPodStartup -v ./test/e2e/
+	$(GO) test -count=1 -timeout 30m -tags e2e,benche2e -run 'TestPodStartup|TestDaemonMemory' -v ./test/e2e/
 
 .PHONY: bench-smoke
 bench-smoke: ## every benchmark once, so none can rot

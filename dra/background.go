@@ -13,13 +13,13 @@ import (
 	"github.com/fastpath-dra/fastpath/dra/metrics"
 )
 
-// backgroundErrors handles what the kubelet plugin helper meets in the
-// background: its ResourceSlice controller retries a refused write with
-// backoff for as long as it is refused (Forbidden: the admission policy or
-// RBAC; Invalid), and would log the same refusal at every retry. An error
-// is logged when it says something new, and again at most every
-// repeatEvery while it goes on; a refusal by the API server counts as a
-// failed publication in the metrics every time.
+// backgroundErrors handles what goes wrong in the background: a
+// ResourceSlice write the publisher retries with backoff for as long as
+// it is refused (Forbidden: the admission policy or RBAC; Invalid), and
+// what the kubelet plugin helper reports. Each would be logged at every
+// retry; an error is logged when it says something new, and again at most
+// every repeatEvery while it goes on. A failed publication counts in the
+// metrics every time.
 type backgroundErrors struct {
 	metrics *metrics.Metrics
 
@@ -32,11 +32,19 @@ type backgroundErrors struct {
 // repeatEvery is how often an error that goes on is logged again.
 const repeatEvery = 10 * time.Minute
 
+// publishFailed counts and logs a failed write of the node's slices; the
+// publisher tries again.
+func (b *backgroundErrors) publishFailed(ctx context.Context, err error, msg string) {
+	b.metrics.Published(nil, err)
+	b.log(ctx, err, msg, true)
+}
+
+// handle logs an error the kubelet plugin helper reports.
 func (b *backgroundErrors) handle(ctx context.Context, err error, msg string) {
-	var status apierrors.APIStatus
-	if errors.As(err, &status) {
-		b.metrics.Published(nil, err)
-	}
+	b.log(ctx, err, msg, errors.Is(err, kubeletplugin.ErrRecoverable))
+}
+
+func (b *backgroundErrors) log(ctx context.Context, err error, msg string, recoverable bool) {
 	now := time.Now
 	if b.now != nil {
 		now = b.now
@@ -55,7 +63,7 @@ func (b *backgroundErrors) handle(ctx context.Context, err error, msg string) {
 	switch {
 	case apierrors.IsForbidden(err):
 		logger.Error(err, msg, "hint", "the API server refuses fastpathd this write: check the chart's RBAC and ValidatingAdmissionPolicy (a daemon writes only its own node's ResourceSlices); logged again only if it changes or every 10m")
-	case !errors.Is(err, kubeletplugin.ErrRecoverable):
+	case !recoverable:
 		logger.Error(err, msg, "fatal", true)
 	default:
 		logger.Error(err, msg)

@@ -16,8 +16,7 @@ import (
 	"github.com/fastpath-dra/fastpath/dra/metrics"
 )
 
-// A slice write the API server refuses, retried by the helper's
-// controller, is logged once with what to check, again only when the error
+// A slice write the API server refuses, retried by the publisher, is logged once with what to check, again only when the error
 // changes or after repeatEvery; each refusal counts as a failed
 // publication.
 func TestBackgroundErrorsLoggedOnce(t *testing.T) {
@@ -30,13 +29,13 @@ func TestBackgroundErrorsLoggedOnce(t *testing.T) {
 		errors.New("ValidatingAdmissionPolicy 'fastpath-own-node-slices' denied request"))
 
 	for range 5 {
-		b.handle(ctx, forbidden, "Creating ResourceSlice")
+		b.publishFailed(ctx, forbidden, "Publishing the node's devices")
 		now = now.Add(10 * time.Second)
 	}
 	b.handle(ctx, errors.New("DRA gRPC server failed: closed"), "DRA gRPC server failed")
-	b.handle(ctx, forbidden, "Creating ResourceSlice")
+	b.publishFailed(ctx, forbidden, "Publishing the node's devices")
 	now = now.Add(repeatEvery)
-	b.handle(ctx, forbidden, "Creating ResourceSlice")
+	b.publishFailed(ctx, forbidden, "Publishing the node's devices")
 
 	logs := logger.GetSink().(ktesting.Underlier).GetBuffer().String()
 	if n := strings.Count(logs, "denied request"); n != 3 {

@@ -63,6 +63,7 @@ type CNIDriver struct {
 	helper *kubeletplugin.Helper
 	attrs  map[resourceapi.QualifiedName]resourceapi.DeviceAttribute
 	errs   backgroundErrors
+	slices *publisher
 }
 
 var _ kubeletplugin.DRAPlugin = (*CNIDriver)(nil)
@@ -82,6 +83,11 @@ func NewCNIDriver(opts CNIOptions) (*CNIDriver, error) {
 		opts.Status = status.NewWriter(opts.Client)
 	}
 	d := &CNIDriver{opts: opts, attrs: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{}, errs: backgroundErrors{metrics: opts.Metrics}}
+	d.slices = newPublisher(opts.Client, CNIDriverName, opts.NodeName, func(ctx context.Context, err error) {
+		if err != nil {
+			d.errs.publishFailed(ctx, err, "Publishing the node's CNI devices")
+		}
+	})
 	for k, v := range opts.Attributes {
 		name := k
 		if !strings.Contains(k, "/") {
@@ -131,7 +137,9 @@ func (d *CNIDriver) Start(ctx context.Context) error {
 		return err
 	}
 	d.helper = h
-	return h.PublishResources(ctx, d.Resources())
+	d.slices.publish(d.Resources)
+	go d.slices.run(ctx)
+	return nil
 }
 
 // Stop stops serving.

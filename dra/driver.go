@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
 
 	"github.com/fastpath-dra/fastpath/dataplane"
@@ -98,6 +99,7 @@ type Driver struct {
 	published *devices.Inventory
 	health    *health
 	errs      backgroundErrors
+	slices    *publisher
 }
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
@@ -135,6 +137,7 @@ func New(opts Options) (*Driver, error) {
 		opts.BootID = id
 	}
 	d := &Driver{opts: opts, inventory: map[string]devices.Device{}, errs: backgroundErrors{metrics: opts.Metrics}}
+	d.slices = newPublisher(opts.Client, devices.DriverName, opts.NodeName, d.publishResult)
 	d.health = newHealth(opts.Health, opts.NodeName, opts.Store, opts.HealthChecks, opts.Events)
 	d.health.changed = d.republish
 	opts.Metrics.GaugeByLabel("unhealthy_devices", "Devices reported unhealthy (tainted), by reason.", "reason", d.health.unhealthyByReason)
@@ -147,6 +150,7 @@ func (d *Driver) Start(ctx context.Context) error {
 	h, err := startPlugin(ctx, d, devices.DriverName, d.opts.Client, d.opts.NodeName, d.opts.PluginDir, d.opts.RegistryDir, d.opts.PodUID, true)
 	d.helper = h
 	if err == nil {
+		go d.slices.run(ctx)
 		go d.health.run(ctx)
 	}
 	return err
@@ -218,36 +222,46 @@ func (d *Driver) Stop() {
 }
 
 // Publish makes inv the devices Prepare works with, looks at their health,
-// and publishes them as ResourceSlices, unhealthy ones tainted; the
-// publisher rewrites only slices whose content changed.
-func (d *Driver) Publish(ctx context.Context, inv devices.Inventory) error {
+// and publishes them as ResourceSlices, unhealthy ones tainted. The
+// publisher writes in the background, and only slices whose content
+// changed; the metrics and the log say how it went.
+func (d *Driver) Publish(ctx context.Context, inv devices.Inventory) {
 	d.UseInventory(inv)
 	d.mu.Lock()
 	d.published = &inv
 	d.mu.Unlock()
 	d.health.setInventory(ctx, inv)
-	return d.publish(ctx)
+	d.republish(ctx)
 }
 
-// publish publishes the last inventory with the devices' taints now.
-func (d *Driver) publish(ctx context.Context) error {
+// republish publishes the last inventory with the devices' taints now.
+func (d *Driver) republish(context.Context) {
 	d.mu.Lock()
 	inv := d.published
 	d.mu.Unlock()
 	if inv == nil {
-		return nil // nothing discovered yet
+		return // nothing discovered yet
 	}
-	if d.helper == nil {
-		return errors.New("publish: the kubelet plugin is not started")
-	}
-	return d.helper.PublishResources(ctx, Resources(d.opts.NodeName, *inv, d.health.taints()))
+	taints := d.health.taints()
+	d.slices.publish(func() resourceslice.DriverResources { return Resources(d.opts.NodeName, *inv, taints) })
 }
 
-// republish publishes again when the devices' health changed.
-func (d *Driver) republish(ctx context.Context) {
-	if err := d.publish(ctx); err != nil {
-		klog.FromContext(ctx).Error(err, "Publishing the devices' taints")
+// publishResult is told how each write of the slices went.
+func (d *Driver) publishResult(ctx context.Context, err error) {
+	if err != nil {
+		d.errs.publishFailed(ctx, err, "Publishing the node's devices")
+		return
 	}
+	d.mu.Lock()
+	inv := d.published
+	d.mu.Unlock()
+	byKind := map[string]int{}
+	if inv != nil {
+		for _, dev := range inv.Devices {
+			byKind[string(dev.Kind)]++
+		}
+	}
+	d.opts.Metrics.Published(byKind, nil)
 }
 
 // UseInventory makes inv the devices Prepare validates claims against,

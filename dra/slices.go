@@ -63,14 +63,14 @@ func shareable(dev *resourceapi.Device, s devices.Share) {
 }
 
 // ResourceSlices renders resources as the ResourceSlice objects the
-// publisher creates, for `fastpathd inventory -o slices`.
+// publisher creates (but for their generation), for `fastpathd inventory -o slices`.
 func ResourceSlices(nodeName string, res resourceslice.DriverResources) []resourceapi.ResourceSlice {
 	var out []resourceapi.ResourceSlice
 	for poolName, pool := range res.Pools {
-		for _, s := range pool.Slices {
+		for i, s := range pool.Slices {
 			rs := resourceapi.ResourceSlice{}
 			rs.APIVersion, rs.Kind = "resource.k8s.io/v1", "ResourceSlice"
-			rs.GenerateName = nodeName + "-" + devices.DriverName + "-"
+			rs.GenerateName = generateName(devices.DriverName, nodeName, i, len(pool.Slices))
 			rs.Spec = resourceapi.ResourceSliceSpec{
 				Driver:   devices.DriverName,
 				Pool:     resourceapi.ResourcePool{Name: poolName, Generation: pool.Generation, ResourceSliceCount: int64(len(pool.Slices))},

@@ -256,6 +256,12 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	if err != nil {
 		return err
 	}
+	// Last, once the kubelet plugins have stopped.
+	st := hostState{stateDir: o.stateDir, pluginDirs: []string{o.pluginDir}}
+	if o.cni.enabled {
+		st.pluginDirs = append(st.pluginDirs, o.cni.pluginDir)
+	}
+	defer leaveNoTrace(context.WithoutCancel(ctx), store, st)
 	m := metrics.New()
 	var hookLock claims.FileLock
 	nriName := "fastpath"
@@ -326,15 +332,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	go func() {
 		watchErr <- discoverer.Watch(ctx, devices.WatchOptions{Resync: o.resync}, func(inv devices.Inventory) {
 			logger.Info("Publishing devices", "devices", len(inv.Devices), "warnings", len(inv.Warnings))
-			err := driver.Publish(ctx, inv)
-			if err != nil {
-				logger.Error(err, "Publishing devices")
-			}
-			byKind := map[string]int{}
-			for _, d := range inv.Devices {
-				byKind[string(d.Kind)]++
-			}
-			m.Published(byKind, err)
+			driver.Publish(ctx, inv)
 		})
 	}()
 	logger.Info("fastpathd running", "version", version, "stateDir", o.stateDir)

@@ -153,6 +153,8 @@ func (d *daemon) stop(t *testing.T) {
 	defer cancel()
 	if err := bed.UninstallChart(ctx); err != nil {
 		t.Errorf("uninstall fastpathd: %v", err)
+	} else if left := leftState(t, d.stateDir); len(left) > 0 {
+		t.Errorf("fastpathd stopped with no claim prepared but left its state on the node: %v", left)
 	}
 	if refused := forbidden(log); len(refused) > 0 {
 		t.Errorf("the API server refused fastpathd %d calls (its RBAC or admission policy lacks something it needs):\n%s",
@@ -353,4 +355,29 @@ func forbidden(log string) []string {
 		}
 	}
 	return out
+}
+
+// leftState is what a daemon that has stopped left in its state directory
+// although no claim is prepared: nothing, unless its checkpoint holds
+// claims.
+func leftState(t *testing.T, dir string) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "checkpoint.json"))
+	if err == nil {
+		var cp struct {
+			Claims map[string]json.RawMessage `json:"claims"`
+		}
+		if err := json.Unmarshal(data, &cp); err != nil || len(cp.Claims) > 0 {
+			return nil // claims prepared (or a checkpoint the test cannot read): kept
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var left []string
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	return left
 }

@@ -137,8 +137,9 @@ func (d *daemon) arm(point string) {
 }
 
 // onceFile is the file the faultinject build creates when it kills the
-// daemon at its armed point.
-func (d *daemon) onceFile() string { return filepath.Join(d.stateDir, "fault-once") }
+// daemon at its armed point: beside the state directory, which must hold
+// only fastpathd's own files.
+func (d *daemon) onceFile() string { return d.stateDir + ".fault-once" }
 
 // restarts is how often the kubelet restarted the daemon's container.
 func (d *daemon) restarts(t *testing.T, ctx context.Context) int32 {

@@ -5,6 +5,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -68,21 +70,6 @@ func TestPodStartup(t *testing.T) {
 	// the kubelet needs it to unprepare them.
 	deleteAll(t, ctx)
 
-	// Peak RSS of a daemon publishing 1024 devices.
-	lastDaemon.stop(t)
-	root := sysfsfixture.TempDir(t)
-	if err := sysfsfixture.Generated(1023).Write(root); err != nil {
-		t.Fatal(err)
-	}
-	big := startDaemon(t, ctx, 26191, "--sysfs-root", root)
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		s, err := nodeSlices(ctx)
-		return err == nil && countDevices(s) == 1024, nil
-	}); err != nil {
-		t.Fatal("the 1024 devices were never published")
-	}
-	peak, anon, file := memory(t, big.pid(t))
-
 	fmt.Printf("\nPod start-up on the test bed (%d pods each, one at a time; creation to Ready):\n\n", startupPods)
 	fmt.Printf("| pods | p50 | p90 | p99 |\n|---|---|---|---|\n")
 	for _, r := range []struct {
@@ -91,8 +78,55 @@ func TestPodStartup(t *testing.T) {
 	}{{"without a claim", plain}, {"with a fastpath netdev claim", claimed}, {"NRI RunPodSandbox hook (fastpath's part)", hooks}} {
 		fmt.Printf("| %s | %s | %s | %s |\n", r.name, pct(r.d, 50), pct(r.d, 90), pct(r.d, 99))
 	}
-	fmt.Printf("\nfastpathd with 1024 devices published: peak RSS %.1f MiB (VmHWM); now %.1f MiB anonymous + %.1f MiB file-backed\n\n",
-		float64(peak)/1024, float64(anon)/1024, float64(file)/1024)
+	fmt.Println()
+}
+
+// TestDaemonMemory measures the daemon pod's peak RSS with 1024 devices
+// published (1023 VFs of a generated sysfs fixture and its PF), and keeps
+// a heap profile of it beside the bed's logs. `make bench-e2e` runs it.
+func TestDaemonMemory(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	root := sysfsfixture.TempDir(t)
+	if err := sysfsfixture.Generated(1023).Write(root); err != nil {
+		t.Fatal(err)
+	}
+	const port = 26191
+	big := startDaemon(t, ctx, port, "--sysfs-root", root, "--profiling", "true")
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		s, err := nodeSlices(ctx)
+		return err == nil && countDevices(s) == 1024, nil
+	}); err != nil {
+		t.Fatal("the 1024 devices were never published")
+	}
+	peak, anon, file := memory(t, big.pid(t))
+	profile := filepath.Join(bed.Config().LogDir(), "fastpathd-heap.pprof")
+	if err := saveURL(ctx, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap", port), profile); err != nil {
+		t.Errorf("heap profile: %v", err)
+	}
+	fmt.Printf("\nfastpathd with 1024 devices published: peak RSS %.1f MiB (VmHWM); now %.1f MiB anonymous + %.1f MiB file-backed; heap profile %s\n\n",
+		float64(peak)/1024, float64(anon)/1024, float64(file)/1024, profile)
+}
+
+// saveURL writes what a GET of url answers to file.
+func saveURL(ctx context.Context, url, file string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, data, 0o644)
 }
 
 // startPods creates startupPods pods one after another and returns, for

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/fastpath-dra/fastpath/dra/claims"
+)
+
+// hostState is what fastpathd keeps on the node between its runs: the
+// claim store and its locks in the state directory, the CNI results cache
+// there, and the kubelet plugins' sockets.
+type hostState struct {
+	stateDir   string
+	pluginDirs []string
+}
+
+// leaveNoTrace removes the daemon's host state as it stops, when nothing
+// needs it: no claim is prepared and no other fastpathd of the node
+// serves (a rolling update's new pod would, and shares the state). The
+// chart's uninstall then leaves nothing on the node but the directories
+// the kubelet made for the pod's hostPath volumes, empty. Whatever the
+// daemon does not know as its own is left alone.
+func leaveNoTrace(ctx context.Context, store *claims.Store, st hostState) {
+	logger := klog.FromContext(ctx)
+	if n := len(store.Claims()); n > 0 {
+		logger.V(2).Info("Keeping the state directory: claims are prepared", "claims", n, "stateDir", st.stateDir)
+		return
+	}
+	for _, dir := range st.pluginDirs {
+		if other := liveSocket(dir); other != "" {
+			logger.V(2).Info("Keeping the state directory: another fastpathd of the node serves", "socket", other)
+			return
+		}
+	}
+	var errs []error
+	for _, name := range []string{"checkpoint.json", "checkpoint.json.lock", "nri.lock"} {
+		errs = append(errs, removeIfThere(filepath.Join(st.stateDir, name)))
+	}
+	// With no claim, the CNI cache and the claims' directories hold
+	// nothing that will be used again.
+	for _, name := range []string{"cni", "claims"} {
+		errs = append(errs, os.RemoveAll(filepath.Join(st.stateDir, name)))
+	}
+	for _, dir := range st.pluginDirs {
+		errs = append(errs, removeDeadSockets(dir))
+	}
+	if err := errors.Join(errs...); err != nil {
+		logger.Error(err, "Removing the daemon's state from the node")
+		return
+	}
+	logger.Info("No claim is prepared: removed the daemon's state from the node", "stateDir", st.stateDir)
+}
+
+func removeIfThere(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// liveSocket is a socket in dir that a process answers on, or "".
+func liveSocket(dir string) string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return ""
+	}
+	for _, e := range entries {
+		if e.Type()&fs.ModeSocket == 0 {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		if conn, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			_ = conn.Close()
+			return path
+		}
+	}
+	return ""
+}
+
+// removeDeadSockets removes the sockets in dir no process answers on: a
+// daemon killed before it could remove its own.
+func removeDeadSockets(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		if e.Type()&fs.ModeSocket == 0 || !strings.HasSuffix(e.Name(), ".sock") {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		conn, err := net.DialTimeout("unix", path, time.Second)
+		if err == nil {
+			_ = conn.Close()
+			continue
+		}
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			errs = append(errs, removeIfThere(path))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"errors"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/fastpath-dra/fastpath/dra/claims"
+)
+
+// node is a daemon's host state after a run: a store (with claims or
+// not), its locks, a CNI cache, a claim directory, a file of someone
+// else's, and a plugin directory.
+func node(t *testing.T, prepared bool) (*claims.Store, hostState) {
+	t.Helper()
+	st := hostState{stateDir: t.TempDir(), pluginDirs: []string{t.TempDir()}}
+	store, err := claims.Open(filepath.Join(st.stateDir, "checkpoint.json"), claims.Legacy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Put(claims.Claim{Driver: "fastpath.dev", UID: "uid-1", Namespace: "ns", Name: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	if !prepared {
+		if err := store.Delete(claims.Key{Driver: "fastpath.dev", UID: "uid-1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"nri.lock", "checkpoint.json.lock", "cni/cache/results/net1", "claims/uid-1/device-info.json", "operator-notes.txt"} {
+		path := filepath.Join(st.stateDir, f)
+		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return store, st
+}
+
+func listDir(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if path != dir {
+			rel, _ := filepath.Rel(dir, path)
+			out = append(out, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// socket leaves a unix socket at path: served while the test runs if
+// live, else closed without being removed (a daemon killed).
+func socket(t *testing.T, path string, live bool) {
+	t.Helper()
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if live {
+		t.Cleanup(func() { _ = l.Close() })
+		return
+	}
+	l.SetUnlinkOnClose(false)
+	_ = l.Close()
+}
+
+func TestLeaveNoTrace(t *testing.T) {
+	ctx := klog.NewContext(t.Context(), ktesting.NewLogger(t, ktesting.NewConfig()))
+
+	t.Run("no claim", func(t *testing.T) {
+		store, st := node(t, false)
+		socket(t, filepath.Join(st.pluginDirs[0], "dra-killed.sock"), false)
+		leaveNoTrace(ctx, store, st)
+		if got := listDir(t, st.stateDir); !slices.Equal(got, []string{"operator-notes.txt"}) {
+			t.Errorf("state directory after: %v, want only the file fastpathd does not know", got)
+		}
+		if got := listDir(t, st.pluginDirs[0]); len(got) != 0 {
+			t.Errorf("plugin directory after: %v, want empty (a socket nobody answers on removed)", got)
+		}
+	})
+	t.Run("claims prepared", func(t *testing.T) {
+		store, st := node(t, true)
+		before := listDir(t, st.stateDir)
+		leaveNoTrace(ctx, store, st)
+		if got := listDir(t, st.stateDir); !slices.Equal(got, before) {
+			t.Errorf("state directory after: %v, want it as it was: %v", got, before)
+		}
+	})
+	t.Run("another daemon serves", func(t *testing.T) {
+		store, st := node(t, false)
+		socket(t, filepath.Join(st.pluginDirs[0], "dra-other.sock"), true)
+		before := listDir(t, st.stateDir)
+		leaveNoTrace(ctx, store, st)
+		if got := listDir(t, st.stateDir); !slices.Equal(got, before) {
+			t.Errorf("state directory after: %v, want it as it was: %v", got, before)
+		}
+		if _, err := os.Stat(filepath.Join(st.pluginDirs[0], "dra-other.sock")); errors.Is(err, fs.ErrNotExist) {
+			t.Error("the other daemon's socket was removed")
+		}
+	})
+}
