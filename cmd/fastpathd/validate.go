@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	resourcev1beta1 "k8s.io/api/resource/v1beta1"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/fastpath-dra/fastpath/dra"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
+	"github.com/fastpath-dra/fastpath/dra/npwg"
 )
 
 // stringList is a flag that may be given many times.
@@ -50,8 +52,10 @@ func validateCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) e
 
 Checks ResourceClaims, ResourceClaimTemplates, DeviceClasses, CNIConfigs and
 Pods as fastpathd's Prepare would, short of what needs the allocated devices:
-every opaque config of fastpath.dev and cni.dra.networking.x-k8s.io. Prints
-one line per problem (file:line: object: request: field: problem).
+every opaque config of fastpath.dev and cni.dra.networking.x-k8s.io, and a
+Pod's k8s.v1.cni.cncf.io/networks annotation (the Network Plumbing WG's
+network selection). Prints one line per problem (file:line: object: request:
+field: problem).
 Exit codes: 0 no problem, 1 problems found, 2 unreadable input or bad flags.
 
 `)
@@ -399,8 +403,29 @@ func checkManifests(docs []*manifest, check dra.StaticCheck) []problem {
 				seen[iface.Name] = user{from, iface.Request}
 			}
 		}
+		taken := map[string]bool{"eth0": true} // the primary network's
+		for name := range seen {
+			taken[name] = true
+		}
+		report(d, "", networkProblems(d.namespace(), pod, taken))
 	}
 	return problems
+}
+
+// networkProblems checks a pod's network selection annotation: each
+// malformed element or key is a problem of its own, and so is an
+// interface name the pod has already (taken: its primary network's, its
+// claims').
+func networkProblems(namespace string, pod *corev1.Pod, taken map[string]bool) field.ErrorList {
+	value, ok := pod.Annotations[nadv1.NetworkAttachmentAnnot]
+	if !ok {
+		return nil
+	}
+	atts, errs := npwg.ParseNetworks(namespace, value)
+	if len(errs) > 0 {
+		return errs
+	}
+	return npwg.CheckInterfaces(atts, taken)
 }
 
 // ours says whether a claim has a request of fastpath.dev or the CNI

@@ -155,3 +155,78 @@ func FuzzValidateManifests(f *testing.F) {
 		}
 	})
 }
+
+// A pod's k8s.v1.cni.cncf.io/networks annotation: each malformed element
+// or key is a problem line of its own, naming the element and the key.
+func TestValidateNetworks(t *testing.T) {
+	pod := func(annotation string) string {
+		return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: app\n  namespace: app\n  annotations:\n    k8s.v1.cni.cncf.io/networks: '" + annotation + "'\n"
+	}
+	const claim = `apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: fast, namespace: app}
+spec:
+  spec:
+    devices:
+      requests:
+      - {name: nic, exactly: {deviceClassName: netdev.fastpath.dev}}
+      config:
+      - opaque:
+          driver: fastpath.dev
+          parameters: {apiVersion: fastpath.dev/v1alpha1, kind: InterfaceConfig, interface: {name: net1}}
+---
+`
+	const path = "<stdin>:1: Pod app/app: metadata.annotations[k8s.v1.cni.cncf.io/networks]"
+	for name, tc := range map[string]struct {
+		stdin string
+		want  []string // the problem lines, whole or their beginnings
+	}{
+		"the comma-delimited format":    {stdin: pod("net-a, other-ns/net-b@data,net-a")},
+		"the JSON format":               {stdin: pod(`[{"name": "net-a", "ips": ["10.0.0.2/24"], "interface": "data"}, {"name": "net-a"}]`)},
+		"no namespace: the default one": {stdin: "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  annotations: {k8s.v1.cni.cncf.io/networks: net-a}\n"},
+		"each element on its own line": {stdin: pod("Net_A,,ns/a/b,net-c@,net-d@a:b"), want: []string{
+			path + `[0].name: Invalid value: "Net_A": a lowercase RFC 1123 subdomain must consist of`,
+			path + `[1]: Required value: empty element: network references are separated by single commas, like net-a,other-ns/net-b`,
+			path + `[2]: Invalid value: "ns/a/b": must be [namespace/]name[@interface], with at most one '/'`,
+			path + `[3].interface: Required value: an interface name after '@'; leave it out to have one chosen`,
+			path + `[4].interface: Invalid value: "a:b": a Linux interface name must not contain '/' or ':'`,
+		}},
+		"each key on its own line": {stdin: pod(`[{"name": "net-a", "mac": "01:00:5e:00:00:01", "colour": "red"}, {"name": 5, "ips": []}]`), want: []string{
+			path + `[0].mac: Invalid value: "01:00:5e:00:00:01": must be a unicast address (the lowest bit of the first byte clear)`,
+			path + `[0].colour: Forbidden: unknown key: the standard reserves keys without a period; other implementations' keys are in reverse domain notation, like org.example.key`,
+			path + `[1].name: Invalid value: "5": must be a string, not a number`,
+			path + `[1].ips: Invalid value: "[]": must list at least one address; leave the key out to have the network choose`,
+		}},
+		"JSON that is not a list": {stdin: pod(`{"name": "net-a"}`), want: []string{
+			path + `: Invalid value: "{\"name\": \"net-a\"}": must be a JSON list of objects, like [{"name": "net-a"}], not an object`,
+		}},
+		"an interface asked for twice": {stdin: pod("net-a@data,net-b@data"), want: []string{
+			path + `[1].interface: Duplicate value: "data": element [0] (network app/net-a) asks for this interface name too; interface names are unique in the pod`,
+		}},
+		"the primary network's interface": {stdin: pod("net-a@eth0"), want: []string{
+			path + `[0].interface: Invalid value: "eth0": the pod has an interface of this name already (the loopback, the cluster default network's, or a DRA claim's); ask network app/net-a for another`,
+		}},
+		"an interface of the pod's claim": {stdin: claim + pod("net-a@net1,net-b") + "spec:\n  resourceClaims: [{name: fast, resourceClaimTemplateName: fast}]\n", want: []string{
+			`<stdin>:14: Pod app/app: metadata.annotations[k8s.v1.cni.cncf.io/networks][0].interface: Invalid value: "net1": the pod has an interface of this name already`,
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, out, errOut := runValidate(t, tc.stdin, "-f", "-")
+			var lines []string
+			if out = strings.TrimSpace(out); out != "" {
+				lines = strings.Split(out, "\n")
+			}
+			if wantCode := min(len(tc.want), 1); code != wantCode {
+				t.Errorf("exit %d, want %d; stderr %s", code, wantCode, errOut)
+			}
+			if len(lines) != len(tc.want) {
+				t.Fatalf("problems:\n%s\nwant %d", out, len(tc.want))
+			}
+			for i, w := range tc.want {
+				if !strings.HasPrefix(lines[i], w) {
+					t.Errorf("problem %d:\n%s\nwant\n%s", i, lines[i], w)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,226 @@
+package npwg
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/containernetworking/cni/libcni"
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+)
+
+// The capabilities, in CNI's conventions, that the selection keys need a
+// plugin of the network to declare (§4.1.2.1).
+const (
+	CapabilityIPs            = "ips"
+	CapabilityMAC            = "mac"
+	CapabilityInfinibandGUID = "infinibandGUID"
+	CapabilityPortMappings   = "portMappings"
+	CapabilityBandwidth      = "bandwidth"
+)
+
+// ErrCapability is the error of an attachment asking for what no plugin
+// of its network declares the capability for: the attachment fails.
+var ErrCapability = errors.New("no plugin of the network has the capability")
+
+// defaultBurst is the burst, in bits, of a bandwidth limit given without
+// one: no limit on bursts, as the kubelet chose for its own bandwidth
+// annotations. CNI's bandwidth plugin refuses a rate without a burst.
+const defaultBurst = math.MaxInt32
+
+// Invocation is what libcni needs, besides the container, to run one
+// attachment.
+type Invocation struct {
+	// Network is the attachment's network, namespace/name.
+	Network string
+	// List is the network's configuration with the attachment's cni-args
+	// in each plugin's args.cni and no runtimeConfig of its own.
+	List *libcni.NetworkConfigList
+	// IfName is CNI_IFNAME.
+	IfName string
+	// CapabilityArgs are the runtimeConfig values for libcni, which gives
+	// each plugin those of the capabilities it declares.
+	CapabilityArgs map[string]any
+}
+
+// RuntimeConf is the libcni runtime configuration of the invocation for a
+// container.
+func (inv *Invocation) RuntimeConf(containerID, netns string, args [][2]string) *libcni.RuntimeConf {
+	return &libcni.RuntimeConf{
+		ContainerID:    containerID,
+		NetNS:          netns,
+		IfName:         inv.IfName,
+		Args:           args,
+		CapabilityArgs: inv.CapabilityArgs,
+	}
+}
+
+// BuildInvocation builds an attachment's invocation of its network's
+// configuration list. "ips", "mac", "infiniband-guid", "portMappings"
+// and "bandwidth" become runtimeConfig values, each only when a plugin of
+// the list declares its capability; when none does, the attachment fails
+// (§4.1.2.1.3.2, .4.2, .7.2, .8.2, .10.2) with an error wrapping
+// ErrCapability that names them all. "cni-args" are merged into each
+// plugin's args.cni over the configuration's own (§4.1.2.1.6.2). A
+// runtimeConfig written into the configuration is dropped, so that only
+// what the attachment asks for reaches the plugins (§7.5). The attachment
+// needs its interface name (AssignInterfaces); list is not modified.
+// "default-route" and "ipam-claim-reference" are not runtimeConfig values:
+// the first is the runtime's to apply to the result, the second the
+// delegate's to read from the pod.
+func BuildInvocation(att *Attachment, list *libcni.NetworkConfigList) (*Invocation, error) {
+	if att.InterfaceRequest == "" {
+		return nil, fmt.Errorf("network %s: the attachment has no interface name yet", att.Network())
+	}
+	if list == nil || len(list.Plugins) == 0 {
+		return nil, fmt.Errorf("network %s: a CNI configuration without plugins", att.Network())
+	}
+	declared := map[string]bool{}
+	var types []string
+	for _, p := range list.Plugins {
+		types = append(types, p.Network.Type)
+		for c, ok := range p.Network.Capabilities {
+			declared[c] = declared[c] || ok
+		}
+	}
+	args := map[string]any{}
+	var missing []string
+	want := func(key, capability string, value any) {
+		if declared[capability] {
+			args[capability] = value
+			return
+		}
+		missing = append(missing, fmt.Sprintf("%q (capability %q)", key, capability))
+	}
+	if len(att.IPRequest) > 0 {
+		want("ips", CapabilityIPs, slices.Clone(att.IPRequest))
+	}
+	if att.MacRequest != "" {
+		want("mac", CapabilityMAC, att.MacRequest)
+	}
+	if att.InfinibandGUIDRequest != "" {
+		want("infiniband-guid", CapabilityInfinibandGUID, att.InfinibandGUIDRequest)
+	}
+	if len(att.PortMappingsRequest) > 0 {
+		want("portMappings", CapabilityPortMappings, portMappings(att.PortMappingsRequest))
+	}
+	if att.BandwidthRequest != nil {
+		want("bandwidth", CapabilityBandwidth, bandwidth(*att.BandwidthRequest))
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("%w: network %s: the pod asks for %s, but none of the network's plugins (%s) declares the capability",
+			ErrCapability, att.Network(), strings.Join(missing, ", "), strings.Join(types, ", "))
+	}
+	var cniArgs map[string]any
+	if att.CNIArgs != nil {
+		cniArgs = *att.CNIArgs
+	}
+	rebuilt, err := rebuildList(list, cniArgs)
+	if err != nil {
+		return nil, fmt.Errorf("network %s: %w", att.Network(), err)
+	}
+	return &Invocation{Network: att.Network(), List: rebuilt, IfName: att.InterfaceRequest, CapabilityArgs: args}, nil
+}
+
+// portMappings are the entries in the shape of CNI's conventions: the
+// protocol in lower case, tcp when not given.
+func portMappings(entries []*nadv1.PortMapEntry) []nadv1.PortMapEntry {
+	out := make([]nadv1.PortMapEntry, 0, len(entries))
+	for _, e := range entries {
+		if e == nil {
+			continue
+		}
+		pm := *e
+		pm.Protocol = strings.ToLower(pm.Protocol)
+		if pm.Protocol == "" {
+			pm.Protocol = "tcp"
+		}
+		out = append(out, pm)
+	}
+	return out
+}
+
+// bandwidth is the limit with a burst for each rate given without one.
+func bandwidth(bw nadv1.BandwidthEntry) nadv1.BandwidthEntry {
+	if bw.IngressRate > 0 && bw.IngressBurst == 0 {
+		bw.IngressBurst = defaultBurst
+	}
+	if bw.EgressRate > 0 && bw.EgressBurst == 0 {
+		bw.EgressBurst = defaultBurst
+	}
+	return bw
+}
+
+// rebuildList copies list with every runtimeConfig removed and cniArgs
+// merged into each plugin's args.cni.
+func rebuildList(list *libcni.NetworkConfigList, cniArgs map[string]any) (*libcni.NetworkConfigList, error) {
+	plugins := make([]*libcni.PluginConfig, 0, len(list.Plugins))
+	raws := make([]json.RawMessage, 0, len(list.Plugins))
+	for i, p := range list.Plugins {
+		conf, err := decodeObject(p.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("plugins[%d]: %w", i, err)
+		}
+		delete(conf, "runtimeConfig")
+		if cniArgs != nil {
+			if err := mergeCNIArgs(conf, cniArgs); err != nil {
+				return nil, fmt.Errorf("plugins[%d] (%s): %w", i, p.Network.Type, err)
+			}
+		}
+		data, err := json.Marshal(conf)
+		if err != nil {
+			return nil, fmt.Errorf("plugins[%d]: %w", i, err)
+		}
+		pc, err := libcni.NetworkPluginConfFromBytes(data)
+		if err != nil {
+			return nil, fmt.Errorf("plugins[%d]: %w", i, err)
+		}
+		plugins = append(plugins, pc)
+		raws = append(raws, data)
+	}
+	top := map[string]any{}
+	if len(list.Bytes) > 0 {
+		var err error
+		if top, err = decodeObject(list.Bytes); err != nil {
+			return nil, err
+		}
+	}
+	delete(top, "runtimeConfig")
+	top["name"], top["cniVersion"], top["plugins"] = list.Name, list.CNIVersion, raws
+	data, err := json.Marshal(top)
+	if err != nil {
+		return nil, err
+	}
+	out := *list
+	out.Plugins, out.Bytes = plugins, data
+	return &out, nil
+}
+
+// mergeCNIArgs puts the pod's cni-args into a plugin's args.cni; they win
+// over the configuration's own.
+func mergeCNIArgs(conf map[string]any, cniArgs map[string]any) error {
+	args := map[string]any{}
+	if v, ok := conf["args"]; ok {
+		m, isObject := v.(map[string]any)
+		if !isObject {
+			return fmt.Errorf("the configuration's args must be an object to take the pod's cni-args, not %s", describe(v))
+		}
+		args = m
+	}
+	cni := map[string]any{}
+	if v, ok := args["cni"]; ok {
+		m, isObject := v.(map[string]any)
+		if !isObject {
+			return fmt.Errorf("the configuration's args.cni must be an object to take the pod's cni-args, not %s", describe(v))
+		}
+		cni = m
+	}
+	maps.Copy(cni, cniArgs)
+	args["cni"] = cni
+	conf["args"] = args
+	return nil
+}
