@@ -175,8 +175,14 @@ func validNamespace(p *field.Path, ns string) field.ErrorList {
 // DNS-1123 labels separated by dots (§3.3), the names the API server
 // accepts for it.
 func validName(p *field.Path, name string) field.ErrorList {
+	return subdomainName(p, name, "the name of a NetworkAttachmentDefinition")
+}
+
+// subdomainName checks the name of an object the API server names with a
+// DNS-1123 subdomain; what says what it names, if it is missing.
+func subdomainName(p *field.Path, name, what string) field.ErrorList {
 	if name == "" {
-		return field.ErrorList{field.Required(p, "the name of a NetworkAttachmentDefinition")}
+		return field.ErrorList{field.Required(p, what)}
 	}
 	var errs field.ErrorList
 	for _, msg := range validation.IsDNS1123Subdomain(name) {

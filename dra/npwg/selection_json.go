@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -91,14 +90,7 @@ func parseElement(podNamespace string, raw json.RawMessage, index int, p *field.
 			a.GatewayRequest, e = parseDefaultRoute(kp, m.value)
 		case "ipam-claim-reference":
 			a.IPAMClaimReference, e = stringValue(kp, m.value, func(s string) field.ErrorList {
-				if s == "" {
-					return field.ErrorList{field.Required(kp, "the name of an IPAMClaim of the pod's namespace")}
-				}
-				var errs field.ErrorList
-				for _, msg := range validation.IsDNS1123Subdomain(s) {
-					errs = append(errs, field.Invalid(kp, s, msg))
-				}
-				return errs
+				return subdomainName(kp, s, "the name of an IPAMClaim of the pod's namespace")
 			})
 		default:
 			if strings.Contains(m.key, ".") {
