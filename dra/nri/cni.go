@@ -133,8 +133,9 @@ func (p *Plugin) markAdded(key claims.Key, i int, pod Pod) (n *claims.Network, f
 	return n, true, nil
 }
 
-// delNetworks runs DEL for the claim's added networks, each tried
-// DelAttempts times; what succeeded is recorded, what failed is returned.
+// delNetworks runs DEL for the claim's added networks, last added first,
+// each tried DelAttempts times; what succeeded is recorded, what failed is
+// returned.
 func (p *Plugin) delNetworks(ctx context.Context, key claims.Key) error {
 	c, ok := p.opts.Store.Get(key)
 	if !ok {
@@ -144,7 +145,8 @@ func (p *Plugin) delNetworks(ctx context.Context, key claims.Key) error {
 		return fmt.Errorf("claim %s has CNI networks, and this fastpathd does not run the CNI driver (--cni)", c.String())
 	}
 	var errs []error
-	for i, n := range c.Networks {
+	for i := len(c.Networks) - 1; i >= 0; i-- {
+		n := c.Networks[i]
 		if !n.Added {
 			continue
 		}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"time"
 
 	cnitypes "github.com/containernetworking/cni/pkg/types"
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
@@ -264,8 +265,10 @@ func (p *Plugin) NetworkStatus(ctx context.Context, pod Pod) ([]nadv1.NetworkSta
 	return out, errors.Join(errs...)
 }
 
-// reportNPWG writes the pod's network-status. A failure is logged: the
-// networks are in place, and the pod runs.
+// reportNPWG writes the pod's network-status, in the background: the
+// hook does not wait for the API server (the runtime bounds its hooks'
+// time). A failure is logged: the networks are in place, and the pod
+// runs.
 func (p *Plugin) reportNPWG(ctx context.Context, pod Pod) {
 	if p.opts.NPWG == nil || p.opts.NPWG.Status == nil {
 		return
@@ -278,10 +281,17 @@ func (p *Plugin) reportNPWG(ctx context.Context, pod Pod) {
 	if err != nil {
 		logger.Error(err, "Reading the results of the pod's networks for its network-status")
 	}
-	if err := p.opts.NPWG.Status.PatchNetworkStatus(ctx, pod.Namespace, pod.Name, pod.UID, entries); err != nil {
-		logger.Error(err, "Writing the pod's network-status annotation")
-	}
+	p.reports.Go(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusTimeout)
+		defer cancel()
+		if err := p.opts.NPWG.Status.PatchNetworkStatus(ctx, pod.Namespace, pod.Name, pod.UID, entries); err != nil {
+			logger.Error(err, "Writing the pod's network-status annotation")
+		}
+	})
 }
+
+// statusTimeout bounds a write of a pod's network-status.
+const statusTimeout = time.Minute
 
 // npwgGateways parses the gateways a record keeps; a non-nil slice, as
 // the element had "default-route".

@@ -147,6 +147,7 @@ func TestNPWGReferencePlugins(t *testing.T) {
 	if !ok || len(rec.Networks) != 2 || !rec.Networks[0].Added || !rec.Networks[1].Added || rec.Networks[0].SandboxID != "sandbox-2" {
 		t.Errorf("record %+v, want both networks added to sandbox-2", rec)
 	}
+	p.reports.Wait()
 	if len(patcher.entries) != 1 {
 		t.Fatalf("network-status written %d times", len(patcher.entries))
 	}

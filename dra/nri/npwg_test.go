@@ -203,6 +203,7 @@ func TestNPWGAttachDetach(t *testing.T) {
 	if r.writer.Pending() != 0 {
 		t.Errorf("%d claim status writes pending: an NPWG record has no ResourceClaim", r.writer.Pending())
 	}
+	r.plugin.reports.Wait()
 	if len(r.patcher.entries) != 1 {
 		t.Fatalf("network-status written %d times, want 1", len(r.patcher.entries))
 	}
@@ -235,6 +236,9 @@ func TestNPWGAttachDetach(t *testing.T) {
 	r.cni.order = nil
 	if err := r.plugin.DetachPod(r.ctx, pod); err != nil {
 		t.Fatal(err)
+	}
+	if want := []string{"DEL data0", "DEL net3", "DEL net2", "DEL net1"}; !slices.Equal(r.cni.order, want) {
+		t.Errorf("CNI calls %v, want %v (the reverse of the ADDs)", r.cni.order, want)
 	}
 	if names := r.cni.addedNames(); len(names) != 0 {
 		t.Errorf("still added after the stop: %v", names)
@@ -271,6 +275,7 @@ func TestNPWGFailureLeavesNothing(t *testing.T) {
 	if _, ok := r.store.Get(npwgKey(npwgPodUID)); ok {
 		t.Error("a failed attach left its record")
 	}
+	r.plugin.reports.Wait()
 	if len(r.patcher.entries) != 0 {
 		t.Errorf("network-status written for a pod that failed: %v", r.patcher.entries)
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -98,6 +100,9 @@ type Plugin struct {
 	opts Options
 
 	pods claims.Locks[types.UID]
+
+	// reports are the network-status writes under way.
+	reports sync.WaitGroup
 
 	conn connection
 }
@@ -443,7 +448,12 @@ func (p *Plugin) DetachPod(ctx context.Context, pod Pod) error {
 		return fmt.Errorf("pod %s: %w", pod, err)
 	}
 	defer unlock()
-	return p.release(ctx, p.opts.Store.PodClaims(pod.UID))
+	cls := p.opts.Store.PodClaims(pod.UID)
+	// The selected networks first: they were added last.
+	slices.SortStableFunc(cls, func(a, b claims.Claim) int {
+		return boolCmp(b.Driver == claims.DriverNPWG, a.Driver == claims.DriverNPWG)
+	})
+	return p.release(ctx, cls)
 }
 
 // ReleaseClaim does for one claim what DetachPod does for a pod: Unprepare
