@@ -440,7 +440,8 @@ func registerGauges(m *metrics.Metrics, store *claims.Store, writer *status.Writ
 	m.GaugeByLabel("prepared_claims", "Claims prepared on the node, by driver.", "driver", func() map[string]float64 {
 		out := map[string]float64{claims.DriverFastpath: 0}
 		for _, c := range store.Claims() {
-			if c.Prepared {
+			// A pod's NPWG record is no claim.
+			if c.Prepared && c.Driver != claims.DriverNPWG {
 				out[c.Driver]++
 			}
 		}

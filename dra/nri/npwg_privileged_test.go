@@ -166,6 +166,17 @@ func TestNPWGReferencePlugins(t *testing.T) {
 	if _, _, err := h.CreateContainer(ctx, sb, &api.Container{}); err != nil {
 		t.Fatal(err)
 	}
+
+	// A daemon killed in data0's ADD, after its record, before the
+	// plugin made the interface: the restarted daemon's Synchronize
+	// deletes what that ADD left and adds it again.
+	if err := podHandle(t, nsPath).LinkDel(podLink(t, nsPath, "data0")); err != nil {
+		t.Fatal(err)
+	}
+	New(p.opts).Synchronize(ctx, []*api.PodSandbox{sb})
+	if links := podLinks(); !slices.Equal(links, []string{"data0", "net1"}) {
+		t.Fatalf("after the restart the pod has %v, want [data0 net1]", links)
+	}
 	if err := h.StopPodSandbox(ctx, sb); err != nil {
 		t.Fatal(err)
 	}
