@@ -28,6 +28,9 @@ type CNINetwork struct {
 	IfName      string
 	// Args are CNI_ARGS, e.g. K8S_POD_NAMESPACE.
 	Args [][2]string
+	// CapabilityArgs are runtimeConfig values, given to the plugins that
+	// declare their capability.
+	CapabilityArgs map[string]any
 }
 
 func (n CNINetwork) parse() (*libcni.NetworkConfigList, *libcni.RuntimeConf, error) {
@@ -35,7 +38,7 @@ func (n CNINetwork) parse() (*libcni.NetworkConfigList, *libcni.RuntimeConf, err
 	if err != nil {
 		return nil, nil, fmt.Errorf("CNI config: %w", err)
 	}
-	return list, &libcni.RuntimeConf{ContainerID: n.ContainerID, NetNS: n.NetNS, IfName: n.IfName, Args: n.Args}, nil
+	return list, &libcni.RuntimeConf{ContainerID: n.ContainerID, NetNS: n.NetNS, IfName: n.IfName, Args: n.Args, CapabilityArgs: n.CapabilityArgs}, nil
 }
 
 // CNIResult is an ADD's result: as the plugins returned it (in the

@@ -62,6 +62,7 @@ type runOptions struct {
 	health       dra.HealthOptions
 	resync       time.Duration
 	cni          cniOptions
+	npwg         npwgOptions
 	ipPoolsFile  string
 	ipPools      dra.IPPools
 }
@@ -82,6 +83,7 @@ func (o *runOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.healthSocket, "health-socket", "", "unix socket also serving /healthz and /readyz, for fastpathd probe: this daemon's own answer while another shares --metrics-addr (a rolling update); empty disables")
 	fs.StringVar(&o.podUID, "pod-uid", os.Getenv("POD_UID"), "UID of the daemon's pod (default $POD_UID): with it, a newer daemon of the node replaces this one without a gap (rolling update)")
 	o.cni.addFlags(fs)
+	o.npwg.addFlags(fs)
 	fs.StringVar(&o.ipPoolsFile, "ip-pools", "", "file of the node's IP pools (kind IPPoolConfig), from which claims with ipam get addresses; empty: none")
 	fs.DurationVar(&o.resync, "rediscover-interval", 5*time.Minute, "rediscover devices this often even without an event")
 	fs.DurationVar(&o.health.Grace, "health-grace", time.Second, "how long a device must be unhealthy before it is tainted and reported (a shorter link flap goes unnoticed)")
@@ -103,6 +105,9 @@ func (o *runOptions) validate() error {
 		return usagef("run: --rediscover-interval %s: must not be negative", o.resync)
 	}
 	if err := o.cni.validate(); err != nil {
+		return err
+	}
+	if err := o.npwg.validate(&o.cni); err != nil {
 		return err
 	}
 	if o.resync < 0 || o.health.Grace < 0 || o.health.Interval < 0 {
@@ -249,7 +254,11 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	if o.cni.enabled {
 		cniNamespace = o.cni.configNamespace
 	}
-	if err := checkPermissions(ctx, client, permissions(drivers, cniNamespace, granular)); err != nil {
+	ps := permissions(drivers, cniNamespace, granular)
+	if o.npwg.enabled {
+		ps = append(ps, npwgPermissions...)
+	}
+	if err := checkPermissions(ctx, client, ps); err != nil {
 		return err
 	}
 	store, err := claims.Open(filepath.Join(o.stateDir, "checkpoint.json"), claims.Legacy{CNI: filepath.Join(o.stateDir, "cni", "cni-checkpoint.json")})
@@ -283,8 +292,11 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	}
 	defer func() { _ = attacher.Close() }()
 	nriOpts := nri.Options{Socket: o.nriSocket, Store: store, Attacher: attacher, Status: writer, Metrics: m, Name: nriName, HookLock: hookLock}
-	if o.cni.enabled {
+	if o.cni.enabled || o.npwg.enabled {
 		nriOpts.CNI = dataplane.NewCNI(splitList(o.cni.binDirs), filepath.Join(o.stateDir, "cni", "cache"))
+	}
+	if nriOpts.NPWG, err = o.npwg.options(restConfig, client, &o.cni); err != nil {
+		return err
 	}
 	plugin := nri.New(nriOpts)
 	go plugin.Run(ctx)
@@ -428,7 +440,8 @@ func registerGauges(m *metrics.Metrics, store *claims.Store, writer *status.Writ
 	m.GaugeByLabel("prepared_claims", "Claims prepared on the node, by driver.", "driver", func() map[string]float64 {
 		out := map[string]float64{claims.DriverFastpath: 0}
 		for _, c := range store.Claims() {
-			if c.Prepared {
+			// A pod's NPWG record is no claim.
+			if c.Prepared && c.Driver != claims.DriverNPWG {
 				out[c.Driver]++
 			}
 		}

@@ -124,7 +124,7 @@ func (c *Claim) check(key string) error {
 	switch {
 	case c == nil:
 		return errors.New("no record (null)")
-	case c.Driver != DriverFastpath && c.Driver != DriverCNI:
+	case c.Driver != DriverFastpath && c.Driver != DriverCNI && c.Driver != DriverNPWG:
 		return fmt.Errorf("unknown driver %q", c.Driver)
 	case c.UID == "" || c.Namespace == "" || c.Name == "":
 		return errors.New("uid, namespace and name are required")
@@ -275,7 +275,9 @@ func conflicts(claims map[Key]*Claim, c *Claim) error {
 		}
 		for _, n := range c.Networks {
 			for _, on := range o.Networks {
-				if o.Driver == c.Driver && on.Pool == n.Pool && on.Device == n.Device && (n.ShareID == "" || on.ShareID == "") {
+				// An NPWG record's networks are no devices: many pods
+				// attach to one network.
+				if o.Driver == c.Driver && c.Driver != DriverNPWG && on.Pool == n.Pool && on.Device == n.Device && (n.ShareID == "" || on.ShareID == "") {
 					return &ConflictError{Claim: c.String(), Other: o.String(), Request: n.Request, Device: n.Device}
 				}
 			}

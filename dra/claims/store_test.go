@@ -192,3 +192,39 @@ func TestOpenRefuses(t *testing.T) {
 		})
 	}
 }
+
+func npwgRecord(pod string, networks ...string) Claim {
+	c := Claim{Driver: DriverNPWG, UID: typesUID(pod), Namespace: "default", Name: "p-" + pod, Pod: Pod{UID: typesUID(pod), Name: "p-" + pod}, Prepared: true}
+	for i, n := range networks {
+		ifName := "net" + string(rune('1'+i))
+		c.Networks = append(c.Networks, Network{Request: n, Device: ifName, IfName: ifName, Conflist: json.RawMessage(`{"cniVersion":"1.0.0","name":"x"}`),
+			CapabilityArgs: map[string]any{"ips": []any{"10.1.0.9/24"}}, DefaultRoute: i == 0, Gateways: []string{"10.1.0.1"}})
+	}
+	return c
+}
+
+// TestNPWGRecords: a pod's NPWG record round-trips through the file; many
+// pods attach to one network; its interface names are the pod's, against
+// its claims'.
+func TestNPWGRecords(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoint.json")
+	s := open(t, path)
+	if err := s.Admit(cniClaim("b", "pod1", "cni-0", "net2")); err != nil {
+		t.Fatal(err)
+	}
+	a := npwgRecord("pod1", "default/net-a")
+	if err := s.Admit(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Admit(npwgRecord("pod2", "default/net-a", "default/net-b")); err != nil {
+		t.Errorf("a second pod on the same network: %v", err)
+	}
+	err := s.Admit(npwgRecord("pod1", "default/net-a", "default/net-b"))
+	if want := `claim default/p-pod1, request "default/net-b": interface name net2 is already given to the pod by claim default/c-b`; err == nil || err.Error() != want {
+		t.Errorf("Admit = %v, want %q", err, want)
+	}
+	got, ok := open(t, path).Get(a.Key())
+	if !ok || !reflect.DeepEqual(got, a) {
+		t.Errorf("reloaded %+v, want %+v", got, a)
+	}
+}

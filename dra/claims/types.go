@@ -11,6 +11,11 @@ import (
 const (
 	DriverFastpath = "fastpath.dev"
 	DriverCNI      = "cni.dra.networking.x-k8s.io"
+	// DriverNPWG is not a DRA driver: its records are the networks a pod
+	// selects with the NPWG annotation (fastpathd run --npwg), one record
+	// per pod, keyed by the pod's UID, named after the pod. No
+	// ResourceClaim stands behind them.
+	DriverNPWG = "k8s.cni.cncf.io"
 )
 
 // Key identifies a claim's record: one claim may have devices of both
@@ -280,7 +285,9 @@ type Memif struct {
 	GID  int64  `json:"gid,omitempty"`
 }
 
-// Network is one network of a CNI claim.
+// Network is one network of a CNI claim, or one attachment of a pod's
+// NPWG record (Request is then the network, namespace/name, and Device
+// the interface name).
 type Network struct {
 	Request  string          `json:"request"`
 	Pool     string          `json:"pool"`
@@ -298,6 +305,13 @@ type Network struct {
 	// ShareID is the allocation's share of a device allocated many times
 	// (a node's one shared CNI device).
 	ShareID string `json:"shareID,omitempty"`
+	// CapabilityArgs are the runtimeConfig values libcni gives the
+	// plugins that declare their capability (NPWG attachments).
+	CapabilityArgs map[string]any `json:"capabilityArgs,omitempty"`
+	// DefaultRoute: the NPWG element asked for the pod's default route
+	// ("default-route"), through Gateways when it names them.
+	DefaultRoute bool     `json:"defaultRoute,omitempty"`
+	Gateways     []string `json:"gateways,omitempty"`
 }
 
 // InterfaceNames are the interface names the claim gives its pod.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/fastpath-dra/fastpath/dataplane"
@@ -18,7 +19,27 @@ import (
 func runtimeConf(c claims.Claim, n claims.Network) dataplane.CNINetwork {
 	return dataplane.CNINetwork{Conflist: n.Conflist, ContainerID: n.SandboxID, NetNS: n.NetNS, IfName: n.IfName,
 		Args: [][2]string{{"IgnoreUnknown", "true"}, {"K8S_POD_NAMESPACE", c.Namespace}, {"K8S_POD_NAME", c.Pod.Name},
-			{"K8S_POD_INFRA_CONTAINER_ID", n.SandboxID}, {"K8S_POD_UID", string(c.Pod.UID)}}}
+			{"K8S_POD_INFRA_CONTAINER_ID", n.SandboxID}, {"K8S_POD_UID", string(c.Pod.UID)}},
+		CapabilityArgs: n.CapabilityArgs}
+}
+
+// networkOf names a network of a record for people: the claim, request
+// and device of a CNI claim; the pod, network and interface of a pod's
+// NPWG attachment.
+func networkOf(c claims.Claim, n claims.Network) string {
+	if c.Driver == claims.DriverNPWG {
+		return fmt.Sprintf("pod %s, network %s (interface %s)", c.String(), n.Request, n.IfName)
+	}
+	return fmt.Sprintf("claim %s, request %q, device %s", c.String(), n.Request, n.Device)
+}
+
+// setStatus says a network's status in its claim; an NPWG record has no
+// ResourceClaim (its pod's network-status annotation says it).
+func (p *Plugin) setStatus(ctx context.Context, c claims.Claim, st resourceapi.AllocatedDeviceStatus) {
+	if c.Driver == claims.DriverNPWG {
+		return
+	}
+	p.opts.Status.Set(ctx, ref(c), st)
 }
 
 // addNetworks runs ADD for every network of the pod's CNI claims, each
@@ -50,15 +71,15 @@ func (p *Plugin) addNetworks(ctx context.Context, pod Pod, cls []claims.Claim) e
 				// cleans up what it left before ADD runs again.
 				res, ok, err := p.opts.CNI.Added(ctx, runtimeConf(c, *n))
 				if err != nil {
-					return fmt.Errorf("claim %s, request %q: %w", c.String(), n.Request, err)
+					return fmt.Errorf("%s: %w", networkOf(c, *n), err)
 				}
 				if ok {
-					p.opts.Status.Set(ctx, ref(c), status.NetworkReady(*n, res.Raw, res.Current))
+					p.setStatus(ctx, c, status.NetworkReady(*n, res.Raw, res.Current))
 					done = append(done, added{c.Key(), i})
 					continue
 				}
 				if err := p.opts.CNI.Del(ctx, runtimeConf(c, *n)); err != nil {
-					return fmt.Errorf("claim %s, request %q, device %s: CNI DEL before ADD again: %w", c.String(), n.Request, n.Device, redacted(*n, err))
+					return fmt.Errorf("%s: CNI DEL before ADD again: %w", networkOf(c, *n), redacted(*n, err))
 				}
 			}
 			start := time.Now()
@@ -66,23 +87,23 @@ func (p *Plugin) addNetworks(ctx context.Context, pod Pod, cls []claims.Claim) e
 			addErr = redacted(*n, addErr)
 			if addErr == nil {
 				fault.Point("cni.add.done")
-				logger.Info("CNI ADD", "claim", c.String(), "request", n.Request, "ifName", n.IfName, "duration", time.Since(start))
-				p.opts.Status.Set(ctx, ref(c), status.NetworkReady(*n, res.Raw, res.Current))
+				logger.Info("CNI ADD", "claim", c.String(), "driver", c.Driver, "request", n.Request, "ifName", n.IfName, "duration", time.Since(start))
+				p.setStatus(ctx, c, status.NetworkReady(*n, res.Raw, res.Current))
 				done = append(done, added{c.Key(), i})
 				continue
 			}
-			err = fmt.Errorf("claim %s, request %q, device %s: CNI ADD: %w", c.String(), n.Request, n.Device, addErr)
-			p.opts.Status.Set(ctx, ref(c), status.OfNetworkShare(*n, status.NotReady(claims.DriverCNI, n.Pool, n.Device, status.ReasonNotReady, addErr.Error())))
+			err = fmt.Errorf("%s: CNI ADD: %w", networkOf(c, *n), addErr)
+			p.setStatus(ctx, c, status.OfNetworkShare(*n, status.NotReady(claims.DriverCNI, n.Pool, n.Device, status.ReasonNotReady, addErr.Error())))
 			if delErr := p.del(ctx, c.Key(), i, 1); delErr != nil {
 				err = fmt.Errorf("%w; DEL after it also failed: %w", err, delErr)
 			}
 			for j := len(done) - 1; j >= 0; j-- {
 				prev, _ := p.opts.Store.Get(done[j].key)
 				pn := prev.Networks[done[j].i]
-				p.opts.Status.Set(ctx, ref(prev), status.OfNetworkShare(pn, status.NotReady(claims.DriverCNI, pn.Pool, pn.Device, status.ReasonNotReady,
-					fmt.Sprintf("undone: request %q of claim %s failed", n.Request, c.String()))))
+				p.setStatus(ctx, prev, status.OfNetworkShare(pn, status.NotReady(claims.DriverCNI, pn.Pool, pn.Device, status.ReasonNotReady,
+					fmt.Sprintf("undone: %s failed", networkOf(c, *n)))))
 				if delErr := p.del(ctx, done[j].key, done[j].i, 1); delErr != nil {
-					err = fmt.Errorf("%w; undoing request %q also failed: %w", err, pn.Request, delErr)
+					err = fmt.Errorf("%w; undoing %s also failed: %w", err, networkOf(prev, pn), delErr)
 				}
 			}
 			return err
@@ -112,8 +133,9 @@ func (p *Plugin) markAdded(key claims.Key, i int, pod Pod) (n *claims.Network, f
 	return n, true, nil
 }
 
-// delNetworks runs DEL for the claim's added networks, each tried
-// DelAttempts times; what succeeded is recorded, what failed is returned.
+// delNetworks runs DEL for the claim's added networks, last added first,
+// each tried DelAttempts times; what succeeded is recorded, what failed is
+// returned.
 func (p *Plugin) delNetworks(ctx context.Context, key claims.Key) error {
 	c, ok := p.opts.Store.Get(key)
 	if !ok {
@@ -123,15 +145,16 @@ func (p *Plugin) delNetworks(ctx context.Context, key claims.Key) error {
 		return fmt.Errorf("claim %s has CNI networks, and this fastpathd does not run the CNI driver (--cni)", c.String())
 	}
 	var errs []error
-	for i, n := range c.Networks {
+	for i := len(c.Networks) - 1; i >= 0; i-- {
+		n := c.Networks[i]
 		if !n.Added {
 			continue
 		}
 		if err := p.del(ctx, key, i, p.opts.DelAttempts); err != nil {
-			errs = append(errs, fmt.Errorf("claim %s, request %q, device %s: CNI DEL: %w", c.String(), n.Request, n.Device, err))
+			errs = append(errs, fmt.Errorf("%s: CNI DEL: %w", networkOf(c, n), err))
 			continue
 		}
-		klog.FromContext(ctx).Info("CNI DEL", "claim", c.String(), "request", n.Request, "ifName", n.IfName)
+		klog.FromContext(ctx).Info("CNI DEL", "claim", c.String(), "driver", c.Driver, "request", n.Request, "ifName", n.IfName)
 	}
 	return errors.Join(errs...)
 }

@@ -128,7 +128,7 @@ func (p *Plugin) checkPod(ctx context.Context, uid types.UID, reported map[check
 			if reported != nil {
 				reported[key] = outcome
 			}
-			p.opts.Status.Set(ctx, ref(c), status.NetworkChecked(n, res.Raw, res.Current, supported, checkErr))
+			p.setStatus(ctx, c, status.NetworkChecked(n, res.Raw, res.Current, supported, checkErr))
 		}
 	}
 }

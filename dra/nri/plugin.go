@@ -8,6 +8,7 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 )
@@ -97,7 +98,8 @@ var (
 )
 
 func podOf(pod *api.PodSandbox) Pod {
-	p := Pod{UID: types.UID(pod.GetUid()), Namespace: pod.GetNamespace(), Name: pod.GetName(), SandboxID: pod.GetId()}
+	p := Pod{UID: types.UID(pod.GetUid()), Namespace: pod.GetNamespace(), Name: pod.GetName(), SandboxID: pod.GetId(),
+		Networks: pod.GetAnnotations()[nadv1.NetworkAttachmentAnnot], IPs: pod.GetIps()}
 	for _, ns := range pod.GetLinux().GetNamespaces() {
 		if ns.GetType() == "network" {
 			p.NetNS = ns.GetPath()

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -66,6 +68,9 @@ type Options struct {
 	// Name is the plugin's name for the runtime; default "fastpath". Two
 	// daemons of a node (a rolling update) need two names.
 	Name string
+	// NPWG, when set, attaches the networks pods select with the Network
+	// Plumbing WG annotation; it needs CNI.
+	NPWG *NPWGOptions
 	// HookLock, when set, is held across each pod's hooks by every daemon
 	// of the node, so that two daemons (a rolling update: the runtime
 	// calls both) never act on one pod at once.
@@ -80,6 +85,10 @@ type Pod struct {
 	// NetNS is the sandbox's network namespace, "" for none
 	// (hostNetwork).
 	NetNS string
+	// Networks is the pod's k8s.v1.cni.cncf.io/networks annotation; IPs
+	// the sandbox's addresses, as the runtime says them.
+	Networks string
+	IPs      []string
 }
 
 func (p Pod) String() string { return p.Namespace + "/" + p.Name }
@@ -91,6 +100,9 @@ type Plugin struct {
 	opts Options
 
 	pods claims.Locks[types.UID]
+
+	// reports are the network-status writes under way.
+	reports sync.WaitGroup
 
 	conn connection
 }
@@ -193,17 +205,31 @@ func Netdev(d claims.Device) (dataplane.Netdev, bool) {
 }
 
 // AttachPod puts the pod's prepared devices into its network namespace,
-// then runs its CNI networks, in claim and request order. If one fails,
-// what was done for the pod is undone, the claims say why, and the error
-// (naming claim, request and device) fails the sandbox. A retried call
-// completes what an earlier one left.
-func (p *Plugin) AttachPod(ctx context.Context, pod Pod) error {
+// then runs its CNI networks, in claim and request order, then (with
+// NPWG) the networks its annotation selects, in the annotation's order.
+// If one fails, what was done for the pod is undone, the claims say why,
+// and the error (naming claim, request and device, or the annotation's
+// element) fails the sandbox. A retried call completes what an earlier
+// one left.
+func (p *Plugin) AttachPod(ctx context.Context, pod Pod) (err error) {
 	unlock, err := p.lockPod(ctx, pod.UID)
 	if err != nil {
 		return fmt.Errorf("pod %s: %w", pod, err)
 	}
 	defer unlock()
+	if err := p.admitNPWG(ctx, pod); err != nil {
+		klog.FromContext(ctx).Error(err, "Selected networks")
+		return err
+	}
+	defer func() {
+		if err != nil {
+			p.dropNPWG(pod.UID)
+			return
+		}
+		p.reportNPWG(ctx, pod)
+	}()
 	all := p.opts.Store.PodClaims(pod.UID)
+	networkOrder(all)
 	if len(all) == 0 {
 		return nil
 	}
@@ -398,8 +424,13 @@ func (p *Plugin) inPlace(ctx context.Context, pod Pod, cls []claims.Claim) bool 
 // missed (it was down, restarting, or slower than the runtime's timeout)
 // gets them now, and if that fails the container does not start.
 func (p *Plugin) EnsurePod(ctx context.Context, pod Pod) error {
-	if cls := p.opts.Store.PodClaims(pod.UID); len(cls) == 0 || p.inPlace(ctx, pod, cls) {
-		return nil
+	// Selected networks not yet recorded need an attach; else what is
+	// recorded is checked.
+	_, recorded := p.opts.Store.Get(npwgKey(pod.UID))
+	if !p.wantsNPWG(pod) || recorded {
+		if cls := p.opts.Store.PodClaims(pod.UID); len(cls) == 0 || p.inPlace(ctx, pod, cls) {
+			return nil
+		}
 	}
 	klog.FromContext(ctx).Info("The pod's devices are not in place: attaching them now", "pod", pod.String())
 	if err := p.AttachPod(ctx, pod); err != nil {
@@ -417,7 +448,12 @@ func (p *Plugin) DetachPod(ctx context.Context, pod Pod) error {
 		return fmt.Errorf("pod %s: %w", pod, err)
 	}
 	defer unlock()
-	return p.release(ctx, p.opts.Store.PodClaims(pod.UID))
+	cls := p.opts.Store.PodClaims(pod.UID)
+	// The selected networks first: they were added last.
+	slices.SortStableFunc(cls, func(a, b claims.Claim) int {
+		return boolCmp(b.Driver == claims.DriverNPWG, a.Driver == claims.DriverNPWG)
+	})
+	return p.release(ctx, cls)
 }
 
 // ReleaseClaim does for one claim what DetachPod does for a pod: Unprepare
@@ -454,6 +490,10 @@ func (p *Plugin) release(ctx context.Context, cls []claims.Claim) error {
 		}
 		if len(c.Networks) > 0 {
 			errs = append(errs, p.delNetworks(ctx, c.Key()))
+		}
+		if c.Driver == claims.DriverNPWG {
+			// No Unprepare drops it: gone once its networks are.
+			p.dropNPWG(c.Pod.UID)
 		}
 	}
 	return errors.Join(errs...)

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"flag"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/fastpath-dra/fastpath/dra"
+	"github.com/fastpath-dra/fastpath/dra/npwg"
+	"github.com/fastpath-dra/fastpath/dra/nri"
+	"github.com/fastpath-dra/fastpath/dra/status"
+)
+
+// npwgOptions are the flags of the networks pods select with the Network
+// Plumbing WG annotation (k8s.v1.cni.cncf.io/networks).
+type npwgOptions struct {
+	enabled           bool
+	confDir           string
+	allowedNamespaces string
+	defaultNetwork    string
+	defaultInterface  string
+}
+
+func (o *npwgOptions) addFlags(fs *flag.FlagSet) {
+	fs.BoolVar(&o.enabled, "npwg", false, "attach the NetworkAttachmentDefinitions a pod selects with the k8s.v1.cni.cncf.io/networks annotation at sandbox creation, "+
+		"and write its network-status; off by default: leave it off where Multus does this (the plugin types a network may run are those of --cni-plugins, "+
+		"from --cni-bin-dir)")
+	fs.StringVar(&o.confDir, "npwg-conf-dir", "/etc/cni/multus/net.d", "directory where a NetworkAttachmentDefinition with an empty spec.config finds the CNI configuration of its name (as Multus does)")
+	fs.StringVar(&o.allowedNamespaces, "npwg-allowed-namespaces", "", "comma-separated namespaces whose NetworkAttachmentDefinitions pods of every namespace may select (\"*\": all); "+
+		"a pod may always select those of its own namespace")
+	fs.StringVar(&o.defaultNetwork, "npwg-default-network", "default/cluster-network", "name of the cluster default network in the pods' network-status; empty leaves its entry out")
+	fs.StringVar(&o.defaultInterface, "npwg-default-interface", "eth0", "the pods' interface on the cluster default network: no selected network may take its name")
+}
+
+// npwgPermissions are the calls --npwg makes.
+var npwgPermissions = []permission{
+	{group: "k8s.cni.cncf.io", resource: "network-attachment-definitions", verb: "get", why: "the networks pods select (--npwg)"},
+	{group: "", resource: "pods", verb: "get", why: "reading a pod's network-status to merge into it (--npwg)"},
+	{group: "", resource: "pods", verb: "patch", why: "writing a pod's network-status (--npwg)"},
+}
+
+func (o *npwgOptions) policy() npwg.Policy {
+	return npwg.Policy{AllowedNamespaces: splitList(o.allowedNamespaces)}
+}
+
+func (o *npwgOptions) validate(cni *cniOptions) error {
+	if err := o.policy().Validate(); err != nil {
+		return usagef("run: --npwg-allowed-namespaces: %v", err)
+	}
+	if err := npwg.ValidInterfaceName(o.defaultInterface); err != nil {
+		return usagef("run: --npwg-default-interface %q: %v", o.defaultInterface, err)
+	}
+	if o.enabled && (o.confDir == "" || len(splitList(cni.binDirs)) == 0) {
+		return usagef("run: --npwg needs --npwg-conf-dir and --cni-bin-dir")
+	}
+	return nil
+}
+
+// options are the NRI plugin's NPWG options; nil when --npwg is off.
+func (o *npwgOptions) options(restConfig *rest.Config, client kubernetes.Interface, cni *cniOptions) (*nri.NPWGOptions, error) {
+	if !o.enabled {
+		return nil, nil
+	}
+	dyn, err := dynamic.NewForConfig(restConfig)
+	if err != nil {
+		return nil, err
+	}
+	return &nri.NPWGOptions{NADs: dra.NADs{Client: dyn}, ConfDir: o.confDir, Policy: o.policy(), Plugins: splitList(cni.plugins),
+		Status: status.PodNetworkStatus{Client: client}, DefaultNetwork: o.defaultNetwork, DefaultInterface: o.defaultInterface}, nil
+}

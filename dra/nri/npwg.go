@@ -1,0 +1,325 @@
+package nri
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	cnitypes "github.com/containernetworking/cni/pkg/types"
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/npwg"
+)
+
+// NADGetter reads NetworkAttachmentDefinitions.
+type NADGetter interface {
+	GetNAD(ctx context.Context, namespace, name string) (*nadv1.NetworkAttachmentDefinition, error)
+}
+
+// StatusPatcher writes a pod's network-status annotation: entries are
+// fastpath's, merged with those of other writers (npwg.MergeNetworkStatus).
+type StatusPatcher interface {
+	PatchNetworkStatus(ctx context.Context, namespace, name string, uid types.UID, entries []nadv1.NetworkStatus) error
+}
+
+// NPWGOptions turn on the networks pods select with the Network Plumbing
+// WG annotation (fastpathd run --npwg).
+type NPWGOptions struct {
+	NADs NADGetter
+	// ConfDir is where a NetworkAttachmentDefinition with an empty
+	// spec.config finds its configuration by name.
+	ConfDir string
+	Policy  npwg.Policy
+	// Plugins are the plugin types (IPAM included) a network's
+	// configuration may run: the CNI driver's allowlist.
+	Plugins []string
+	// Status writes the pod's network-status; nil for none.
+	Status StatusPatcher
+	// DefaultNetwork is the network-status name of the cluster default
+	// network, DefaultInterface the pod's interface on it (eth0).
+	DefaultNetwork, DefaultInterface string
+}
+
+// errNPWG is the error of a pod whose selection annotation cannot be
+// honoured: it names the pod, the annotation and, where one is at fault,
+// the element.
+func errNPWG(pod Pod, att *npwg.Attachment, err error) error {
+	if att == nil {
+		return fmt.Errorf("pod %s, annotation %s: %w", pod, nadv1.NetworkAttachmentAnnot, err)
+	}
+	return fmt.Errorf("pod %s, annotation %s, element %d (network %s, interface %s): %w",
+		pod, nadv1.NetworkAttachmentAnnot, att.Index, att.Network(), att.InterfaceRequest, err)
+}
+
+// npwgKey is the key of the pod's NPWG record.
+func npwgKey(uid types.UID) claims.Key { return claims.Key{Driver: claims.DriverNPWG, UID: uid} }
+
+// wantsNPWG says whether the pod selects networks that this plugin
+// attaches.
+func (p *Plugin) wantsNPWG(pod Pod) bool {
+	return p.opts.NPWG != nil && strings.TrimSpace(pod.Networks) != "" && pod.NetNS != ""
+}
+
+// admitNPWG records the attachments of the networks the pod selects, as
+// one record of the pod, before any of them is added: the CNI networks of
+// the pod's claims then run them (addNetworks), and its teardown and the
+// recovery after a crash find them. A record with networks added is kept
+// as it is (a later hook of the same pod completes it); one without is
+// made again, from the annotation and the objects as they are now.
+func (p *Plugin) admitNPWG(ctx context.Context, pod Pod) error {
+	if p.opts.NPWG == nil || strings.TrimSpace(pod.Networks) == "" {
+		return nil
+	}
+	if pod.NetNS == "" {
+		// As Multus does: a pod of the host's network has no
+		// namespace to attach networks to.
+		klog.FromContext(ctx).Info("Not attaching the networks a pod of the host's network selects", "pod", pod.String())
+		return nil
+	}
+	if c, ok := p.opts.Store.Get(npwgKey(pod.UID)); ok && slices.ContainsFunc(c.Networks, func(n claims.Network) bool { return n.Added }) {
+		return nil
+	}
+	rec, err := p.resolveNPWG(ctx, pod)
+	if err != nil {
+		p.dropNPWG(pod.UID)
+		return err
+	}
+	if len(rec.Networks) == 0 {
+		p.dropNPWG(pod.UID)
+		return nil
+	}
+	if err := p.opts.Store.Admit(rec); err != nil {
+		p.dropNPWG(pod.UID)
+		return errNPWG(pod, nil, err)
+	}
+	return nil
+}
+
+// resolveNPWG is the pod's NPWG record: the annotation parsed, interface
+// names given, each network allowed, read, configured and checked against
+// the allowlist, in the annotation's order. Nothing is recorded.
+func (p *Plugin) resolveNPWG(ctx context.Context, pod Pod) (claims.Claim, error) {
+	o := p.opts.NPWG
+	rec := claims.Claim{Driver: claims.DriverNPWG, UID: pod.UID, Namespace: pod.Namespace, Name: pod.Name,
+		Pod: claims.Pod{UID: pod.UID, Name: pod.Name}, Prepared: true}
+	atts, errs := npwg.ParseNetworks(pod.Namespace, pod.Networks)
+	if len(errs) > 0 {
+		return rec, errNPWG(pod, nil, errs.ToAggregate())
+	}
+	taken := map[string]bool{o.DefaultInterface: true}
+	for _, c := range p.opts.Store.PodClaims(pod.UID) {
+		if c.Driver == claims.DriverNPWG {
+			continue
+		}
+		for _, name := range c.InterfaceNames() {
+			taken[name] = true
+		}
+	}
+	if err := npwg.AssignInterfaces(atts, taken); err != nil {
+		return rec, errNPWG(pod, nil, err)
+	}
+	for i := range atts {
+		a := &atts[i]
+		n, err := p.resolveAttachment(ctx, pod, a)
+		if err != nil {
+			return rec, errNPWG(pod, a, err)
+		}
+		rec.Networks = append(rec.Networks, n)
+	}
+	return rec, nil
+}
+
+// resolveAttachment is the record of one attachment.
+func (p *Plugin) resolveAttachment(ctx context.Context, pod Pod, a *npwg.Attachment) (claims.Network, error) {
+	o := p.opts.NPWG
+	if err := o.Policy.Check(pod.Namespace, a); err != nil {
+		return claims.Network{}, fmt.Errorf("%w (--npwg-allowed-namespaces)", err)
+	}
+	nad, err := o.NADs.GetNAD(ctx, a.Namespace, a.Name)
+	if err != nil {
+		return claims.Network{}, fmt.Errorf("NetworkAttachmentDefinition %s: %w", a.Network(), err)
+	}
+	cfg, err := npwg.LoadConfig(nad, o.ConfDir)
+	if err != nil {
+		return claims.Network{}, err
+	}
+	if err := allowedPlugins(cfg, o.Plugins); err != nil {
+		return claims.Network{}, fmt.Errorf("NetworkAttachmentDefinition %s (%s): %w", a.Network(), cfg.Source, err)
+	}
+	inv, err := npwg.BuildInvocation(a, cfg.List)
+	if err != nil {
+		return claims.Network{}, err
+	}
+	n := claims.Network{Request: a.Network(), Device: a.InterfaceRequest, IfName: a.InterfaceRequest, Conflist: inv.List.Bytes,
+		DefaultRoute: a.DefaultRoute()}
+	if len(inv.CapabilityArgs) > 0 {
+		n.CapabilityArgs = inv.CapabilityArgs
+	}
+	for _, gw := range a.GatewayRequest {
+		n.Gateways = append(n.Gateways, gw.String())
+	}
+	return n, nil
+}
+
+// ErrPluginNotAllowed is the error of a network whose configuration runs
+// a plugin the operator does not allow.
+var ErrPluginNotAllowed = errors.New("plugin type not allowed")
+
+// allowedPlugins says which plugin types (and IPAM types) of the
+// configuration are not on the allowlist: a tenant's network must not run
+// any binary of the node's CNI directory.
+func allowedPlugins(cfg *npwg.Config, allowed []string) error {
+	var bad []string
+	for _, pc := range cfg.List.Plugins {
+		types := []string{pc.Network.Type}
+		if pc.Network.IPAM.Type != "" {
+			types = append(types, pc.Network.IPAM.Type)
+		}
+		for _, t := range types {
+			if !slices.Contains(allowed, t) && !slices.Contains(bad, t) {
+				bad = append(bad, t)
+			}
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %q not on this node's allowlist %v (--cni-plugins): a network's configuration may run only the plugins the operator allows",
+		ErrPluginNotAllowed, bad, allowed)
+}
+
+// dropNPWG forgets the pod's NPWG record when none of its networks may be
+// added: a failed attach leaves nothing (§7.2).
+func (p *Plugin) dropNPWG(uid types.UID) {
+	key := npwgKey(uid)
+	defer p.opts.Store.Lock(key)()
+	c, ok := p.opts.Store.Get(key)
+	if !ok || slices.ContainsFunc(c.Networks, func(n claims.Network) bool { return n.Added }) {
+		return
+	}
+	_ = p.opts.Store.Delete(key)
+}
+
+// attachmentOf is the attachment a network of the pod's NPWG record was
+// made for, as much of it as the network-status needs.
+func attachmentOf(n claims.Network) npwg.Attachment {
+	var a npwg.Attachment
+	a.Namespace, a.Name, _ = strings.Cut(n.Request, "/")
+	a.InterfaceRequest = n.IfName
+	if n.DefaultRoute {
+		a.GatewayRequest = npwgGateways(n.Gateways)
+	}
+	return a
+}
+
+// NetworkStatus is the pod's network-status: the cluster default
+// network's entry when the runtime says the pod's IPs, then every added
+// network of its NPWG record, in the annotation's order, from the CNI
+// results libcni cached.
+func (p *Plugin) NetworkStatus(ctx context.Context, pod Pod) ([]nadv1.NetworkStatus, error) {
+	o := p.opts.NPWG
+	rec, ok := p.opts.Store.Get(npwgKey(pod.UID))
+	if o == nil || !ok {
+		return nil, nil
+	}
+	var out []nadv1.NetworkStatus
+	// The runtime's NRI (containerd 2) gives the sandbox's IPs, set by the
+	// runtime's CNI before the hook. Without them the default network's
+	// entry is left out rather than written without addresses: it is the
+	// default network's CNI (or Multus) to say.
+	if o.DefaultNetwork != "" && len(pod.IPs) > 0 {
+		var ips []corev1.PodIP
+		for _, ip := range pod.IPs {
+			ips = append(ips, corev1.PodIP{IP: ip})
+		}
+		out = append(out, npwg.DefaultNetworkStatus(o.DefaultNetwork, o.DefaultInterface, ips))
+	}
+	var errs []error
+	for _, n := range rec.Networks {
+		if !n.Added {
+			continue
+		}
+		att := attachmentOf(n)
+		var result cnitypes.Result
+		res, ok, err := p.opts.CNI.Added(ctx, runtimeConf(rec, n))
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%s: %w", networkOf(rec, n), err))
+		case ok && res.Current != nil:
+			result = res.Current
+		}
+		st, err := npwg.AttachmentStatus(&att, result, nil)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		out = append(out, st)
+	}
+	return out, errors.Join(errs...)
+}
+
+// reportNPWG writes the pod's network-status, in the background: the
+// hook does not wait for the API server (the runtime bounds its hooks'
+// time). A failure is logged: the networks are in place, and the pod
+// runs.
+func (p *Plugin) reportNPWG(ctx context.Context, pod Pod) {
+	if p.opts.NPWG == nil || p.opts.NPWG.Status == nil {
+		return
+	}
+	if _, ok := p.opts.Store.Get(npwgKey(pod.UID)); !ok {
+		return
+	}
+	logger := klog.FromContext(ctx).WithValues("pod", pod.String())
+	entries, err := p.NetworkStatus(ctx, pod)
+	if err != nil {
+		logger.Error(err, "Reading the results of the pod's networks for its network-status")
+	}
+	p.reports.Go(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusTimeout)
+		defer cancel()
+		if err := p.opts.NPWG.Status.PatchNetworkStatus(ctx, pod.Namespace, pod.Name, pod.UID, entries); err != nil {
+			logger.Error(err, "Writing the pod's network-status annotation")
+		}
+	})
+}
+
+// statusTimeout bounds a write of a pod's network-status.
+const statusTimeout = time.Minute
+
+// npwgGateways parses the gateways a record keeps; a non-nil slice, as
+// the element had "default-route".
+func npwgGateways(gws []string) []net.IP {
+	out := []net.IP{}
+	for _, gw := range gws {
+		if ip := net.ParseIP(gw); ip != nil {
+			out = append(out, ip)
+		}
+	}
+	return out
+}
+
+// networkOrder puts the pod's NPWG record after its claims: the networks
+// of DRA claims first, then those the annotation selects (DESIGN:
+// claims, NADs, PodNetworks).
+func networkOrder(cls []claims.Claim) {
+	slices.SortStableFunc(cls, func(a, b claims.Claim) int {
+		return boolCmp(a.Driver == claims.DriverNPWG, b.Driver == claims.DriverNPWG)
+	})
+}
+
+func boolCmp(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}

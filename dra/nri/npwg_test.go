@@ -1,0 +1,396 @@
+package nri
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	cni100 "github.com/containernetworking/cni/pkg/types/100"
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/fastpath-dra/fastpath/dataplane"
+	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/npwg"
+	"github.com/fastpath-dra/fastpath/dra/status"
+)
+
+// fakeNADs serves NetworkAttachmentDefinitions from a map.
+type fakeNADs map[string]*nadv1.NetworkAttachmentDefinition
+
+func (f fakeNADs) GetNAD(_ context.Context, namespace, name string) (*nadv1.NetworkAttachmentDefinition, error) {
+	if nad, ok := f[namespace+"/"+name]; ok {
+		return nad, nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Group: "k8s.cni.cncf.io", Resource: "network-attachment-definitions"}, name)
+}
+
+func nad(namespace, name, config string) *nadv1.NetworkAttachmentDefinition {
+	return &nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: nadv1.NetworkAttachmentDefinitionSpec{Config: config}}
+}
+
+// fakePatcher records the network-status written.
+type fakePatcher struct {
+	mu      sync.Mutex
+	entries [][]nadv1.NetworkStatus
+}
+
+func (f *fakePatcher) PatchNetworkStatus(_ context.Context, _, _ string, _ types.UID, entries []nadv1.NetworkStatus) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.entries = append(f.entries, entries)
+	return nil
+}
+
+// npwgCNI plays libcni for NPWG attachments: what is added is kept by
+// interface, ADD of an interface in fail fails.
+type npwgCNI struct {
+	fakeCNI
+	mu    sync.Mutex
+	added map[string]dataplane.CNINetwork // by ifName
+	order []string
+	fail  string
+}
+
+func (f *npwgCNI) Add(_ context.Context, n dataplane.CNINetwork) (dataplane.CNIResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.order = append(f.order, "ADD "+n.IfName)
+	// As a plugin does, ADD may leave something behind when it fails.
+	f.added[n.IfName] = n
+	if n.IfName == f.fail {
+		return dataplane.CNIResult{}, errors.New("macvlan: failed to create macvlan: no master")
+	}
+	return f.result(n), nil
+}
+
+func (f *npwgCNI) result(n dataplane.CNINetwork) dataplane.CNIResult {
+	zero := 0
+	_, ipn, _ := net.ParseCIDR("10.1.0.0/24")
+	ipn.IP = net.IPv4(10, 1, 0, byte(len(n.IfName)+len(f.added)))
+	res := &cni100.Result{CNIVersion: "1.1.0", Interfaces: []*cni100.Interface{{Name: n.IfName, Mac: "02:00:00:00:00:01", Sandbox: n.NetNS}},
+		IPs: []*cni100.IPConfig{{Interface: &zero, Address: *ipn}}}
+	raw, _ := json.Marshal(res)
+	return dataplane.CNIResult{Raw: raw, Current: res}
+}
+
+func (f *npwgCNI) Added(_ context.Context, n dataplane.CNINetwork) (dataplane.CNIResult, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.added[n.IfName]; !ok || n.IfName == f.fail {
+		return dataplane.CNIResult{}, false, nil
+	}
+	return f.result(n), true, nil
+}
+
+func (f *npwgCNI) Del(_ context.Context, n dataplane.CNINetwork) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.order = append(f.order, "DEL "+n.IfName)
+	delete(f.added, n.IfName)
+	return nil
+}
+
+func (f *npwgCNI) addedNames() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for k := range f.added {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+const (
+	macvlanConf = `{"cniVersion":"1.0.0","name":"%s","plugins":[{"type":"macvlan","master":"eth9","capabilities":{"ips":true},"ipam":{"type":"static"}}]}`
+	npwgPodUID  = "pod-npwg"
+)
+
+type npwgRig struct {
+	plugin  *Plugin
+	cni     *npwgCNI
+	patcher *fakePatcher
+	store   *claims.Store
+	writer  *status.Writer
+	ctx     context.Context
+}
+
+func newNPWGRig(t *testing.T, cls ...claims.Claim) *npwgRig {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	store, err := claims.Open(filepath.Join(t.TempDir(), "checkpoint.json"), claims.Legacy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cls {
+		if err := store.Admit(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writer := status.NewWriter(fake.NewClientset())
+	writer.Start(ctx)
+	r := &npwgRig{cni: &npwgCNI{added: map[string]dataplane.CNINetwork{}}, patcher: &fakePatcher{}, store: store, writer: writer, ctx: ctx}
+	nads := fakeNADs{
+		"default/net-a":   nad("default", "net-a", fmt.Sprintf(macvlanConf, "net-a")),
+		"default/net-b":   nad("default", "net-b", fmt.Sprintf(macvlanConf, "net-b")),
+		"shared/net-c":    nad("shared", "net-c", fmt.Sprintf(macvlanConf, "net-c")),
+		"secret/net-d":    nad("secret", "net-d", fmt.Sprintf(macvlanConf, "net-d")),
+		"default/bridged": nad("default", "bridged", `{"cniVersion":"1.0.0","name":"bridged","type":"bridge","ipam":{"type":"dhcp"}}`),
+		"default/plain":   nad("default", "plain", `{"cniVersion":"1.0.0","name":"plain","type":"macvlan","master":"eth9"}`),
+	}
+	r.plugin = New(Options{Store: store, Status: writer, CNI: r.cni, DelBackoff: time.Millisecond, NPWG: &NPWGOptions{
+		NADs: nads, ConfDir: t.TempDir(), Policy: npwg.Policy{AllowedNamespaces: []string{"shared"}},
+		Plugins: []string{"macvlan", "static"}, Status: r.patcher, DefaultNetwork: "default/cluster-network", DefaultInterface: "eth0"}})
+	return r
+}
+
+func npwgPod(networks string) Pod {
+	return Pod{UID: npwgPodUID, Namespace: "default", Name: "web", SandboxID: "sandbox-1", NetNS: "/var/run/netns/web",
+		Networks: networks, IPs: []string{"10.244.0.5", "fd00::5"}}
+}
+
+// TestNPWGAttachDetach: the networks the annotation selects are recorded
+// as one record of the pod and added after the pod's CNI claims, in the
+// annotation's order, with names the claims do not have and the runtime
+// config the elements ask for; the network-status has the default network
+// first; a stop deletes them and the record.
+func TestNPWGAttachDetach(t *testing.T) {
+	claim := claims.Claim{Driver: claims.DriverCNI, UID: "uid-net", Namespace: "default", Name: "net", Prepared: true,
+		Pod: claims.Pod{UID: npwgPodUID, Name: "web"},
+		Networks: []claims.Network{{Request: "a", Pool: "node", Device: "cni-0", IfName: "net1",
+			Conflist: []byte(`{"cniVersion":"1.1.0","name":"default-net-a","plugins":[{"type":"macvlan"}]}`)}}}
+	r := newNPWGRig(t, claim)
+	pod := npwgPod(`[{"name":"net-b","ips":["10.1.0.9/24"],"default-route":["10.1.0.1"]},{"name":"net-c","namespace":"shared"},{"name":"net-a","interface":"data0"}]`)
+	if err := r.plugin.AttachPod(r.ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"ADD net1", "ADD net2", "ADD net3", "ADD data0"}; !slices.Equal(r.cni.order, want) {
+		t.Errorf("CNI calls %v, want %v (the claim's network first, then the annotation's in order)", r.cni.order, want)
+	}
+	rec, ok := r.store.Get(npwgKey(npwgPodUID))
+	if !ok {
+		t.Fatal("no NPWG record")
+	}
+	var got []string
+	for _, n := range rec.Networks {
+		if !n.Added || n.SandboxID != pod.SandboxID || n.NetNS != pod.NetNS {
+			t.Errorf("network %s: not recorded as added to the sandbox: %+v", n.Request, n)
+		}
+		got = append(got, n.Request+"@"+n.IfName)
+	}
+	if want := []string{"default/net-b@net2", "shared/net-c@net3", "default/net-a@data0"}; !slices.Equal(got, want) {
+		t.Errorf("record %v, want %v", got, want)
+	}
+	if ips := r.cni.added["net2"].CapabilityArgs["ips"]; fmt.Sprint(ips) != "[10.1.0.9/24]" {
+		t.Errorf("runtimeConfig ips of net2 = %v, want [10.1.0.9/24]", ips)
+	}
+	if r.writer.Pending() != 0 {
+		t.Errorf("%d claim status writes pending: an NPWG record has no ResourceClaim", r.writer.Pending())
+	}
+	r.plugin.reports.Wait()
+	if len(r.patcher.entries) != 1 {
+		t.Fatalf("network-status written %d times, want 1", len(r.patcher.entries))
+	}
+	sts := r.patcher.entries[0]
+	var names []string
+	for _, st := range sts {
+		names = append(names, st.Name+"@"+st.Interface)
+	}
+	if want := []string{"default/cluster-network@eth0", "default/net-b@net2", "shared/net-c@net3", "default/net-a@data0"}; !slices.Equal(names, want) {
+		t.Errorf("network-status %v, want %v", names, want)
+	}
+	if !sts[0].Default || !slices.Equal(sts[0].IPs, []string{"10.244.0.5", "fd00::5"}) {
+		t.Errorf("default network's entry %+v: want default, the pod's IPs", sts[0])
+	}
+	if !slices.Equal(sts[1].Gateway, []string{"10.1.0.1"}) || len(sts[1].IPs) != 1 {
+		t.Errorf("net-b's entry %+v: want its gateway and the result's IP", sts[1])
+	}
+
+	// Again (Synchronize, CreateContainer): nothing runs twice.
+	if err := r.plugin.EnsurePod(r.ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.plugin.AttachPod(r.ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(r.cni.order); n != 4 {
+		t.Errorf("a repeated attach ran CNI again: %v", r.cni.order)
+	}
+
+	r.cni.order = nil
+	if err := r.plugin.DetachPod(r.ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"DEL data0", "DEL net3", "DEL net2", "DEL net1"}; !slices.Equal(r.cni.order, want) {
+		t.Errorf("CNI calls %v, want %v (the reverse of the ADDs)", r.cni.order, want)
+	}
+	if names := r.cni.addedNames(); len(names) != 0 {
+		t.Errorf("still added after the stop: %v", names)
+	}
+	if _, ok := r.store.Get(npwgKey(npwgPodUID)); ok {
+		t.Error("the NPWG record outlived the stop")
+	}
+	if c, _ := r.store.Get(claim.Key()); c.Networks[0].Added {
+		t.Error("the claim's network is still recorded as added")
+	}
+}
+
+// TestNPWGFailureLeavesNothing: the first failure fails the pod, runs no
+// later attachment, and leaves nothing of the earlier ones (§7.2).
+func TestNPWGFailureLeavesNothing(t *testing.T) {
+	r := newNPWGRig(t)
+	r.cni.fail = "net2"
+	pod := npwgPod("net-a,net-b,shared/net-c")
+	err := r.plugin.AttachPod(r.ctx, pod)
+	if err == nil {
+		t.Fatal("the pod started with a network that failed")
+	}
+	for _, want := range []string{"pod default/web", "network default/net-b", "interface net2", "no master"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if want := []string{"ADD net1", "ADD net2", "DEL net2", "DEL net1"}; !slices.Equal(r.cni.order, want) {
+		t.Errorf("CNI calls %v, want %v", r.cni.order, want)
+	}
+	if names := r.cni.addedNames(); len(names) != 0 {
+		t.Errorf("left added: %v", names)
+	}
+	if _, ok := r.store.Get(npwgKey(npwgPodUID)); ok {
+		t.Error("a failed attach left its record")
+	}
+	r.plugin.reports.Wait()
+	if len(r.patcher.entries) != 0 {
+		t.Errorf("network-status written for a pod that failed: %v", r.patcher.entries)
+	}
+}
+
+// TestNPWGRefused: what the annotation asks for that cannot be done fails
+// the sandbox before any plugin runs, naming the pod, the annotation and
+// the element, and records nothing.
+func TestNPWGRefused(t *testing.T) {
+	claim := claims.Claim{Driver: claims.DriverFastpath, UID: "uid-vf", Namespace: "default", Name: "vf", Prepared: true,
+		Pod:     claims.Pod{UID: npwgPodUID, Name: "web"},
+		Devices: []claims.Device{{Request: "nic", Pool: "node", Device: "pci-0", Pod: &claims.PodInterface{Name: "fast0"}}}}
+	for _, tc := range []struct {
+		name, networks string
+		want           []string
+	}{
+		{"malformed", `[{"name":"net-a"},{"name":"Net_B"}]`, []string{"pod default/web", nadv1.NetworkAttachmentAnnot, "[1].name"}},
+		{"interface of a claim", "net-a@fast0", []string{"pod default/web", "fast0"}},
+		{"interface of the default network", "net-a@eth0", []string{"eth0"}},
+		{"no such network", "net-a,missing", []string{"element 1 (network default/missing, interface net2)", "not found"}},
+		{"namespace not allowed", "secret/net-d", []string{"element 0", "network not allowed", "--npwg-allowed-namespaces"}},
+		{"plugin not allowed", "bridged", []string{"element 0 (network default/bridged", `"bridge" "dhcp"`, "--cni-plugins"}},
+		{"capability missing", `[{"name":"net-a"},{"name":"plain","mac":"02:00:00:00:00:09"}]`, []string{"element 1 (network default/plain", `capability "mac"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newNPWGRig(t, claim)
+			err := r.plugin.AttachPod(r.ctx, npwgPod(tc.networks))
+			if err == nil {
+				t.Fatal("the pod started")
+			}
+			t.Log(err)
+			for _, want := range tc.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+			if len(r.cni.order) != 0 {
+				t.Errorf("CNI ran: %v", r.cni.order)
+			}
+			if _, ok := r.store.Get(npwgKey(npwgPodUID)); ok {
+				t.Error("recorded")
+			}
+		})
+	}
+}
+
+// TestNPWGOff: without --npwg, or for a pod of the host's network, the
+// annotation is not fastpath's (Multus may serve it).
+func TestNPWGOff(t *testing.T) {
+	r := newNPWGRig(t)
+	hostNet := npwgPod("net-a")
+	hostNet.NetNS = ""
+	if err := r.plugin.AttachPod(r.ctx, hostNet); err != nil {
+		t.Fatal(err)
+	}
+	r.plugin.opts.NPWG = nil
+	if err := r.plugin.AttachPod(r.ctx, npwgPod("net-a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.plugin.EnsurePod(r.ctx, npwgPod("net-a")); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.cni.order) != 0 || len(r.store.Claims()) != 0 {
+		t.Errorf("acted: CNI %v, records %v", r.cni.order, r.store.Claims())
+	}
+}
+
+// TestNPWGEnsurePod: a pod whose RunPodSandbox fastpath missed gets its
+// networks before its first container.
+func TestNPWGEnsurePod(t *testing.T) {
+	r := newNPWGRig(t)
+	h := &hooks{r.plugin}
+	sb := &api.PodSandbox{Uid: npwgPodUID, Id: "sandbox-1", Name: "web", Namespace: "default",
+		Annotations: map[string]string{nadv1.NetworkAttachmentAnnot: "net-a"}, Ips: []string{"10.244.0.5"},
+		Linux: &api.LinuxPodSandbox{Namespaces: []*api.LinuxNamespace{{Type: "network", Path: "/var/run/netns/web"}}}}
+	if _, _, err := h.CreateContainer(r.ctx, sb, &api.Container{}); err != nil {
+		t.Fatal(err)
+	}
+	if names := r.cni.addedNames(); !slices.Equal(names, []string{"net1"}) {
+		t.Errorf("added %v, want [net1]", names)
+	}
+	if err := h.StopPodSandbox(r.ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	if names := r.cni.addedNames(); len(names) != 0 || len(r.store.Claims()) != 0 {
+		t.Errorf("after the stop: added %v, records %d", names, len(r.store.Claims()))
+	}
+}
+
+// TestNPWGRecovery: a daemon killed between a network's record and its
+// ADD finds the record at its restart: Synchronize completes a running
+// pod (DEL of what ADD may have left, then ADD) and deletes the networks
+// of a pod that is gone, and its record.
+func TestNPWGRecovery(t *testing.T) {
+	r := newNPWGRig(t)
+	pod := npwgPod("net-a,net-b")
+	if err := r.plugin.AttachPod(r.ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	// As if ADD of net2 never ran: recorded, not in libcni's cache.
+	delete(r.cni.added, "net2")
+	r.cni.order = nil
+	restarted := New(r.plugin.opts)
+	sb := &api.PodSandbox{Uid: string(pod.UID), Id: pod.SandboxID, Name: pod.Name, Namespace: pod.Namespace,
+		Annotations: map[string]string{nadv1.NetworkAttachmentAnnot: pod.Networks},
+		Linux:       &api.LinuxPodSandbox{Namespaces: []*api.LinuxNamespace{{Type: "network", Path: pod.NetNS}}}}
+	restarted.Synchronize(r.ctx, []*api.PodSandbox{sb})
+	if want := []string{"DEL net2", "ADD net2"}; !slices.Equal(r.cni.order, want) {
+		t.Errorf("CNI calls %v, want %v", r.cni.order, want)
+	}
+	if names := r.cni.addedNames(); !slices.Equal(names, []string{"net1", "net2"}) {
+		t.Errorf("added %v", names)
+	}
+	restarted.Synchronize(r.ctx, nil)
+	if names := r.cni.addedNames(); len(names) != 0 || len(r.store.Claims()) != 0 {
+		t.Errorf("after the pod is gone: added %v, records %d", names, len(r.store.Claims()))
+	}
+}
