@@ -89,7 +89,7 @@ func render(t *testing.T, args ...string) []runtime.Object {
 		if meta.Kind == "" {
 			continue
 		}
-		if meta.Kind == "ServiceMonitor" || meta.Kind == "CNIConfig" {
+		if meta.Kind == "ServiceMonitor" || meta.Kind == "CNIConfig" || meta.Kind == "CustomResourceDefinition" {
 			var u runtime.Unknown
 			u.Raw = doc
 			objs = append(objs, &u)
@@ -246,7 +246,8 @@ func TestAllValues(t *testing.T) {
 		"--cni-plugin-dir=/data/kubelet/plugins/cni.dra.networking.x-k8s.io", "--memif-dir=/run/vpp/memif",
 		"--memif-config=/etc/fastpath/memif/config.yaml", "--rediscover-interval=10m", "--profiling",
 		`--share=device.attributes["fastpath.dev"].ifName == "ens1f1"`, "--share-interfaces=32", "--share-bandwidth-mbps=25000", "--ip-pools=/etc/fastpath/ip-pools/pools.yaml",
-		`--filter=device.attributes["fastpath.dev"].kind == "sriov-vf" && device.attributes["fastpath.dev"].pfName == "ens1f0"`} {
+		`--filter=device.attributes["fastpath.dev"].kind == "sriov-vf" && device.attributes["fastpath.dev"].pfName == "ens1f0"`,
+		"--npwg", "--npwg-conf-dir=/etc/cni/multus/net.d", "--npwg-allowed-namespaces=net-shared", "--npwg-default-network=kube-system/cluster-net"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args lack %q: %q", want, c.Args)
 		}
@@ -260,7 +261,7 @@ func TestAllValues(t *testing.T) {
 	}
 	for _, path := range []string{"/data/kubelet/plugins", "/data/kubelet/plugins_registry", "/run/nri", "/etc/cdi", "/data/fastpath",
 		"/sys/fs/bpf/fp", "/run/netns", "/dev", "/run/vpp/memif", "/etc/fastpath/memif", "/etc/fastpath/ip-pools", "/opt/cni/bin", "/usr/libexec/cni",
-		"/var/lib/cni", "/run/cni", "/run/vswitch"} {
+		"/var/lib/cni", "/run/cni", "/run/vswitch", "/etc/cni/multus/net.d"} {
 		if mounts[path] == "" {
 			t.Errorf("nothing mounted at %s: %v", path, mounts)
 		}
@@ -300,7 +301,9 @@ func TestAllValues(t *testing.T) {
 		// ConfigMaps: the approved configs' namespace, and the tenants'.
 		"RoleBinding": {"fastpath-system/fastpathd-controller", "cni-configs/fastpathd-cni-configmaps",
 			"tenant-a/fastpathd-cni-configmaps", "tenant-b/fastpathd-cni-configmaps"},
-		"Deployment": {"fastpath-system/fastpathd-controller"},
+		"Deployment":                {"fastpath-system/fastpathd-controller"},
+		"CustomResourceDefinition":  {"/network-attachment-definitions.k8s.cni.cncf.io"},
+		"ValidatingAdmissionPolicy": {"/fastpathd-own-node", "/fastpathd-pod-network-status"},
 	} {
 		got := slices.Clone(kinds[kind])
 		slices.Sort(got)
@@ -311,9 +314,16 @@ func TestAllValues(t *testing.T) {
 	}
 	for _, o := range objs {
 		if role, ok := o.(*rbacv1.ClusterRole); ok && role.Name == "fastpathd" {
-			last := role.Rules[len(role.Rules)-1]
-			if !slices.Equal(last.Resources, []string{"cniconfigs"}) || !slices.Equal(last.Verbs, []string{"get"}) {
-				t.Errorf("with cni.enabled, the last rule is %+v, want get cniconfigs", last)
+			has := func(resource string, verbs ...string) bool {
+				return slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool {
+					return slices.Equal(r.Resources, []string{resource}) && slices.Equal(r.Verbs, verbs)
+				})
+			}
+			if !has("cniconfigs", "get") {
+				t.Errorf("with cni.enabled, no rule gets cniconfigs: %+v", role.Rules)
+			}
+			if !has("network-attachment-definitions", "get") || !has("pods", "get", "patch") {
+				t.Errorf("with npwg.enabled, no rule gets NetworkAttachmentDefinitions, or gets and patches pods: %+v", role.Rules)
 			}
 			for _, r := range role.Rules {
 				if slices.Contains(r.Resources, "configmaps") {

@@ -253,6 +253,11 @@ func daemonValues(port int, stateDir string, args []string) (map[string]any, err
 		case "--cni-shared-device":
 			cni["sharedDevice"] = true
 			continue
+		case "--npwg":
+			// On-disk configurations beside the test's state, not in the
+			// machine's /etc/cni.
+			values["npwg"] = map[string]any{"enabled": true, "installCRD": true, "confDir": stateDir + ".npwg-conf"}
+			continue
 		}
 		if i+1 == len(args) {
 			return nil, fmt.Errorf("fastpathd argument %s has no value", flag)

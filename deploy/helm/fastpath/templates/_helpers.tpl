@@ -107,6 +107,16 @@ exec:
 {{- if $v.cni.sharedDevice }}{{ $args = append $args "--cni-shared-device" }}{{ end }}
 {{- with $v.cni.interface }}{{ $args = append $args (printf "--cni-interface=%s" .) }}{{ end }}
 {{- end }}
+{{- if $v.npwg.enabled }}
+{{- $args = append $args "--npwg" }}
+{{- if not $v.cni.enabled }}
+{{- $args = append $args (printf "--cni-bin-dir=%s" (join "," $v.cni.binDirs)) }}
+{{- with $v.cni.plugins }}{{ $args = append $args (printf "--cni-plugins=%s" (join "," .)) }}{{ end }}
+{{- end }}
+{{- $args = append $args (printf "--npwg-conf-dir=%s" $v.npwg.confDir) }}
+{{- with $v.npwg.allowedNamespaces }}{{ $args = append $args (printf "--npwg-allowed-namespaces=%s" (join "," .)) }}{{ end }}
+{{- if ne $v.npwg.defaultNetwork "default/cluster-network" }}{{ $args = append $args (printf "--npwg-default-network=%s" $v.npwg.defaultNetwork) }}{{ end }}
+{{- end }}
 {{- range $v.extraArgs }}{{ $args = append $args (toString .) }}{{ end }}
 {{- toYaml $args }}
 {{- end }}
@@ -133,4 +143,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- with $v.cni.plugins }}{{ $args = append $args (printf "--cni-plugins=%s" (join "," .)) }}{{ end }}
 {{- if $v.cni.requireApproved }}{{ $args = append $args "--cni-require-approved" }}{{ end }}
 {{- toYaml $args }}
+{{- end }}
+
+{{/* CNI plugins run on the node: for CNI claims or for the networks pods select (npwg). */}}
+{{- define "fastpath.runsCNI" -}}
+{{- if or .Values.cni.enabled .Values.npwg.enabled }}true{{ end }}
 {{- end }}

@@ -1,0 +1,106 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+	"github.com/vishvananda/netlink"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/fastpath-dra/fastpath/dra/npwg"
+	"github.com/fastpath-dra/fastpath/test/testbed"
+)
+
+var nads = schema.GroupVersionResource{Group: "k8s.cni.cncf.io", Version: "v1", Resource: "network-attachment-definitions"}
+
+// TestNPWG: with --npwg, fastpathd installed by the chart (with the
+// NetworkAttachmentDefinition CRD) attaches the networks a pod selects with
+// the k8s.v1.cni.cncf.io/networks annotation: the same network twice, one
+// with a generated interface name and one named, each with the address the
+// element asks for through the static IPAM's ips capability; the pod's
+// network-status lists both. A pod selecting a network that does not exist
+// does not start, and the event names it.
+func TestNPWG(t *testing.T) {
+	ctx := testContext(t)
+	master := hostVethNamed(t, "fpnpw0a", "fpnpw0b")
+	if err := netlink.LinkSetUp(master); err != nil {
+		t.Fatal(err)
+	}
+	startDaemon(t, ctx, 26195, "--npwg", "--cni-bin-dir", bed.Config().CNIBinDir(), "--cni-plugins", "macvlan,static")
+
+	doc := fmt.Sprintf(`apiVersion: k8s.cni.cncf.io/v1
+kind: NetworkAttachmentDefinition
+metadata:
+  name: net-a
+spec:
+  config: '{"cniVersion": "1.0.0", "name": "net-a", "plugins": [{"type": "macvlan", "master": %q, "mode": "bridge", "ipam": {"type": "static"}, "capabilities": {"ips": true}}]}'
+`, master.Attrs().Name)
+	// The CRD the chart installed may take a moment to be served.
+	var createErr error
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, createErr = createYAML(t, ctx, nads, true, doc)
+		return createErr == nil, nil
+	}); err != nil {
+		t.Fatalf("create the NetworkAttachmentDefinition: %v", createErr)
+	}
+
+	pod := testbed.WorkloadPod("default", "e2e-npwg", "ifaces")
+	pod.Annotations = map[string]string{nadv1.NetworkAttachmentAnnot: `[{"name": "net-a", "ips": ["10.93.0.5/24"]}, {"name": "net-a", "interface": "data1", "ips": ["10.93.0.6/24"]}]`}
+	if _, err := bed.RunPod(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bed.DeletePod(context.Background(), "default", pod.Name) })
+	logs, err := bed.WaitPodLog(ctx, "default", pod.Name, "data1 ", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"net1 ", "10.93.0.5/24", "data1 ", "10.93.0.6/24"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the pod's interfaces lack %q:\n%s", want, logs)
+		}
+	}
+
+	var entries []nadv1.NetworkStatus
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		p, err := bed.Client().CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		entries, err = npwg.DecodeNetworkStatus(p.Annotations[nadv1.NetworkStatusAnnot])
+		return err == nil && len(entries) >= 2, nil
+	}); err != nil {
+		t.Fatalf("the pod's network-status has %d entries, want the two networks'", len(entries))
+	}
+	t.Logf("network-status: %+v", entries)
+	for _, want := range []struct{ iface, ip string }{{"net1", "10.93.0.5"}, {"data1", "10.93.0.6"}} {
+		found := false
+		for _, e := range entries {
+			if e.Name == "default/net-a" && e.Interface == want.iface && len(e.IPs) == 1 && e.IPs[0] == want.ip && e.Mac != "" {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("network-status lacks default/net-a on %s with %s: %+v", want.iface, want.ip, entries)
+		}
+	}
+
+	missing := testbed.WorkloadPod("default", "e2e-npwg-missing", "sleep")
+	missing.Annotations = map[string]string{nadv1.NetworkAttachmentAnnot: "net-a,nowhere"}
+	if _, err := bed.Client().CoreV1().Pods("default").Create(ctx, missing, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bed.DeletePod(context.Background(), "default", missing.Name) })
+	if msg, err := waitEvent(ctx, missing.Name, "nowhere"); err != nil {
+		t.Errorf("no event of the pod selecting a missing network names it: %v", err)
+	} else {
+		t.Logf("event: %s", msg)
+	}
+}
