@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/klog/v2"
 )
@@ -52,6 +53,9 @@ type Inventory struct {
 	Devices []Device `json:"devices"`
 	// Warnings name what was skipped and why.
 	Warnings []string `json:"warnings,omitempty"`
+	// Taken is when the discovery began: what it says of a device may be
+	// older than a change made to it since (a bind to vfio-pci).
+	Taken time.Time `json:"-"`
 }
 
 // Equal reports whether two inventories hold the same devices.
@@ -114,7 +118,7 @@ func New(opts Options) (*Discoverer, error) {
 // failure to look at all is an error.
 func (d *Discoverer) Discover(ctx context.Context) (Inventory, error) {
 	logger := klog.FromContext(ctx)
-	var inv Inventory
+	inv := Inventory{Taken: time.Now()}
 	warn := func(err error) {
 		logger.Info("Warning: skipped during discovery", "reason", err.Error())
 		inv.Warnings = append(inv.Warnings, err.Error())

@@ -110,11 +110,15 @@ type health struct {
 	// slices again).
 	changed func(context.Context)
 
-	mu       sync.Mutex
-	inv      map[string]devices.Device
-	problems map[string]problem // by device, from the last look
-	reported map[string]problem // those past the grace period
-	streams  map[chan struct{}]bool
+	mu    sync.Mutex
+	inv   map[string]devices.Device
+	invAt time.Time // when the discovery of inv began
+	// preparedAt is when this daemon last prepared each device: an
+	// inventory taken before it may still show the driver the device had.
+	preparedAt map[string]time.Time
+	problems   map[string]problem // by device, from the last look
+	reported   map[string]problem // those past the grace period
+	streams    map[chan struct{}]bool
 	// pending wakes run when a problem begins: the look at the end of its
 	// grace period reports it, not the next tick after.
 	pending chan struct{}
@@ -123,7 +127,19 @@ type health struct {
 func newHealth(opts HealthOptions, node string, store *claims.Store, checks HealthChecks, recorder record.EventRecorder) *health {
 	opts.defaults()
 	return &health{opts: opts, node: node, store: store, checks: checks, recorder: recorder,
-		problems: map[string]problem{}, reported: map[string]problem{}, streams: map[chan struct{}]bool{}, pending: make(chan struct{}, 1)}
+		problems: map[string]problem{}, reported: map[string]problem{}, streams: map[chan struct{}]bool{}, pending: make(chan struct{}, 1),
+		preparedAt: map[string]time.Time{}}
+}
+
+// prepared records that devs were just prepared (their drivers may have
+// changed).
+func (h *health) prepared(devs []claims.Device) {
+	now := time.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, d := range devs {
+		h.preparedAt[d.Device] = now
+	}
 }
 
 // setInventory makes inv what discovery sees now, and looks again.
@@ -133,7 +149,7 @@ func (h *health) setInventory(ctx context.Context, inv devices.Inventory) {
 		byName[d.Name] = d
 	}
 	h.mu.Lock()
-	h.inv = byName
+	h.inv, h.invAt = byName, inv.Taken
 	h.mu.Unlock()
 	h.look(ctx)
 }
@@ -335,7 +351,10 @@ func (h *health) check(inv map[string]devices.Device, d claims.Device) devices.H
 	if d.VFIO != nil {
 		want = dataplane.VFIODriver
 	}
-	if dev.PCI != nil && want != "" && dev.PCI.Driver != want {
+	h.mu.Lock()
+	stale := h.invAt.Before(h.preparedAt[d.Device])
+	h.mu.Unlock()
+	if dev.PCI != nil && want != "" && dev.PCI.Driver != want && !stale {
 		return devices.Health{Reason: ReasonDriverChanged, Message: fmt.Sprintf("PCI function %s is bound to %s, not %s", d.PCIAddress, driverOr(dev.PCI.Driver), want)}
 	}
 	return devices.Health{}

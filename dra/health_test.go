@@ -73,7 +73,7 @@ func newHealthBedWith(t *testing.T, opts HealthOptions) *healthBed {
 
 // withDevice changes a device of the inventory and looks again.
 func (b *healthBed) withDevice(name string, change func(*devices.Device)) {
-	inv := devices.Inventory{Devices: append([]devices.Device(nil), b.inv.Devices...)}
+	inv := devices.Inventory{Devices: append([]devices.Device(nil), b.inv.Devices...), Taken: b.inv.Taken}
 	for i := range inv.Devices {
 		if inv.Devices[i].Name == name {
 			d := inv.Devices[i]
@@ -226,6 +226,17 @@ func TestHealthReasons(t *testing.T) {
 		{"XDP detached", func(b *healthBed) { b.checks.xdp = false }, ReasonXDPDetached},
 		{"driver unbound", func(b *healthBed) { b.withDevice(vfNetdev, func(d *devices.Device) { d.PCI.Driver = "" }) }, ReasonDriverChanged},
 		{"bound to another driver", func(b *healthBed) { b.withDevice(vfNetdev, func(d *devices.Device) { d.PCI.Driver = "vfio-pci" }) }, ReasonDriverChanged},
+		{"an inventory taken before the device was prepared shows its old driver", func(b *healthBed) {
+			taken := time.Now()
+			b.h.prepared(b.prepared.Devices)
+			b.inv.Taken = taken
+			b.withDevice(vfNetdev, func(d *devices.Device) { d.PCI.Driver = "vfio-pci" })
+		}, ""},
+		{"an inventory taken after the device was prepared", func(b *healthBed) {
+			b.h.prepared(b.prepared.Devices)
+			b.inv.Taken = time.Now().Add(time.Millisecond)
+			b.withDevice(vfNetdev, func(d *devices.Device) { d.PCI.Driver = "vfio-pci" })
+		}, ReasonDriverChanged},
 		{"device gone", func(b *healthBed) {
 			// Not in a pod (a VF that vanished from a pod is NetdevMissing).
 			c := b.prepared

@@ -62,6 +62,7 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 	if err := (stepRunner{d.opts.Store}).run(ctx, &c, d.steps(&c)); err != nil {
 		return kubeletplugin.PrepareResult{Err: fmt.Errorf("claim %s: %w", klog.KObj(claim), err)}
 	}
+	d.health.prepared(c.Devices)
 	d.health.notify()
 	logger.Info("Prepared claim", "pod", c.Pod.Name, "devices", len(c.Devices))
 	for _, dev := range c.Devices {
