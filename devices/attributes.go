@@ -44,7 +44,9 @@ func (d Device) Attributes() map[resourceapi.QualifiedName]resourceapi.DeviceAtt
 		}
 		a[AttributePCIBusID] = resourceapi.DeviceAttribute{StringValue: new(p.Address)}
 		a[AttributeMultusDeviceID] = resourceapi.DeviceAttribute{StringValue: new(p.Address)}
-		a[AttributeMultusResourceName] = resourceapi.DeviceAttribute{StringValue: new(DriverName + "/" + string(d.Kind))}
+	}
+	if d.ResourceName != "" {
+		a[AttributeMultusResourceName] = resourceapi.DeviceAttribute{StringValue: new(d.ResourceName)}
 	}
 	if d.Kind == KindSRIOVVF || d.Kind == KindNIC {
 		a.bool("sriovVF", d.VF != nil)

@@ -39,6 +39,9 @@ type Device struct {
 	// Share is set on a device pods share through sub-interfaces: it is
 	// published for many allocations and never moved whole.
 	Share *Share `json:"share,omitempty"`
+	// ResourceName is the name NetworkAttachmentDefinitions ask for the
+	// device by (Options.ResourceNames); "" for a memif endpoint.
+	ResourceName string `json:"resourceName,omitempty"`
 }
 
 // Share is how a shared device is shared.

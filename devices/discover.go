@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 )
 
 // Options configure discovery.
@@ -37,7 +39,25 @@ type Options struct {
 	// (its capacity "bandwidth", in bits per second): claims that ask for
 	// some get their sub-interface's transmit rate limited to it. 0: none.
 	ShareBandwidthMbps int
+	// ResourceNames give devices the resource name NetworkAttachmentDefinitions
+	// ask for (attribute k8s.cni.cncf.io/resourceName): the first whose
+	// filter admits a device names it. A device none admits has
+	// DefaultResourceName.
+	ResourceNames []ResourceName
 }
+
+// ResourceName is a resource name and the devices that have it.
+type ResourceName struct {
+	// Name is what the NetworkAttachmentDefinitions' annotation
+	// k8s.v1.cni.cncf.io/resourceName says, e.g. intel.com/sriov_netdevice.
+	Name string
+	// Filter is a CEL expression, as Options.Filter.
+	Filter string
+}
+
+// DefaultResourceName is the resource name of a device of kind kind when
+// the operator gives it none: fastpath.dev/sriov-vf, fastpath.dev/nic, ...
+func DefaultResourceName(kind Kind) string { return DriverName + "/" + string(kind) }
 
 // DefaultShareInterfaces is the sub-interfaces a shared device gives when
 // the operator does not say: a common NIC's unicast MAC filter holds 64
@@ -69,8 +89,10 @@ type Discoverer struct {
 	sysfs  sysfs
 	filter *Filter
 	share  *Filter
-	memif  *MemifConfig
-	names  *pciNames
+	// resourceNames are Options.ResourceNames compiled, in order.
+	resourceNames []resourceName
+	memif         *MemifConfig
+	names         *pciNames
 }
 
 // New checks opts and returns a Discoverer. Errors wrap ErrBadOptions.
@@ -91,6 +113,19 @@ func New(opts Options) (*Discoverer, error) {
 	}
 	if d.share, err = NewFilter(opts.Share); err != nil {
 		return nil, fmt.Errorf("%w: share: %w", ErrBadOptions, err)
+	}
+	for _, rn := range opts.ResourceNames {
+		if err := ValidResourceName(rn.Name); err != nil {
+			return nil, fmt.Errorf("%w: resource name %q: %w", ErrBadOptions, rn.Name, err)
+		}
+		f, err := NewFilter(rn.Filter)
+		if err != nil {
+			return nil, fmt.Errorf("%w: resource name %s: %w", ErrBadOptions, rn.Name, err)
+		}
+		if f == nil {
+			return nil, fmt.Errorf("%w: resource name %s: needs a filter (\"true\" for every device)", ErrBadOptions, rn.Name)
+		}
+		d.resourceNames = append(d.resourceNames, resourceName{rn.Name, f})
 	}
 	switch {
 	case opts.ShareInterfaces < 0:
@@ -191,9 +226,47 @@ func (d *Discoverer) Discover(ctx context.Context) (Inventory, error) {
 			}
 		}
 	}
+	for i := range inv.Devices {
+		if err := d.nameResource(ctx, &inv.Devices[i]); err != nil {
+			warn(err)
+		}
+	}
 	slices.SortFunc(inv.Devices, func(a, b Device) int { return strings.Compare(a.Name, b.Name) })
 	return inv, nil
 }
+
+// resourceName is a ResourceName compiled.
+type resourceName struct {
+	name   string
+	filter *Filter
+}
+
+// nameResource gives a device with a PCI function or a netdev its
+// resource name: the first of the operator's whose filter admits it,
+// else the default of its kind. A filter that fails on the device is
+// reported, and the next one tried.
+func (d *Discoverer) nameResource(ctx context.Context, dev *Device) error {
+	if dev.PCI == nil && dev.Netdev == nil {
+		return nil
+	}
+	var errs []error
+	for _, rn := range d.resourceNames {
+		ok, err := rn.filter.Admits(ctx, *dev)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("resource name %s: %w", rn.name, err))
+			continue
+		}
+		if ok {
+			dev.ResourceName = rn.name
+			return errors.Join(errs...)
+		}
+	}
+	dev.ResourceName = DefaultResourceName(dev.Kind)
+	return errors.Join(errs...)
+}
+
+// ValidResourceName says why name cannot be a resource name, or nil.
+func ValidResourceName(name string) error { return v1alpha1.ValidResourceName(name) }
 
 func (d Device) equal(o Device) bool {
 	return d.Name == o.Name && d.Kind == o.Kind && eqPtr(d.PCI, o.PCI, (*PCI).equal) &&
@@ -201,7 +274,7 @@ func (d Device) equal(o Device) bool {
 		eqPtr(d.VF, o.VF, func(a, b *VF) bool { return *a == *b }) &&
 		eqPtr(d.Netdev, o.Netdev, (*Netdev).equal) &&
 		eqPtr(d.Memif, o.Memif, func(a, b *Memif) bool { return *a == *b }) && d.Health == o.Health &&
-		eqPtr(d.Share, o.Share, func(a, b *Share) bool { return *a == *b })
+		eqPtr(d.Share, o.Share, func(a, b *Share) bool { return *a == *b }) && d.ResourceName == o.ResourceName
 }
 
 func (p *PCI) equal(o *PCI) bool {

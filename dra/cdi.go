@@ -13,6 +13,7 @@ import (
 	"github.com/fastpath-dra/fastpath/bpf"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/npwg"
 	"github.com/fastpath-dra/fastpath/dra/status"
 )
 
@@ -61,6 +62,11 @@ func cdiSpec(c *claims.Claim) (*cdispec.Spec, error) {
 		if d.PCIAddress != "" {
 			edits.Env = append(edits.Env, "PCIDEVICE_FASTPATH_DEV_"+req+"="+d.PCIAddress)
 		}
+		if d.ResourceName != "" && d.PCIAddress != "" {
+			// As the SR-IOV device plugin: every device of the resource,
+			// so that each device's edits say the same.
+			edits.Env = append(edits.Env, npwg.ResourceEnv(d.ResourceName)+"="+strings.Join(resourcePCI(c, d.ResourceName), ","))
+		}
 		if m := d.Memif; m != nil {
 			edits.Mounts = append(edits.Mounts, &cdispec.Mount{HostPath: m.Dir, ContainerPath: status.MemifContainerDir(d.Request), Options: []string{"rw", "bind"}})
 			if m.Role == v1alpha1.MemifRoleSlave {
@@ -95,6 +101,17 @@ func cdiSpec(c *claims.Claim) (*cdispec.Spec, error) {
 		spec.Devices = append(spec.Devices, cdispec.Device{Name: name, ContainerEdits: edits})
 	}
 	return spec, nil
+}
+
+// resourcePCI are the PCI addresses of the claim's devices of a resource.
+func resourcePCI(c *claims.Claim, resourceName string) []string {
+	var out []string
+	for _, d := range c.Devices {
+		if d.ResourceName == resourceName && d.PCIAddress != "" {
+			out = append(out, d.PCIAddress)
+		}
+	}
+	return out
 }
 
 // writeCDISpec writes the claim's CDI spec (again, when a retried Prepare

@@ -92,6 +92,10 @@ func forDevice(c v1alpha1.InterfaceConfig, dev devices.Device) field.ErrorList {
 		if dev.PF != nil && dev.PF.NumVFs > 0 {
 			errs = append(errs, field.Invalid(mode, c.Mode, fmt.Sprintf("device %s is a PF with %d VFs: binding it to vfio-pci would take them away", dev.Name, dev.PF.NumVFs)))
 		}
+	case v1alpha1.ModeDelegate:
+		if dev.Netdev == nil && dev.PCI == nil {
+			errs = append(errs, field.Invalid(mode, c.Mode, fmt.Sprintf("device %s has neither a PCI function nor a netdev for a CNI plugin to take", dev.Name)))
+		}
 	case v1alpha1.ModeAFXDP:
 		if dev.Netdev == nil || dev.Netdev.XDP.Supported == nil || !*dev.Netdev.XDP.Supported {
 			errs = append(errs, field.Invalid(mode, c.Mode, fmt.Sprintf("device %s does not support XDP redirect (attribute xdp)", dev.Name)))

@@ -44,9 +44,11 @@ func TestDeployDeviceClasses(t *testing.T) {
 		"vfio.fastpath.dev": {"pci-0000-3b-00-1", vfNetdev, vfNetdev2, vfVFIO, "pci-0000-3b-01-3"},
 		// Not the endpoint that does not answer.
 		"memif.fastpath.dev": {memifSlave, memifMaster},
+		// Every device with a resource name but the shared one.
+		"delegate.fastpath.dev": {pfDevice, "pci-0000-3b-00-1", vfNetdev, vfNetdev2, vfVFIO, "pci-0000-3b-01-3"},
 	}
 	modes := map[string]string{"netdev.fastpath.dev": v1alpha1.ModeNetdev, "afxdp.fastpath.dev": v1alpha1.ModeAFXDP, "vfio.fastpath.dev": v1alpha1.ModeVFIO,
-		"shared.fastpath.dev": v1alpha1.ModeMacvlan}
+		"shared.fastpath.dev": v1alpha1.ModeMacvlan, "delegate.fastpath.dev": v1alpha1.ModeDelegate}
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	seen := 0
 	for {

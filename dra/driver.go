@@ -87,6 +87,12 @@ type Options struct {
 	// IPPools are the node's address pools, from which claims with ipam
 	// get their addresses (--ip-pools); nil for none.
 	IPPools IPPools
+	// DeviceInfoDir is where the device-info of devices claimed in mode
+	// delegate is written for the NetworkAttachmentDefinitions' CNI
+	// plugins (dp/RESOURCE-PCI-device.json, as the SR-IOV device plugin
+	// writes it); "" when the networks pods select are off (no --npwg):
+	// such claims are refused.
+	DeviceInfoDir string
 }
 
 // Driver is fastpath's DRA kubelet plugin for driver fastpath.dev.

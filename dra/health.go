@@ -20,6 +20,7 @@ import (
 	"github.com/fastpath-dra/fastpath/bpf"
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/devices"
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/nri"
 )
@@ -342,7 +343,10 @@ func (h *health) check(inv map[string]devices.Device, d claims.Device) devices.H
 		}
 	}
 	if !inInventory {
-		if inPod {
+		// A delegated virtual netdev is where its network's CNI plugin
+		// put it, out of the host's sight: its PCI function, when it has
+		// one, still stands for it.
+		if inPod || (d.Mode == v1alpha1.ModeDelegate && d.PCIAddress == "") {
 			return devices.Health{}
 		}
 		return devices.Health{Reason: ReasonDeviceGone, Message: fmt.Sprintf("device %s is no longer on the node", d.Device)}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	resourceapi "k8s.io/api/resource/v1"
@@ -201,13 +203,13 @@ func TestKubeletPrepareUnprepare(t *testing.T) {
 	if len(nic.ContainerEdits.Mounts) != 1 {
 		t.Fatalf("nic mounts = %+v", nic.ContainerEdits.Mounts)
 	}
-	var info status.DeviceInfo
+	var info nadv1.DeviceInfo
 	data, err := os.ReadFile(nic.ContainerEdits.Mounts[0].HostPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := json.Unmarshal(data, &info); err != nil || info.Type != "pci" || info.Version != "1.1.0" ||
-		info.PCI.PCIAddress != "0000:3b:01.0" || info.PCI.PFPCIAddress != "0000:3b:00.0" {
+		info.Pci.PciAddress != "0000:3b:01.0" || info.Pci.PfPciAddress != "0000:3b:00.0" {
 		t.Errorf("device-info = %s (%v)", data, err)
 	}
 	if dpdk := spec.GetDevice("uid-web-dpdk"); dpdk == nil || !strings.Contains(strings.Join(dpdk.ContainerEdits.Env, " "), "PCIDEVICE_FASTPATH_DEV_DPDK=0000:3b:01.2") {

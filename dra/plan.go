@@ -1,6 +1,7 @@
 package dra
 
 import (
+	"cmp"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/fastpath-dra/fastpath/devices"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/npwg"
 	"github.com/fastpath-dra/fastpath/dra/status"
 )
 
@@ -55,6 +57,8 @@ type failFunc func(request, device, reason string, errs field.ErrorList) error
 type planPaths struct {
 	claimDir, cdiSpec, bpfDir string
 	pools                     IPPools
+	// deviceInfoDir is Options.DeviceInfoDir.
+	deviceInfoDir string
 }
 
 // consumer is the one pod a claim serves: fastpath configures a device for
@@ -136,6 +140,9 @@ func plan(claim *resourceapi.ResourceClaim, inventory map[string]devices.Device,
 // has it, and what to do with it.
 func planDevice(claim *resourceapi.ResourceClaim, res resourceapi.DeviceRequestAllocationResult, dev devices.Device, cfg v1alpha1.InterfaceConfig, paths planPaths) (claims.Device, error) {
 	req := status.RequestFileName(res.Request)
+	if cfg.Mode == v1alpha1.ModeDelegate {
+		return planDelegate(claim, res, dev, cfg, paths)
+	}
 	if v1alpha1.Shared(cfg.Mode) {
 		d := planShared(res, dev, cfg, cdiKind+"="+cdiDeviceName(claim.UID, res.Request))
 		if cfg.IPAM != nil {
@@ -191,6 +198,36 @@ func planDevice(claim *resourceapi.ResourceClaim, res resourceapi.DeviceRequestA
 	}
 	if status.DeviceInfoOf(d) != nil {
 		d.DeviceInfoFile = filepath.Join(paths.claimDir, req+"-device.json")
+	}
+	return d, nil
+}
+
+// planDelegate is the record of a device claimed in mode delegate: the
+// device stays as it is, for the CNI plugin of the
+// NetworkAttachmentDefinition that asks for its resource name, which the
+// record keeps with what the plugin is given (its PCI address, else its
+// netdev) and where its device-info goes.
+func planDelegate(claim *resourceapi.ResourceClaim, res resourceapi.DeviceRequestAllocationResult, dev devices.Device, cfg v1alpha1.InterfaceConfig, paths planPaths) (claims.Device, error) {
+	d := claims.Device{Request: res.Request, Pool: res.Pool, Device: res.Device, Kind: string(dev.Kind), Mode: cfg.Mode,
+		CDIDevice: cdiKind + "=" + cdiDeviceName(claim.UID, res.Request), ResourceName: cmp.Or(cfg.ResourceName, dev.ResourceName)}
+	fail := func(reason string) error {
+		return &ClaimError{Claim: klog.KObj(claim).String(), Request: res.Request, Device: dev.Name, Reason: reason}
+	}
+	switch {
+	case paths.deviceInfoDir == "":
+		return d, fail("mode delegate hands the device to the CNI plugin of a NetworkAttachmentDefinition the pod selects, and this node does not attach those (fastpathd run --npwg is off)")
+	case d.ResourceName == "":
+		return d, fail("mode delegate: the device has no resource name for a NetworkAttachmentDefinition to ask for (config resourceName, or fastpathd run --resource-name)")
+	}
+	if dev.PCI != nil {
+		d.PCIAddress, d.Driver = dev.PCI.Address, dev.PCI.Driver
+		d.DeviceInfoFile = npwg.DeviceInfoPath(paths.deviceInfoDir, d.ResourceName, d.PCIAddress)
+	}
+	if dev.VF != nil {
+		d.PFPCIAddress = dev.VF.PFPCIAddress
+	}
+	if dev.Netdev != nil {
+		d.Host = &claims.HostNetdev{Name: dev.Netdev.Name, MTU: dev.Netdev.MTU, MAC: dev.Netdev.MAC, Alias: dev.Netdev.Alias}
 	}
 	return d, nil
 }

@@ -2,6 +2,7 @@ package dra
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -207,5 +208,69 @@ func TestPlanErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPlanDelegate: a device in mode delegate keeps its PCI address and
+// netdev for the NetworkAttachmentDefinition's plugin, its resource name
+// (the config's over the device's), and has its device-info where the
+// device plugins write theirs; the containers get PCIDEVICE_<resource>.
+// Without --npwg, or with anything of the device's configuration set,
+// the claim is refused.
+func TestPlanDelegate(t *testing.T) {
+	paths := func(dir string) planPaths {
+		return planPaths{claimDir: "/state/claims/uid-d", cdiSpec: "/cdi/spec.json", deviceInfoDir: dir}
+	}
+	inv := inventoryMap(testInventory(t))
+	claim := testClaim("d", []alloc{{"vf", vfNetdev}, {"vf2", vfVFIO}}, fromClass(config(`"mode": "delegate", "resourceName": "intel.com/sriov_netdevice"`)))
+	c, err := plan(claim, inv, testNode, paths("/run/devinfo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := c.Devices[0]
+	if d.Mode != v1alpha1.ModeDelegate || d.ResourceName != "intel.com/sriov_netdevice" || d.PCIAddress != "0000:3b:01.0" || d.Host == nil || d.Host.Name != "ens1f0v0" ||
+		d.Pod != nil || d.VF != nil || d.VFIO != nil {
+		t.Errorf("delegated device = %+v", d)
+	}
+	if want := "/run/devinfo/dp/intel.com-sriov_netdevice-0000:3b:01.0-device.json"; d.DeviceInfoFile != want {
+		t.Errorf("device-info file %q, want %q", d.DeviceInfoFile, want)
+	}
+	spec, err := cdiSpec(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "PCIDEVICE_INTEL_COM_SRIOV_NETDEVICE=0000:3b:01.0," + c.Devices[1].PCIAddress
+	for _, dev := range spec.Devices {
+		if !slices.Contains(dev.ContainerEdits.Env, want) {
+			t.Errorf("CDI device %s: env %v lacks %s", dev.Name, dev.ContainerEdits.Env, want)
+		}
+	}
+
+	// The device's own resource name when the config gives none.
+	c, err = plan(testClaim("d", []alloc{{"vf", vfNetdev}}, fromClaim(config(`"mode": "delegate"`))), inv, testNode, paths("/run/devinfo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Devices[0].ResourceName; got != "fastpath.dev/sriov-vf" {
+		t.Errorf("resource name %q, want the device's fastpath.dev/sriov-vf", got)
+	}
+
+	for _, tc := range []struct {
+		name, config, dir string
+		want              []string
+	}{
+		{"without --npwg", `"mode": "delegate"`, "", []string{"claim default/d", `request "vf"`, "fastpathd run --npwg is off"}},
+		{"interface", `"mode": "delegate", "interface": {"name": "net1"}`, "/run/devinfo", []string{"interface: Forbidden", "CNI plugin"}},
+		{"vf", `"mode": "delegate", "vf": {"vlan": 10}`, "/run/devinfo", []string{"vf: Forbidden", "sriov-cni"}},
+		{"ipam", `"mode": "delegate", "ipam": {"pool": "fast"}`, "/run/devinfo", []string{"ipam: Forbidden"}},
+		{"resource name elsewhere", `"mode": "netdev", "resourceName": "intel.com/x"`, "/run/devinfo", []string{"resourceName: Forbidden: only for mode delegate"}},
+		{"bad resource name", `"mode": "delegate", "resourceName": "sriov"`, "/run/devinfo", []string{"resourceName: Invalid value", "DOMAIN/NAME"}},
+	} {
+		_, err := plan(testClaim("d", []alloc{{"vf", vfNetdev}}, fromClaim(config(tc.config))), inv, testNode, paths(tc.dir))
+		for _, w := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %v, want it to say %q", tc.name, err, w)
+			}
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -40,7 +41,8 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 		c.Prepared, c.Steps, c.BootID = false, nil, d.opts.BootID
 	case !ok:
 		planned, err := plan(claim, d.inventoryMap(), d.opts.NodeName, planPaths{
-			claimDir: d.claimDir(claim), cdiSpec: cdiSpecPath(d.opts.CDIDir, claim.UID), bpfDir: d.opts.BPFDir, pools: d.opts.IPPools})
+			claimDir: d.claimDir(claim), cdiSpec: cdiSpecPath(d.opts.CDIDir, claim.UID), bpfDir: d.opts.BPFDir, pools: d.opts.IPPools,
+			deviceInfoDir: d.opts.DeviceInfoDir})
 		if err == nil {
 			err = d.observe(ctx, claim, planned)
 		}
@@ -264,7 +266,7 @@ func writeFiles(c *claims.Claim) error {
 		if info == nil || dev.DeviceInfoFile == "" {
 			continue
 		}
-		data, err := info.Marshal()
+		data, err := status.MarshalDeviceInfo(info)
 		if err != nil {
 			return err
 		}
@@ -282,6 +284,15 @@ func removeFiles(c *claims.Claim) error {
 	for _, dev := range c.Devices {
 		if m := dev.Memif; m != nil && m.Link != "" {
 			if err := os.Remove(m.Link); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	for _, dev := range c.Devices {
+		// A delegated device's device-info is where the CNI plugins
+		// look, outside the claim's directory.
+		if f := dev.DeviceInfoFile; f != "" && (c.Dir == "" || !strings.HasPrefix(f, c.Dir+string(filepath.Separator))) {
+			if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
 				errs = append(errs, err)
 			}
 		}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -114,15 +116,15 @@ func TestKubeletVFIO(t *testing.T) {
 	}
 	st := deviceStatus(t, ctx, d, claim, vfNetdev)
 	var data struct {
-		DeviceInfo status.DeviceInfo `json:"device-info"`
-		IOMMUGroup int               `json:"iommuGroup"`
-		Driver     string            `json:"driver"`
+		DeviceInfo nadv1.DeviceInfo `json:"device-info"`
+		IOMMUGroup int              `json:"iommuGroup"`
+		Driver     string           `json:"driver"`
 	}
 	if len(st.Conditions) != 1 || st.Conditions[0].Status != metav1.ConditionTrue || st.Conditions[0].Reason != status.ReasonReady {
 		t.Errorf("conditions = %+v", st.Conditions)
 	}
 	if err := json.Unmarshal(st.Data.Raw, &data); err != nil || data.IOMMUGroup != group || data.Driver != "vfio-pci" ||
-		data.DeviceInfo.Type != "pci" || data.DeviceInfo.PCI.PCIAddress != addr {
+		data.DeviceInfo.Type != "pci" || data.DeviceInfo.Pci.PciAddress != addr {
 		t.Errorf("status data = %s (%v)", st.Data.Raw, err)
 	}
 	if st.NetworkData != nil {
@@ -241,7 +243,7 @@ func TestKubeletMemif(t *testing.T) {
 	if env := strings.Join(fw.ContainerEdits.Env, " "); !strings.Contains(env, "MEMIF_SOCKET_FW=/run/fastpath/memif/fw/memif.sock") {
 		t.Errorf("fw env = %s", env)
 	}
-	var info status.DeviceInfo
+	var info nadv1.DeviceInfo
 	data, _ := os.ReadFile(filepath.Join(filepath.Join(d.opts.StateDir, "claims", string(claim.UID)), "fw-device.json"))
 	if err := json.Unmarshal(data, &info); err != nil || info.Type != "memif" || info.Memif.Role != "slave" ||
 		info.Memif.Path != "/run/fastpath/memif/fw/memif.sock" || info.Memif.Mode != "ethernet" {

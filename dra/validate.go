@@ -54,6 +54,7 @@ type Interface struct {
 var ChartDeviceClassModes = map[string]string{
 	"netdev.fastpath.dev": v1alpha1.ModeNetdev, "afxdp.fastpath.dev": v1alpha1.ModeAFXDP,
 	"vfio.fastpath.dev": v1alpha1.ModeVFIO, "memif.fastpath.dev": "", "shared.fastpath.dev": v1alpha1.ModeMacvlan,
+	"delegate.fastpath.dev": v1alpha1.ModeDelegate,
 }
 
 // ChartDeviceClasses are the chart's DeviceClasses as far as a static

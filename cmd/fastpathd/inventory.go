@@ -28,6 +28,18 @@ func (o *discoveryOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.MemifConfig, "memif-config", "", "file of static memif endpoints (kind MemifConfig)")
 	fs.StringVar(&o.Filter, "filter", "", `CEL expression choosing the devices to publish, as in a DeviceClass selector, e.g. device.attributes["fastpath.dev"].kind == "sriov-vf"`)
 	fs.StringVar(&o.Share, "share", "", `CEL expression, as --filter, choosing the published netdevs that pods share through sub-interfaces (macvlan, ipvlan, vlan), never moved whole, e.g. device.attributes["fastpath.dev"].ifName == "ens1f0"`)
+	fs.Func("resource-name", `NAME=CEL: the devices the CEL expression (as --filter) admits have resource name NAME, which NetworkAttachmentDefinitions ask for with the annotation k8s.v1.cni.cncf.io/resourceName (published as attribute k8s.cni.cncf.io/resourceName); may be repeated, the first that admits a device names it; default fastpath.dev/KIND, e.g. intel.com/sriov_netdevice=device.attributes["fastpath.dev"].pfName == "ens1f0"`,
+		func(v string) error {
+			name, expr, ok := strings.Cut(v, "=")
+			if !ok || name == "" || expr == "" {
+				return fmt.Errorf("want NAME=CEL, e.g. intel.com/sriov_netdevice=true")
+			}
+			if err := devices.ValidResourceName(name); err != nil {
+				return fmt.Errorf("resource name %q: %w", name, err)
+			}
+			o.ResourceNames = append(o.ResourceNames, devices.ResourceName{Name: name, Filter: expr})
+			return nil
+		})
 	fs.IntVar(&o.ShareInterfaces, "share-interfaces", devices.DefaultShareInterfaces, "sub-interfaces a shared device gives (its capacity \"interfaces\")")
 	fs.IntVar(&o.ShareBandwidthMbps, "share-bandwidth-mbps", 0, "bandwidth a shared device gives in Mbit/s (its capacity \"bandwidth\"): a claim asking for some has its transmit rate limited to it; 0: not published")
 }

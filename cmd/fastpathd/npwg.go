@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"path/filepath"
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -21,6 +22,7 @@ type npwgOptions struct {
 	allowedNamespaces string
 	defaultNetwork    string
 	defaultInterface  string
+	deviceInfoDir     string
 }
 
 func (o *npwgOptions) addFlags(fs *flag.FlagSet) {
@@ -32,6 +34,7 @@ func (o *npwgOptions) addFlags(fs *flag.FlagSet) {
 		"a pod may always select those of its own namespace")
 	fs.StringVar(&o.defaultNetwork, "npwg-default-network", "default/cluster-network", "name of the cluster default network in the pods' network-status; empty leaves its entry out")
 	fs.StringVar(&o.defaultInterface, "npwg-default-interface", "eth0", "the pods' interface on the cluster default network: no selected network may take its name")
+	fs.StringVar(&o.deviceInfoDir, "npwg-device-info-dir", npwg.DefaultDeviceInfoDir, "where the device-info of devices claimed in mode delegate is written for the NetworkAttachmentDefinitions' CNI plugins (dp/RESOURCE-PCI-device.json, as the SR-IOV device plugin writes it)")
 }
 
 // npwgPermissions are the calls --npwg makes.
@@ -55,7 +58,19 @@ func (o *npwgOptions) validate(cni *cniOptions) error {
 	if o.enabled && (o.confDir == "" || len(splitList(cni.binDirs)) == 0) {
 		return usagef("run: --npwg needs --npwg-conf-dir and --cni-bin-dir")
 	}
+	if o.enabled && !filepath.IsAbs(o.deviceInfoDir) {
+		return usagef("run: --npwg-device-info-dir %q: must be an absolute path", o.deviceInfoDir)
+	}
 	return nil
+}
+
+// driverDeviceInfoDir is dra.Options.DeviceInfoDir: "" when --npwg is
+// off, so that claims in mode delegate are refused.
+func (o *npwgOptions) driverDeviceInfoDir() string {
+	if !o.enabled {
+		return ""
+	}
+	return o.deviceInfoDir
 }
 
 // options are the NRI plugin's NPWG options; nil when --npwg is off.

@@ -318,6 +318,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 		Store: store, Status: writer, Runtime: plugin, Metrics: m, PodUID: types.UID(o.podUID),
 		Health: o.health, HealthChecks: dra.LiveChecks{Attacher: attacher}, Events: eventRecorder(ctx, client, o.nodeName),
 		PCI: dataplane.PCIBinder{SysfsRoot: o.SysfsRoot, DevRoot: o.devRoot}, IPPools: o.ipPools,
+		DeviceInfoDir: o.npwg.driverDeviceInfoDir(),
 	})
 	if err != nil {
 		return err

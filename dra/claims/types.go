@@ -118,7 +118,8 @@ type Device struct {
 	Pool    string `json:"pool"`
 	Device  string `json:"device"`
 	Kind    string `json:"kind"`
-	// Mode is netdev, vfio or afxdp; "" for memif endpoints.
+	// Mode is netdev, vfio, afxdp, delegate or a shared mode; "" for memif
+	// endpoints.
 	Mode         string `json:"mode,omitempty"`
 	PCIAddress   string `json:"pciAddress,omitempty"`
 	PFPCIAddress string `json:"pfPciAddress,omitempty"`
@@ -137,6 +138,9 @@ type Device struct {
 	CDIDevice string `json:"cdiDevice"`
 	// DeviceInfoFile is the NPWG device-info file on the node.
 	DeviceInfoFile string `json:"deviceInfoFile,omitempty"`
+	// ResourceName (mode delegate) is the resource name by which a
+	// NetworkAttachmentDefinition takes the device for its CNI plugin.
+	ResourceName string `json:"resourceName,omitempty"`
 	// Attached is where the runtime's hook put the device's netdev (or
 	// made its sub-interface); recorded before the move, dropped once the
 	// netdev is back (the sub-interface deleted).
@@ -312,6 +316,22 @@ type Network struct {
 	// ("default-route"), through Gateways when it names them.
 	DefaultRoute bool     `json:"defaultRoute,omitempty"`
 	Gateways     []string `json:"gateways,omitempty"`
+	// Delegated is the device of the pod's claim (mode delegate) the
+	// plugins were given, for a NetworkAttachmentDefinition with a
+	// resource name.
+	Delegated *Delegated `json:"delegated,omitempty"`
+}
+
+// Delegated is a device of a fastpath.dev claim in mode delegate, as an
+// NPWG attachment's plugins were given it.
+type Delegated struct {
+	Claim        types.UID `json:"claim"`
+	Request      string    `json:"request"`
+	Device       string    `json:"device"`
+	ResourceName string    `json:"resourceName"`
+	PCIAddress   string    `json:"pciAddress,omitempty"`
+	PFPCIAddress string    `json:"pfPciAddress,omitempty"`
+	Netdev       string    `json:"netdev,omitempty"`
 }
 
 // InterfaceNames are the interface names the claim gives its pod.

@@ -119,7 +119,7 @@ func BuildInvocation(att *Attachment, list *libcni.NetworkConfigList) (*Invocati
 	if att.CNIArgs != nil {
 		cniArgs = *att.CNIArgs
 	}
-	rebuilt, err := rebuildList(list, cniArgs)
+	rebuilt, err := rebuildList(list, cniArgs, nil)
 	if err != nil {
 		return nil, fmt.Errorf("network %s: %w", att.Network(), err)
 	}
@@ -155,9 +155,9 @@ func bandwidth(bw nadv1.BandwidthEntry) nadv1.BandwidthEntry {
 	return bw
 }
 
-// rebuildList copies list with every runtimeConfig removed and cniArgs
-// merged into each plugin's args.cni.
-func rebuildList(list *libcni.NetworkConfigList, cniArgs map[string]any) (*libcni.NetworkConfigList, error) {
+// rebuildList copies list with every runtimeConfig removed, cniArgs
+// merged into each plugin's args.cni and keys set in each plugin.
+func rebuildList(list *libcni.NetworkConfigList, cniArgs, keys map[string]any) (*libcni.NetworkConfigList, error) {
 	plugins := make([]*libcni.PluginConfig, 0, len(list.Plugins))
 	raws := make([]json.RawMessage, 0, len(list.Plugins))
 	for i, p := range list.Plugins {
@@ -166,6 +166,7 @@ func rebuildList(list *libcni.NetworkConfigList, cniArgs map[string]any) (*libcn
 			return nil, fmt.Errorf("plugins[%d]: %w", i, err)
 		}
 		delete(conf, "runtimeConfig")
+		maps.Copy(conf, keys)
 		if cniArgs != nil {
 			if err := mergeCNIArgs(conf, cniArgs); err != nil {
 				return nil, fmt.Errorf("plugins[%d] (%s): %w", i, p.Network.Type, err)

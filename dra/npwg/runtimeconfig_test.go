@@ -195,3 +195,15 @@ func TestBuildInvocationErrors(t *testing.T) {
 		t.Error("no error for a list without plugins")
 	}
 }
+
+// The device-info file and the environment variable of a resource are
+// named as the SR-IOV device plugin names them.
+func TestDeviceInfoPathAndEnv(t *testing.T) {
+	if got, want := DeviceInfoPath(DefaultDeviceInfoDir, "intel.com/sriov_netdevice", "0000:3b:02.1"),
+		"/var/run/k8s.cni.cncf.io/devinfo/dp/intel.com-sriov_netdevice-0000:3b:02.1-device.json"; got != want {
+		t.Errorf("DeviceInfoPath = %q, want %q", got, want)
+	}
+	if got, want := ResourceEnv("intel.com/sriov-net.dev"), "PCIDEVICE_INTEL_COM_SRIOV_NET_DEV"; got != want {
+		t.Errorf("ResourceEnv = %q, want %q", got, want)
+	}
+}

@@ -15,8 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/fastpath-dra/fastpath/devices"
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/npwg"
+	"github.com/fastpath-dra/fastpath/dra/status"
 )
 
 // NADGetter reads NetworkAttachmentDefinitions.
@@ -126,9 +129,10 @@ func (p *Plugin) resolveNPWG(ctx context.Context, pod Pod) (claims.Claim, error)
 	if err := npwg.AssignInterfaces(atts, taken); err != nil {
 		return rec, errNPWG(pod, nil, err)
 	}
+	used := map[string]bool{}
 	for i := range atts {
 		a := &atts[i]
-		n, err := p.resolveAttachment(ctx, pod, a)
+		n, err := p.resolveAttachment(ctx, pod, a, used)
 		if err != nil {
 			return rec, errNPWG(pod, a, err)
 		}
@@ -137,8 +141,9 @@ func (p *Plugin) resolveNPWG(ctx context.Context, pod Pod) (claims.Claim, error)
 	return rec, nil
 }
 
-// resolveAttachment is the record of one attachment.
-func (p *Plugin) resolveAttachment(ctx context.Context, pod Pod, a *npwg.Attachment) (claims.Network, error) {
+// resolveAttachment is the record of one attachment. used are the pod's
+// delegated devices earlier attachments took.
+func (p *Plugin) resolveAttachment(ctx context.Context, pod Pod, a *npwg.Attachment, used map[string]bool) (claims.Network, error) {
 	o := p.opts.NPWG
 	if err := o.Policy.Check(pod.Namespace, a); err != nil {
 		return claims.Network{}, fmt.Errorf("%w (--npwg-allowed-namespaces)", err)
@@ -158,8 +163,17 @@ func (p *Plugin) resolveAttachment(ctx context.Context, pod Pod, a *npwg.Attachm
 	if err != nil {
 		return claims.Network{}, err
 	}
+	var delegated *claims.Delegated
+	if rn := nad.Annotations[npwg.ResourceNameAnnot]; rn != "" {
+		if delegated, err = p.delegatedDevice(pod, rn, used); err != nil {
+			return claims.Network{}, fmt.Errorf("NetworkAttachmentDefinition %s (annotation %s): %w", a.Network(), npwg.ResourceNameAnnot, err)
+		}
+		if err := inv.GiveDevice(npwg.Device{PCIAddress: delegated.PCIAddress, Netdev: delegated.Netdev}); err != nil {
+			return claims.Network{}, err
+		}
+	}
 	n := claims.Network{Request: a.Network(), Device: a.InterfaceRequest, IfName: a.InterfaceRequest, Conflist: inv.List.Bytes,
-		DefaultRoute: a.DefaultRoute()}
+		DefaultRoute: a.DefaultRoute(), Delegated: delegated}
 	if len(inv.CapabilityArgs) > 0 {
 		n.CapabilityArgs = inv.CapabilityArgs
 	}
@@ -167,6 +181,46 @@ func (p *Plugin) resolveAttachment(ctx context.Context, pod Pod, a *npwg.Attachm
 		n.Gateways = append(n.Gateways, gw.String())
 	}
 	return n, nil
+}
+
+// ErrNoDevice is the error of a network whose NetworkAttachmentDefinition
+// asks for a device of a resource that none of the pod's claims holds
+// free.
+var ErrNoDevice = errors.New("no device of the resource")
+
+// delegatedDevice is a device of resource rn that a prepared fastpath.dev
+// claim of the pod holds in mode delegate and no earlier attachment of the
+// pod took; it is marked used. Devices are taken in the order of the
+// pod's claims and their requests.
+func (p *Plugin) delegatedDevice(pod Pod, rn string, used map[string]bool) (*claims.Delegated, error) {
+	var held int
+	for _, c := range p.opts.Store.PodClaims(pod.UID) {
+		if c.Driver != claims.DriverFastpath || !c.Prepared {
+			continue
+		}
+		for _, d := range c.Devices {
+			if d.Mode != v1alpha1.ModeDelegate || d.ResourceName != rn {
+				continue
+			}
+			held++
+			key := string(c.UID) + "/" + d.Request
+			if used[key] {
+				continue
+			}
+			used[key] = true
+			out := &claims.Delegated{Claim: c.UID, Request: d.Request, Device: d.Device, ResourceName: rn,
+				PCIAddress: d.PCIAddress, PFPCIAddress: d.PFPCIAddress}
+			if d.Host != nil {
+				out.Netdev = d.Host.Name
+			}
+			return out, nil
+		}
+	}
+	if held > 0 {
+		return nil, fmt.Errorf("%w %s left: the pod's claims hold %d in mode delegate, and earlier networks of the pod took them all", ErrNoDevice, rn, held)
+	}
+	return nil, fmt.Errorf("%w %s: none of the pod's claims holds one in mode delegate (a ResourceClaim of driver %s whose config sets mode delegate, for a device with attribute k8s.cni.cncf.io/resourceName %s or config resourceName %s)",
+		ErrNoDevice, rn, devices.DriverName, rn, rn)
 }
 
 // ErrPluginNotAllowed is the error of a network whose configuration runs
@@ -256,7 +310,7 @@ func (p *Plugin) NetworkStatus(ctx context.Context, pod Pod) ([]nadv1.NetworkSta
 		case ok && res.Current != nil:
 			result = res.Current
 		}
-		st, err := npwg.AttachmentStatus(&att, result, nil)
+		st, err := npwg.AttachmentStatus(&att, result, delegatedInfo(n.Delegated))
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -288,6 +342,15 @@ func (p *Plugin) reportNPWG(ctx context.Context, pod Pod) {
 			logger.Error(err, "Writing the pod's network-status annotation")
 		}
 	})
+}
+
+// delegatedInfo is the device-info of a network's delegated device, nil
+// for none or one the spec has no type for.
+func delegatedInfo(d *claims.Delegated) *nadv1.DeviceInfo {
+	if d == nil {
+		return nil
+	}
+	return status.DeviceInfoOf(claims.Device{Request: d.Request, PCIAddress: d.PCIAddress, PFPCIAddress: d.PFPCIAddress})
 }
 
 // statusTimeout bounds a write of a pod's network-status.

@@ -120,7 +120,8 @@ func OfShare(dev claims.Device, st resourceapi.AllocatedDeviceStatus) resourceap
 
 // PreparedReady is the status of a fastpath.dev device that Prepare hands
 // over whole, with no kernel interface to attach: a function on vfio-pci,
-// a memif endpoint. Nil for other devices.
+// a memif endpoint, a device delegated to a network's CNI plugin. Nil for
+// other devices.
 func PreparedReady(dev claims.Device) *resourceapi.AllocatedDeviceStatus {
 	data := map[string]any{}
 	if info := DeviceInfoOf(dev); info != nil {
@@ -144,6 +145,12 @@ func PreparedReady(dev claims.Device) *resourceapi.AllocatedDeviceStatus {
 		} else {
 			msg = fmt.Sprintf("the pod creates the memif socket at %s, on the node %s", MemifContainerSocket(dev.Request), host)
 		}
+	case dev.Mode == v1alpha1.ModeDelegate:
+		data["resourceName"] = dev.ResourceName
+		if dev.DeviceInfoFile != "" {
+			data["deviceInfoFile"] = dev.DeviceInfoFile
+		}
+		msg = fmt.Sprintf("prepared for the CNI plugin of the NetworkAttachmentDefinition the pod selects with resource name %s", dev.ResourceName)
 	default:
 		return nil
 	}

@@ -3,47 +3,24 @@ package status
 import (
 	"encoding/json"
 
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+
 	"github.com/fastpath-dra/fastpath/dra/claims"
 )
 
-// DeviceInfo is the Network Plumbing WG device-info document (v1.1.0) that
-// CNF tooling reads to find a pod's devices.
-type DeviceInfo struct {
-	Type    string           `json:"type"`
-	Version string           `json:"version"`
-	PCI     *DeviceInfoPCI   `json:"pci,omitempty"`
-	Memif   *DeviceInfoMemif `json:"memif,omitempty"`
-}
-
-// DeviceInfoPCI describes a PCI device.
-type DeviceInfoPCI struct {
-	PCIAddress   string `json:"pci-address"`
-	PFPCIAddress string `json:"pf-pci-address,omitempty"`
-}
-
-// DeviceInfoMemif describes a memif endpoint.
-type DeviceInfoMemif struct {
-	Role string `json:"role"`
-	Path string `json:"path"`
-	Mode string `json:"mode"`
-}
-
-// DeviceInfoVersion is the NPWG device-info spec version written.
-const DeviceInfoVersion = "1.1.0"
-
 // DeviceInfoOf is the device-info of a prepared device, or nil for a
 // device the spec has no type for (a virtual netdev).
-func DeviceInfoOf(d claims.Device) *DeviceInfo {
+func DeviceInfoOf(d claims.Device) *nadv1.DeviceInfo {
 	switch {
 	case d.Memif != nil:
-		return &DeviceInfo{Type: "memif", Version: DeviceInfoVersion, Memif: &DeviceInfoMemif{
+		return &nadv1.DeviceInfo{Type: nadv1.DeviceInfoTypeMemif, Version: nadv1.DeviceInfoVersion, Memif: &nadv1.MemifDevice{
 			Role: d.Memif.Role, Path: MemifContainerSocket(d.Request), Mode: d.Memif.Mode}}
 	case d.PCIAddress != "":
-		return &DeviceInfo{Type: "pci", Version: DeviceInfoVersion, PCI: &DeviceInfoPCI{
-			PCIAddress: d.PCIAddress, PFPCIAddress: d.PFPCIAddress}}
+		return &nadv1.DeviceInfo{Type: nadv1.DeviceInfoTypePCI, Version: nadv1.DeviceInfoVersion, Pci: &nadv1.PciDevice{
+			PciAddress: d.PCIAddress, PfPciAddress: d.PFPCIAddress}}
 	}
 	return nil
 }
 
-// Marshal is the document as written to its file.
-func (d *DeviceInfo) Marshal() ([]byte, error) { return json.MarshalIndent(d, "", "  ") }
+// MarshalDeviceInfo is a device-info document as written to its file.
+func MarshalDeviceInfo(d *nadv1.DeviceInfo) ([]byte, error) { return json.MarshalIndent(d, "", "  ") }

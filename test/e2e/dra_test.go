@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -94,6 +96,12 @@ func dryRunCreate(t *testing.T, ctx context.Context, path string) {
 		}
 		gvk := u.GroupVersionKind()
 		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if meta.IsNoMatchError(err) && gvk.Group == nadv1.SchemeGroupVersion.Group {
+			// The chart installs the NetworkAttachmentDefinition CRD
+			// with --npwg; TestNPWGDelegated checks the example then.
+			t.Logf("%s: %s %s not checked: the NetworkAttachmentDefinition CRD is not installed yet", path, gvk.Kind, u.GetName())
+			continue
+		}
 		if err != nil {
 			t.Fatalf("%s: %s: %v", path, gvk, err)
 		}
@@ -189,8 +197,8 @@ func TestDRAPlugin(t *testing.T) {
 	// examples must be valid for the API server.
 	applyDeviceClasses(t, ctx, "deviceclasses.yaml")
 	examples, _ := filepath.Glob(filepath.Join(bed.Config().RepoDir, "deploy", "examples", "*.yaml"))
-	if len(examples) != 8 {
-		t.Errorf("deploy/examples holds %d files, want one per class (fastpath's five and CNI), an approved CNIConfig and the toleration of unhealthy devices", len(examples))
+	if len(examples) != 9 {
+		t.Errorf("deploy/examples holds %d files, want one per class (fastpath's six and CNI), an approved CNIConfig and the toleration of unhealthy devices", len(examples))
 	}
 	for _, ex := range examples {
 		dryRunCreate(t, ctx, ex)

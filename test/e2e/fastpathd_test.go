@@ -256,7 +256,7 @@ func daemonValues(port int, stateDir string, args []string) (map[string]any, err
 		case "--npwg":
 			// On-disk configurations beside the test's state, not in the
 			// machine's /etc/cni.
-			values["npwg"] = map[string]any{"enabled": true, "installCRD": true, "confDir": stateDir + ".npwg-conf"}
+			values["npwg"] = map[string]any{"enabled": true, "installCRD": true, "confDir": stateDir + ".npwg-conf", "deviceInfoDir": stateDir + ".devinfo"}
 			continue
 		}
 		if i+1 == len(args) {
@@ -271,6 +271,10 @@ func daemonValues(port int, stateDir string, args []string) (map[string]any, err
 			values["filter"] = v
 		case "--share":
 			share(values)["filter"] = v
+		case "--resource-name":
+			name, filter, _ := strings.Cut(v, "=")
+			names, _ := values["resourceNames"].([]any)
+			values["resourceNames"] = append(names, map[string]any{"name": name, "filter": filter})
 		case "--share-interfaces":
 			n, err := strconv.Atoi(v)
 			if err != nil {

@@ -5,16 +5,21 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	"github.com/vishvananda/netlink"
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/npwg"
 	"github.com/fastpath-dra/fastpath/test/testbed"
 )
@@ -100,6 +105,112 @@ spec:
 	t.Cleanup(func() { _ = bed.DeletePod(context.Background(), "default", missing.Name) })
 	if msg, err := waitEvent(ctx, missing.Name, "nowhere"); err != nil {
 		t.Errorf("no event of the pod selecting a missing network names it: %v", err)
+	} else {
+		t.Logf("event: %s", msg)
+	}
+}
+
+// TestNPWGDelegated: a NetworkAttachmentDefinition whose annotation
+// k8s.v1.cni.cncf.io/resourceName names a resource takes the device of that
+// resource the pod claimed in mode delegate: host-device moves it into the
+// pod under the element's interface name with the element's address; the
+// pod's network-status lists it; deleting the pod gives the device back to
+// the host. A pod selecting such a network without a claim of the resource
+// does not start, and its event says so.
+func TestNPWGDelegated(t *testing.T) {
+	ctx := testContext(t)
+	const resource = "example.com/fast_nic"
+	veth := dataplaneSetupArgs(t, ctx, 26196, []string{"--npwg", "--cni-bin-dir", bed.Config().CNIBinDir(), "--cni-plugins", "host-device,static",
+		"--resource-name", resource + "=true"}, 47)[0]
+
+	doc := fmt.Sprintf(`apiVersion: k8s.cni.cncf.io/v1
+kind: NetworkAttachmentDefinition
+metadata:
+  name: fast-nic
+  annotations:
+    k8s.v1.cni.cncf.io/resourceName: %s
+spec:
+  config: '{"cniVersion": "1.0.0", "name": "fast-nic", "plugins": [{"type": "host-device", "ipam": {"type": "static"}, "capabilities": {"ips": true}}]}'
+`, resource)
+	var createErr error
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, createErr = createYAML(t, ctx, nads, true, doc)
+		return createErr == nil, nil
+	}); err != nil {
+		t.Fatalf("create the NetworkAttachmentDefinition: %v", createErr)
+	}
+
+	// The shipped example of the mode, now that the CRD is served.
+	dryRunCreate(t, ctx, filepath.Join(bed.Config().RepoDir, "deploy", "examples", "delegate.yaml"))
+
+	claim := netdevClaim("e2e-delegated", &v1alpha1.InterfaceConfig{Mode: v1alpha1.ModeDelegate})
+	claim.Spec.Devices.Requests[0].Exactly.DeviceClassName = "delegate.fastpath.dev"
+	claim.Spec.Devices.Requests[0].Exactly.Selectors = []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+		Expression: fmt.Sprintf(`device.attributes["k8s.cni.cncf.io"].resourceName == %q`, resource)}}}
+	applyDeviceClasses(t, ctx, "deviceclasses.yaml")
+	if _, err := bed.Client().ResourceV1().ResourceClaims("default").Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = bed.Client().ResourceV1().ResourceClaims("default").Delete(context.Background(), claim.Name, metav1.DeleteOptions{})
+	})
+	pod := claimPod("e2e-npwg-delegated", "ifaces", &corev1.PodResourceClaim{Name: "fast", ResourceClaimName: &claim.Name})
+	pod.Annotations = map[string]string{nadv1.NetworkAttachmentAnnot: `[{"name": "fast-nic", "interface": "fast0", "ips": ["10.95.0.7/24"]}]`}
+	if _, err := bed.RunPod(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bed.DeletePod(context.Background(), "default", pod.Name) })
+	logs, err := bed.WaitPodLog(ctx, "default", pod.Name, "fast0 ", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fast0 string
+	for line := range strings.Lines(logs) {
+		if strings.HasPrefix(line, "fast0 ") {
+			fast0 = strings.TrimSpace(line)
+		}
+	}
+	if !strings.Contains(fast0, "10.95.0.7/24") || !strings.Contains(fast0, veth.HardwareAddr.String()) {
+		t.Errorf("the pod's fast0 %q: want the claimed device (MAC %s) with 10.95.0.7/24; the pod sees:\n%s", fast0, veth.HardwareAddr, logs)
+	}
+	if _, err := netlink.LinkByName(veth.Name); err == nil {
+		t.Errorf("%s is still in the host: host-device did not take the claimed device", veth.Name)
+	}
+	var entries []nadv1.NetworkStatus
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		p, err := bed.Client().CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		entries, err = npwg.DecodeNetworkStatus(p.Annotations[nadv1.NetworkStatusAnnot])
+		return err == nil && slices.ContainsFunc(entries, func(e nadv1.NetworkStatus) bool { return e.Name == "default/fast-nic" }), nil
+	}); err != nil {
+		t.Errorf("the pod's network-status lacks default/fast-nic: %+v", entries)
+	}
+	for _, e := range entries {
+		if e.Name == "default/fast-nic" && (e.Interface != "fast0" || !slices.Equal(e.IPs, []string{"10.95.0.7"})) {
+			t.Errorf("network-status entry %+v: want fast0 with 10.95.0.7", e)
+		}
+	}
+
+	if err := bed.DeletePod(ctx, "default", pod.Name); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		l, err := netlink.LinkByName(veth.Name)
+		return err == nil && l.Attrs().HardwareAddr.String() == veth.HardwareAddr.String(), nil
+	}); err != nil {
+		t.Errorf("%s did not come back to the host after the pod went", veth.Name)
+	}
+
+	lonely := testbed.WorkloadPod("default", "e2e-npwg-no-device", "sleep")
+	lonely.Annotations = map[string]string{nadv1.NetworkAttachmentAnnot: "fast-nic"}
+	if _, err := bed.Client().CoreV1().Pods("default").Create(ctx, lonely, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bed.DeletePod(context.Background(), "default", lonely.Name) })
+	if msg, err := waitEvent(ctx, lonely.Name, "none of the pod's claims holds one in mode delegate"); err != nil {
+		t.Errorf("no event of the pod without a claim of the resource says so: %v", err)
 	} else {
 		t.Logf("event: %s", msg)
 	}

@@ -1,7 +1,7 @@
 package v1alpha1
 
 // Default fills in what a config for a device with a kernel interface, or
-// one bound to vfio-pci, leaves unset: mode netdev, the interface named
+// one bound to vfio-pci or delegated, leaves unset: mode netdev, the interface named
 // after the request, and for afxdp the xsk-redirect program, native
 // attachment, one queue and zero-copy where possible; for macvlan bridge
 // mode, for ipvlan l2, for vlan 802.1q. apiVersion and kind
@@ -11,7 +11,7 @@ func (c *InterfaceConfig) Default(request string) {
 	if c.Mode == "" {
 		c.Mode = ModeNetdev
 	}
-	if c.Mode == ModeVFIO {
+	if c.Mode == ModeVFIO || c.Mode == ModeDelegate {
 		return
 	}
 	if c.Interface == nil {

@@ -23,6 +23,11 @@ const (
 	ModeNetdev = "netdev" // the kernel interface moves into the pod
 	ModeVFIO   = "vfio"   // the PCI function is bound to vfio-pci for DPDK
 	ModeAFXDP  = "afxdp"  // the interface moves with an XDP program and its XSKMAP
+	// ModeDelegate prepares the device (its device-info, the PCIDEVICE_*
+	// environment) and leaves its configuration to the CNI plugin of the
+	// NetworkAttachmentDefinition that names its resource (fastpathd run
+	// --npwg), as the SR-IOV device plugin does for sriov-cni.
+	ModeDelegate = "delegate"
 
 	// The shared modes: the device stays in the host and the pod gets a
 	// sub-interface of it, made in the pod's namespace.
@@ -32,7 +37,7 @@ const (
 )
 
 // Modes lists the modes.
-var Modes = []string{ModeNetdev, ModeVFIO, ModeAFXDP, ModeMacvlan, ModeIPVLAN, ModeVLAN}
+var Modes = []string{ModeNetdev, ModeVFIO, ModeAFXDP, ModeDelegate, ModeMacvlan, ModeIPVLAN, ModeVLAN}
 
 // SharedModes are the modes of a device many claims share.
 var SharedModes = []string{ModeMacvlan, ModeIPVLAN, ModeVLAN}
@@ -116,7 +121,8 @@ const (
 type InterfaceConfig struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
-	// Mode is netdev (default), vfio or afxdp for a device of its own;
+	// Mode is netdev (default), vfio, afxdp or delegate for a device of its
+	// own;
 	// macvlan, ipvlan or vlan for a sub-interface of a shared device.
 	// memif devices ignore it.
 	Mode      string         `json:"mode,omitempty"`
@@ -131,6 +137,12 @@ type InterfaceConfig struct {
 	// IPAM gives the interface an address from a pool of the node, besides
 	// interface.addresses.
 	IPAM *IPAMSpec `json:"ipam,omitempty"`
+	// ResourceName (mode delegate) is the resource name the
+	// NetworkAttachmentDefinitions that may take the device ask for, in
+	// place of the device's own (attribute k8s.cni.cncf.io/resourceName):
+	// a DeviceClass sets it to keep the names of existing
+	// NetworkAttachmentDefinitions.
+	ResourceName string `json:"resourceName,omitempty"`
 }
 
 // MacvlanConfig is a macvlan sub-interface (mode macvlan).

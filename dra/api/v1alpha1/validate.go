@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -59,6 +60,17 @@ func (c *InterfaceConfig) Validate() field.ErrorList {
 	if c.Interface != nil && c.Mode == ModeVFIO {
 		errs = append(errs, field.Forbidden(field.NewPath("interface"), "mode vfio hands over no kernel interface"))
 	}
+	if c.Mode == ModeDelegate {
+		errs = append(errs, c.validateDelegate()...)
+	}
+	if c.ResourceName != "" {
+		p := field.NewPath("resourceName")
+		if c.Mode != ModeDelegate {
+			errs = append(errs, field.Forbidden(p, "only for mode delegate"))
+		} else if err := ValidResourceName(c.ResourceName); err != nil {
+			errs = append(errs, field.Invalid(p, c.ResourceName, err.Error()))
+		}
+	}
 	if c.Interface != nil {
 		errs = append(errs, c.Interface.Validate(field.NewPath("interface"))...)
 	}
@@ -77,11 +89,41 @@ func (c *InterfaceConfig) Validate() field.ErrorList {
 		switch {
 		case c.Mode == ModeVFIO:
 			errs = append(errs, field.Forbidden(field.NewPath("ipam"), "mode vfio hands over no kernel interface to address"))
+		case c.Mode == ModeDelegate:
+			errs = append(errs, field.Forbidden(field.NewPath("ipam"), "mode delegate leaves the addresses to the IPAM of the NetworkAttachmentDefinition's CNI configuration"))
 		case c.IPAM.Pool == "":
 			errs = append(errs, field.Required(p, "the name of one of the node's IP pools"))
 		case len(validation.IsDNS1123Label(c.IPAM.Pool)) > 0:
 			errs = append(errs, field.Invalid(p, c.IPAM.Pool, "must be a pool's name: lowercase letters, digits and '-'"))
 		}
+	}
+	return errs
+}
+
+// ValidResourceName says why name cannot be a resource name, or nil: as
+// a device plugin's, a qualified name with a domain (vendor.com/name).
+func ValidResourceName(name string) error {
+	domain, rest, ok := strings.Cut(name, "/")
+	if !ok || domain == "" || rest == "" {
+		return errors.New("must be DOMAIN/NAME, e.g. intel.com/sriov_netdevice")
+	}
+	if errs := validation.IsQualifiedName(name); len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// validateDelegate checks a config of mode delegate: the CNI plugin of
+// the NetworkAttachmentDefinition configures the device, so the config
+// may set nothing of it.
+func (c *InterfaceConfig) validateDelegate() field.ErrorList {
+	var errs field.ErrorList
+	why := "mode delegate leaves the device's configuration to the CNI plugin of the NetworkAttachmentDefinition that takes it"
+	if c.Interface != nil {
+		errs = append(errs, field.Forbidden(field.NewPath("interface"), why))
+	}
+	if c.VF != nil {
+		errs = append(errs, field.Forbidden(field.NewPath("vf"), why+" (sriov-cni sets a VF's vlan, spoofchk, trust and rates)"))
 	}
 	return errs
 }

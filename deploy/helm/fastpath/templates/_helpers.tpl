@@ -90,6 +90,7 @@ exec:
 {{- with $v.filter }}{{ $args = append $args (printf "--filter=%s" .) }}{{ end }}
 {{- with $v.share.filter }}{{ $args = append $args (printf "--share=%s" .) }}{{ end }}
 {{- with $v.share.interfaces }}{{ $args = append $args (printf "--share-interfaces=%d" (int .)) }}{{ end }}
+{{- range $v.resourceNames }}{{ $args = append $args (printf "--resource-name=%s=%s" .name .filter) }}{{ end }}
 {{- with $v.share.bandwidthMbps }}{{ $args = append $args (printf "--share-bandwidth-mbps=%d" (int .)) }}{{ end }}
 {{- if $v.ipPools }}{{ $args = append $args "--ip-pools=/etc/fastpath/ip-pools/pools.yaml" }}{{ end }}
 {{- with $v.rediscoverInterval }}{{ $args = append $args (printf "--rediscover-interval=%s" .) }}{{ end }}
@@ -116,6 +117,7 @@ exec:
 {{- $args = append $args (printf "--npwg-conf-dir=%s" $v.npwg.confDir) }}
 {{- with $v.npwg.allowedNamespaces }}{{ $args = append $args (printf "--npwg-allowed-namespaces=%s" (join "," .)) }}{{ end }}
 {{- if ne $v.npwg.defaultNetwork "default/cluster-network" }}{{ $args = append $args (printf "--npwg-default-network=%s" $v.npwg.defaultNetwork) }}{{ end }}
+{{- $args = append $args (printf "--npwg-device-info-dir=%s" $v.npwg.deviceInfoDir) }}
 {{- end }}
 {{- range $v.extraArgs }}{{ $args = append $args (toString .) }}{{ end }}
 {{- toYaml $args }}
