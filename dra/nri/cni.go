@@ -7,6 +7,7 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/fastpath-dra/fastpath/dataplane"
@@ -46,7 +47,7 @@ func (p *Plugin) setStatus(ctx context.Context, c claims.Claim, st resourceapi.A
 // recorded as added before it runs. If one fails, DEL runs for it at once
 // and for those added before it, the claims say why, and the error fails
 // the sandbox.
-func (p *Plugin) addNetworks(ctx context.Context, pod Pod, cls []claims.Claim) error {
+func (p *Plugin) addNetworks(ctx context.Context, pod Pod, cls []claims.Claim, freshNPWG bool) error {
 	if len(cls) == 0 {
 		return nil
 	}
@@ -59,11 +60,18 @@ func (p *Plugin) addNetworks(ctx context.Context, pod Pod, cls []claims.Claim) e
 		i   int
 	}
 	var done []added
-	for _, c := range cls {
+	for ci, c := range cls {
 		for i := range c.Networks {
-			n, fresh, err := p.markAdded(c.Key(), i, pod)
-			if err != nil {
-				return fmt.Errorf("claim %s: %w", c.String(), err)
+			var n *claims.Network
+			fresh := freshNPWG && c.Driver == claims.DriverNPWG
+			if fresh {
+				// admitNPWG recorded it added to this sandbox.
+				n = &c.Networks[i]
+			} else {
+				var err error
+				if n, fresh, err = p.markAdded(c.Key(), i, pod); err != nil {
+					return fmt.Errorf("claim %s: %w", c.String(), err)
+				}
 			}
 			if !fresh {
 				// Recorded for this sandbox by an earlier hook: in place
@@ -92,7 +100,7 @@ func (p *Plugin) addNetworks(ctx context.Context, pod Pod, cls []claims.Claim) e
 				done = append(done, added{c.Key(), i})
 				continue
 			}
-			err = fmt.Errorf("%s: CNI ADD: %w", networkOf(c, *n), addErr)
+			err := fmt.Errorf("%s: CNI ADD: %w", networkOf(c, *n), addErr)
 			p.setStatus(ctx, c, status.OfNetworkShare(*n, status.NotReady(claims.DriverCNI, n.Pool, n.Device, status.ReasonNotReady, addErr.Error())))
 			if delErr := p.del(ctx, c.Key(), i, 1); delErr != nil {
 				err = fmt.Errorf("%w; DEL after it also failed: %w", err, delErr)
@@ -106,10 +114,42 @@ func (p *Plugin) addNetworks(ctx context.Context, pod Pod, cls []claims.Claim) e
 					err = fmt.Errorf("%w; undoing %s also failed: %w", err, networkOf(prev, pn), delErr)
 				}
 			}
+			if freshNPWG {
+				// The selected networks after this one never ran.
+				if uErr := p.unmarkNPWG(pod.UID, cls, ci, i); uErr != nil {
+					err = fmt.Errorf("%w; %w", err, uErr)
+				}
+			}
 			return err
 		}
 	}
 	return nil
+}
+
+// unmarkNPWG records as not added the networks of the pod's fresh NPWG
+// record (admitNPWG) that come after network i of claim cls[ci] and so
+// never ran.
+func (p *Plugin) unmarkNPWG(uid types.UID, cls []claims.Claim, ci, i int) error {
+	key := npwgKey(uid)
+	defer p.opts.Store.Lock(key)()
+	rec, ok := p.opts.Store.Get(key)
+	if !ok {
+		return nil
+	}
+	from := 0
+	if cls[ci].Driver == claims.DriverNPWG {
+		from = i + 1
+	}
+	changed := false
+	for j := from; j < len(rec.Networks); j++ {
+		if n := &rec.Networks[j]; n.Added {
+			n.Added, n.SandboxID, n.NetNS, changed = false, "", "", true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	return p.opts.Store.Put(rec)
 }
 
 // markAdded records network i of the claim as added to the pod's sandbox,

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/fastpath-dra/fastpath/dataplane/fault"
 	"github.com/fastpath-dra/fastpath/devices"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
@@ -49,6 +50,9 @@ type NPWGOptions struct {
 	// DefaultNetwork is the network-status name of the cluster default
 	// network, DefaultInterface the pod's interface on it (eth0).
 	DefaultNetwork, DefaultInterface string
+	// SetDefaultRoute makes the pod's default route go through gateways
+	// on one of its interfaces (dataplane.SetDefaultRoute, the default).
+	SetDefaultRoute func(podNetNS, ifName string, gateways []net.IP) error
 }
 
 // errNPWG is the error of a pod whose selection annotation cannot be
@@ -76,34 +80,43 @@ func (p *Plugin) wantsNPWG(pod Pod) bool {
 // the pod's claims then run them (addNetworks), and its teardown and the
 // recovery after a crash find them. A record with networks added is kept
 // as it is (a later hook of the same pod completes it); one without is
-// made again, from the annotation and the objects as they are now.
-func (p *Plugin) admitNPWG(ctx context.Context, pod Pod) error {
+// made again, from the annotation and the objects as they are now. A
+// record made now has every network marked added to the sandbox already
+// (ADD may run from here on), so that one write of the store covers them
+// all; fresh says so, for addNetworks to run their ADDs without marking
+// each.
+func (p *Plugin) admitNPWG(ctx context.Context, pod Pod) (fresh bool, _ error) {
 	if p.opts.NPWG == nil || strings.TrimSpace(pod.Networks) == "" {
-		return nil
+		return false, nil
 	}
 	if pod.NetNS == "" {
 		// As Multus does: a pod of the host's network has no
 		// namespace to attach networks to.
 		klog.FromContext(ctx).Info("Not attaching the networks a pod of the host's network selects", "pod", pod.String())
-		return nil
+		return false, nil
 	}
 	if c, ok := p.opts.Store.Get(npwgKey(pod.UID)); ok && slices.ContainsFunc(c.Networks, func(n claims.Network) bool { return n.Added }) {
-		return nil
+		return false, nil
 	}
 	rec, err := p.resolveNPWG(ctx, pod)
 	if err != nil {
 		p.dropNPWG(pod.UID)
-		return err
+		return false, err
 	}
 	if len(rec.Networks) == 0 {
 		p.dropNPWG(pod.UID)
-		return nil
+		return false, nil
+	}
+	for i := range rec.Networks {
+		n := &rec.Networks[i]
+		n.Added, n.SandboxID, n.NetNS = true, pod.SandboxID, pod.NetNS
 	}
 	if err := p.opts.Store.Admit(rec); err != nil {
 		p.dropNPWG(pod.UID)
-		return errNPWG(pod, nil, err)
+		return false, errNPWG(pod, nil, err)
 	}
-	return nil
+	fault.Point("cni.add.recorded")
+	return true, nil
 }
 
 // resolveNPWG is the pod's NPWG record: the annotation parsed, interface
@@ -303,7 +316,9 @@ func (p *Plugin) NetworkStatus(ctx context.Context, pod Pod) ([]nadv1.NetworkSta
 		}
 		att := attachmentOf(n)
 		var result cnitypes.Result
-		res, ok, err := p.opts.CNI.Added(ctx, runtimeConf(rec, n))
+		// The result libcni cached at ADD: the hook that just added the
+		// network need not look into the pod again.
+		res, ok, err := p.opts.CNI.Cached(ctx, runtimeConf(rec, n))
 		switch {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("%s: %w", networkOf(rec, n), err))
@@ -351,6 +366,44 @@ func delegatedInfo(d *claims.Delegated) *nadv1.DeviceInfo {
 		return nil
 	}
 	return status.DeviceInfoOf(claims.Device{Request: d.Request, PCIAddress: d.PCIAddress, PFPCIAddress: d.PFPCIAddress})
+}
+
+// defaultRouteNPWG gives the pod its default route through the network
+// whose element asked for it ("default-route", §4.1.2.1.9): through the
+// gateways it names, else those of the network's CNI result. When several
+// ask, the last one's wins, as they are added in order.
+func (p *Plugin) defaultRouteNPWG(ctx context.Context, pod Pod) error {
+	rec, ok := p.opts.Store.Get(npwgKey(pod.UID))
+	if p.opts.NPWG == nil || !ok {
+		return nil
+	}
+	for _, n := range rec.Networks {
+		if !n.DefaultRoute || !n.Added {
+			continue
+		}
+		gws := npwgGateways(n.Gateways)
+		if len(gws) == 0 {
+			res, ok, err := p.opts.CNI.Cached(ctx, runtimeConf(rec, n))
+			if err != nil {
+				return fmt.Errorf("%s, default-route (annotation %s): %w", networkOf(rec, n), nadv1.NetworkAttachmentAnnot, err)
+			}
+			if ok && res.Current != nil {
+				for _, ip := range res.Current.IPs {
+					if ip.Gateway != nil {
+						gws = append(gws, ip.Gateway)
+					}
+				}
+			}
+		}
+		if len(gws) == 0 {
+			return fmt.Errorf("%s, default-route (annotation %s): the element names no gateway, and the network's CNI result has none", networkOf(rec, n), nadv1.NetworkAttachmentAnnot)
+		}
+		if err := p.opts.NPWG.SetDefaultRoute(pod.NetNS, n.IfName, gws); err != nil {
+			return fmt.Errorf("%s, default-route %v (annotation %s): %w", networkOf(rec, n), gws, nadv1.NetworkAttachmentAnnot, err)
+		}
+		klog.FromContext(ctx).V(2).Info("Default route", "pod", pod.String(), "interface", n.IfName, "gateways", gws)
+	}
+	return nil
 }
 
 // statusTimeout bounds a write of a pod's network-status.

@@ -98,6 +98,11 @@ func (f *npwgCNI) Added(_ context.Context, n dataplane.CNINetwork) (dataplane.CN
 	return f.result(n), true, nil
 }
 
+// Cached is the result ADD gave, as libcni caches it.
+func (f *npwgCNI) Cached(ctx context.Context, n dataplane.CNINetwork) (dataplane.CNIResult, bool, error) {
+	return f.Added(ctx, n)
+}
+
 func (f *npwgCNI) Del(_ context.Context, n dataplane.CNINetwork) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -123,6 +128,8 @@ const (
 )
 
 type npwgRig struct {
+	// routes are the default routes set: interface and gateways.
+	routes  []string
 	plugin  *Plugin
 	cni     *npwgCNI
 	patcher *fakePatcher
@@ -156,7 +163,11 @@ func newNPWGRig(t *testing.T, cls ...claims.Claim) *npwgRig {
 	}
 	r.plugin = New(Options{Store: store, Status: writer, CNI: r.cni, DelBackoff: time.Millisecond, NPWG: &NPWGOptions{
 		NADs: nads, ConfDir: t.TempDir(), Policy: npwg.Policy{AllowedNamespaces: []string{"shared"}},
-		Plugins: []string{"macvlan", "static"}, Status: r.patcher, DefaultNetwork: "default/cluster-network", DefaultInterface: "eth0"}})
+		Plugins: []string{"macvlan", "static"}, Status: r.patcher, DefaultNetwork: "default/cluster-network", DefaultInterface: "eth0",
+		SetDefaultRoute: func(netns, ifName string, gws []net.IP) error {
+			r.routes = append(r.routes, fmt.Sprintf("%s %s via %v", netns, ifName, gws))
+			return nil
+		}}})
 	return r
 }
 
@@ -199,6 +210,9 @@ func TestNPWGAttachDetach(t *testing.T) {
 	}
 	if ips := r.cni.added["net2"].CapabilityArgs["ips"]; fmt.Sprint(ips) != "[10.1.0.9/24]" {
 		t.Errorf("runtimeConfig ips of net2 = %v, want [10.1.0.9/24]", ips)
+	}
+	if want := []string{"/var/run/netns/web net2 via [10.1.0.1]"}; !slices.Equal(r.routes, want) {
+		t.Errorf("default routes set %v, want %v (net-b's default-route)", r.routes, want)
 	}
 	if r.writer.Pending() != 0 {
 		t.Errorf("%d claim status writes pending: an NPWG record has no ResourceClaim", r.writer.Pending())
@@ -392,5 +406,35 @@ func TestNPWGRecovery(t *testing.T) {
 	restarted.Synchronize(r.ctx, nil)
 	if names := r.cni.addedNames(); len(names) != 0 || len(r.store.Claims()) != 0 {
 		t.Errorf("after the pod is gone: added %v, records %d", names, len(r.store.Claims()))
+	}
+}
+
+// TestNPWGDefaultRouteFailure: a default route that cannot be set fails
+// the pod as a failed ADD does, and leaves nothing; a default-route
+// without gateways takes the network's result's.
+func TestNPWGDefaultRouteFailure(t *testing.T) {
+	r := newNPWGRig(t)
+	r.plugin.opts.NPWG.SetDefaultRoute = func(string, string, []net.IP) error { return errors.New("network is unreachable") }
+	err := r.plugin.AttachPod(r.ctx, npwgPod(`[{"name":"net-a"},{"name":"net-b","default-route":["10.1.0.1"]}]`))
+	if err == nil || !strings.Contains(err.Error(), "default-route [10.1.0.1]") || !strings.Contains(err.Error(), "network is unreachable") ||
+		!strings.Contains(err.Error(), "default/net-b") {
+		t.Errorf("error %v: want the network, its default-route and the cause", err)
+	}
+	if names := r.cni.addedNames(); len(names) != 0 {
+		t.Errorf("networks left added: %v", names)
+	}
+	if _, ok := r.store.Get(npwgKey(npwgPodUID)); ok {
+		t.Error("the NPWG record outlived the failure")
+	}
+
+	var gws []net.IP
+	r.plugin.opts.NPWG.SetDefaultRoute = func(_, _ string, g []net.IP) error { gws = g; return nil }
+	if err := r.plugin.AttachPod(r.ctx, npwgPod(`[{"name":"net-b","default-route":[]}]`)); err == nil {
+		t.Error("a default-route without gateways, on a result without one, was accepted")
+	} else if !strings.Contains(err.Error(), "names no gateway") {
+		t.Errorf("error %v: want it to say no gateway is known", err)
+	}
+	if gws != nil {
+		t.Errorf("a default route was set via %v", gws)
 	}
 }

@@ -118,6 +118,11 @@ func New(opts Options) *Plugin {
 	if opts.Name == "" {
 		opts.Name = "fastpath"
 	}
+	if opts.NPWG != nil && opts.NPWG.SetDefaultRoute == nil {
+		npwg := *opts.NPWG
+		npwg.SetDefaultRoute = dataplane.SetDefaultRoute
+		opts.NPWG = &npwg
+	}
 	return &Plugin{opts: opts, conn: connection{synced: make(chan struct{})}}
 }
 
@@ -217,7 +222,8 @@ func (p *Plugin) AttachPod(ctx context.Context, pod Pod) (err error) {
 		return fmt.Errorf("pod %s: %w", pod, err)
 	}
 	defer unlock()
-	if err := p.admitNPWG(ctx, pod); err != nil {
+	fresh, err := p.admitNPWG(ctx, pod)
+	if err != nil {
 		klog.FromContext(ctx).Error(err, "Selected networks")
 		return err
 	}
@@ -260,7 +266,7 @@ func (p *Plugin) AttachPod(ctx context.Context, pod Pod) (err error) {
 	if len(netdevs) > 0 {
 		logger.Info("Attached devices", "devices", len(netdevs), "duration", time.Since(start))
 	}
-	if err := p.addNetworks(ctx, pod, networks); err != nil {
+	if err := p.addNetworks(ctx, pod, networks, fresh); err != nil {
 		// The netdevs go back too: the sandbox fails.
 		var errs []error
 		for i := len(netdevs) - 1; i >= 0; i-- {
@@ -272,6 +278,18 @@ func (p *Plugin) AttachPod(ctx context.Context, pod Pod) (err error) {
 		}
 		err = errors.Join(append([]error{err}, errs...)...)
 		logger.Error(err, "CNI ADD failed")
+		return err
+	}
+	if err := p.defaultRouteNPWG(ctx, pod); err != nil {
+		// As a failed ADD: the sandbox fails and nothing of it stays.
+		cls := p.opts.Store.PodClaims(pod.UID)
+		slices.SortStableFunc(cls, func(a, b claims.Claim) int {
+			return boolCmp(b.Driver == claims.DriverNPWG, a.Driver == claims.DriverNPWG)
+		})
+		if rErr := p.release(ctx, cls); rErr != nil {
+			err = fmt.Errorf("%w; undoing the pod's networks and devices: %w", err, rErr)
+		}
+		logger.Error(err, "Default route failed")
 		return err
 	}
 	return nil
