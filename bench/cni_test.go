@@ -13,20 +13,28 @@ import (
 )
 
 // cniConfig runs the reference CNI plugins through libcni, as a runtime (and
-// Multus behind it) does. The plugins come from test/deps.sh's build.
+// Multus behind it) does.
 func cniConfig(b *testing.B) *libcni.CNIConfig {
+	b.Helper()
+	dir := cniBinDir(b, "host-device", "macvlan", "tuning", "static")
+	return libcni.NewCNIConfigWithCacheDir([]string{dir}, b.TempDir(), nil)
+}
+
+// cniBinDir is the directory of the reference CNI plugins test/deps.sh
+// builds; the benchmark fails if one of plugins is not there.
+func cniBinDir(b *testing.B, plugins ...string) string {
 	b.Helper()
 	cfg, err := testbed.Config{}.Defaults()
 	if err != nil {
 		b.Fatal(err)
 	}
 	dir := cfg.CNIBinDir()
-	for _, p := range []string{"host-device", "macvlan", "tuning", "static"} {
+	for _, p := range plugins {
 		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
 			b.Fatalf("CNI plugin %s is not built: run `make deps` (%v)", p, err)
 		}
 	}
-	return libcni.NewCNIConfigWithCacheDir([]string{dir}, b.TempDir(), nil)
+	return dir
 }
 
 // BenchmarkCNI is the same attach as BenchmarkAttach (move or create, name,
