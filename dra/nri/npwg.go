@@ -46,6 +46,9 @@ type NPWGOptions struct {
 	// DefaultNetwork is the network-status name of the cluster default
 	// network, DefaultInterface the pod's interface on it (eth0).
 	DefaultNetwork, DefaultInterface string
+	// IPAMClaims, when set, gives attachments the addresses of the
+	// IPAMClaims their elements name (npwg_ipamclaim.go).
+	IPAMClaims *IPAMClaimOptions
 }
 
 // errNPWG is the error of a pod whose selection annotation cannot be
@@ -165,6 +168,9 @@ func (p *Plugin) resolveAttachment(ctx context.Context, pod Pod, a *npwg.Attachm
 	}
 	for _, gw := range a.GatewayRequest {
 		n.Gateways = append(n.Gateways, gw.String())
+	}
+	if err := p.ipamClaimAddresses(ctx, pod, a, nad, cfg.List, &n); err != nil {
+		return claims.Network{}, err
 	}
 	return n, nil
 }

@@ -116,6 +116,10 @@ exec:
 {{- $args = append $args (printf "--npwg-conf-dir=%s" $v.npwg.confDir) }}
 {{- with $v.npwg.allowedNamespaces }}{{ $args = append $args (printf "--npwg-allowed-namespaces=%s" (join "," .)) }}{{ end }}
 {{- if ne $v.npwg.defaultNetwork "default/cluster-network" }}{{ $args = append $args (printf "--npwg-default-network=%s" $v.npwg.defaultNetwork) }}{{ end }}
+{{- if $v.npwg.ipamClaims.enabled }}
+{{- $args = append $args "--npwg-ipamclaims" }}
+{{- with $v.npwg.ipamClaims.checkInterval }}{{ $args = append $args (printf "--npwg-ipamclaim-check-interval=%s" .) }}{{ end }}
+{{- end }}
 {{- end }}
 {{- range $v.extraArgs }}{{ $args = append $args (toString .) }}{{ end }}
 {{- toYaml $args }}
