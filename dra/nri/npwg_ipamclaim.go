@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
-	"github.com/fastpath-dra/fastpath/dataplane/fault"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/npwg"
@@ -206,7 +205,6 @@ func (p *Plugin) holdIPAMClaim(ctx context.Context, pod Pod, a *npwg.Attachment,
 	if err != nil {
 		return nil, fmt.Errorf("IPAMClaim %s: %w", name, err)
 	}
-	fault.Point("ipamclaim.held")
 	ips := prefixStrings(claimed)
 	if len(ips) == 0 && pool != nil {
 		rec, _ = p.opts.Store.Get(key)
@@ -250,7 +248,6 @@ func lease(c *claims.Claim, network string, pool *v1alpha1.IPPool, claimed []net
 			return fmt.Errorf("pool %s has no free address: every one is held by a claim or an IPAMClaim; one is free again when its claim is unprepared or its IPAMClaim deleted", pool.Name)
 		}
 	}
-	fault.Point("ipamclaim.leased")
 	c.Devices = append(c.Devices, claims.Device{Request: network, Pool: pool.Name, Device: want.String(), Kind: "ipamclaim",
 		IPAM: &claims.IPAMLease{Pool: pool.Name, Address: netip.PrefixFrom(want, pool.Prefix().Bits()).String()}})
 	return nil
