@@ -92,16 +92,7 @@ func (p IPPools) checkPool(cfg v1alpha1.InterfaceConfig) field.ErrorList {
 // records of the other claims are the leases: an address is free again
 // when its claim is forgotten.
 func (p IPPools) assign(c *claims.Claim, others []*claims.Claim) error {
-	held := map[netip.Addr]bool{}
-	for _, o := range others {
-		for _, d := range o.Devices {
-			if d.IPAM != nil {
-				if pre, err := netip.ParsePrefix(d.IPAM.Address); err == nil {
-					held[pre.Addr()] = true
-				}
-			}
-		}
-	}
+	held := claims.HeldAddresses(others)
 	for i := range c.Devices {
 		d := &c.Devices[i]
 		if d.IPAM == nil || d.IPAM.Address != "" {
@@ -112,7 +103,7 @@ func (p IPPools) assign(c *claims.Claim, others []*claims.Claim) error {
 			return &ClaimError{Claim: c.String(), Request: d.Request, Device: d.Device,
 				Errs: field.ErrorList{field.NotFound(field.NewPath("ipam", "pool"), d.IPAM.Pool)}}
 		}
-		addr, ok := free(pool, held)
+		addr, ok := pool.Free(held)
 		if !ok {
 			return &ClaimError{Claim: c.String(), Request: d.Request, Device: d.Device, Errs: field.ErrorList{field.Invalid(field.NewPath("ipam", "pool"), d.IPAM.Pool,
 				"the pool has no free address: every one is held by a prepared claim; it is free again when one is unprepared")}}
@@ -131,15 +122,4 @@ func (p IPPools) assign(c *claims.Claim, others []*claims.Claim) error {
 		}
 	}
 	return nil
-}
-
-// free is the pool's lowest address that is neither excluded nor held.
-func free(pool v1alpha1.IPPool, held map[netip.Addr]bool) (netip.Addr, bool) {
-	first, last := pool.Range()
-	for a := first; a.IsValid() && !last.Less(a); a = a.Next() {
-		if !held[a] && !pool.Excluded(a) {
-			return a, true
-		}
-	}
-	return netip.Addr{}, false
 }

@@ -40,6 +40,7 @@ func TestExitCodes(t *testing.T) {
 		{name: "run NPWG bad allowed namespace", args: []string{"run", "--node-name", "n", "--npwg", "--npwg-allowed-namespaces", "ok,Not_A_Namespace"}, wantCode: 2, wantErr: "--npwg-allowed-namespaces"},
 		{name: "run NPWG without a configuration directory", args: []string{"run", "--node-name", "n", "--npwg", "--npwg-conf-dir", ""}, wantCode: 2, wantErr: "--npwg-conf-dir"},
 		{name: "run NPWG bad default interface", args: []string{"run", "--node-name", "n", "--npwg-default-interface", "a/b"}, wantCode: 2, wantErr: "--npwg-default-interface"},
+		{name: "run IPAMClaims without NPWG", args: []string{"run", "--node-name", "n", "--npwg-ipamclaims"}, wantCode: 2, wantErr: "--npwg-ipamclaims needs --npwg"},
 		{name: "run help names NPWG", args: []string{"run", "--help"}, wantCode: 0, wantErr: "-npwg-allowed-namespaces"},
 		{name: "validate an example", args: []string{"validate", "-f", "../../deploy/examples/cni.yaml"}, wantCode: 0},
 		{name: "validate a bad manifest", args: []string{"validate", "-f", "testdata/validate/bad/attacks.yaml"}, wantCode: 1, wantOut: `ResourceClaim tenant-a/uplink: request "net"`, wantErr: "validate: 7 problems in 5 objects"},

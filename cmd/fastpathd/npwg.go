@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"path/filepath"
+	"time"
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -23,6 +24,8 @@ type npwgOptions struct {
 	defaultNetwork    string
 	defaultInterface  string
 	deviceInfoDir     string
+	ipamClaims        bool
+	ipamClaimInterval time.Duration
 }
 
 func (o *npwgOptions) addFlags(fs *flag.FlagSet) {
@@ -35,6 +38,11 @@ func (o *npwgOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.defaultNetwork, "npwg-default-network", "default/cluster-network", "name of the cluster default network in the pods' network-status; empty leaves its entry out")
 	fs.StringVar(&o.defaultInterface, "npwg-default-interface", "eth0", "the pods' interface on the cluster default network: no selected network may take its name")
 	fs.StringVar(&o.deviceInfoDir, "npwg-device-info-dir", npwg.DefaultDeviceInfoDir, "where the device-info of devices claimed in mode delegate is written for the NetworkAttachmentDefinitions' CNI plugins (dp/RESOURCE-PCI-device.json, as the SR-IOV device plugin writes it)")
+	fs.BoolVar(&o.ipamClaims, "npwg-ipamclaims", false, "give an attachment whose element names an IPAMClaim (ipam-claim-reference) the IPAMClaim's addresses, "+
+		"allocated from the node pool its NetworkAttachmentDefinition names (annotation "+npwg.IPPoolAnnotation+", --ip-pools) or by the network's IPAM when they have none, "+
+		"and keep a pool address until the IPAMClaim is deleted; off: the reference is left to the network's plugins")
+	fs.DurationVar(&o.ipamClaimInterval, "npwg-ipamclaim-check-interval", time.Minute, "how often the IPAMClaims whose addresses the node keeps are checked, "+
+		"to release those of deleted ones (besides after each pod's teardown and at start-up)")
 }
 
 // npwgPermissions are the calls --npwg makes.
@@ -42,6 +50,12 @@ var npwgPermissions = []permission{
 	{group: "k8s.cni.cncf.io", resource: "network-attachment-definitions", verb: "get", why: "the networks pods select (--npwg)"},
 	{group: "", resource: "pods", verb: "get", why: "reading a pod's network-status to merge into it (--npwg)"},
 	{group: "", resource: "pods", verb: "patch", why: "writing a pod's network-status (--npwg)"},
+}
+
+// ipamClaimPermissions are the calls --npwg-ipamclaims makes.
+var ipamClaimPermissions = []permission{
+	{group: "k8s.cni.cncf.io", resource: "ipamclaims", verb: "get", why: "the IPAMClaims pods name (--npwg-ipamclaims)"},
+	{group: "k8s.cni.cncf.io", resource: "ipamclaims/status", verb: "update", why: "writing an IPAMClaim's addresses and owner pod (--npwg-ipamclaims)"},
 }
 
 func (o *npwgOptions) policy() npwg.Policy {
@@ -61,6 +75,12 @@ func (o *npwgOptions) validate(cni *cniOptions) error {
 	if o.enabled && !filepath.IsAbs(o.deviceInfoDir) {
 		return usagef("run: --npwg-device-info-dir %q: must be an absolute path", o.deviceInfoDir)
 	}
+	if o.ipamClaims && !o.enabled {
+		return usagef("run: --npwg-ipamclaims needs --npwg")
+	}
+	if o.ipamClaimInterval <= 0 {
+		return usagef("run: --npwg-ipamclaim-check-interval %s: must be positive", o.ipamClaimInterval)
+	}
 	return nil
 }
 
@@ -74,7 +94,7 @@ func (o *npwgOptions) driverDeviceInfoDir() string {
 }
 
 // options are the NRI plugin's NPWG options; nil when --npwg is off.
-func (o *npwgOptions) options(restConfig *rest.Config, client kubernetes.Interface, cni *cniOptions) (*nri.NPWGOptions, error) {
+func (o *npwgOptions) options(restConfig *rest.Config, client kubernetes.Interface, cni *cniOptions, pools dra.IPPools) (*nri.NPWGOptions, error) {
 	if !o.enabled {
 		return nil, nil
 	}
@@ -82,6 +102,10 @@ func (o *npwgOptions) options(restConfig *rest.Config, client kubernetes.Interfa
 	if err != nil {
 		return nil, err
 	}
-	return &nri.NPWGOptions{NADs: dra.NADs{Client: dyn}, ConfDir: o.confDir, Policy: o.policy(), Plugins: splitList(cni.plugins),
-		Status: status.PodNetworkStatus{Client: client}, DefaultNetwork: o.defaultNetwork, DefaultInterface: o.defaultInterface}, nil
+	opts := &nri.NPWGOptions{NADs: dra.NADs{Client: dyn}, ConfDir: o.confDir, Policy: o.policy(), Plugins: splitList(cni.plugins),
+		Status: status.PodNetworkStatus{Client: client}, DefaultNetwork: o.defaultNetwork, DefaultInterface: o.defaultInterface}
+	if o.ipamClaims {
+		opts.IPAMClaims = nri.NewIPAMClaimOptions(dra.IPAMClaims{Dynamic: dyn, Client: client}, pools, o.ipamClaimInterval)
+	}
+	return opts, nil
 }

@@ -258,6 +258,9 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	if o.npwg.enabled {
 		ps = append(ps, npwgPermissions...)
 	}
+	if o.npwg.ipamClaims {
+		ps = append(ps, ipamClaimPermissions...)
+	}
 	if err := checkPermissions(ctx, client, ps); err != nil {
 		return err
 	}
@@ -295,11 +298,12 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	if o.cni.enabled || o.npwg.enabled {
 		nriOpts.CNI = dataplane.NewCNI(splitList(o.cni.binDirs), filepath.Join(o.stateDir, "cni", "cache"))
 	}
-	if nriOpts.NPWG, err = o.npwg.options(restConfig, client, &o.cni); err != nil {
+	if nriOpts.NPWG, err = o.npwg.options(restConfig, client, &o.cni, o.ipPools); err != nil {
 		return err
 	}
 	plugin := nri.New(nriOpts)
 	go plugin.Run(ctx)
+	go plugin.RunIPAMClaims(ctx)
 	var ready readiness
 	ready.add(plugin.Connected)
 	srv, err := serveHealth(ctx, o.metricsAddr, o.healthSocket, o.profiling, ready.check, m.Handler())
@@ -441,8 +445,8 @@ func registerGauges(m *metrics.Metrics, store *claims.Store, writer *status.Writ
 	m.GaugeByLabel("prepared_claims", "Claims prepared on the node, by driver.", "driver", func() map[string]float64 {
 		out := map[string]float64{claims.DriverFastpath: 0}
 		for _, c := range store.Claims() {
-			// A pod's NPWG record is no claim.
-			if c.Prepared && c.Driver != claims.DriverNPWG {
+			// A pod's NPWG record, or an IPAMClaim's, is no claim.
+			if c.Prepared && c.Driver != claims.DriverNPWG && c.Driver != claims.DriverIPAMClaim {
 				out[c.Driver]++
 			}
 		}

@@ -124,7 +124,7 @@ func (c *Claim) check(key string) error {
 	switch {
 	case c == nil:
 		return errors.New("no record (null)")
-	case c.Driver != DriverFastpath && c.Driver != DriverCNI && c.Driver != DriverNPWG:
+	case !slices.Contains([]string{DriverFastpath, DriverCNI, DriverNPWG, DriverIPAMClaim}, c.Driver):
 		return fmt.Errorf("unknown driver %q", c.Driver)
 	case c.UID == "" || c.Namespace == "" || c.Name == "":
 		return errors.New("uid, namespace and name are required")

@@ -2,6 +2,7 @@ package claims
 
 import (
 	"encoding/json"
+	"net/netip"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -16,6 +17,15 @@ const (
 	// per pod, keyed by the pod's UID, named after the pod. No
 	// ResourceClaim stands behind them.
 	DriverNPWG = "k8s.cni.cncf.io"
+	// DriverIPAMClaim is not a DRA driver either: its records are the
+	// IPAMClaims (k8s.cni.cncf.io/v1alpha1) whose addresses pods of the
+	// node took, one record per IPAMClaim, keyed by its UID, named after
+	// it. Pod is the pod holding the IPAMClaim, or the last one that did;
+	// Prepared says that it holds it now. A device with IPAM is an
+	// address of a node pool the IPAMClaim keeps (Request the network,
+	// Device the address): held from its allocation until the IPAMClaim
+	// is deleted, whatever pods come and go.
+	DriverIPAMClaim = "ipamclaims.k8s.cni.cncf.io"
 )
 
 // Key identifies a claim's record: one claim may have devices of both
@@ -316,6 +326,9 @@ type Network struct {
 	// ("default-route"), through Gateways when it names them.
 	DefaultRoute bool     `json:"defaultRoute,omitempty"`
 	Gateways     []string `json:"gateways,omitempty"`
+	// IPAMClaim is the IPAMClaim, in the pod's namespace, that keeps the
+	// attachment's addresses (the NPWG element's "ipam-claim-reference").
+	IPAMClaim string `json:"ipamClaim,omitempty"`
 	// Delegated is the device of the pod's claim (mode delegate) the
 	// plugins were given, for a NetworkAttachmentDefinition with a
 	// resource name.
@@ -346,4 +359,21 @@ func (c *Claim) InterfaceNames() []string {
 		out = append(out, n.IfName)
 	}
 	return out
+}
+
+// HeldAddresses are the addresses of node pools the claims hold: an
+// address is given to one claim (or IPAMClaim) at a time.
+func HeldAddresses(cls []*Claim) map[netip.Addr]bool {
+	held := map[netip.Addr]bool{}
+	for _, c := range cls {
+		for _, d := range c.Devices {
+			if d.IPAM == nil {
+				continue
+			}
+			if p, err := netip.ParsePrefix(d.IPAM.Address); err == nil {
+				held[p.Addr()] = true
+			}
+		}
+	}
+	return held
 }

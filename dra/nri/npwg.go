@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
-	"github.com/fastpath-dra/fastpath/dataplane/fault"
 	"github.com/fastpath-dra/fastpath/devices"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
@@ -53,6 +52,9 @@ type NPWGOptions struct {
 	// SetDefaultRoute makes the pod's default route go through gateways
 	// on one of its interfaces (dataplane.SetDefaultRoute, the default).
 	SetDefaultRoute func(podNetNS, ifName string, gateways []net.IP) error
+	// IPAMClaims, when set, gives attachments the addresses of the
+	// IPAMClaims their elements name (npwg_ipamclaim.go).
+	IPAMClaims *IPAMClaimOptions
 }
 
 // errNPWG is the error of a pod whose selection annotation cannot be
@@ -115,7 +117,6 @@ func (p *Plugin) admitNPWG(ctx context.Context, pod Pod) (fresh bool, _ error) {
 		p.dropNPWG(pod.UID)
 		return false, errNPWG(pod, nil, err)
 	}
-	fault.Point("cni.add.recorded")
 	return true, nil
 }
 
@@ -192,6 +193,9 @@ func (p *Plugin) resolveAttachment(ctx context.Context, pod Pod, a *npwg.Attachm
 	}
 	for _, gw := range a.GatewayRequest {
 		n.Gateways = append(n.Gateways, gw.String())
+	}
+	if err := p.ipamClaimAddresses(ctx, pod, a, nad, cfg.List, &n); err != nil {
+		return claims.Network{}, err
 	}
 	return n, nil
 }

@@ -233,6 +233,7 @@ func (p *Plugin) AttachPod(ctx context.Context, pod Pod) (err error) {
 			return
 		}
 		p.reportNPWG(ctx, pod)
+		p.reportIPAMClaims(ctx, pod)
 	}()
 	all := p.opts.Store.PodClaims(pod.UID)
 	networkOrder(all)
@@ -512,6 +513,9 @@ func (p *Plugin) release(ctx context.Context, cls []claims.Claim) error {
 		if c.Driver == claims.DriverNPWG {
 			// No Unprepare drops it: gone once its networks are.
 			p.dropNPWG(c.Pod.UID)
+		}
+		if c.Driver == claims.DriverIPAMClaim {
+			errs = append(errs, p.letGoIPAMClaim(ctx, c.Key(), c.Pod.UID))
 		}
 	}
 	return errors.Join(errs...)

@@ -173,7 +173,7 @@ func TestDefaults(t *testing.T) {
 	for _, o := range objs {
 		kinds[o.GetObjectKind().GroupVersionKind().Kind]++
 	}
-	for kind, n := range map[string]int{"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "DaemonSet": 1, "DeviceClass": 5,
+	for kind, n := range map[string]int{"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "DaemonSet": 1, "DeviceClass": 6,
 		"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1} {
 		if kinds[kind] != n {
 			t.Errorf("%d %s rendered, want %d (all: %v)", kinds[kind], kind, n, kinds)
@@ -247,7 +247,9 @@ func TestAllValues(t *testing.T) {
 		"--memif-config=/etc/fastpath/memif/config.yaml", "--rediscover-interval=10m", "--profiling",
 		`--share=device.attributes["fastpath.dev"].ifName == "ens1f1"`, "--share-interfaces=32", "--share-bandwidth-mbps=25000", "--ip-pools=/etc/fastpath/ip-pools/pools.yaml",
 		`--filter=device.attributes["fastpath.dev"].kind == "sriov-vf" && device.attributes["fastpath.dev"].pfName == "ens1f0"`,
-		"--npwg", "--npwg-conf-dir=/etc/cni/multus/net.d", "--npwg-allowed-namespaces=net-shared", "--npwg-default-network=kube-system/cluster-net"} {
+		"--npwg", "--npwg-conf-dir=/etc/cni/multus/net.d", "--npwg-allowed-namespaces=net-shared", "--npwg-default-network=kube-system/cluster-net",
+		"--npwg-ipamclaims", "--npwg-ipamclaim-check-interval=30s", "--npwg-device-info-dir=/run/k8s.cni.cncf.io/devinfo",
+		`--resource-name=intel.com/intel_sriov_netdevice=device.attributes["fastpath.dev"].pfName == "ens1f0"`} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args lack %q: %q", want, c.Args)
 		}
@@ -292,7 +294,7 @@ func TestAllValues(t *testing.T) {
 		"ConfigMap":          {"fastpath-system/fastpathd-memif", "fastpath-system/fastpathd-ip-pools"},
 		"CNIConfig":          {"/macvlan-storage"},
 		"ServiceAccount":     {"fastpath-system/fastpathd-node", "fastpath-system/fastpathd-controller"},
-		"DeviceClass":        {"/netdev.fastpath.dev", "/afxdp.fastpath.dev", "/vfio.fastpath.dev", "/memif.fastpath.dev", "/shared.fastpath.dev", "/cni.networking.x-k8s.io"},
+		"DeviceClass":        {"/netdev.fastpath.dev", "/afxdp.fastpath.dev", "/vfio.fastpath.dev", "/memif.fastpath.dev", "/shared.fastpath.dev", "/delegate.fastpath.dev", "/cni.networking.x-k8s.io"},
 		"ServiceMonitor":     {"fastpath-system/fastpathd"},
 		"Service":            {"fastpath-system/fastpathd-metrics"},
 		"ClusterRole":        {"/fastpathd", "/fastpathd-cni-configmaps", "/fastpathd-controller"},
@@ -302,8 +304,8 @@ func TestAllValues(t *testing.T) {
 		"RoleBinding": {"fastpath-system/fastpathd-controller", "cni-configs/fastpathd-cni-configmaps",
 			"tenant-a/fastpathd-cni-configmaps", "tenant-b/fastpathd-cni-configmaps"},
 		"Deployment":                {"fastpath-system/fastpathd-controller"},
-		"CustomResourceDefinition":  {"/network-attachment-definitions.k8s.cni.cncf.io"},
-		"ValidatingAdmissionPolicy": {"/fastpathd-own-node", "/fastpathd-pod-network-status"},
+		"CustomResourceDefinition":  {"/network-attachment-definitions.k8s.cni.cncf.io", "/ipamclaims.k8s.cni.cncf.io"},
+		"ValidatingAdmissionPolicy": {"/fastpathd-own-node", "/fastpathd-pod-network-status", "/fastpathd-ipamclaim-status"},
 	} {
 		got := slices.Clone(kinds[kind])
 		slices.Sort(got)
@@ -324,6 +326,14 @@ func TestAllValues(t *testing.T) {
 			}
 			if !has("network-attachment-definitions", "get") || !has("pods", "get", "patch") {
 				t.Errorf("with npwg.enabled, no rule gets NetworkAttachmentDefinitions, or gets and patches pods: %+v", role.Rules)
+			}
+			if !has("ipamclaims", "get") || !has("ipamclaims/status", "update") {
+				t.Errorf("with npwg.ipamClaims.enabled, no rule gets IPAMClaims, or updates their status: %+v", role.Rules)
+			}
+			for _, r := range role.Rules {
+				if slices.Contains(r.Resources, "ipamclaims") && !slices.Equal(r.Verbs, []string{"get"}) {
+					t.Errorf("the daemon may do more than read IPAMClaims: %+v", r)
+				}
 			}
 			for _, r := range role.Rules {
 				if slices.Contains(r.Resources, "configmaps") {
@@ -361,6 +371,7 @@ func TestSchemaRefuses(t *testing.T) {
 		"CHECK interval":      {"cni: {checkInterval: soon}", []string{"/cni/checkInterval"}},
 		"ConfigMap namespace": {"cni: {configMapNamespaces: [Tenant_A]}", []string{"/cni/configMapNamespaces/0"}},
 		"controller port":     {"controller: {port: 0}", []string{"/controller/port"}},
+		"IPAMClaim interval":  {"npwg: {ipamClaims: {checkInterval: often}}", []string{"/npwg/ipamClaims/checkInterval"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "values.yaml")

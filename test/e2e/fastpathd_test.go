@@ -256,7 +256,13 @@ func daemonValues(port int, stateDir string, args []string) (map[string]any, err
 		case "--npwg":
 			// On-disk configurations beside the test's state, not in the
 			// machine's /etc/cni.
-			values["npwg"] = map[string]any{"enabled": true, "installCRD": true, "confDir": stateDir + ".npwg-conf", "deviceInfoDir": stateDir + ".devinfo"}
+			npwg := sub(values, "npwg")
+			npwg["enabled"], npwg["installCRD"], npwg["confDir"] = true, true, stateDir+".npwg-conf"
+			npwg["deviceInfoDir"] = stateDir + ".devinfo"
+			continue
+		case "--npwg-ipamclaims":
+			claims := sub(sub(values, "npwg"), "ipamClaims")
+			claims["enabled"], claims["installCRD"] = true, true
 			continue
 		}
 		if i+1 == len(args) {
@@ -305,6 +311,8 @@ func daemonValues(port int, stateDir string, args []string) (map[string]any, err
 				pools = append(pools, m)
 			}
 			values["ipPools"] = pools
+		case "--npwg-ipamclaim-check-interval":
+			sub(sub(values, "npwg"), "ipamClaims")["checkInterval"] = v
 		case "--memif-dir":
 			memif["dir"] = v
 		case "--cni-plugin-dir":
@@ -344,12 +352,15 @@ func daemonValues(port int, stateDir string, args []string) (map[string]any, err
 }
 
 // share is the chart's share value in values.
-func share(values map[string]any) map[string]any {
-	if s, ok := values["share"].(map[string]any); ok {
+func share(values map[string]any) map[string]any { return sub(values, "share") }
+
+// sub is the map values[key], made if missing.
+func sub(values map[string]any, key string) map[string]any {
+	if s, ok := values[key].(map[string]any); ok {
 		return s
 	}
 	s := map[string]any{}
-	values["share"] = s
+	values[key] = s
 	return s
 }
 

@@ -127,11 +127,11 @@ func Attach(cfg Config) (*Bed, error) {
 	if _, ok := st.running(); !ok {
 		return nil, fmt.Errorf("the test bed in %s is not running: start it with `make cluster-up`", cfg.Dir)
 	}
-	// The chart and images are the attaching tree's, whichever tree
-	// started the bed.
-	bc := st.Config
-	bc.RepoDir = cfg.RepoDir
-	b := &Bed{cfg: bc, st: st}
+	// The bed is the starter's; the chart and images are the caller's
+	// source tree's: a test run attached to a bed another tree started
+	// tests its own code.
+	st.Config.RepoDir = cfg.RepoDir
+	b := &Bed{cfg: st.Config, st: st}
 	if err := b.connect(); err != nil {
 		return nil, err
 	}

@@ -153,6 +153,25 @@ func (pool *IPPool) Excluded(addr netip.Addr) bool {
 	return false
 }
 
+// Free is the lowest address a pool of a valid config gives that is not
+// held.
+func (pool *IPPool) Free(held map[netip.Addr]bool) (netip.Addr, bool) {
+	first, last := pool.Range()
+	for a := first; a.IsValid() && !last.Less(a); a = a.Next() {
+		if !held[a] && !pool.Excluded(a) {
+			return a, true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// Gives reports whether a pool of a valid config may give addr: in its
+// range, not excluded.
+func (pool *IPPool) Gives(addr netip.Addr) bool {
+	first, last := pool.Range()
+	return addr.IsValid() && addr.BitLen() == first.BitLen() && !addr.Less(first) && !last.Less(addr) && !pool.Excluded(addr)
+}
+
 func lastAddr(p netip.Prefix) netip.Addr {
 	b := p.Addr().AsSlice()
 	for i := p.Bits(); i < len(b)*8; i++ {
