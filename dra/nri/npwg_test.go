@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2/ktesting"
 
@@ -214,7 +215,11 @@ func TestNPWGAttachDetach(t *testing.T) {
 	if want := []string{"/var/run/netns/web net2 via [10.1.0.1]"}; !slices.Equal(r.routes, want) {
 		t.Errorf("default routes set %v, want %v (net-b's default-route)", r.routes, want)
 	}
-	if r.writer.Pending() != 0 {
+	// The CNI claim's status write may still be going; none is left
+	// pending for the NPWG record, which has no ResourceClaim.
+	if err := wait.PollUntilContextTimeout(r.ctx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return r.writer.Pending() == 0, nil
+	}); err != nil {
 		t.Errorf("%d claim status writes pending: an NPWG record has no ResourceClaim", r.writer.Pending())
 	}
 	r.plugin.reports.Wait()
