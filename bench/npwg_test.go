@@ -116,13 +116,13 @@ func BenchmarkNPWGAttach(b *testing.B) {
 	}
 	var writing time.Duration
 	write := store.WriteFile
-	store.WriteFile = func(path string, data []byte) error {
+	store.WriteFile = func(path string, data []byte, syncDir bool) error {
 		start := time.Now()
 		defer func() { writing += time.Since(start) }()
-		return write(path, data)
+		return write(path, data, syncDir)
 	}
 	plugins := []string{"macvlan", "static"}
-	nad := &nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: npwgNamespace, Name: npwgNetwork},
+	nad := &nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: npwgNamespace, Name: npwgNetwork, UID: "nad-uid", ResourceVersion: "1"},
 		Spec: nadv1.NetworkAttachmentDefinitionSpec{Config: string(npwgConflist(master))}}
 	cni := &timedCNI{CNI: dataplane.NewCNI([]string{cniBinDir(b, plugins...)}, b.TempDir())}
 	plugin := nri.New(nri.Options{Store: store, Attacher: benchAttacher(b), Status: status.NewWriter(fake.NewClientset()), CNI: cni,

@@ -39,9 +39,10 @@ type Store struct {
 
 	locks Locks[Key]
 
-	// WriteFile writes the checkpoint; WriteFileAtomic unless a test of
+	// WriteFile writes the checkpoint: WriteFileAtomic, or with syncDir
+	// false ReplaceFile (all but the directory's sync), unless a test of
 	// failed writes (a full disk) sets it before the store is used.
-	WriteFile func(path string, data []byte) error
+	WriteFile func(path string, data []byte, syncDir bool) error
 
 	// shared: another daemon may write the file (see Share); seen is the
 	// version of the file this store has. Both under mu.
@@ -55,7 +56,12 @@ type Store struct {
 // error naming the file and what is wrong; the file is left as it is.
 func Open(path string, legacy Legacy) (*Store, error) {
 	s := &Store{path: path, claims: map[Key]*Claim{}}
-	s.WriteFile = func(path string, data []byte) error { return WriteFileAtomic(path, data, 0o600) }
+	s.WriteFile = func(path string, data []byte, syncDir bool) error {
+		if !syncDir {
+			return ReplaceFile(path, data, 0o600)
+		}
+		return WriteFileAtomic(path, data, 0o600)
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, fmt.Errorf("checkpoint directory: %w", err)
 	}
@@ -198,7 +204,7 @@ func (s *Store) Get(k Key) (Claim, bool) {
 // Put records the claim, in memory and in the file. If the file cannot be
 // written, the store is left as it was and the error says why.
 func (s *Store) Put(c Claim) error {
-	return s.change(func(claims map[Key]*Claim) error {
+	return s.change(true, func(claims map[Key]*Claim) error {
 		cp := clone(&c)
 		claims[c.Key()] = &cp
 		return nil
@@ -207,7 +213,7 @@ func (s *Store) Put(c Claim) error {
 
 // Delete forgets the claim, in memory and in the file.
 func (s *Store) Delete(k Key) error {
-	return s.change(func(claims map[Key]*Claim) error {
+	return s.change(true, func(claims map[Key]*Claim) error {
 		delete(claims, k)
 		return nil
 	})
@@ -226,7 +232,26 @@ func (s *Store) Admit(c Claim) error {
 // claim (an address of a pool) is recorded with it or not at all, and no
 // other claim is admitted in between. An error of assign admits nothing.
 func (s *Store) AdmitWith(c Claim, assign func(c *Claim, others []*Claim) error) error {
-	return s.change(func(claims map[Key]*Claim) error {
+	return s.change(true, admit(c, assign))
+}
+
+// AdmitUnsynced admits c as Admit does, and leaves the last step of the
+// write, the sync of the checkpoint's directory, to syncDir, which the
+// caller runs before it counts on the record outliving a power loss, while
+// it does what the record is for. A process killed after AdmitUnsynced
+// returns finds the record in the checkpoint; a machine that lost power
+// before syncDir ran finds the checkpoint with or without it, never a
+// broken one.
+func (s *Store) AdmitUnsynced(c Claim) (syncDir func() error, _ error) {
+	if err := s.change(false, admit(c, nil)); err != nil {
+		return nil, err
+	}
+	return func() error { return SyncDir(filepath.Dir(s.path)) }, nil
+}
+
+// admit is the change that admits c (AdmitWith).
+func admit(c Claim, assign func(c *Claim, others []*Claim) error) func(map[Key]*Claim) error {
+	return func(claims map[Key]*Claim) error {
 		if err := conflicts(claims, &c); err != nil {
 			return err
 		}
@@ -244,7 +269,7 @@ func (s *Store) AdmitWith(c Claim, assign func(c *Claim, others []*Claim) error)
 		cp := clone(&c)
 		claims[c.Key()] = &cp
 		return nil
-	})
+	}
 }
 
 // ConflictError is a claim that cannot be prepared beside another.
@@ -302,7 +327,7 @@ func conflicts(claims map[Key]*Claim, c *Claim) error {
 
 // change applies f to a copy of the claims, writes the result and makes it
 // the store's: the store changes only when the file did.
-func (s *Store) change(f func(map[Key]*Claim) error) error {
+func (s *Store) change(syncDir bool, f func(map[Key]*Claim) error) error {
 	s.fileMu.Lock()
 	defer s.fileMu.Unlock()
 	s.mu.RLock()
@@ -327,7 +352,7 @@ func (s *Store) change(f func(map[Key]*Claim) error) error {
 	if err := f(next); err != nil {
 		return err
 	}
-	if err := s.save(next); err != nil {
+	if err := s.save(next, syncDir); err != nil {
 		return err
 	}
 	st, _ := stampOf(s.path)
@@ -337,7 +362,7 @@ func (s *Store) change(f func(map[Key]*Claim) error) error {
 	return nil
 }
 
-func (s *Store) save(claims map[Key]*Claim) error {
+func (s *Store) save(claims map[Key]*Claim, syncDir bool) error {
 	cp := checkpoint{Version: Version, Claims: make(map[string]*Claim, len(claims))}
 	for k, c := range claims {
 		cp.Claims[k.String()] = c
@@ -346,7 +371,7 @@ func (s *Store) save(claims map[Key]*Claim) error {
 	if err != nil {
 		return err
 	}
-	if err := s.WriteFile(s.path, data); err != nil {
+	if err := s.WriteFile(s.path, data, syncDir); err != nil {
 		return fmt.Errorf("write checkpoint %s: %w", s.path, err)
 	}
 	return nil
@@ -423,6 +448,17 @@ func clone(c *Claim) Claim {
 // directory, written and synced, renamed over path, and the directory
 // synced.
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	if err := ReplaceFile(path, data, perm); err != nil {
+		return err
+	}
+	return SyncDir(filepath.Dir(path))
+}
+
+// ReplaceFile is WriteFileAtomic but for the directory's sync: path holds
+// the old or the new content whatever happens, and the new one from the
+// moment it returns unless the machine loses power before the directory
+// is synced (SyncDir).
+func ReplaceFile(path string, data []byte, perm os.FileMode) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return err
@@ -450,10 +486,18 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("rename to %s: %w", path, err)
 	}
+	return nil
+}
+
+// SyncDir syncs a directory: the renames in it outlive a power loss.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	return d.Sync()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
 }

@@ -120,7 +120,7 @@ func TestFailedWriteChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	full := errors.New("no space left on device")
-	s.WriteFile = func(string, []byte) error { return full }
+	s.WriteFile = func(string, []byte, bool) error { return full }
 	b := cniClaim("b", "pod1", "cni-0", "net2")
 	for name, err := range map[string]error{"Put": s.Put(b), "Admit": s.Admit(b), "Delete": s.Delete(a.Key())} {
 		if !errors.Is(err, full) || !strings.Contains(err.Error(), path) {
@@ -226,5 +226,27 @@ func TestNPWGRecords(t *testing.T) {
 	got, ok := open(t, path).Get(a.Key())
 	if !ok || !reflect.DeepEqual(got, a) {
 		t.Errorf("reloaded %+v, want %+v", got, a)
+	}
+}
+
+// AdmitUnsynced admits as Admit does, conflicts refused, and the record is
+// in the file before the directory's sync; the sync then succeeds.
+func TestAdmitUnsynced(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoint.json")
+	s := open(t, path)
+	a := cniClaim("a", "pod1", "cni-0", "net1")
+	syncDir, err := s.AdmitUnsynced(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := open(t, path).Claims(); len(got) != 1 || got[0].Key() != a.Key() {
+		t.Errorf("the file holds %+v before the sync, want the admitted claim", got)
+	}
+	if err := syncDir(); err != nil {
+		t.Errorf("sync: %v", err)
+	}
+	var conflict *ConflictError
+	if _, err := s.AdmitUnsynced(cniClaim("b", "pod1", "cni-1", "net1")); !errors.As(err, &conflict) {
+		t.Errorf("a second claim giving the pod net1 again: %v, want a ConflictError", err)
 	}
 }

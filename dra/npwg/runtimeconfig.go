@@ -1,6 +1,7 @@
 package npwg
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -119,6 +120,10 @@ func BuildInvocation(att *Attachment, list *libcni.NetworkConfigList) (*Invocati
 	if att.CNIArgs != nil {
 		cniArgs = *att.CNIArgs
 	}
+	if cniArgs == nil && !mentions(list, "runtimeConfig") {
+		// Nothing to change: the list as it is.
+		return &Invocation{Network: att.Network(), List: list, IfName: att.InterfaceRequest, CapabilityArgs: args}, nil
+	}
 	rebuilt, err := rebuildList(list, cniArgs, nil)
 	if err != nil {
 		return nil, fmt.Errorf("network %s: %w", att.Network(), err)
@@ -153,6 +158,20 @@ func bandwidth(bw nadv1.BandwidthEntry) nadv1.BandwidthEntry {
 		bw.EgressBurst = defaultBurst
 	}
 	return bw
+}
+
+// mentions says whether word occurs anywhere in the list's configuration:
+// where it does not, no key of that name is there to remove.
+func mentions(list *libcni.NetworkConfigList, word string) bool {
+	if bytes.Contains(list.Bytes, []byte(word)) {
+		return true
+	}
+	for _, p := range list.Plugins {
+		if bytes.Contains(p.Bytes, []byte(word)) {
+			return true
+		}
+	}
+	return false
 }
 
 // rebuildList copies list with every runtimeConfig removed, cniArgs

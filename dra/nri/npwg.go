@@ -86,38 +86,42 @@ func (p *Plugin) wantsNPWG(pod Pod) bool {
 // record made now has every network marked added to the sandbox already
 // (ADD may run from here on), so that one write of the store covers them
 // all; fresh says so, for addNetworks to run their ADDs without marking
-// each.
-func (p *Plugin) admitNPWG(ctx context.Context, pod Pod) (fresh bool, _ error) {
+// each. The write's last step, the sync of the store's directory, is left
+// to syncDir, for the hook to run while the networks are added: the
+// record is in the store from here on, and outlives a power loss once
+// syncDir is done.
+func (p *Plugin) admitNPWG(ctx context.Context, pod Pod) (fresh bool, syncDir func() error, _ error) {
 	if p.opts.NPWG == nil || strings.TrimSpace(pod.Networks) == "" {
-		return false, nil
+		return false, nil, nil
 	}
 	if pod.NetNS == "" {
 		// As Multus does: a pod of the host's network has no
 		// namespace to attach networks to.
 		klog.FromContext(ctx).Info("Not attaching the networks a pod of the host's network selects", "pod", pod.String())
-		return false, nil
+		return false, nil, nil
 	}
 	if c, ok := p.opts.Store.Get(npwgKey(pod.UID)); ok && slices.ContainsFunc(c.Networks, func(n claims.Network) bool { return n.Added }) {
-		return false, nil
+		return false, nil, nil
 	}
 	rec, err := p.resolveNPWG(ctx, pod)
 	if err != nil {
 		p.dropNPWG(pod.UID)
-		return false, err
+		return false, nil, err
 	}
 	if len(rec.Networks) == 0 {
 		p.dropNPWG(pod.UID)
-		return false, nil
+		return false, nil, nil
 	}
 	for i := range rec.Networks {
 		n := &rec.Networks[i]
 		n.Added, n.SandboxID, n.NetNS = true, pod.SandboxID, pod.NetNS
 	}
-	if err := p.opts.Store.Admit(rec); err != nil {
+	syncDir, err = p.opts.Store.AdmitUnsynced(rec)
+	if err != nil {
 		p.dropNPWG(pod.UID)
-		return false, errNPWG(pod, nil, err)
+		return false, nil, errNPWG(pod, nil, err)
 	}
-	return true, nil
+	return true, syncDir, nil
 }
 
 // resolveNPWG is the pod's NPWG record: the annotation parsed, interface
@@ -166,12 +170,9 @@ func (p *Plugin) resolveAttachment(ctx context.Context, pod Pod, a *npwg.Attachm
 	if err != nil {
 		return claims.Network{}, fmt.Errorf("NetworkAttachmentDefinition %s: %w", a.Network(), err)
 	}
-	cfg, err := npwg.LoadConfig(nad, o.ConfDir)
+	cfg, err := p.nadConfig(nad)
 	if err != nil {
 		return claims.Network{}, err
-	}
-	if err := allowedPlugins(cfg, o.Plugins); err != nil {
-		return claims.Network{}, fmt.Errorf("NetworkAttachmentDefinition %s (%s): %w", a.Network(), cfg.Source, err)
 	}
 	inv, err := npwg.BuildInvocation(a, cfg.List)
 	if err != nil {
@@ -199,6 +200,46 @@ func (p *Plugin) resolveAttachment(ctx context.Context, pod Pod, a *npwg.Attachm
 	}
 	return n, nil
 }
+
+// nadConfig is the CNI configuration of a NetworkAttachmentDefinition
+// (npwg.LoadConfig), its plugins on the allowlist. That of a spec.config
+// is kept by the object's UID and resourceVersion, which change with it,
+// for the next pod that selects the network; a configuration read from
+// disk is read each time. The configuration is shared: it is not to be
+// changed (npwg.BuildInvocation copies what it changes).
+func (p *Plugin) nadConfig(nad *nadv1.NetworkAttachmentDefinition) (*npwg.Config, error) {
+	o := p.opts.NPWG
+	key := string(nad.UID) + "/" + nad.ResourceVersion
+	cacheable := nad.UID != "" && nad.ResourceVersion != "" && strings.TrimSpace(nad.Spec.Config) != ""
+	if cacheable {
+		p.nadConfigsMu.Lock()
+		cfg, ok := p.nadConfigs[key]
+		p.nadConfigsMu.Unlock()
+		if ok {
+			return cfg, nil
+		}
+	}
+	cfg, err := npwg.LoadConfig(nad, o.ConfDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := allowedPlugins(cfg, o.Plugins); err != nil {
+		return nil, fmt.Errorf("NetworkAttachmentDefinition %s/%s (%s): %w", nad.Namespace, nad.Name, cfg.Source, err)
+	}
+	if cacheable {
+		p.nadConfigsMu.Lock()
+		if p.nadConfigs == nil || len(p.nadConfigs) >= maxNADConfigs {
+			p.nadConfigs = map[string]*npwg.Config{}
+		}
+		p.nadConfigs[key] = cfg
+		p.nadConfigsMu.Unlock()
+	}
+	return cfg, nil
+}
+
+// maxNADConfigs bounds the configurations kept: past it, they are read
+// again.
+const maxNADConfigs = 512
 
 // ErrNoDevice is the error of a network whose NetworkAttachmentDefinition
 // asks for a device of a resource that none of the pod's claims holds
@@ -350,13 +391,17 @@ func (p *Plugin) reportNPWG(ctx context.Context, pod Pod) {
 		return
 	}
 	logger := klog.FromContext(ctx).WithValues("pod", pod.String())
-	entries, err := p.NetworkStatus(ctx, pod)
-	if err != nil {
-		logger.Error(err, "Reading the results of the pod's networks for its network-status")
-	}
 	p.reports.Go(func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusTimeout)
 		defer cancel()
+		// Read from the results libcni cached, out of the hook too.
+		entries, err := p.NetworkStatus(ctx, pod)
+		if err != nil {
+			logger.Error(err, "Reading the results of the pod's networks for its network-status")
+		}
+		if len(entries) == 0 {
+			return // the pod went meanwhile
+		}
 		if err := p.opts.NPWG.Status.PatchNetworkStatus(ctx, pod.Namespace, pod.Name, pod.UID, entries); err != nil {
 			logger.Error(err, "Writing the pod's network-status annotation")
 		}

@@ -443,3 +443,40 @@ func TestNPWGDefaultRouteFailure(t *testing.T) {
 		t.Errorf("a default route was set via %v", gws)
 	}
 }
+
+// A NetworkAttachmentDefinition's configuration is read again when its
+// resourceVersion changes, and only then.
+func TestNPWGConfigKeptByVersion(t *testing.T) {
+	r := newNPWGRig(t)
+	nads := r.plugin.opts.NPWG.NADs.(fakeNADs)
+	n := nad("default", "versioned", fmt.Sprintf(macvlanConf, "versioned"))
+	n.UID, n.ResourceVersion = "nad-uid", "1"
+	nads["default/versioned"] = n
+	master := func() string {
+		t.Helper()
+		if err := r.plugin.AttachPod(r.ctx, npwgPod("versioned")); err != nil {
+			t.Fatal(err)
+		}
+		var conf struct {
+			Plugins []map[string]any `json:"plugins"`
+		}
+		if err := json.Unmarshal(r.cni.added["net1"].Conflist, &conf); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.plugin.DetachPod(r.ctx, npwgPod("versioned")); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(conf.Plugins[0]["master"])
+	}
+	if got := master(); got != "eth9" {
+		t.Fatalf("master %s, want eth9", got)
+	}
+	n.Spec.Config = strings.Replace(n.Spec.Config, "eth9", "eth7", 1)
+	if got := master(); got != "eth9" {
+		t.Errorf("master %s with the resourceVersion unchanged, want the configuration read at version 1 (eth9)", got)
+	}
+	n.ResourceVersion = "2"
+	if got := master(); got != "eth7" {
+		t.Errorf("master %s at resourceVersion 2, want eth7", got)
+	}
+}

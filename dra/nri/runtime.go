@@ -17,6 +17,7 @@ import (
 	"github.com/fastpath-dra/fastpath/dataplane/fault"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/metrics"
+	"github.com/fastpath-dra/fastpath/dra/npwg"
 	"github.com/fastpath-dra/fastpath/dra/status"
 )
 
@@ -103,6 +104,11 @@ type Plugin struct {
 
 	// reports are the network-status writes under way.
 	reports sync.WaitGroup
+
+	// nadConfigs are the NetworkAttachmentDefinitions' configurations
+	// read, by UID and resourceVersion (nadConfig).
+	nadConfigsMu sync.Mutex
+	nadConfigs   map[string]*npwg.Config
 
 	conn connection
 }
@@ -222,10 +228,20 @@ func (p *Plugin) AttachPod(ctx context.Context, pod Pod) (err error) {
 		return fmt.Errorf("pod %s: %w", pod, err)
 	}
 	defer unlock()
-	fresh, err := p.admitNPWG(ctx, pod)
+	fresh, syncDir, err := p.admitNPWG(ctx, pod)
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Selected networks")
 		return err
+	}
+	if syncDir != nil {
+		// The record's write completes while the networks are added.
+		synced := make(chan error, 1)
+		go func() { synced <- syncDir() }()
+		defer func() {
+			if err := <-synced; err != nil {
+				klog.FromContext(ctx).Error(err, "Syncing the record of the pod's networks: a power loss may forget them (CNI GC finds what they leave)", "pod", pod.String())
+			}
+		}()
 	}
 	defer func() {
 		if err != nil {
