@@ -1,10 +1,12 @@
 package nri
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -332,17 +334,56 @@ func attachmentOf(n claims.Network) npwg.Attachment {
 	return a
 }
 
-// NetworkStatus is the pod's network-status: the cluster default
-// network's entry when the runtime says the pod's IPs, then every added
-// network of its NPWG record, in the annotation's order, from the CNI
-// results libcni cached.
+// NetworkStatus is the pod's network-status, in the order the networks
+// were attached (§6.2): the cluster default network's entry when the
+// runtime says the pod's IPs; then the interfaces of the pod's DRA claims,
+// each named after its claim (namespace/name): the fastpath devices moved
+// or made in the pod, and the CNI claims' networks; then every added
+// network of its NPWG record, in the annotation's order. Results are those
+// libcni cached. Nil when the pod has none of these.
 func (p *Plugin) NetworkStatus(ctx context.Context, pod Pod) ([]nadv1.NetworkStatus, error) {
 	o := p.opts.NPWG
-	rec, ok := p.opts.Store.Get(npwgKey(pod.UID))
-	if o == nil || !ok {
+	if o == nil {
 		return nil, nil
 	}
+	cls := p.opts.Store.PodClaims(pod.UID)
+	networkOrder(cls)
 	var out []nadv1.NetworkStatus
+	var errs []error
+	for _, c := range cls {
+		switch c.Driver {
+		case claims.DriverFastpath:
+			out = append(out, deviceStatuses(c)...)
+		case claims.DriverCNI, claims.DriverNPWG:
+			for _, n := range c.Networks {
+				if !n.Added {
+					continue
+				}
+				var att npwg.Attachment
+				att.Namespace, att.Name, att.InterfaceRequest = c.Namespace, c.Name, n.IfName
+				if c.Driver == claims.DriverNPWG {
+					att = attachmentOf(n)
+				}
+				var result cnitypes.Result
+				// The result libcni cached at ADD: no look into the pod.
+				res, ok, err := p.opts.CNI.Cached(ctx, runtimeConf(c, n))
+				switch {
+				case err != nil:
+					errs = append(errs, fmt.Errorf("%s: %w", networkOf(c, n), err))
+				case ok && res.Current != nil:
+					result = res.Current
+				}
+				st, err := npwg.AttachmentStatus(&att, result, delegatedInfo(n.Delegated))
+				if err != nil {
+					errs = append(errs, err)
+				}
+				out = append(out, st)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.Join(errs...)
+	}
 	// The runtime's NRI (containerd 2) gives the sandbox's IPs, set by the
 	// runtime's CNI before the hook. Without them the default network's
 	// entry is left out rather than written without addresses: it is the
@@ -352,31 +393,34 @@ func (p *Plugin) NetworkStatus(ctx context.Context, pod Pod) ([]nadv1.NetworkSta
 		for _, ip := range pod.IPs {
 			ips = append(ips, corev1.PodIP{IP: ip})
 		}
-		out = append(out, npwg.DefaultNetworkStatus(o.DefaultNetwork, o.DefaultInterface, ips))
+		out = append([]nadv1.NetworkStatus{npwg.DefaultNetworkStatus(o.DefaultNetwork, o.DefaultInterface, ips)}, out...)
 	}
-	var errs []error
-	for _, n := range rec.Networks {
-		if !n.Added {
+	return out, errors.Join(errs...)
+}
+
+// deviceStatuses are the network-status entries of a fastpath claim's
+// devices in the pod: each interface with its addresses, MAC and MTU as
+// the claim set them (the device's own where it set none), and the
+// device-info of a PCI device.
+func deviceStatuses(c claims.Claim) []nadv1.NetworkStatus {
+	var out []nadv1.NetworkStatus
+	for _, d := range c.Devices {
+		if d.Attached == nil || d.Pod == nil {
 			continue
 		}
-		att := attachmentOf(n)
-		var result cnitypes.Result
-		// The result libcni cached at ADD: the hook that just added the
-		// network need not look into the pod again.
-		res, ok, err := p.opts.CNI.Cached(ctx, runtimeConf(rec, n))
-		switch {
-		case err != nil:
-			errs = append(errs, fmt.Errorf("%s: %w", networkOf(rec, n), err))
-		case ok && res.Current != nil:
-			result = res.Current
+		st := nadv1.NetworkStatus{Name: c.Namespace + "/" + c.Name, Interface: d.Pod.Name, Mac: d.Pod.MAC, Mtu: d.Pod.MTU,
+			DeviceInfo: status.DeviceInfoOf(d)}
+		if h := d.Host; h != nil && d.Shared == nil {
+			st.Mac, st.Mtu = cmp.Or(st.Mac, h.MAC), cmp.Or(st.Mtu, h.MTU)
 		}
-		st, err := npwg.AttachmentStatus(&att, result, delegatedInfo(n.Delegated))
-		if err != nil {
-			errs = append(errs, err)
+		for _, a := range d.Pod.Addresses {
+			if pfx, err := netip.ParsePrefix(a); err == nil {
+				st.IPs = append(st.IPs, pfx.Addr().String())
+			}
 		}
 		out = append(out, st)
 	}
-	return out, errors.Join(errs...)
+	return out
 }
 
 // reportNPWG writes the pod's network-status, in the background: the
@@ -385,9 +429,6 @@ func (p *Plugin) NetworkStatus(ctx context.Context, pod Pod) ([]nadv1.NetworkSta
 // runs.
 func (p *Plugin) reportNPWG(ctx context.Context, pod Pod) {
 	if p.opts.NPWG == nil || p.opts.NPWG.Status == nil {
-		return
-	}
-	if _, ok := p.opts.Store.Get(npwgKey(pod.UID)); !ok {
 		return
 	}
 	logger := klog.FromContext(ctx).WithValues("pod", pod.String())

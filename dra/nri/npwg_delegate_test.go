@@ -116,3 +116,31 @@ func TestNPWGDelegatedDevice(t *testing.T) {
 		}
 	}
 }
+
+// A pod's fastpath devices in its namespace are in its network-status,
+// named after their claim, with the addresses, MAC and MTU the claim gave
+// them (the device's own MAC where it gave none) and their device-info;
+// after the cluster default network, before nothing else.
+func TestNetworkStatusOfDevices(t *testing.T) {
+	dev := claims.Device{Request: "nic", Pool: "node", Device: "pci-0000-3b-02-0", Kind: "sriov-vf", Mode: v1alpha1.ModeNetdev,
+		PCIAddress: "0000:3b:02.0", PFPCIAddress: "0000:3b:00.0", Host: &claims.HostNetdev{Name: "ens1f0v0", MTU: 1500, MAC: "02:00:00:00:aa:01"},
+		Pod:      &claims.PodInterface{Name: "fast0", MTU: 9000, Addresses: []string{"10.7.0.2/24", "fd00:7::2/64"}},
+		Attached: &claims.Attachment{SandboxID: "sandbox-1", NetNS: "/var/run/netns/web"}}
+	notYet := dev
+	notYet.Request, notYet.Device, notYet.Attached, notYet.Pod = "later", "pci-0000-3b-02-1", nil, &claims.PodInterface{Name: "fast1"}
+	c := claims.Claim{Driver: claims.DriverFastpath, UID: "uid-dev", Namespace: "default", Name: "fast", Prepared: true,
+		Pod: claims.Pod{UID: npwgPodUID, Name: "web"}, Devices: []claims.Device{dev, notYet}}
+	r := newNPWGRig(t, c)
+	sts, err := r.plugin.NetworkStatus(r.ctx, npwgPod(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sts) != 2 || sts[0].Name != "default/cluster-network" {
+		t.Fatalf("network-status %+v: want the default network's entry and the attached device's", sts)
+	}
+	st := sts[1]
+	if st.Name != "default/fast" || st.Interface != "fast0" || st.Mac != "02:00:00:00:aa:01" || st.Mtu != 9000 ||
+		fmt.Sprint(st.IPs) != "[10.7.0.2 fd00:7::2]" || st.DeviceInfo == nil || st.DeviceInfo.Pci.PciAddress != "0000:3b:02.0" {
+		t.Errorf("the device's entry %+v (device-info %+v)", st, st.DeviceInfo)
+	}
+}

@@ -231,14 +231,19 @@ func TestNPWGAttachDetach(t *testing.T) {
 	for _, st := range sts {
 		names = append(names, st.Name+"@"+st.Interface)
 	}
-	if want := []string{"default/cluster-network@eth0", "default/net-b@net2", "shared/net-c@net3", "default/net-a@data0"}; !slices.Equal(names, want) {
+	// The CNI claim's network too, named after the claim, before the
+	// selected networks: in the order they were added.
+	if want := []string{"default/cluster-network@eth0", "default/net@net1", "default/net-b@net2", "shared/net-c@net3", "default/net-a@data0"}; !slices.Equal(names, want) {
 		t.Errorf("network-status %v, want %v", names, want)
 	}
 	if !sts[0].Default || !slices.Equal(sts[0].IPs, []string{"10.244.0.5", "fd00::5"}) {
 		t.Errorf("default network's entry %+v: want default, the pod's IPs", sts[0])
 	}
-	if !slices.Equal(sts[1].Gateway, []string{"10.1.0.1"}) || len(sts[1].IPs) != 1 {
-		t.Errorf("net-b's entry %+v: want its gateway and the result's IP", sts[1])
+	if len(sts[1].IPs) != 1 || sts[1].Mac == "" {
+		t.Errorf("the CNI claim's entry %+v: want the result's IP and MAC", sts[1])
+	}
+	if !slices.Equal(sts[2].Gateway, []string{"10.1.0.1"}) || len(sts[2].IPs) != 1 {
+		t.Errorf("net-b's entry %+v: want its gateway and the result's IP", sts[2])
 	}
 
 	// Again (Synchronize, CreateContainer): nothing runs twice.
