@@ -66,12 +66,13 @@ func Serve(ctx context.Context, socket string, reg *Registry) (*Server, error) {
 		if err := s.grpc.Serve(l); err != nil {
 			s.errs <- fmt.Errorf("CRI Network API on %s: %w", socket, err)
 		}
+		close(s.errs)
 	}()
 	logger.Info("Serving the CRI Network API", "socket", socket)
 	return s, nil
 }
 
-// Err delivers a failure of the server.
+// Err delivers a failure of the server, and is closed once it stopped.
 func (s *Server) Err() <-chan error { return s.errs }
 
 // Stop ends the calls in progress and removes the socket, unless another
