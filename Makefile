@@ -77,17 +77,17 @@ chart-lint: ## helm lint and render the chart with its defaults and with every v
 			diff -u deploy/$$f $$tmp/$$f || { echo "deploy/$$f differs from what the chart renders: run make manifests and commit" >&2; exit 1; }; done
 
 .PHONY: generate
-generate: ## regenerate generated code (installs clang and libbpf headers when missing)
-	$(DEPS) apt
-	$(GO) generate ./...
+generate: ## regenerate generated code (installs clang, libbpf headers, protoc and its Go plugins when missing)
+	$(DEPS) proto
+	set -a && $(DEPS_ENV) && set +a && $(GO) generate ./...
 
 .PHONY: generated
 generated: ## regenerate, and fail if anything generated differs from what is committed
-	$(DEPS) apt
-	$(GO) generate ./...
+	$(DEPS) proto
+	set -a && $(DEPS_ENV) && set +a && $(GO) generate ./...
 	$(MAKE) --no-print-directory manifests
-	@if [ -n "$$(git status --porcelain -- bpf devices/testdata deploy)" ]; then \
-		git status --short -- bpf devices/testdata deploy >&2; \
+	@if [ -n "$$(git status --porcelain -- bpf devices/testdata deploy dra/netapi)" ]; then \
+		git status --short -- bpf devices/testdata deploy dra/netapi >&2; \
 		echo "generated files differ from what is committed: run make generate and commit" >&2; exit 1; fi
 
 .PHONY: lint

@@ -4,7 +4,7 @@
 # built from the Go module proxy. Builds are cached outside the repository, one directory per component
 # and version, so a warm run only checks that they are there.
 #
-#   test/deps.sh [all|apt|lint|testbed|vm|env]
+#   test/deps.sh [all|apt|lint|proto|testbed|vm|env]
 #
 # FASTPATH_CACHE (default ~/.cache/fastpath) holds the builds.
 set -euo pipefail
@@ -15,7 +15,16 @@ source "$(dirname "${BASH_SOURCE[0]}")/testbed/versions.env"
 # shellcheck source=vm/versions.env
 source "$(dirname "${BASH_SOURCE[0]}")/vm/versions.env"
 
-APT_PACKAGES=(clang llvm libbpf-dev libseccomp-dev pkg-config iproute2 iputils-ping ethtool pci.ids util-linux kmod)
+APT_PACKAGES=(clang llvm libbpf-dev libseccomp-dev pkg-config iproute2 iputils-ping ethtool pci.ids util-linux kmod protobuf-compiler)
+
+# The protoc plugins of the generated gRPC code (dra/netapi): protoc-gen-go
+# at the google.golang.org/protobuf of go.mod, so the generated code and the
+# runtime it calls agree; protoc-gen-go-grpc is a module of its own.
+PROTOC_GEN_GO_GRPC_VERSION=v1.6.2
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+protobuf_version() {
+	sed -n 's/^[[:space:]]*google.golang.org\/protobuf \(v[^ ]*\).*/\1/p' "$REPO/go.mod"
+}
 
 log() { printf '[deps %s] %s\n' "$(date +%T)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -132,6 +141,16 @@ build_cni_plugins() { # out
 
 build_helm() { # out
 	GOBIN=$1 CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+}
+
+build_protoc_gen() { # out
+	GOBIN=$1 CGO_ENABLED=0 go install -trimpath "google.golang.org/protobuf/cmd/protoc-gen-go@$(protobuf_version)" &&
+		GOBIN=$1 CGO_ENABLED=0 go install -trimpath "google.golang.org/grpc/cmd/protoc-gen-go-grpc@$PROTOC_GEN_GO_GRPC_VERSION"
+}
+
+proto() {
+	command -v go >/dev/null || die "go is not on PATH"
+	cached protoc-gen "$(protobuf_version)-grpc-$PROTOC_GEN_GO_GRPC_VERSION" build_protoc_gen
 }
 
 build_golangci_lint() { # out
@@ -258,15 +277,17 @@ FASTPATH_GOLANGCI_LINT=$(bindir golangci-lint "$GOLANGCI_LINT_VERSION")/golangci
 FASTPATH_VM_KERNEL=$(bindir vm-kernel "$(vm_kernel)")
 FASTPATH_VM_BUSYBOX=$(bindir vm-busybox "$(. /etc/os-release && echo "${VERSION_CODENAME:-unknown}")")/bin/busybox
 FASTPATH_HELM=$(bindir helm "$HELM_VERSION")/helm
+FASTPATH_PROTOC_GEN=$(bindir protoc-gen "$(protobuf_version)-grpc-$PROTOC_GEN_GO_GRPC_VERSION")
 VARS
 }
 
 case "${1:-all}" in
-all) install_apt; lint; testbed; vm ;;
+all) install_apt; proto; lint; testbed; vm ;;
 apt) install_apt ;;
+proto) install_apt; proto ;;
 lint) lint ;;
 testbed) install_apt; testbed ;;
 vm) vm ;;
 env) env_vars ;;
-*) echo "usage: $0 [all|apt|lint|testbed|vm|env]" >&2; exit 2 ;;
+*) echo "usage: $0 [all|apt|lint|proto|testbed|vm|env]" >&2; exit 2 ;;
 esac

@@ -18,10 +18,15 @@ import (
 
 // hostState is what fastpathd keeps on the node between its runs: the
 // claim store and its locks in the state directory, the CNI results cache
-// there, and the kubelet plugins' sockets.
+// there, the kubelet plugins' sockets, and other sockets it serves (the
+// CRI Network API's). The networks set through the CRI Network API
+// (netapi/ in the state directory) are the node's configuration, as a
+// file in the CNI configuration directory is: they stay, and go with
+// the last of them removed.
 type hostState struct {
 	stateDir   string
 	pluginDirs []string
+	sockets    []string
 }
 
 // leaveNoTrace removes the daemon's host state as it stops, when nothing
@@ -42,6 +47,12 @@ func leaveNoTrace(ctx context.Context, store *claims.Store, st hostState) {
 			return
 		}
 	}
+	for _, socket := range st.sockets {
+		if live(socket) {
+			logger.V(2).Info("Keeping the state directory: another fastpathd of the node serves", "socket", socket)
+			return
+		}
+	}
 	var errs []error
 	for _, name := range []string{"checkpoint.json", "checkpoint.json.lock", "nri.lock"} {
 		errs = append(errs, removeIfThere(filepath.Join(st.stateDir, name)))
@@ -53,6 +64,9 @@ func leaveNoTrace(ctx context.Context, store *claims.Store, st hostState) {
 	}
 	for _, dir := range st.pluginDirs {
 		errs = append(errs, removeDeadSockets(dir))
+	}
+	for _, socket := range st.sockets {
+		errs = append(errs, removeIfThere(socket))
 	}
 	if err := errors.Join(errs...); err != nil {
 		logger.Error(err, "Removing the daemon's state from the node")
@@ -85,6 +99,16 @@ func liveSocket(dir string) string {
 		}
 	}
 	return ""
+}
+
+// live: a process answers on the socket.
+func live(socket string) bool {
+	conn, err := net.DialTimeout("unix", socket, time.Second)
+	if err != nil {
+		return false
+	}
+	_ = conn.Close()
+	return true
 }
 
 // removeDeadSockets removes the sockets in dir no process answers on: a

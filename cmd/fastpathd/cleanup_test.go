@@ -114,4 +114,22 @@ func TestLeaveNoTrace(t *testing.T) {
 			t.Error("the other daemon's socket was removed")
 		}
 	})
+	t.Run("the CRI Network API socket", func(t *testing.T) {
+		store, st := node(t, false)
+		dir := t.TempDir()
+		st.sockets = []string{filepath.Join(dir, "network-api.sock")}
+		socket(t, st.sockets[0], false)
+		leaveNoTrace(ctx, store, st)
+		if got := listDir(t, dir); len(got) != 0 {
+			t.Errorf("socket directory after: %v, want the dead socket removed", got)
+		}
+		store, st = node(t, false)
+		st.sockets = []string{filepath.Join(t.TempDir(), "network-api.sock")}
+		socket(t, st.sockets[0], true)
+		before := listDir(t, st.stateDir)
+		leaveNoTrace(ctx, store, st)
+		if got := listDir(t, st.stateDir); !slices.Equal(got, before) {
+			t.Errorf("state directory with another daemon's CRI Network API live: %v, want it as it was: %v", got, before)
+		}
+	})
 }

@@ -5,7 +5,8 @@
 //
 // Commands: run (the daemon), inventory (show the node's devices), probe
 // (ask the daemon whether it is alive or ready), validate (check manifests
-// as Prepare would), controller (the status of CNIConfig objects).
+// as Prepare would), controller (the status of CNIConfig objects),
+// networks (the node's networks, through the daemon's CRI Network API).
 // Exit code 2 means bad flags or configuration, 1 a runtime failure.
 package main
 
@@ -39,6 +40,7 @@ Usage:
   fastpathd probe alive|ready   ask this pod's daemon, on its health socket
   fastpathd validate -f FILE... check claims, classes, CNIConfigs and pods as Prepare would
   fastpathd controller [flags]  write the status of CNIConfig objects (one per cluster, leader-elected)
+  fastpathd networks list|set|remove  the node's networks, through the daemon's CRI Network API
   fastpathd --version           print the version
   fastpathd COMMAND --help      show a command's flags
 
@@ -72,6 +74,8 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		err = validateCommand(args[1:], os.Stdin, stdout, stderr)
 	case "controller":
 		err = controllerCommand(args[1:], stderr)
+	case "networks":
+		err = networksCommand(args[1:], stdout, stderr)
 	default:
 		err = usagef("unknown command %q; see fastpathd --help", args[0])
 	}

@@ -63,6 +63,7 @@ type runOptions struct {
 	resync       time.Duration
 	cni          cniOptions
 	npwg         npwgOptions
+	networkAPI   networkAPIOptions
 	ipPoolsFile  string
 	ipPools      dra.IPPools
 }
@@ -84,6 +85,7 @@ func (o *runOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.podUID, "pod-uid", os.Getenv("POD_UID"), "UID of the daemon's pod (default $POD_UID): with it, a newer daemon of the node replaces this one without a gap (rolling update)")
 	o.cni.addFlags(fs)
 	o.npwg.addFlags(fs)
+	o.networkAPI.addFlags(fs)
 	fs.StringVar(&o.ipPoolsFile, "ip-pools", "", "file of the node's IP pools (kind IPPoolConfig), from which claims with ipam get addresses; empty: none")
 	fs.DurationVar(&o.resync, "rediscover-interval", 5*time.Minute, "rediscover devices this often even without an event")
 	fs.DurationVar(&o.health.Grace, "health-grace", time.Second, "how long a device must be unhealthy before it is tainted and reported (a shorter link flap goes unnoticed)")
@@ -108,6 +110,9 @@ func (o *runOptions) validate() error {
 		return err
 	}
 	if err := o.npwg.validate(&o.cni); err != nil {
+		return err
+	}
+	if err := o.networkAPI.validate(); err != nil {
 		return err
 	}
 	if o.resync < 0 || o.health.Grace < 0 || o.health.Interval < 0 {
@@ -270,6 +275,9 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	}
 	// Last, once the kubelet plugins have stopped.
 	st := hostState{stateDir: o.stateDir, pluginDirs: []string{o.pluginDir}}
+	if o.networkAPI.socket != "" {
+		st.sockets = append(st.sockets, o.networkAPI.socket)
+	}
 	if o.cni.enabled {
 		st.pluginDirs = append(st.pluginDirs, o.cni.pluginDir)
 	}
@@ -304,6 +312,11 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	plugin := nri.New(nriOpts)
 	go plugin.Run(ctx)
 	go plugin.RunIPAMClaims(ctx)
+	api, err := o.networkAPI.start(ctx, o.stateDir, splitList(o.cni.binDirs))
+	if err != nil {
+		return err
+	}
+	defer api.stop()
 	var ready readiness
 	ready.add(plugin.Connected)
 	srv, err := serveHealth(ctx, o.metricsAddr, o.healthSocket, o.profiling, ready.check, m.Handler())
@@ -361,6 +374,8 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 		if err != nil {
 			return fmt.Errorf("device discovery: %w", err)
 		}
+	case err := <-api.Err():
+		return err
 	}
 	logger.Info("Shutting down")
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

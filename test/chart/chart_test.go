@@ -249,7 +249,8 @@ func TestAllValues(t *testing.T) {
 		`--filter=device.attributes["fastpath.dev"].kind == "sriov-vf" && device.attributes["fastpath.dev"].pfName == "ens1f0"`,
 		"--npwg", "--npwg-conf-dir=/etc/cni/multus/net.d", "--npwg-allowed-namespaces=net-shared", "--npwg-default-network=kube-system/cluster-net",
 		"--npwg-ipamclaims", "--npwg-ipamclaim-check-interval=30s", "--npwg-device-info-dir=/run/k8s.cni.cncf.io/devinfo",
-		`--resource-name=intel.com/intel_sriov_netdevice=device.attributes["fastpath.dev"].pfName == "ens1f0"`} {
+		`--resource-name=intel.com/intel_sriov_netdevice=device.attributes["fastpath.dev"].pfName == "ens1f0"`,
+		"--network-api-socket=/run/fp-netapi/network-api.sock", "--network-api-cni-conf-dir=/etc/cni/net.d"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args lack %q: %q", want, c.Args)
 		}
@@ -263,7 +264,7 @@ func TestAllValues(t *testing.T) {
 	}
 	for _, path := range []string{"/data/kubelet/plugins", "/data/kubelet/plugins_registry", "/run/nri", "/etc/cdi", "/data/fastpath",
 		"/sys/fs/bpf/fp", "/run/netns", "/dev", "/run/vpp/memif", "/etc/fastpath/memif", "/etc/fastpath/ip-pools", "/opt/cni/bin", "/usr/libexec/cni",
-		"/var/lib/cni", "/run/cni", "/run/vswitch", "/etc/cni/multus/net.d"} {
+		"/var/lib/cni", "/run/cni", "/run/vswitch", "/etc/cni/multus/net.d", "/run/fp-netapi", "/etc/cni/net.d"} {
 		if mounts[path] == "" {
 			t.Errorf("nothing mounted at %s: %v", path, mounts)
 		}
@@ -368,10 +369,11 @@ func TestSchemaRefuses(t *testing.T) {
 		"cni plugins a string": {"cni: {plugins: macvlan}", []string{"/cni/plugins", "want array"}},
 		"approved config of old": {"cni: {approvedConfigs: {x: {plugins: [{type: macvlan, master: eth0}]}}}",
 			[]string{"/cni/approvedConfigs/x/plugins/0", "'master' not allowed"}},
-		"CHECK interval":      {"cni: {checkInterval: soon}", []string{"/cni/checkInterval"}},
-		"ConfigMap namespace": {"cni: {configMapNamespaces: [Tenant_A]}", []string{"/cni/configMapNamespaces/0"}},
-		"controller port":     {"controller: {port: 0}", []string{"/controller/port"}},
-		"IPAMClaim interval":  {"npwg: {ipamClaims: {checkInterval: often}}", []string{"/npwg/ipamClaims/checkInterval"}},
+		"CHECK interval":         {"cni: {checkInterval: soon}", []string{"/cni/checkInterval"}},
+		"ConfigMap namespace":    {"cni: {configMapNamespaces: [Tenant_A]}", []string{"/cni/configMapNamespaces/0"}},
+		"controller port":        {"controller: {port: 0}", []string{"/controller/port"}},
+		"IPAMClaim interval":     {"npwg: {ipamClaims: {checkInterval: often}}", []string{"/npwg/ipamClaims/checkInterval"}},
+		"network API socket dir": {"networkAPI: {socketDir: run/netapi}", []string{"/networkAPI/socketDir"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "values.yaml")
@@ -410,4 +412,38 @@ func TestIPPools(t *testing.T) {
 		return
 	}
 	t.Error("no ConfigMap of IP pools rendered")
+}
+
+// The CRI Network API alone: its socket in its host directory, the CNI
+// configuration directory read-only, and the plugins' directories it
+// looks for the networks' plugins in.
+func TestNetworkAPI(t *testing.T) {
+	ds := daemonSet(t, render(t, "--set", "networkAPI.enabled=true"))
+	c := ds.Spec.Template.Spec.Containers[0]
+	for _, want := range []string{"--network-api-socket=/run/fastpath-netapi/network-api.sock", "--network-api-cni-conf-dir=/etc/cni/net.d", "--cni-bin-dir=/opt/cni/bin"} {
+		if !slices.Contains(c.Args, want) {
+			t.Errorf("args lack %q: %q", want, c.Args)
+		}
+	}
+	if slices.Contains(c.Args, "--cni") || slices.Contains(c.Args, "--npwg") {
+		t.Errorf("the CRI Network API turned on another driver: %q", c.Args)
+	}
+	mounts := map[string]corev1.VolumeMount{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.MountPath] = m
+	}
+	if m, ok := mounts["/run/fastpath-netapi"]; !ok || m.ReadOnly {
+		t.Errorf("socket directory mount = %+v, want it writable", m)
+	}
+	if m, ok := mounts["/etc/cni/net.d"]; !ok || !m.ReadOnly {
+		t.Errorf("CNI configuration directory mount = %+v, want it read-only", m)
+	}
+	if _, ok := mounts["/opt/cni/bin"]; !ok {
+		t.Errorf("the CNI plugins' directory is not mounted: %v", mounts)
+	}
+	for _, v := range ds.Spec.Template.Spec.Volumes {
+		if v.Name == "network-api" && (v.HostPath == nil || v.HostPath.Path != "/run/fastpath-netapi") {
+			t.Errorf("volume network-api = %+v, want the host's /run/fastpath-netapi", v)
+		}
+	}
 }

@@ -123,6 +123,13 @@ exec:
 {{- with $v.npwg.ipamClaims.checkInterval }}{{ $args = append $args (printf "--npwg-ipamclaim-check-interval=%s" .) }}{{ end }}
 {{- end }}
 {{- end }}
+{{- if $v.networkAPI.enabled }}
+{{- if not (or $v.cni.enabled $v.npwg.enabled) }}
+{{- $args = append $args (printf "--cni-bin-dir=%s" (join "," $v.cni.binDirs)) }}
+{{- end }}
+{{- $args = append $args (printf "--network-api-socket=%s/network-api.sock" (trimSuffix "/" $v.networkAPI.socketDir)) }}
+{{- $args = append $args (printf "--network-api-cni-conf-dir=%s" $v.networkAPI.cniConfDir) }}
+{{- end }}
 {{- range $v.extraArgs }}{{ $args = append $args (toString .) }}{{ end }}
 {{- toYaml $args }}
 {{- end }}
@@ -153,5 +160,5 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/* CNI plugins run on the node: for CNI claims or for the networks pods select (npwg). */}}
 {{- define "fastpath.runsCNI" -}}
-{{- if or .Values.cni.enabled .Values.npwg.enabled }}true{{ end }}
+{{- if or .Values.cni.enabled .Values.npwg.enabled .Values.networkAPI.enabled }}true{{ end }}
 {{- end }}

@@ -1,0 +1,172 @@
+package netapi
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+	"k8s.io/klog/v2"
+
+	"github.com/fastpath-dra/fastpath/dataplane"
+)
+
+// Options configure a Registry.
+type Options struct {
+	// StateFile keeps the networks set through the API across restarts;
+	// empty: they are not kept.
+	StateFile string
+	// CNIConfDir holds the node's CNI configuration, whose first file is
+	// "_fallback"; empty: no "_fallback".
+	CNIConfDir string
+	// BinDirs are the directories of CNI plugin executables.
+	BinDirs []string
+	// Status runs CNI STATUS; nil: libcni with BinDirs.
+	Status StatusRunner
+}
+
+// Registry is the node's registry of named networks: those set through
+// the API and "_fallback". Safe for concurrent use.
+type Registry struct {
+	opts    Options
+	checker checker
+
+	mu       sync.Mutex
+	networks map[string]*NetworkConfig
+	fallback fallback
+}
+
+// NewRegistry reads the networks kept in opts.StateFile and the CNI
+// configuration directory's "_fallback". Run keeps the latter current.
+func NewRegistry(ctx context.Context, opts Options) (*Registry, error) {
+	runner := opts.Status
+	if runner == nil {
+		runner = dataplane.NewCNI(opts.BinDirs, "")
+	}
+	r := &Registry{opts: opts, checker: checker{binDirs: opts.BinDirs, runner: runner}, networks: map[string]*NetworkConfig{}}
+	if opts.StateFile != "" {
+		networks, err := loadNetworks(opts.StateFile)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range networks {
+			r.networks[n.GetMetadata().GetName()] = n
+		}
+	}
+	if opts.CNIConfDir != "" {
+		r.reloadFallback(ctx)
+	}
+	return r, nil
+}
+
+// Set validates cfg and sets the network of its name, replacing one of
+// that name, and keeps it; it returns the network's status.
+func (r *Registry) Set(ctx context.Context, cfg *NetworkConfig) (*NetworkStatus, error) {
+	if err := ValidateConfig(cfg); err != nil {
+		return nil, err
+	}
+	cfg = proto.CloneOf(cfg)
+	name := cfg.GetMetadata().GetName()
+	r.mu.Lock()
+	old, had := r.networks[name]
+	if had {
+		cfg.Metadata.Generation = old.GetMetadata().GetGeneration() + 1
+	} else {
+		cfg.Metadata.Generation = 1
+	}
+	r.networks[name] = cfg
+	if err := r.persistLocked(); err != nil {
+		if had {
+			r.networks[name] = old
+		} else {
+			delete(r.networks, name)
+		}
+		r.mu.Unlock()
+		return nil, fmt.Errorf("keep network %s: %w", name, err)
+	}
+	r.mu.Unlock()
+	klog.FromContext(ctx).Info("Network set", "network", name, "generation", cfg.Metadata.Generation)
+	return r.statusOf(ctx, cfg), nil
+}
+
+// Remove removes the network of that name; a network that is not there
+// is no error.
+func (r *Registry) Remove(ctx context.Context, name string) error {
+	if name == "" {
+		return &FieldError{"name", "required"}
+	}
+	if name[0] == '_' {
+		return fmt.Errorf("network %q: %w: it is the node's (%s is its CNI configuration directory's first file: remove that file instead)", name, ErrReserved, FallbackName)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old, had := r.networks[name]
+	if !had {
+		return nil
+	}
+	delete(r.networks, name)
+	if err := r.persistLocked(); err != nil {
+		r.networks[name] = old
+		return fmt.Errorf("remove network %s: %w", name, err)
+	}
+	klog.FromContext(ctx).Info("Network removed", "network", name)
+	return nil
+}
+
+// Get is the network of that name ("_fallback" included) and its
+// configuration list, or an error wrapping ErrNotFound.
+func (r *Registry) Get(name string) (*NetworkConfig, []byte, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if name == FallbackName && r.fallback.config != nil {
+		return proto.CloneOf(r.fallback.config), r.fallback.conflist, nil
+	}
+	cfg, ok := r.networks[name]
+	if !ok {
+		return nil, nil, fmt.Errorf("network %q: %w", name, ErrNotFound)
+	}
+	data, err := Conflist(cfg)
+	return proto.CloneOf(cfg), data, err
+}
+
+// List is every network with its status, in name order: "_fallback"
+// first (when there is a CNI configuration directory), then those set
+// through the API.
+func (r *Registry) List(ctx context.Context) []*PodNetwork {
+	r.mu.Lock()
+	configs := make([]*NetworkConfig, 0, len(r.networks))
+	for _, cfg := range r.networks {
+		configs = append(configs, cfg)
+	}
+	fb := r.fallback
+	r.mu.Unlock()
+	sort.Slice(configs, func(i, j int) bool { return configs[i].GetMetadata().GetName() < configs[j].GetMetadata().GetName() })
+	var out []*PodNetwork
+	if r.opts.CNIConfDir != "" {
+		out = append(out, fb.podNetwork(ctx, r.checker))
+	}
+	for _, cfg := range configs {
+		out = append(out, &PodNetwork{Config: proto.CloneOf(cfg), Status: r.statusOf(ctx, cfg)})
+	}
+	return out
+}
+
+func (r *Registry) statusOf(ctx context.Context, cfg *NetworkConfig) *NetworkStatus {
+	data, err := Conflist(cfg)
+	if err != nil {
+		return &NetworkStatus{Message: err.Error()}
+	}
+	return r.checker.status(ctx, data)
+}
+
+func (r *Registry) persistLocked() error {
+	if r.opts.StateFile == "" {
+		return nil
+	}
+	networks := make([]*NetworkConfig, 0, len(r.networks))
+	for _, cfg := range r.networks {
+		networks = append(networks, cfg)
+	}
+	return saveNetworks(r.opts.StateFile, networks)
+}
