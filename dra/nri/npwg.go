@@ -428,7 +428,7 @@ func deviceStatuses(c claims.Claim) []nadv1.NetworkStatus {
 // time). A failure is logged: the networks are in place, and the pod
 // runs.
 func (p *Plugin) reportNPWG(ctx context.Context, pod Pod) {
-	if p.opts.NPWG == nil || p.opts.NPWG.Status == nil {
+	if p.opts.NPWG == nil || p.opts.NPWG.Status == nil || pod.NetNS == "" {
 		return
 	}
 	logger := klog.FromContext(ctx).WithValues("pod", pod.String())

@@ -355,6 +355,7 @@ func TestNPWGOff(t *testing.T) {
 	if err := r.plugin.AttachPod(r.ctx, hostNet); err != nil {
 		t.Fatal(err)
 	}
+	r.plugin.reports.Wait()
 	r.plugin.opts.NPWG = nil
 	if err := r.plugin.AttachPod(r.ctx, npwgPod("net-a")); err != nil {
 		t.Fatal(err)
@@ -399,6 +400,7 @@ func TestNPWGRecovery(t *testing.T) {
 	if err := r.plugin.AttachPod(r.ctx, pod); err != nil {
 		t.Fatal(err)
 	}
+	r.plugin.reports.Wait()
 	// As if ADD of net2 never ran: recorded, not in libcni's cache.
 	delete(r.cni.added, "net2")
 	r.cni.order = nil
