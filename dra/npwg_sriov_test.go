@@ -39,7 +39,9 @@ import (
 )
 
 // oneNAD serves one NetworkAttachmentDefinition.
-type oneNAD struct{ nad *nadv1.NetworkAttachmentDefinition }
+type oneNAD struct {
+	nad *nadv1.NetworkAttachmentDefinition
+}
 
 func (o oneNAD) GetNAD(_ context.Context, namespace, name string) (*nadv1.NetworkAttachmentDefinition, error) {
 	if namespace != o.nad.Namespace || name != o.nad.Name {
