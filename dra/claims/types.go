@@ -333,6 +333,9 @@ type Network struct {
 	// plugins were given, for a NetworkAttachmentDefinition with a
 	// resource name.
 	Delegated *Delegated `json:"delegated,omitempty"`
+	// PodNetwork is the PodNetwork (KEP-3698) the attachment is to, for
+	// the networks a pod names with network.fastpath.dev/networks.
+	PodNetwork string `json:"podNetwork,omitempty"`
 }
 
 // Delegated is a device of a fastpath.dev claim in mode delegate, as an

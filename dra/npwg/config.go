@@ -83,6 +83,17 @@ func LoadConfig(nad *nadv1.NetworkAttachmentDefinition, confDir string) (*Config
 	return c, nil
 }
 
+// ParseConfigList reads a CNI configuration (a list, or a single one)
+// from source as LoadConfig reads a spec.config, name being the name it
+// gets when it has none.
+func ParseConfigList(data []byte, name, source string) (*Config, error) {
+	list, err := parseConfig(data, name)
+	if err != nil {
+		return nil, err
+	}
+	return &Config{List: list, Source: source}, nil
+}
+
 func nadName(nad *nadv1.NetworkAttachmentDefinition) string {
 	if nad.Namespace == "" {
 		return nad.Name

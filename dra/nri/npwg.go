@@ -15,9 +15,11 @@ import (
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
 
 	"github.com/fastpath-dra/fastpath/devices"
+	pnv1 "github.com/fastpath-dra/fastpath/dra/api/podnetwork/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/npwg"
@@ -76,7 +78,13 @@ func npwgKey(uid types.UID) claims.Key { return claims.Key{Driver: claims.Driver
 // wantsNPWG says whether the pod selects networks that this plugin
 // attaches.
 func (p *Plugin) wantsNPWG(pod Pod) bool {
-	return p.opts.NPWG != nil && strings.TrimSpace(pod.Networks) != "" && pod.NetNS != ""
+	return p.opts.NPWG != nil && selects(pod, p.opts.PodNetworks != nil) && pod.NetNS != ""
+}
+
+// selects says whether the pod selects networks: with the NPWG annotation,
+// or (podNetworks) with the PodNetwork one.
+func selects(pod Pod, podNetworks bool) bool {
+	return strings.TrimSpace(pod.Networks) != "" || podNetworks && strings.TrimSpace(pod.PodNetworks) != ""
 }
 
 // admitNPWG records the attachments of the networks the pod selects, as
@@ -93,7 +101,7 @@ func (p *Plugin) wantsNPWG(pod Pod) bool {
 // record is in the store from here on, and outlives a power loss once
 // syncDir is done.
 func (p *Plugin) admitNPWG(ctx context.Context, pod Pod) (fresh bool, syncDir func() error, _ error) {
-	if p.opts.NPWG == nil || strings.TrimSpace(pod.Networks) == "" {
+	if p.opts.NPWG == nil || !selects(pod, p.opts.PodNetworks != nil) {
 		return false, nil, nil
 	}
 	if pod.NetNS == "" {
@@ -133,10 +141,21 @@ func (p *Plugin) resolveNPWG(ctx context.Context, pod Pod) (claims.Claim, error)
 	o := p.opts.NPWG
 	rec := claims.Claim{Driver: claims.DriverNPWG, UID: pod.UID, Namespace: pod.Namespace, Name: pod.Name,
 		Pod: claims.Pod{UID: pod.UID, Name: pod.Name}, Prepared: true}
-	atts, errs := npwg.ParseNetworks(pod.Namespace, pod.Networks)
-	if len(errs) > 0 {
-		return rec, errNPWG(pod, nil, errs.ToAggregate())
+	var atts []npwg.Attachment
+	if strings.TrimSpace(pod.Networks) != "" {
+		var errs field.ErrorList
+		if atts, errs = npwg.ParseNetworks(pod.Namespace, pod.Networks); len(errs) > 0 {
+			return rec, errNPWG(pod, nil, errs.ToAggregate())
+		}
 	}
+	// The PodNetworks the pod names come after, their names given with
+	// the same rules.
+	kep, kepAtts, err := p.podNetworkAttachments(pod)
+	if err != nil {
+		return rec, err
+	}
+	nNPWG := len(atts)
+	atts = append(atts, kepAtts...)
 	taken := map[string]bool{o.DefaultInterface: true}
 	for _, c := range p.opts.Store.PodClaims(pod.UID) {
 		if c.Driver == claims.DriverNPWG {
@@ -152,6 +171,16 @@ func (p *Plugin) resolveNPWG(ctx context.Context, pod Pod) (claims.Claim, error)
 	used := map[string]bool{}
 	for i := range atts {
 		a := &atts[i]
+		if i >= nNPWG {
+			n, ok, err := p.resolvePodNetwork(ctx, pod, kep[i-nNPWG], a)
+			if err != nil {
+				return rec, fmt.Errorf("pod %s, annotation %s, element %d (interface %s): %w", pod, pnv1.AnnotationNetworks, a.Index, a.InterfaceRequest, err)
+			}
+			if ok {
+				rec.Networks = append(rec.Networks, n)
+			}
+			continue
+		}
 		n, err := p.resolveAttachment(ctx, pod, a, used)
 		if err != nil {
 			return rec, errNPWG(pod, a, err)

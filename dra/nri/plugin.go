@@ -11,6 +11,8 @@ import (
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+
+	pnv1 "github.com/fastpath-dra/fastpath/dra/api/podnetwork/v1alpha1"
 )
 
 // connection is the plugin's state towards the runtime.
@@ -99,7 +101,7 @@ var (
 
 func podOf(pod *api.PodSandbox) Pod {
 	p := Pod{UID: types.UID(pod.GetUid()), Namespace: pod.GetNamespace(), Name: pod.GetName(), SandboxID: pod.GetId(),
-		Networks: pod.GetAnnotations()[nadv1.NetworkAttachmentAnnot], IPs: pod.GetIps()}
+		Networks: pod.GetAnnotations()[nadv1.NetworkAttachmentAnnot], IPs: pod.GetIps(), PodNetworks: pod.GetAnnotations()[pnv1.AnnotationNetworks]}
 	for _, ns := range pod.GetLinux().GetNamespaces() {
 		if ns.GetType() == "network" {
 			p.NetNS = ns.GetPath()

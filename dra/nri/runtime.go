@@ -72,6 +72,9 @@ type Options struct {
 	// NPWG, when set, attaches the networks pods select with the Network
 	// Plumbing WG annotation; it needs CNI.
 	NPWG *NPWGOptions
+	// PodNetworks, when set, attaches the PodNetworks (KEP-3698) pods name;
+	// it needs NPWG.
+	PodNetworks *PodNetworkOptions
 	// HookLock, when set, is held across each pod's hooks by every daemon
 	// of the node, so that two daemons (a rolling update: the runtime
 	// calls both) never act on one pod at once.
@@ -90,6 +93,8 @@ type Pod struct {
 	// the sandbox's addresses, as the runtime says them.
 	Networks string
 	IPs      []string
+	// PodNetworks is the pod's network.fastpath.dev/networks annotation.
+	PodNetworks string
 }
 
 func (p Pod) String() string { return p.Namespace + "/" + p.Name }
@@ -249,6 +254,7 @@ func (p *Plugin) AttachPod(ctx context.Context, pod Pod) (err error) {
 			return
 		}
 		p.reportNPWG(ctx, pod)
+		p.reportPodNetworks(ctx, pod)
 		p.reportIPAMClaims(ctx, pod)
 	}()
 	all := p.opts.Store.PodClaims(pod.UID)

@@ -1,0 +1,286 @@
+package nri
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	cnitypes100 "github.com/containernetworking/cni/pkg/types/100"
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	pnv1 "github.com/fastpath-dra/fastpath/dra/api/podnetwork/v1alpha1"
+	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/npwg"
+)
+
+// Provider is the PodNetwork provider fastpath is: it attaches the
+// PodNetworks that name it, or none.
+const Provider = "fastpath.dev"
+
+// PodNetworkGetter reads PodNetworks and PodNetworkAttachments.
+type PodNetworkGetter interface {
+	GetPodNetwork(ctx context.Context, name string) (*pnv1.PodNetwork, error)
+	GetPodNetworkAttachment(ctx context.Context, namespace, name string) (*pnv1.PodNetworkAttachment, error)
+}
+
+// NetworkConfigs are the node's network configurations by name: the CRI
+// Network API's networks.
+type NetworkConfigs interface {
+	// Conflist is the CNI configuration list of the network, false when
+	// the node has none of that name.
+	Conflist(name string) ([]byte, bool)
+}
+
+// PodNetworkStatusPatcher writes a pod's network.fastpath.dev/network-status.
+type PodNetworkStatusPatcher interface {
+	PatchPodNetworkStatus(ctx context.Context, namespace, name string, uid types.UID, entries []pnv1.NetworkStatus) error
+}
+
+// PodNetworkOptions turn on the PodNetworks (KEP-3698) pods name with the
+// annotation network.fastpath.dev/networks (fastpathd run --podnetworks).
+// They are attached as the networks of the NPWG annotation are, in the
+// pod's one record of selected networks, after those.
+type PodNetworkOptions struct {
+	Objects PodNetworkGetter
+	// Networks are the node's networks by name (the CRI Network API); a
+	// PodNetwork of that name is attached with that configuration. Nil:
+	// none.
+	Networks NetworkConfigs
+	// Status writes the pod's network.fastpath.dev/network-status; nil
+	// for none.
+	Status PodNetworkStatusPatcher
+}
+
+// podNetworkRequest is the record's request of an attachment to a
+// PodNetwork.
+func podNetworkRequest(name string) string { return "podnetworks/" + name }
+
+// podNetworkAttachments are the attachments of the PodNetworks the pod
+// names, in its list's order, to resolve after the NPWG annotation's:
+// the default PodNetwork is the runtime's (the pod's eth0) and is not
+// among them. Their Attachment has the PodNetwork's name, and the
+// interface the element asks for.
+func (p *Plugin) podNetworkAttachments(pod Pod) ([]pnv1.Network, []npwg.Attachment, error) {
+	if p.opts.PodNetworks == nil || strings.TrimSpace(pod.PodNetworks) == "" {
+		return nil, nil, nil
+	}
+	nets, errs := pnv1.PodNetworks(map[string]string{pnv1.AnnotationNetworks: pod.PodNetworks}, false)
+	if len(errs) > 0 {
+		return nil, nil, fmt.Errorf("pod %s: %w", pod, errs.ToAggregate())
+	}
+	var keep []pnv1.Network
+	var atts []npwg.Attachment
+	for i, n := range nets {
+		if n.PodNetworkName == pnv1.DefaultPodNetworkName {
+			continue
+		}
+		var a npwg.Attachment
+		a.Namespace, a.Name = "podnetworks", n.PodNetworkName+n.PodNetworkAttachmentName
+		a.InterfaceRequest, a.Index = n.InterfaceName, i
+		keep = append(keep, n)
+		atts = append(atts, a)
+	}
+	return keep, atts, nil
+}
+
+// resolvePodNetwork is the record of an attachment to a PodNetwork, directly
+// or through a PodNetworkAttachment of the pod's namespace. Both must exist
+// and be Ready, the PodNetwork enabled (the KEP's active validation: the
+// sandbox fails, with the reason, until they are; the runtime tries again).
+// The configuration is the node's network of the PodNetwork's name (CRI
+// Network API), else the NetworkAttachmentDefinition of its (or its
+// attachment's) parametersRefs. ok is false for a PodNetwork of another
+// provider.
+func (p *Plugin) resolvePodNetwork(ctx context.Context, pod Pod, n pnv1.Network, a *npwg.Attachment) (_ claims.Network, ok bool, _ error) {
+	o := p.opts.PodNetworks
+	name := n.PodNetworkName
+	var refs []pnv1.ParametersRef
+	var tenantRefs bool
+	if n.PodNetworkAttachmentName != "" {
+		pna, err := o.Objects.GetPodNetworkAttachment(ctx, pod.Namespace, n.PodNetworkAttachmentName)
+		if err != nil {
+			return claims.Network{}, false, fmt.Errorf("PodNetworkAttachment %s/%s: %w", pod.Namespace, n.PodNetworkAttachmentName, err)
+		}
+		if err := ready(pna.Status.Conditions); err != nil {
+			return claims.Network{}, false, fmt.Errorf("PodNetworkAttachment %s/%s: %w", pod.Namespace, pna.Name, err)
+		}
+		name, refs, tenantRefs = pna.Spec.PodNetworkName, pna.Spec.ParametersRefs, len(pna.Spec.ParametersRefs) > 0
+	}
+	pn, err := o.Objects.GetPodNetwork(ctx, name)
+	if err != nil {
+		return claims.Network{}, false, fmt.Errorf("PodNetwork %s: %w", name, err)
+	}
+	if pn.Spec.Provider != "" && pn.Spec.Provider != Provider {
+		klog.FromContext(ctx).V(2).Info("Not attaching a PodNetwork of another provider", "pod", pod.String(), "podNetwork", name, "provider", pn.Spec.Provider)
+		return claims.Network{}, false, nil
+	}
+	if !pn.Spec.IsEnabled() {
+		return claims.Network{}, false, fmt.Errorf("PodNetwork %s: %s: enabled is false, no new pod attaches to it", name, pnv1.ReasonAdministrativelyDisabled)
+	}
+	if err := ready(pn.Status.Conditions); err != nil {
+		return claims.Network{}, false, fmt.Errorf("PodNetwork %s: %w", name, err)
+	}
+	if len(refs) == 0 {
+		refs = pn.Spec.ParametersRefs
+	}
+	list, source, err := p.podNetworkConfig(ctx, pod, name, refs, tenantRefs)
+	if err != nil {
+		return claims.Network{}, false, fmt.Errorf("PodNetwork %s: %w", name, err)
+	}
+	a.Name = name
+	inv, err := npwg.BuildInvocation(a, list.List)
+	if err != nil {
+		return claims.Network{}, false, fmt.Errorf("PodNetwork %s (%s): %w", name, source, err)
+	}
+	return claims.Network{Request: podNetworkRequest(name), Device: a.InterfaceRequest, IfName: a.InterfaceRequest, Conflist: inv.List.Bytes,
+		DefaultRoute: n.IsDefaultGW, PodNetwork: name}, true, nil
+}
+
+// ready is nil when the conditions say Ready, else the error of the
+// KEP's reason and message.
+func ready(conds []metav1.Condition) error {
+	c := meta.FindStatusCondition(conds, pnv1.ConditionReady)
+	switch {
+	case c == nil:
+		return errors.New("not Ready yet (no Ready condition)")
+	case c.Status != metav1.ConditionTrue:
+		return fmt.Errorf("not Ready: %s: %s", c.Reason, c.Message)
+	}
+	return nil
+}
+
+// podNetworkConfig is the CNI configuration of a PodNetwork on this node,
+// and where it comes from.
+func (p *Plugin) podNetworkConfig(ctx context.Context, pod Pod, name string, refs []pnv1.ParametersRef, tenant bool) (*npwg.Config, string, error) {
+	if nets := p.opts.PodNetworks.Networks; nets != nil {
+		if data, ok := nets.Conflist(name); ok {
+			source := "the node's network " + name + " (CRI Network API)"
+			cfg, err := npwg.ParseConfigList(data, name, source)
+			if err != nil {
+				return nil, "", fmt.Errorf("%s: %w", source, err)
+			}
+			return cfg, source, nil
+		}
+	}
+	for _, ref := range refs {
+		if ref.Group != nadv1.SchemeGroupVersion.Group || (ref.Kind != "NetworkAttachmentDefinition" && ref.Kind != "network-attachment-definitions") {
+			continue
+		}
+		ns := ref.Namespace
+		if ns == "" {
+			ns = pod.Namespace
+		}
+		if tenant && ns != pod.Namespace {
+			// A PodNetworkAttachment is the tenant's: its objects are of
+			// its namespace, as the NPWG policy has it.
+			var att npwg.Attachment
+			att.Namespace, att.Name = ns, ref.Name
+			if err := p.opts.NPWG.Policy.Check(pod.Namespace, &att); err != nil {
+				return nil, "", fmt.Errorf("parametersRefs: %w (--npwg-allowed-namespaces)", err)
+			}
+		}
+		nad, err := p.opts.NPWG.NADs.GetNAD(ctx, ns, ref.Name)
+		if err != nil {
+			return nil, "", fmt.Errorf("parametersRefs: NetworkAttachmentDefinition %s/%s: %w", ns, ref.Name, err)
+		}
+		cfg, err := p.nadConfig(nad)
+		if err != nil {
+			return nil, "", err
+		}
+		return cfg, "NetworkAttachmentDefinition " + ns + "/" + ref.Name, nil
+	}
+	return nil, "", fmt.Errorf("no configuration on this node: no network %s in the CRI Network API, and no NetworkAttachmentDefinition (k8s.cni.cncf.io) in parametersRefs", name)
+}
+
+// PodNetworkStatus is the pod's network.fastpath.dev/network-status: the
+// default PodNetwork on the pod's default interface with the runtime's
+// IPs, then each PodNetwork the pod is attached to by fastpath, from the
+// results libcni cached, with the one that holds the default gateway
+// marked (the default PodNetwork when none is). Nil when the pod is
+// attached to no PodNetwork of fastpath's.
+func (p *Plugin) PodNetworkStatus(ctx context.Context, pod Pod) ([]pnv1.NetworkStatus, error) {
+	rec, ok := p.opts.Store.Get(npwgKey(pod.UID))
+	if p.opts.PodNetworks == nil || p.opts.NPWG == nil || !ok {
+		return nil, nil
+	}
+	var out []pnv1.NetworkStatus
+	var errs []error
+	gw := false
+	for _, n := range rec.Networks {
+		if n.PodNetwork == "" || !n.Added {
+			continue
+		}
+		var addrs []netip.Addr
+		res, ok, err := p.opts.CNI.Cached(ctx, runtimeConf(rec, n))
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%s: %w", networkOf(rec, n), err))
+		case ok && res.Current != nil:
+			addrs = resultAddrs(res.Current)
+		}
+		out = append(out, pnv1.NewNetworkStatus(n.PodNetwork, n.IfName, n.DefaultRoute, addrs))
+		gw = gw || n.DefaultRoute
+	}
+	if len(out) == 0 {
+		return nil, errors.Join(errs...)
+	}
+	var addrs []netip.Addr
+	for _, ip := range pod.IPs {
+		if a, err := netip.ParseAddr(ip); err == nil {
+			addrs = append(addrs, a)
+		}
+	}
+	def := pnv1.NewNetworkStatus(pnv1.DefaultPodNetworkName, p.opts.NPWG.DefaultInterface, !gw, addrs)
+	return append([]pnv1.NetworkStatus{def}, out...), errors.Join(errs...)
+}
+
+// resultAddrs are the addresses of a CNI result's sandbox interface (or
+// all of them when it names none).
+func resultAddrs(res *cnitypes100.Result) []netip.Addr {
+	sandbox := -1
+	for i, iface := range res.Interfaces {
+		if iface != nil && iface.Sandbox != "" {
+			sandbox = i
+			break
+		}
+	}
+	var out []netip.Addr
+	for _, ipc := range res.IPs {
+		if ipc == nil || (sandbox >= 0 && ipc.Interface != nil && *ipc.Interface != sandbox) {
+			continue
+		}
+		if a, ok := netip.AddrFromSlice(ipc.Address.IP); ok {
+			out = append(out, a.Unmap())
+		}
+	}
+	return out
+}
+
+// reportPodNetworks writes the pod's network.fastpath.dev/network-status
+// in the background, as reportNPWG does the NPWG one.
+func (p *Plugin) reportPodNetworks(ctx context.Context, pod Pod) {
+	if p.opts.PodNetworks == nil || p.opts.PodNetworks.Status == nil || strings.TrimSpace(pod.PodNetworks) == "" || pod.NetNS == "" {
+		return
+	}
+	logger := klog.FromContext(ctx).WithValues("pod", pod.String())
+	p.reports.Go(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusTimeout)
+		defer cancel()
+		entries, err := p.PodNetworkStatus(ctx, pod)
+		if err != nil {
+			logger.Error(err, "Reading the results of the pod's PodNetworks for its network status")
+		}
+		if len(entries) == 0 {
+			return
+		}
+		if err := p.opts.PodNetworks.Status.PatchPodNetworkStatus(ctx, pod.Namespace, pod.Name, pod.UID, entries); err != nil {
+			logger.Error(err, "Writing the pod's PodNetwork status annotation")
+		}
+	})
+}
