@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -25,15 +26,36 @@ import (
 
 // controllerOptions are the flags of fastpathd controller: the cluster's
 // one writer of what fastpath says of cluster-scoped objects (today the
-// status of CNIConfig objects).
+// status of CNIConfig objects and, with --podnetworks, of KEP-3698
+// PodNetworks and PodNetworkAttachments).
 type controllerOptions struct {
 	cni         cniPolicyOptions
+	podNetworks podNetworkOptions
 	kubeconfig  string
 	namespace   string
 	identity    string
 	leaseName   string
 	metricsAddr string
 	resync      time.Duration
+}
+
+// podNetworkOptions are the flags of the PodNetwork controller.
+type podNetworkOptions struct {
+	enabled       bool
+	noDefault     bool
+	paramsRecheck time.Duration
+}
+
+func (o *podNetworkOptions) addFlags(fs *flag.FlagSet) {
+	fs.BoolVar(&o.enabled, "podnetworks", false, "run the KEP-3698 PodNetwork controller: Ready and ParamsReady of PodNetworks and PodNetworkAttachments, their InUse finalizers, the default PodNetwork (needs their CRDs)")
+	fs.BoolVar(&o.noDefault, "disable-default-podnetwork-creation", false, "with --podnetworks, leave the default PodNetwork to the operator rather than create it (and create it again when deleted)")
+	fs.DurationVar(&o.paramsRecheck, "podnetwork-params-recheck", 30*time.Second, "with --podnetworks, read the objects parametersRefs name again this often (they are not watched)")
+}
+
+// controller is one of the controllers that run while a replica leads.
+type controller interface {
+	Run(ctx context.Context) error
+	Synced() error
 }
 
 func controllerCommand(args []string, stderr io.Writer) error {
@@ -44,6 +66,7 @@ func controllerCommand(args []string, stderr io.Writer) error {
 	}
 	fs := newFlagSet("controller", stderr)
 	o.cni.addFlags(fs)
+	o.podNetworks.addFlags(fs)
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the API server; empty means in-cluster")
 	fs.StringVar(&o.namespace, "leader-election-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader election's Lease (default $POD_NAMESPACE)")
 	fs.StringVar(&o.leaseName, "leader-election-lease", "fastpath-controller", "name of the leader election's Lease")
@@ -63,6 +86,8 @@ func controllerCommand(args []string, stderr io.Writer) error {
 		return usagef("controller: --leader-election-lease and --leader-election-identity must not be empty")
 	case o.resync < time.Minute:
 		return usagef("controller: --resync %s: must be at least 1m", o.resync)
+	case o.podNetworks.paramsRecheck < time.Second:
+		return usagef("controller: --podnetwork-params-recheck %s: must be at least 1s", o.podNetworks.paramsRecheck)
 	}
 	if o.metricsAddr != "" {
 		if _, _, err := net.SplitHostPort(o.metricsAddr); err != nil {
@@ -84,22 +109,33 @@ func controllerCommand(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ctrl := dra.NewCNIConfigController(dyn, o.cni.policy(), o.resync)
-	return runController(ctx, o, client, ctrl)
+	ctrls := []controller{dra.NewCNIConfigController(dyn, o.cni.policy(), o.resync)}
+	if o.podNetworks.enabled {
+		ctrls = append(ctrls, dra.NewPodNetworkController(dra.PodNetworkControllerOptions{
+			Client: dyn, Pods: client, Policy: o.cni.policy(), Resync: o.resync,
+			ParamsRecheck: o.podNetworks.paramsRecheck, NoDefault: o.podNetworks.noDefault,
+		}))
+	}
+	return runController(ctx, o, client, ctrls)
 }
 
-// runController serves health and, while it leads, runs the controller.
-// It returns when ctx ends, or with an error when it loses the lead (the
-// pod restarts and campaigns again).
-func runController(ctx context.Context, o controllerOptions, client kubernetes.Interface, ctrl *dra.CNIConfigController) error {
+// runController serves health and, while it leads, runs the controllers.
+// It returns when ctx ends, or with an error when it loses the lead or a
+// controller stops (the pod restarts and campaigns again).
+func runController(ctx context.Context, o controllerOptions, client kubernetes.Interface, ctrls []controller) error {
 	logger := klog.FromContext(ctx)
 	// Ready: a replica that leads has listed every object; one that waits
 	// is ready to take over.
 	var leading atomic.Bool
 	var ready readiness
 	ready.add(func() error {
-		if leading.Load() {
-			return ctrl.Synced()
+		if !leading.Load() {
+			return nil
+		}
+		for _, c := range ctrls {
+			if err := c.Synced(); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
@@ -118,7 +154,7 @@ func runController(ctx context.Context, o controllerOptions, client kubernetes.I
 		return err
 	}
 	lost := make(chan error, 1)
-	runErr := make(chan error, 1)
+	runErr := make(chan error, len(ctrls))
 	leCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	go leaderelection.RunOrDie(leCtx, leaderelection.LeaderElectionConfig{
@@ -126,9 +162,11 @@ func runController(ctx context.Context, o controllerOptions, client kubernetes.I
 		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
-				logger.Info("Leading: writing the status of CNIConfig objects", "lease", o.namespace+"/"+o.leaseName)
+				logger.Info("Leading: writing the status of CNIConfig objects", "lease", o.namespace+"/"+o.leaseName, "podNetworks", o.podNetworks.enabled)
 				leading.Store(true)
-				runErr <- ctrl.Run(ctx)
+				for _, c := range ctrls {
+					go func() { runErr <- c.Run(ctx) }()
+				}
 			},
 			OnStoppedLeading: func() {
 				if ctx.Err() == nil {
@@ -156,7 +194,7 @@ func runController(ctx context.Context, o controllerOptions, client kubernetes.I
 		if err == nil {
 			err = errors.New("it stopped leading")
 		}
-		return fmt.Errorf("CNIConfig controller: %w", err)
+		return fmt.Errorf("controller: %w", err)
 	case err := <-srv.errs:
 		return fmt.Errorf("health server on %s: %w", o.metricsAddr, err)
 	}

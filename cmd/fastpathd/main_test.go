@@ -47,6 +47,8 @@ func TestExitCodes(t *testing.T) {
 		{name: "validate a missing file", args: []string{"validate", "-f", missingKubeconfig}, wantCode: 2, wantErr: "missing.kubeconfig"},
 		{name: "validate help", args: []string{"validate", "--help"}, wantCode: 0, wantErr: "Exit codes: 0 no problem, 1 problems found, 2 unreadable input"},
 		{name: "controller without namespace", args: []string{"controller"}, wantCode: 2, wantErr: "--leader-election-namespace"},
+		{name: "controller PodNetwork params recheck too short", args: []string{"controller", "--leader-election-namespace", "ns", "--podnetworks", "--podnetwork-params-recheck", "10ms"}, wantCode: 2, wantErr: "--podnetwork-params-recheck 10ms: must be at least 1s"},
+		{name: "controller help names PodNetworks", args: []string{"controller", "--help"}, wantCode: 0, wantErr: "-disable-default-podnetwork-creation"},
 		{name: "controller empty allowlist", args: []string{"controller", "--cni-plugins", ""}, wantCode: 2, wantErr: "--cni-plugins"},
 		{name: "run relative network API socket", args: []string{"run", "--node-name", "n", "--network-api-socket", "api.sock"}, wantCode: 2, wantErr: `--network-api-socket "api.sock": must be an absolute path`},
 		{name: "run help names the network API", args: []string{"run", "--help"}, wantCode: 0, wantErr: "-network-api-cni-conf-dir"},

@@ -304,8 +304,9 @@ func TestAllValues(t *testing.T) {
 		// ConfigMaps: the approved configs' namespace, and the tenants'.
 		"RoleBinding": {"fastpath-system/fastpathd-controller", "cni-configs/fastpathd-cni-configmaps",
 			"tenant-a/fastpathd-cni-configmaps", "tenant-b/fastpathd-cni-configmaps"},
-		"Deployment":                {"fastpath-system/fastpathd-controller"},
-		"CustomResourceDefinition":  {"/network-attachment-definitions.k8s.cni.cncf.io", "/ipamclaims.k8s.cni.cncf.io"},
+		"Deployment": {"fastpath-system/fastpathd-controller"},
+		"CustomResourceDefinition": {"/network-attachment-definitions.k8s.cni.cncf.io", "/ipamclaims.k8s.cni.cncf.io",
+			"/podnetworks.network.fastpath.dev", "/podnetworkattachments.network.fastpath.dev"},
 		"ValidatingAdmissionPolicy": {"/fastpathd-own-node", "/fastpathd-pod-network-status", "/fastpathd-ipamclaim-status"},
 	} {
 		got := slices.Clone(kinds[kind])

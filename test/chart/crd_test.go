@@ -35,6 +35,13 @@ func newCRDValidator(t *testing.T) crdValidator {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return crdValidatorOf(t, data)
+}
+
+// crdValidatorOf validates objects with the CRD data, the API server's
+// way.
+func crdValidatorOf(t *testing.T, data []byte) crdValidator {
+	t.Helper()
 	var crd apiextv1.CustomResourceDefinition
 	if err := yaml.UnmarshalStrict(data, &crd); err != nil {
 		t.Fatal(err)
@@ -78,6 +85,20 @@ func (c crdValidator) validate(doc string) (map[string]any, field.ErrorList) {
 	errs := apiservervalidation.ValidateCustomResource(nil, obj, c.schema)
 	celErrs, _ := c.cel.Validate(context.Background(), nil, c.structural, obj, nil, celconfig.RuntimeCELCostBudget)
 	return obj, append(errs, celErrs...)
+}
+
+// validateUpdate validates the update of old to doc: the transition rules
+// (oldSelf) too.
+func (c crdValidator) validateUpdate(old map[string]any, doc string) field.ErrorList {
+	var obj map[string]any
+	if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+		return field.ErrorList{field.Invalid(nil, doc, err.Error())}
+	}
+	structuralpruning.Prune(obj, c.structural, true)
+	structuraldefaulting.PruneNonNullableNullsWithoutDefaults(obj, c.structural)
+	errs := apiservervalidation.ValidateCustomResource(nil, obj, c.schema)
+	celErrs, _ := c.cel.Validate(context.Background(), nil, c.structural, obj, old, celconfig.RuntimeCELCostBudget)
+	return append(errs, celErrs...)
 }
 
 // designCNIConfig is the CNI DRA driver design's CNIConfig example, with

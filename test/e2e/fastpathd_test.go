@@ -260,6 +260,10 @@ func daemonValues(port int, stateDir string, args []string) (map[string]any, err
 			npwg["enabled"], npwg["installCRD"], npwg["confDir"] = true, true, stateDir+".npwg-conf"
 			npwg["deviceInfoDir"] = stateDir + ".devinfo"
 			continue
+		case "--podnetworks":
+			pn := sub(values, "podNetworks")
+			pn["enabled"], pn["installCRD"] = true, true
+			continue
 		case "--npwg-ipamclaims":
 			claims := sub(sub(values, "npwg"), "ipamClaims")
 			claims["enabled"], claims["installCRD"] = true, true
@@ -313,6 +317,8 @@ func daemonValues(port int, stateDir string, args []string) (map[string]any, err
 			values["ipPools"] = pools
 		case "--npwg-ipamclaim-check-interval":
 			sub(sub(values, "npwg"), "ipamClaims")["checkInterval"] = v
+		case "--podnetwork-params-recheck":
+			sub(values, "podNetworks")["paramsRecheck"] = v
 		case "--memif-dir":
 			memif["dir"] = v
 		case "--cni-plugin-dir":

@@ -146,7 +146,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/* The controller runs with the CNI driver: it writes the status of CNIConfig objects. */}}
 {{- define "fastpath.controllerEnabled" -}}
-{{- if and .Values.cni.enabled .Values.controller.enabled }}true{{ end }}
+{{- if and .Values.controller.enabled (or .Values.cni.enabled .Values.podNetworks.enabled) }}true{{ end }}
 {{- end }}
 
 {{/* The policy flags of the CNI driver, shared by fastpathd run and controller. */}}
@@ -161,4 +161,58 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{/* CNI plugins run on the node: for CNI claims or for the networks pods select (npwg). */}}
 {{- define "fastpath.runsCNI" -}}
 {{- if or .Values.cni.enabled .Values.npwg.enabled .Values.networkAPI.enabled }}true{{ end }}
+{{- end }}
+
+{{/* The schema of parametersRefs of PodNetwork and PodNetworkAttachment: the KEP's ParametersRef. */}}
+{{- define "fastpath.parametersRefsSchema" -}}
+description: >-
+  The vendor or implementation specific parameters objects. fastpath judges
+  refs to CNIConfig (cni.networking.x-k8s.io) and NetworkAttachmentDefinition
+  (k8s.cni.cncf.io) objects; the owners of other kinds write ParamsReady.
+type: array
+maxItems: 16
+items:
+  type: object
+  required: [group, kind, name]
+  properties:
+    group:
+      description: The API group of the object, e.g. k8s.cni.cncf.io.
+      type: string
+      maxLength: 253
+    kind:
+      description: The kind (or resource) of the object, e.g. network-attachment-definitions.
+      type: string
+      minLength: 1
+      maxLength: 63
+    name:
+      description: The object's name.
+      type: string
+      minLength: 1
+      maxLength: 253
+    namespace:
+      description: The object's namespace, for a namespaced kind.
+      type: string
+      maxLength: 63
+{{- end }}
+
+{{/* The schema of the status of PodNetwork and PodNetworkAttachment. */}}
+{{- define "fastpath.podNetworkConditionsSchema" -}}
+type: object
+properties:
+  conditions:
+    description: Ready and ParamsReady.
+    type: array
+    maxItems: 5
+    x-kubernetes-list-type: map
+    x-kubernetes-list-map-keys: [type]
+    items:
+      type: object
+      required: [type, status, lastTransitionTime, reason, message]
+      properties:
+        type: {type: string, maxLength: 316}
+        status: {type: string, enum: ["True", "False", "Unknown"]}
+        observedGeneration: {type: integer, format: int64, minimum: 0}
+        lastTransitionTime: {type: string, format: date-time}
+        reason: {type: string, maxLength: 1024}
+        message: {type: string, maxLength: 32768}
 {{- end }}
