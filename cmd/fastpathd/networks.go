@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/fastpath-dra/fastpath/dra/netapi"
+	"github.com/fastpath-dra/fastpath/dra/nri"
 )
 
 // defaultNetworkAPISocket is where fastpathd networks looks for the CRI
@@ -42,8 +43,9 @@ func (o *networkAPIOptions) validate() error {
 
 // networkAPI is the CRI Network API of a running daemon.
 type networkAPI struct {
-	server *netapi.Server
-	errs   chan error
+	server   *netapi.Server
+	registry *netapi.Registry
+	errs     chan error
 }
 
 // start serves the CRI Network API when --network-api-socket is set; the
@@ -65,7 +67,7 @@ func (o *networkAPIOptions) start(ctx context.Context, stateDir string, binDirs 
 	if err != nil {
 		return nil, err
 	}
-	api := &networkAPI{server: srv, errs: make(chan error, 2)}
+	api := &networkAPI{server: srv, registry: reg, errs: make(chan error, 2)}
 	go func() {
 		if err := reg.Run(ctx); err != nil {
 			api.errs <- fmt.Errorf("CRI Network API: %w", err)
@@ -279,3 +281,12 @@ type listFlag []string
 
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// configs are the API's networks for the PodNetworks pods name; nil when
+// the API is off.
+func (a *networkAPI) configs() nri.NetworkConfigs {
+	if a == nil {
+		return nil
+	}
+	return a.registry
+}

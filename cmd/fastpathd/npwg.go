@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/fastpath-dra/fastpath/dra"
+	pnv1 "github.com/fastpath-dra/fastpath/dra/api/podnetwork/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/npwg"
 	"github.com/fastpath-dra/fastpath/dra/nri"
 	"github.com/fastpath-dra/fastpath/dra/status"
@@ -25,6 +26,7 @@ type npwgOptions struct {
 	defaultInterface  string
 	deviceInfoDir     string
 	ipamClaims        bool
+	podNetworks       bool
 	ipamClaimInterval time.Duration
 }
 
@@ -38,6 +40,8 @@ func (o *npwgOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.defaultNetwork, "npwg-default-network", "default/cluster-network", "name of the cluster default network in the pods' network-status; empty leaves its entry out")
 	fs.StringVar(&o.defaultInterface, "npwg-default-interface", "eth0", "the pods' interface on the cluster default network: no selected network may take its name")
 	fs.StringVar(&o.deviceInfoDir, "npwg-device-info-dir", npwg.DefaultDeviceInfoDir, "where the device-info of devices claimed in mode delegate is written for the NetworkAttachmentDefinitions' CNI plugins (dp/RESOURCE-PCI-device.json, as the SR-IOV device plugin writes it)")
+	fs.BoolVar(&o.podNetworks, "podnetworks", false, "attach the PodNetworks (KEP-3698, network.fastpath.dev) pods name with the annotation network.fastpath.dev/networks at sandbox creation, "+
+		"with the configuration of the CRI Network API's network of that name or of the NetworkAttachmentDefinition of their parametersRefs, and write the pod's network.fastpath.dev/network-status; needs --npwg")
 	fs.BoolVar(&o.ipamClaims, "npwg-ipamclaims", false, "give an attachment whose element names an IPAMClaim (ipam-claim-reference) the IPAMClaim's addresses, "+
 		"allocated from the node pool its NetworkAttachmentDefinition names (annotation "+npwg.IPPoolAnnotation+", --ip-pools) or by the network's IPAM when they have none, "+
 		"and keep a pool address until the IPAMClaim is deleted; off: the reference is left to the network's plugins")
@@ -50,6 +54,25 @@ var npwgPermissions = []permission{
 	{group: "k8s.cni.cncf.io", resource: "network-attachment-definitions", verb: "get", why: "the networks pods select (--npwg)"},
 	{group: "", resource: "pods", verb: "get", why: "reading a pod's network-status to merge into it (--npwg)"},
 	{group: "", resource: "pods", verb: "patch", why: "writing a pod's network-status (--npwg)"},
+}
+
+// podNetworkPermissions are the calls --podnetworks makes.
+var podNetworkPermissions = []permission{
+	{group: pnv1.Group, resource: pnv1.ResourcePodNetworks, verb: "get", why: "the PodNetworks pods name (--podnetworks)"},
+	{group: pnv1.Group, resource: pnv1.ResourcePodNetworkAttachments, verb: "get", why: "the PodNetworkAttachments pods name (--podnetworks)"},
+}
+
+// podNetworkOptions are the NRI plugin's PodNetwork options; nil when
+// --podnetworks is off.
+func (o *npwgOptions) podNetworkOptions(restConfig *rest.Config, client kubernetes.Interface, configs nri.NetworkConfigs) (*nri.PodNetworkOptions, error) {
+	if !o.podNetworks {
+		return nil, nil
+	}
+	dyn, err := dynamic.NewForConfig(restConfig)
+	if err != nil {
+		return nil, err
+	}
+	return &nri.PodNetworkOptions{Objects: dra.PodNetworks{Client: dyn}, Networks: configs, Status: status.PodNetworkStatus{Client: client}}, nil
 }
 
 // ipamClaimPermissions are the calls --npwg-ipamclaims makes.
@@ -74,6 +97,9 @@ func (o *npwgOptions) validate(cni *cniOptions) error {
 	}
 	if o.enabled && !filepath.IsAbs(o.deviceInfoDir) {
 		return usagef("run: --npwg-device-info-dir %q: must be an absolute path", o.deviceInfoDir)
+	}
+	if o.podNetworks && !o.enabled {
+		return usagef("run: --podnetworks needs --npwg")
 	}
 	if o.ipamClaims && !o.enabled {
 		return usagef("run: --npwg-ipamclaims needs --npwg")

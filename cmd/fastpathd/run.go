@@ -266,6 +266,9 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	if o.npwg.ipamClaims {
 		ps = append(ps, ipamClaimPermissions...)
 	}
+	if o.npwg.podNetworks {
+		ps = append(ps, podNetworkPermissions...)
+	}
 	if err := checkPermissions(ctx, client, ps); err != nil {
 		return err
 	}
@@ -309,14 +312,17 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	if nriOpts.NPWG, err = o.npwg.options(restConfig, client, &o.cni, o.ipPools); err != nil {
 		return err
 	}
-	plugin := nri.New(nriOpts)
-	go plugin.Run(ctx)
-	go plugin.RunIPAMClaims(ctx)
 	api, err := o.networkAPI.start(ctx, o.stateDir, splitList(o.cni.binDirs))
 	if err != nil {
 		return err
 	}
 	defer api.stop()
+	if nriOpts.PodNetworks, err = o.npwg.podNetworkOptions(restConfig, client, api.configs()); err != nil {
+		return err
+	}
+	plugin := nri.New(nriOpts)
+	go plugin.Run(ctx)
+	go plugin.RunIPAMClaims(ctx)
 	var ready readiness
 	ready.add(plugin.Connected)
 	srv, err := serveHealth(ctx, o.metricsAddr, o.healthSocket, o.profiling, ready.check, m.Handler())

@@ -170,3 +170,14 @@ func (r *Registry) persistLocked() error {
 	}
 	return saveNetworks(r.opts.StateFile, networks)
 }
+
+// Conflist is the CNI configuration list of the network set through the
+// API under that name; false for none. "_fallback" is not a network pods
+// attach to by name: the runtime's own network is.
+func (r *Registry) Conflist(name string) ([]byte, bool) {
+	if name == FallbackName {
+		return nil, false
+	}
+	_, data, err := r.Get(name)
+	return data, err == nil
+}

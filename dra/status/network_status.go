@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	pnv1 "github.com/fastpath-dra/fastpath/dra/api/podnetwork/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/npwg"
 )
 
@@ -63,4 +64,42 @@ func (s PodNetworkStatus) patch(ctx context.Context, namespace, name string, uid
 	}
 	_, err = s.Client.CoreV1().Pods(namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 	return err
+}
+
+// PatchPodNetworkStatus writes the pod's network.fastpath.dev/network-status
+// (KEP-3698's Pod.status.networks): fastpath is its one writer, so the
+// value is replaced, with a merge patch that holds the pod's
+// resourceVersion and UID.
+func (s PodNetworkStatus) PatchPodNetworkStatus(ctx context.Context, namespace, name string, uid types.UID, entries []pnv1.NetworkStatus) error {
+	value, err := json.Marshal(entries)
+	if err != nil {
+		return err
+	}
+	const attempts = 5
+	for range attempts {
+		pod, err := s.Client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || err == nil && pod.UID != uid {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("pod %s/%s: annotation %s: %w", namespace, name, pnv1.AnnotationNetworkStatus, err)
+		}
+		if pod.Annotations[pnv1.AnnotationNetworkStatus] == string(value) {
+			return nil
+		}
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+			"resourceVersion": pod.ResourceVersion, "uid": string(uid),
+			"annotations": map[string]string{pnv1.AnnotationNetworkStatus: string(value)}}})
+		if err != nil {
+			return err
+		}
+		_, err = s.Client.CoreV1().Pods(namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+		if !apierrors.IsConflict(err) {
+			if err != nil {
+				return fmt.Errorf("pod %s/%s: annotation %s: %w", namespace, name, pnv1.AnnotationNetworkStatus, err)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("pod %s/%s: annotation %s: changed by others %d times in a row", namespace, name, pnv1.AnnotationNetworkStatus, attempts)
 }

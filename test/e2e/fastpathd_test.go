@@ -264,6 +264,12 @@ func daemonValues(port int, stateDir string, args []string) (map[string]any, err
 			pn := sub(values, "podNetworks")
 			pn["enabled"], pn["installCRD"] = true, true
 			continue
+		case "--network-api":
+			// The socket beside the test's state; _fallback from the
+			// bed's CNI configuration directory.
+			api := sub(values, "networkAPI")
+			api["enabled"], api["socketDir"], api["cniConfDir"] = true, stateDir+".netapi", bed.Config().CNIConfDir()
+			continue
 		case "--npwg-ipamclaims":
 			claims := sub(sub(values, "npwg"), "ipamClaims")
 			claims["enabled"], claims["installCRD"] = true, true

@@ -189,6 +189,9 @@ func (c Config) LogDir() string { return c.path("logs") }
 // LogFile is the log of one component.
 func (c Config) LogFile(component string) string { return filepath.Join(c.LogDir(), component+".log") }
 
+// CNIConfDir is the node's CNI configuration directory (the runtime's).
+func (c Config) CNIConfDir() string { return c.path("cni", "net.d") }
+
 // CNIBinDir holds the reference CNI plugins test/deps.sh builds (bridge,
 // host-device, macvlan, tuning, host-local, static, loopback).
 func (c Config) CNIBinDir() string {

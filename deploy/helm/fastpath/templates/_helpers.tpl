@@ -118,6 +118,7 @@ exec:
 {{- with $v.npwg.allowedNamespaces }}{{ $args = append $args (printf "--npwg-allowed-namespaces=%s" (join "," .)) }}{{ end }}
 {{- if ne $v.npwg.defaultNetwork "default/cluster-network" }}{{ $args = append $args (printf "--npwg-default-network=%s" $v.npwg.defaultNetwork) }}{{ end }}
 {{- $args = append $args (printf "--npwg-device-info-dir=%s" $v.npwg.deviceInfoDir) }}
+{{- if $v.podNetworks.enabled }}{{ $args = append $args "--podnetworks" }}{{ end }}
 {{- if $v.npwg.ipamClaims.enabled }}
 {{- $args = append $args "--npwg-ipamclaims" }}
 {{- with $v.npwg.ipamClaims.checkInterval }}{{ $args = append $args (printf "--npwg-ipamclaim-check-interval=%s" .) }}{{ end }}

@@ -1,0 +1,211 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	pnv1 "github.com/fastpath-dra/fastpath/dra/api/podnetwork/v1alpha1"
+	"github.com/fastpath-dra/fastpath/dra/netapi"
+	"github.com/fastpath-dra/fastpath/test/testbed"
+)
+
+// TestPodNetworkAttach: with the CRI Network API, PodNetworks and the NPWG
+// machinery on, a network set through the API's socket is listed with its
+// status beside _fallback, the bed's own CNI configuration; the pod of the
+// KEP's "Status" example (default, dataplane1 on net1, an attachment on
+// net2) gets dataplane1 with the node's configuration of that name and the
+// attachment's PodNetwork with its NetworkAttachmentDefinition, and its
+// network.fastpath.dev/network-status says so; a pod naming a disabled
+// PodNetwork does not start, and its event says why, until it is enabled
+// again; the network removed through the API is no longer listed.
+func TestPodNetworkAttach(t *testing.T) {
+	ctx := testContext(t)
+	dyn := dynamicClient(t)
+	networks := dyn.Resource(pnv1.PodNetworkResource)
+	attachments := dyn.Resource(pnv1.PodNetworkAttachmentResource).Namespace("default")
+	t.Cleanup(func() { _ = networks.Delete(context.Background(), pnv1.DefaultPodNetworkName, metav1.DeleteOptions{}) })
+	master := hostVethNamed(t, "fppna0a", "fppna0b")
+	if err := netlink.LinkSetUp(master); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, ctx, 26243, "--npwg", "--podnetworks", "--network-api", "--cni-bin-dir", bed.Config().CNIBinDir(),
+		"--cni-plugins", "macvlan,static")
+	t.Cleanup(func() { controllerLogClean(t) })
+
+	// The CRI Network API, through its socket.
+	client, conn, err := netapi.Dial(filepath.Join(d.stateDir+".netapi", "network-api.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conflist := fmt.Sprintf(`{"cniVersion": "1.0.0", "name": "dataplane1", "plugins": [{"type": "macvlan", "master": %q, "mode": "bridge",
+		"ipam": {"type": "static", "addresses": [{"address": "10.96.1.5/24"}]}}]}`, master.Attrs().Name)
+	cfg, err := netapi.FromConflist([]byte(conflist))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var setErr error
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, setErr = client.SetPodNetwork(ctx, &netapi.SetPodNetworkRequest{Config: &netapi.NetworkConfig{
+			Metadata: &netapi.NetworkMetadata{Name: "dataplane1"}, Cniv1Config: cfg}})
+		return setErr == nil, nil
+	}); err != nil {
+		t.Fatalf("SetPodNetwork: %v", setErr)
+	}
+	list, err := client.ListPodNetwork(ctx, &netapi.ListPodNetworkRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	statuses := map[string]*netapi.NetworkStatus{}
+	for _, n := range list.GetNetworks() {
+		statuses[n.GetConfig().GetMetadata().GetName()] = n.GetStatus()
+	}
+	t.Logf("networks: %v", statuses)
+	for _, name := range []string{netapi.FallbackName, "dataplane1"} {
+		if st := statuses[name]; st == nil || !st.GetSandboxManagement() {
+			t.Errorf("network %s: status %v, want listed and ready for sandboxes", name, st)
+		}
+	}
+
+	// The KEP's objects: dataplane1 (the node has its configuration), and
+	// an attachment of a PodNetwork whose parameters are a
+	// NetworkAttachmentDefinition.
+	nad := fmt.Sprintf(`apiVersion: k8s.cni.cncf.io/v1
+kind: NetworkAttachmentDefinition
+metadata:
+  name: fast-net
+spec:
+  config: '{"cniVersion": "1.0.0", "name": "fast-net", "plugins": [{"type": "macvlan", "master": %q, "mode": "bridge", "ipam": {"type": "static", "addresses": [{"address": "10.96.2.5/24"}]}}]}'
+`, master.Attrs().Name)
+	var createErr error
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, createErr = createYAML(t, ctx, nads, true, nad)
+		return createErr == nil, nil
+	}); err != nil {
+		t.Fatalf("create the NetworkAttachmentDefinition: %v", createErr)
+	}
+	for _, doc := range []string{`apiVersion: network.fastpath.dev/v1alpha1
+kind: PodNetwork
+metadata:
+  name: dataplane1
+spec:
+  enabled: true
+  provider: fastpath.dev
+`, `apiVersion: network.fastpath.dev/v1alpha1
+kind: PodNetwork
+metadata:
+  name: fast
+spec:
+  enabled: true
+  parametersRefs:
+  - {group: k8s.cni.cncf.io, kind: network-attachment-definitions, name: fast-net, namespace: default}
+`} {
+		if _, err := createYAML(t, ctx, pnv1.PodNetworkResource, false, doc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, name := range []string{"dataplane1", "fast"} {
+			_ = networks.Delete(context.Background(), name, metav1.DeleteOptions{})
+		}
+	})
+	if _, err := createYAML(t, ctx, pnv1.PodNetworkAttachmentResource, true, `apiVersion: network.fastpath.dev/v1alpha1
+kind: PodNetworkAttachment
+metadata:
+  name: my-interface-fast-net
+spec:
+  podNetworkName: fast
+`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = attachments.Delete(context.Background(), "my-interface-fast-net", metav1.DeleteOptions{}) })
+	waitCondition(t, ctx, networks, "dataplane1", metav1.ConditionTrue, pnv1.ReasonReady, "")
+	waitCondition(t, ctx, networks, "fast", metav1.ConditionTrue, pnv1.ReasonReady, "")
+	waitCondition(t, ctx, attachments, "my-interface-fast-net", metav1.ConditionTrue, pnv1.ReasonReady, "")
+
+	pod := testbed.WorkloadPod("default", "e2e-podnetwork-attach", "ifaces")
+	pod.Annotations = map[string]string{pnv1.AnnotationNetworks: `[{"podNetworkName": "default", "interfaceName": "eth0", "isDefaultGW": true},
+		{"podNetworkName": "dataplane1", "interfaceName": "net1"}, {"podNetworkAttachmentName": "my-interface-fast-net", "interfaceName": "net2"}]`}
+	if _, err := bed.RunPod(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bed.DeletePod(context.Background(), "default", pod.Name) })
+	logs, err := bed.WaitPodLog(ctx, "default", pod.Name, "net2 ", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"net1 ", "10.96.1.5/24", "net2 ", "10.96.2.5/24"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the pod's interfaces lack %q:\n%s", want, logs)
+		}
+	}
+	var sts []pnv1.NetworkStatus
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		p, err := bed.Client().CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		sts = nil
+		return json.Unmarshal([]byte(p.Annotations[pnv1.AnnotationNetworkStatus]), &sts) == nil && len(sts) == 3, nil
+	}); err != nil {
+		t.Fatalf("the pod's %s: %+v, want default, dataplane1 and fast", pnv1.AnnotationNetworkStatus, sts)
+	}
+	t.Logf("network status: %+v", sts)
+	if sts[0].Name != "default" || sts[0].InterfaceName != "eth0" || !sts[0].IsDefaultGW ||
+		sts[1].Name != "dataplane1" || sts[1].InterfaceName != "net1" || sts[1].IP != "10.96.1.5" ||
+		sts[2].Name != "fast" || sts[2].InterfaceName != "net2" || sts[2].IP != "10.96.2.5" {
+		t.Errorf("network status %+v", sts)
+	}
+
+	// Disabled, a PodNetwork takes no new pod; enabled again, the
+	// runtime's next try starts it.
+	setEnabled(t, ctx, networks, "dataplane1", false)
+	waitCondition(t, ctx, networks, "dataplane1", metav1.ConditionFalse, pnv1.ReasonAdministrativelyDisabled, "")
+	late := testbed.WorkloadPod("default", "e2e-podnetwork-late", "ifaces")
+	late.Annotations = map[string]string{pnv1.AnnotationNetworks: `[{"podNetworkName": "dataplane1", "interfaceName": "net1"}]`}
+	if _, err := bed.Client().CoreV1().Pods("default").Create(ctx, late, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bed.DeletePod(context.Background(), "default", late.Name) })
+	if msg, err := waitEvent(ctx, late.Name, pnv1.ReasonAdministrativelyDisabled); err != nil {
+		t.Errorf("no event of the pod naming a disabled PodNetwork says so: %v", err)
+	} else {
+		t.Logf("event: %s", msg)
+	}
+	// The first pod holds 10.96.1.5 on the same master: the late one
+	// needs its own address, so the node's network is set again.
+	cfg2, err := netapi.FromConflist([]byte(strings.Replace(conflist, "10.96.1.5", "10.96.1.6", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.SetPodNetwork(ctx, &netapi.SetPodNetworkRequest{Config: &netapi.NetworkConfig{
+		Metadata: &netapi.NetworkMetadata{Name: "dataplane1"}, Cniv1Config: cfg2}}); err != nil {
+		t.Fatal(err)
+	}
+	setEnabled(t, ctx, networks, "dataplane1", true)
+	if _, err := bed.WaitPodLog(ctx, "default", late.Name, "10.96.1.6/24", 90*time.Second); err != nil {
+		t.Errorf("the pod did not start once its PodNetwork was enabled again: %v", err)
+	}
+
+	if _, err := client.RemovePodNetwork(ctx, &netapi.RemovePodNetworkRequest{Name: "dataplane1"}); err != nil {
+		t.Fatal(err)
+	}
+	if list, err = client.ListPodNetwork(ctx, &netapi.ListPodNetworkRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if slices.ContainsFunc(list.GetNetworks(), func(n *netapi.PodNetwork) bool { return n.GetConfig().GetMetadata().GetName() == "dataplane1" }) {
+		t.Errorf("dataplane1 still listed after RemovePodNetwork")
+	}
+}
