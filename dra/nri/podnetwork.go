@@ -19,9 +19,9 @@ import (
 	"github.com/fastpath-dra/fastpath/dra/npwg"
 )
 
-// Provider is the PodNetwork provider fastpath is: it attaches the
-// PodNetworks that name it, or none.
-const Provider = "fastpath.dev"
+// Provider is the PodNetwork provider fastpath is (domain-prefixed, as the
+// KEP has providers): it attaches the PodNetworks that name it, or none.
+const Provider = "fastpath.dev/fastpathd"
 
 // PodNetworkGetter reads PodNetworks and PodNetworkAttachments.
 type PodNetworkGetter interface {

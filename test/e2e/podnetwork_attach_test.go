@@ -49,13 +49,18 @@ func TestPodNetworkAttach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { _ = conn.Close() })
 	conflist := fmt.Sprintf(`{"cniVersion": "1.0.0", "name": "dataplane1", "plugins": [{"type": "macvlan", "master": %q, "mode": "bridge",
 		"ipam": {"type": "static", "addresses": [{"address": "10.96.1.5/24"}]}}]}`, master.Attrs().Name)
 	cfg, err := netapi.FromConflist([]byte(conflist))
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Before the daemon goes: the node's networks are the node's
+	// configuration, and stay unless removed.
+	t.Cleanup(func() {
+		_, _ = client.RemovePodNetwork(context.Background(), &netapi.RemovePodNetworkRequest{Name: "dataplane1"})
+	})
 	var setErr error
 	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		_, setErr = client.SetPodNetwork(ctx, &netapi.SetPodNetworkRequest{Config: &netapi.NetworkConfig{
@@ -102,7 +107,7 @@ metadata:
   name: dataplane1
 spec:
   enabled: true
-  provider: fastpath.dev
+  provider: fastpath.dev/fastpathd
 `, `apiVersion: network.fastpath.dev/v1alpha1
 kind: PodNetwork
 metadata:
