@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/fastpath-dra/fastpath/dra"
+	pnv1 "github.com/fastpath-dra/fastpath/dra/api/podnetwork/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/npwg"
 )
@@ -408,8 +409,31 @@ func checkManifests(docs []*manifest, check dra.StaticCheck) []problem {
 			taken[name] = true
 		}
 		report(d, "", networkProblems(d.namespace(), pod, taken))
+		report(d, "", podNetworkProblems(pod, taken))
 	}
 	return problems
+}
+
+// podNetworkProblems checks a pod's PodNetwork list (KEP-3698's static
+// validation, network.fastpath.dev/networks): each PodNetwork once, one
+// default gateway, valid and unique interface names, none with
+// hostNetwork; and no interface name the pod has already (taken) but the
+// default PodNetwork's own.
+func podNetworkProblems(pod *corev1.Pod, taken map[string]bool) field.ErrorList {
+	if _, ok := pod.Annotations[pnv1.AnnotationNetworks]; !ok {
+		return nil
+	}
+	nets, errs := pnv1.PodNetworks(pod.Annotations, pod.Spec.HostNetwork)
+	if len(errs) > 0 {
+		return errs
+	}
+	path := field.NewPath("metadata", "annotations").Key(pnv1.AnnotationNetworks)
+	for i, n := range nets {
+		if n.InterfaceName != "" && taken[n.InterfaceName] && n.PodNetworkName != pnv1.DefaultPodNetworkName {
+			errs = append(errs, field.Duplicate(path.Index(i).Child("interfaceName"), n.InterfaceName+" (the pod has it already: its primary network's, or a claim's)"))
+		}
+	}
+	return errs
 }
 
 // networkProblems checks a pod's network selection annotation: each
