@@ -492,6 +492,9 @@ func delegatedInfo(d *claims.Delegated) *nadv1.DeviceInfo {
 // gateways it names, else those of the network's CNI result. When several
 // ask, the last one's wins, as they are added in order.
 func (p *Plugin) defaultRouteNPWG(ctx context.Context, pod Pod) error {
+	if !strings.Contains(pod.Networks, "default-route") && !strings.Contains(pod.PodNetworks, "isDefaultGW") {
+		return nil // no element asks for it: no need to read the record
+	}
 	rec, ok := p.opts.Store.Get(npwgKey(pod.UID))
 	if p.opts.NPWG == nil || !ok {
 		return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
@@ -331,6 +332,9 @@ func (p *Plugin) letGoIPAMClaim(ctx context.Context, key claims.Key, pod types.U
 // next attach of the pod writes them again.
 func (p *Plugin) reportIPAMClaims(ctx context.Context, pod Pod) {
 	o := p.ipamClaims()
+	if o == nil || !strings.Contains(pod.Networks, "ipam-claim-reference") {
+		return // no element names an IPAMClaim: no need to read the record
+	}
 	rec, ok := p.opts.Store.Get(npwgKey(pod.UID))
 	if o == nil || !ok {
 		return
