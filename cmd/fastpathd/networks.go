@@ -51,7 +51,7 @@ type networkAPI struct {
 // start serves the CRI Network API when --network-api-socket is set; the
 // networks set through it are kept in stateDir/netapi. A nil networkAPI
 // is off.
-func (o *networkAPIOptions) start(ctx context.Context, stateDir string, binDirs []string) (*networkAPI, error) {
+func (o *networkAPIOptions) start(ctx context.Context, stateDir string, binDirs []string, sources ...netapi.Source) (*networkAPI, error) {
 	if o.socket == "" {
 		return nil, nil
 	}
@@ -59,6 +59,7 @@ func (o *networkAPIOptions) start(ctx context.Context, stateDir string, binDirs 
 		StateFile:  filepath.Join(stateDir, "netapi", "networks.json"),
 		CNIConfDir: o.cniConfDir,
 		BinDirs:    binDirs,
+		Sources:    sources,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("CRI Network API: %w", err)

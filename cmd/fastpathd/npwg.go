@@ -11,6 +11,7 @@ import (
 
 	"github.com/fastpath-dra/fastpath/dra"
 	pnv1 "github.com/fastpath-dra/fastpath/dra/api/podnetwork/v1alpha1"
+	"github.com/fastpath-dra/fastpath/dra/netapi"
 	"github.com/fastpath-dra/fastpath/dra/npwg"
 	"github.com/fastpath-dra/fastpath/dra/nri"
 	"github.com/fastpath-dra/fastpath/dra/status"
@@ -73,6 +74,37 @@ func (o *npwgOptions) podNetworkOptions(restConfig *rest.Config, client kubernet
 		return nil, err
 	}
 	return &nri.PodNetworkOptions{Objects: dra.PodNetworks{Client: dyn}, Networks: configs, Status: status.PodNetworkStatus{Client: client}}, nil
+}
+
+// networkSources are the CRI Network API's networks from the cluster:
+// the PodNetworks (--podnetworks) and the NetworkAttachmentDefinitions
+// (--npwg) this node attaches.
+func (o *npwgOptions) networkSources(restConfig *rest.Config) ([]netapi.Source, error) {
+	if !o.enabled {
+		return nil, nil
+	}
+	dyn, err := dynamic.NewForConfig(restConfig)
+	if err != nil {
+		return nil, err
+	}
+	sources := []netapi.Source{dra.NADSource{Client: dyn, ConfDir: o.confDir}}
+	if o.podNetworks {
+		sources = append(sources, dra.PodNetworkSource{Client: dyn, NADs: dra.NADs{Client: dyn}, ConfDir: o.confDir})
+	}
+	return sources, nil
+}
+
+// networkAPIPermissions are the lists the CRI Network API makes of the
+// networks of networkSources.
+func (o *npwgOptions) networkAPIPermissions() []permission {
+	var ps []permission
+	if o.enabled {
+		ps = append(ps, permission{group: "k8s.cni.cncf.io", resource: "network-attachment-definitions", verb: "list", why: "the CRI Network API lists them (--network-api-socket, --npwg)"})
+	}
+	if o.podNetworks {
+		ps = append(ps, permission{group: pnv1.Group, resource: pnv1.ResourcePodNetworks, verb: "list", why: "the CRI Network API lists them (--network-api-socket, --podnetworks)"})
+	}
+	return ps
 }
 
 // ipamClaimPermissions are the calls --npwg-ipamclaims makes.

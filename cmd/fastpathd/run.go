@@ -269,6 +269,9 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	if o.npwg.podNetworks {
 		ps = append(ps, podNetworkPermissions...)
 	}
+	if o.networkAPI.socket != "" {
+		ps = append(ps, o.npwg.networkAPIPermissions()...)
+	}
 	if err := checkPermissions(ctx, client, ps); err != nil {
 		return err
 	}
@@ -312,7 +315,11 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	if nriOpts.NPWG, err = o.npwg.options(restConfig, client, &o.cni, o.ipPools); err != nil {
 		return err
 	}
-	api, err := o.networkAPI.start(ctx, o.stateDir, splitList(o.cni.binDirs))
+	sources, err := o.npwg.networkSources(restConfig)
+	if err != nil {
+		return err
+	}
+	api, err := o.networkAPI.start(ctx, o.stateDir, splitList(o.cni.binDirs), sources...)
 	if err != nil {
 		return err
 	}

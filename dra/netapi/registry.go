@@ -24,6 +24,29 @@ type Options struct {
 	BinDirs []string
 	// Status runs CNI STATUS; nil: libcni with BinDirs.
 	Status StatusRunner
+	// Sources are the node's networks from elsewhere (PodNetworks,
+	// NetworkAttachmentDefinitions): listed with their status, after
+	// those set through the API; not set or removed through it.
+	Sources []Source
+}
+
+// Source is networks the node has from elsewhere than the API.
+type Source interface {
+	// Networks are the source's networks now.
+	Networks(ctx context.Context) ([]SourceNetwork, error)
+}
+
+// SourceNetwork is one network of a Source.
+type SourceNetwork struct {
+	// Name is the network's name on the node (a PodNetwork's name, a
+	// NetworkAttachmentDefinition's namespace/name).
+	Name string
+	// From says where it is from, e.g. "PodNetwork dataplane".
+	From string
+	// Conflist is its CNI configuration list; nil with Problem when it has
+	// none this node can read.
+	Conflist []byte
+	Problem  string
 }
 
 // Registry is the node's registry of named networks: those set through
@@ -149,7 +172,40 @@ func (r *Registry) List(ctx context.Context) []*PodNetwork {
 	for _, cfg := range configs {
 		out = append(out, &PodNetwork{Config: proto.CloneOf(cfg), Status: r.statusOf(ctx, cfg)})
 	}
+	for _, src := range r.opts.Sources {
+		nets, err := src.Networks(ctx)
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Listing the node's networks of a source")
+			continue
+		}
+		for _, n := range nets {
+			out = append(out, sourceNetwork(ctx, r.checker, n))
+		}
+	}
 	return out
+}
+
+// sourceNetwork is a Source's network as the API lists it: its
+// configuration as NetworkConfig, and its status, saying where it is from.
+func sourceNetwork(ctx context.Context, c checker, n SourceNetwork) *PodNetwork {
+	pn := &PodNetwork{Config: &NetworkConfig{Metadata: &NetworkMetadata{Name: n.Name}}}
+	if n.Problem != "" || n.Conflist == nil {
+		pn.Status = &NetworkStatus{Message: n.From + ": " + n.Problem}
+		return pn
+	}
+	cfg, err := FromConflist(n.Conflist)
+	if err != nil {
+		pn.Status = &NetworkStatus{Message: n.From + ": " + err.Error()}
+		return pn
+	}
+	pn.Config.Cniv1Config = cfg
+	pn.Status = c.status(ctx, n.Conflist)
+	if pn.Status.Message == "" {
+		pn.Status.Message = n.From
+	} else {
+		pn.Status.Message = n.From + ": " + pn.Status.Message
+	}
+	return pn
 }
 
 func (r *Registry) statusOf(ctx context.Context, cfg *NetworkConfig) *NetworkStatus {
