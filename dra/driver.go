@@ -23,6 +23,7 @@ import (
 	"github.com/fastpath-dra/fastpath/dataplane/fault"
 	"github.com/fastpath-dra/fastpath/devices"
 	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/nri"
 	"github.com/fastpath-dra/fastpath/dra/metrics"
 	"github.com/fastpath-dra/fastpath/dra/status"
 )
@@ -93,6 +94,9 @@ type Options struct {
 	// writes it); "" when the networks pods select are off (no --npwg):
 	// such claims are refused.
 	DeviceInfoDir string
+	// PodNetworks reads the PodNetworks (and PodNetworkAttachments) claims'
+	// configs name (--podnetworks); nil: such claims are refused.
+	PodNetworks nri.PodNetworkGetter
 }
 
 // Driver is fastpath's DRA kubelet plugin for driver fastpath.dev.

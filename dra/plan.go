@@ -128,6 +128,7 @@ func plan(claim *resourceapi.ResourceClaim, inventory map[string]devices.Device,
 		if err != nil {
 			return nil, err
 		}
+		d.PodNetwork, d.PodNetworkAttachment = cfg.PodNetwork, cfg.PodNetworkAttachment
 		c.Devices = append(c.Devices, d)
 	}
 	if len(c.Devices) == 0 {

@@ -123,6 +123,13 @@ func (d *Driver) observe(ctx context.Context, claim *resourceapi.ResourceClaim, 
 				x.ChannelsBefore = cur
 			}
 		}
+		if dev.PodNetwork != "" || dev.PodNetworkAttachment != "" {
+			name, err := d.checkPodNetwork(ctx, claim.Namespace, dev.PodNetwork, dev.PodNetworkAttachment)
+			if err != nil {
+				return &ClaimError{Claim: klog.KObj(claim).String(), Request: dev.Request, Device: dev.Device, Reason: err.Error()}
+			}
+			dev.PodNetwork = name
+		}
 		if dev.Memif != nil {
 			if why := checkMemif(ctx, d.opts.MemifDir, dev.Memif); why != "" {
 				return &ClaimError{Claim: klog.KObj(claim).String(), Request: dev.Request, Device: dev.Device, Reason: why}
@@ -130,6 +137,18 @@ func (d *Driver) observe(ctx context.Context, claim *resourceapi.ResourceClaim, 
 		}
 	}
 	return nil
+}
+
+// checkPodNetwork is the name of the PodNetwork a claim's config names,
+// directly or through a PodNetworkAttachment of the claim's namespace,
+// once the KEP's active validation passes: each exists and is Ready, the
+// PodNetwork enabled and of fastpath's provider (or none). Prepare fails
+// until then; the kubelet tries again.
+func (d *Driver) checkPodNetwork(ctx context.Context, namespace, name, attachment string) (string, error) {
+	if d.opts.PodNetworks == nil {
+		return "", errors.New("config podNetwork or podNetworkAttachment: this node does not attach PodNetworks (fastpathd run --podnetworks is off)")
+	}
+	return nri.CheckPodNetwork(ctx, d.opts.PodNetworks, namespace, name, attachment)
 }
 
 // steps are a fastpath claim's side effects, in order: the claim's files

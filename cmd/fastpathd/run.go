@@ -228,6 +228,15 @@ func loadRESTConfig(kubeconfig string) (*rest.Config, error) {
 	return cfg, nil
 }
 
+// podNetworkGetter is what the driver reads the PodNetworks claims name
+// with: the NRI plugin's, nil when --podnetworks is off.
+func podNetworkGetter(o *nri.PodNetworkOptions) nri.PodNetworkGetter {
+	if o == nil {
+		return nil
+	}
+	return o.Objects
+}
+
 // defaultGCPercent is the daemon's GC target unless $GOGC says otherwise.
 // fastpathd idles between claims and discoveries, and its live heap is
 // small (about 14 MiB with 1024 devices published): collecting at a quarter
@@ -349,6 +358,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 		Health: o.health, HealthChecks: dra.LiveChecks{Attacher: attacher}, Events: eventRecorder(ctx, client, o.nodeName),
 		PCI: dataplane.PCIBinder{SysfsRoot: o.SysfsRoot, DevRoot: o.devRoot}, IPPools: o.ipPools,
 		DeviceInfoDir: o.npwg.driverDeviceInfoDir(),
+		PodNetworks:   podNetworkGetter(nriOpts.PodNetworks),
 	})
 	if err != nil {
 		return err

@@ -151,6 +151,11 @@ type Device struct {
 	// ResourceName (mode delegate) is the resource name by which a
 	// NetworkAttachmentDefinition takes the device for its CNI plugin.
 	ResourceName string `json:"resourceName,omitempty"`
+	// PodNetwork is the PodNetwork (KEP-3698) the device's interface is the
+	// pod's attachment to; PodNetworkAttachment the object of the claim's
+	// namespace it was named through, if any.
+	PodNetwork           string `json:"podNetwork,omitempty"`
+	PodNetworkAttachment string `json:"podNetworkAttachment,omitempty"`
 	// Attached is where the runtime's hook put the device's netdev (or
 	// made its sub-interface); recorded before the move, dropped once the
 	// netdev is back (the sub-interface deleted).

@@ -98,33 +98,17 @@ func (p *Plugin) podNetworkAttachments(pod Pod) ([]pnv1.Network, []npwg.Attachme
 // attachment's) parametersRefs. ok is false for a PodNetwork of another
 // provider.
 func (p *Plugin) resolvePodNetwork(ctx context.Context, pod Pod, n pnv1.Network, a *npwg.Attachment) (_ claims.Network, ok bool, _ error) {
-	o := p.opts.PodNetworks
-	name := n.PodNetworkName
-	var refs []pnv1.ParametersRef
-	var tenantRefs bool
-	if n.PodNetworkAttachmentName != "" {
-		pna, err := o.Objects.GetPodNetworkAttachment(ctx, pod.Namespace, n.PodNetworkAttachmentName)
-		if err != nil {
-			return claims.Network{}, false, fmt.Errorf("PodNetworkAttachment %s/%s: %w", pod.Namespace, n.PodNetworkAttachmentName, err)
-		}
-		if err := ready(pna.Status.Conditions); err != nil {
-			return claims.Network{}, false, fmt.Errorf("PodNetworkAttachment %s/%s: %w", pod.Namespace, pna.Name, err)
-		}
-		name, refs, tenantRefs = pna.Spec.PodNetworkName, pna.Spec.ParametersRefs, len(pna.Spec.ParametersRefs) > 0
-	}
-	pn, err := o.Objects.GetPodNetwork(ctx, name)
+	pn, refs, err := lookupPodNetwork(ctx, p.opts.PodNetworks.Objects, pod.Namespace, n.PodNetworkName, n.PodNetworkAttachmentName)
 	if err != nil {
-		return claims.Network{}, false, fmt.Errorf("PodNetwork %s: %w", name, err)
+		return claims.Network{}, false, err
 	}
-	if pn.Spec.Provider != "" && pn.Spec.Provider != Provider {
+	name, tenantRefs := pn.Name, len(refs) > 0
+	if !ourProvider(pn) {
 		klog.FromContext(ctx).V(2).Info("Not attaching a PodNetwork of another provider", "pod", pod.String(), "podNetwork", name, "provider", pn.Spec.Provider)
 		return claims.Network{}, false, nil
 	}
-	if !pn.Spec.IsEnabled() {
-		return claims.Network{}, false, fmt.Errorf("PodNetwork %s: %s: enabled is false, no new pod attaches to it", name, pnv1.ReasonAdministrativelyDisabled)
-	}
-	if err := ready(pn.Status.Conditions); err != nil {
-		return claims.Network{}, false, fmt.Errorf("PodNetwork %s: %w", name, err)
+	if err := usable(pn); err != nil {
+		return claims.Network{}, false, err
 	}
 	if len(refs) == 0 {
 		refs = pn.Spec.ParametersRefs
@@ -140,6 +124,62 @@ func (p *Plugin) resolvePodNetwork(ctx context.Context, pod Pod, n pnv1.Network,
 	}
 	return claims.Network{Request: podNetworkRequest(name), Device: a.InterfaceRequest, IfName: a.InterfaceRequest, Conflist: inv.List.Bytes,
 		DefaultRoute: n.IsDefaultGW, PodNetwork: name}, true, nil
+}
+
+// CheckPodNetwork is the name of the PodNetwork named directly or through
+// the PodNetworkAttachment namespace/attachment, once both pass the KEP's
+// active validation (exist, Ready, enabled) and the PodNetwork is of
+// fastpath's provider or none; else the error says why.
+func CheckPodNetwork(ctx context.Context, objects PodNetworkGetter, namespace, name, attachment string) (string, error) {
+	pn, _, err := lookupPodNetwork(ctx, objects, namespace, name, attachment)
+	if err != nil {
+		return "", err
+	}
+	if !ourProvider(pn) {
+		return "", fmt.Errorf("PodNetwork %s: its provider is %s, not %s", pn.Name, pn.Spec.Provider, Provider)
+	}
+	if err := usable(pn); err != nil {
+		return "", err
+	}
+	return pn.Name, nil
+}
+
+// lookupPodNetwork reads the PodNetwork named directly or through the
+// PodNetworkAttachment namespace/attachment, which must exist and be
+// Ready; refs are the attachment's parametersRefs.
+func lookupPodNetwork(ctx context.Context, objects PodNetworkGetter, namespace, name, attachment string) (*pnv1.PodNetwork, []pnv1.ParametersRef, error) {
+	var refs []pnv1.ParametersRef
+	if attachment != "" {
+		pna, err := objects.GetPodNetworkAttachment(ctx, namespace, attachment)
+		if err != nil {
+			return nil, nil, fmt.Errorf("PodNetworkAttachment %s/%s: %w", namespace, attachment, err)
+		}
+		if err := ready(pna.Status.Conditions); err != nil {
+			return nil, nil, fmt.Errorf("PodNetworkAttachment %s/%s: %w", namespace, attachment, err)
+		}
+		name, refs = pna.Spec.PodNetworkName, pna.Spec.ParametersRefs
+	}
+	pn, err := objects.GetPodNetwork(ctx, name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("PodNetwork %s: %w", name, err)
+	}
+	return pn, refs, nil
+}
+
+// ourProvider says whether fastpath attaches the PodNetwork: its provider is
+// fastpath's, or none.
+func ourProvider(pn *pnv1.PodNetwork) bool { return pn.Spec.Provider == "" || pn.Spec.Provider == Provider }
+
+// usable is nil when a pod may attach to the PodNetwork now: enabled and
+// Ready.
+func usable(pn *pnv1.PodNetwork) error {
+	if !pn.Spec.IsEnabled() {
+		return fmt.Errorf("PodNetwork %s: %s: enabled is false, no new pod attaches to it", pn.Name, pnv1.ReasonAdministrativelyDisabled)
+	}
+	if err := ready(pn.Status.Conditions); err != nil {
+		return fmt.Errorf("PodNetwork %s: %w", pn.Name, err)
+	}
+	return nil
 }
 
 // ready is nil when the conditions say Ready, else the error of the
@@ -205,13 +245,32 @@ func (p *Plugin) podNetworkConfig(ctx context.Context, pod Pod, name string, ref
 // marked (the default PodNetwork when none is). Nil when the pod is
 // attached to no PodNetwork of fastpath's.
 func (p *Plugin) PodNetworkStatus(ctx context.Context, pod Pod) ([]pnv1.NetworkStatus, error) {
-	rec, ok := p.opts.Store.Get(npwgKey(pod.UID))
-	if p.opts.PodNetworks == nil || p.opts.NPWG == nil || !ok {
+	if p.opts.PodNetworks == nil || p.opts.NPWG == nil {
 		return nil, nil
 	}
 	var out []pnv1.NetworkStatus
 	var errs []error
 	gw := false
+	// The pod's claims' devices that are its attachments to a PodNetwork,
+	// in the order they were attached: before the annotation's.
+	for _, c := range p.opts.Store.PodClaims(pod.UID) {
+		if c.Driver != claims.DriverFastpath {
+			continue
+		}
+		for _, d := range c.Devices {
+			if d.PodNetwork == "" || d.Attached == nil || d.Pod == nil {
+				continue
+			}
+			var addrs []netip.Addr
+			for _, a := range d.Pod.Addresses {
+				if pfx, err := netip.ParsePrefix(a); err == nil {
+					addrs = append(addrs, pfx.Addr())
+				}
+			}
+			out = append(out, pnv1.NewNetworkStatus(d.PodNetwork, d.Pod.Name, false, addrs))
+		}
+	}
+	rec, _ := p.opts.Store.Get(npwgKey(pod.UID))
 	for _, n := range rec.Networks {
 		if n.PodNetwork == "" || !n.Added {
 			continue
@@ -265,7 +324,7 @@ func resultAddrs(res *cnitypes100.Result) []netip.Addr {
 // reportPodNetworks writes the pod's network.fastpath.dev/network-status
 // in the background, as reportNPWG does the NPWG one.
 func (p *Plugin) reportPodNetworks(ctx context.Context, pod Pod) {
-	if p.opts.PodNetworks == nil || p.opts.PodNetworks.Status == nil || strings.TrimSpace(pod.PodNetworks) == "" || pod.NetNS == "" {
+	if p.opts.PodNetworks == nil || p.opts.PodNetworks.Status == nil || pod.NetNS == "" {
 		return
 	}
 	logger := klog.FromContext(ctx).WithValues("pod", pod.String())

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	pnv1 "github.com/fastpath-dra/fastpath/dra/api/podnetwork/v1alpha1"
+	"github.com/fastpath-dra/fastpath/dra/claims"
 )
 
 // fakePodNetworks serves PodNetworks and PodNetworkAttachments from maps.
@@ -157,5 +158,25 @@ func TestPodNetworks(t *testing.T) {
 		if _, ok := r.store.Get(npwgKey(npwgPodUID)); ok {
 			t.Errorf("%s: a record left", tc.networks)
 		}
+	}
+}
+
+// A claim's device that is the pod's attachment to a PodNetwork (its
+// config named it) is in the pod's PodNetwork status, with the addresses
+// its config gave, after the default PodNetwork.
+func TestPodNetworkStatusOfClaims(t *testing.T) {
+	c := claims.Claim{Driver: claims.DriverFastpath, UID: "uid-dev", Namespace: "default", Name: "fast", Prepared: true,
+		Pod: claims.Pod{UID: npwgPodUID, Name: "web"}, Devices: []claims.Device{{Request: "nic", Device: "pci-0000-3b-02-0", Mode: "netdev",
+			PodNetwork: "fast", Pod: &claims.PodInterface{Name: "fast0", Addresses: []string{"10.7.0.2/24", "fd00:7::2/64"}},
+			Attached: &claims.Attachment{SandboxID: "sandbox-1", NetNS: "/var/run/netns/web"}}}}
+	r := newNPWGRig(t, c)
+	r.plugin.opts.PodNetworks = &PodNetworkOptions{Objects: fakePodNetworks{}}
+	sts, err := r.plugin.PodNetworkStatus(r.ctx, npwgPod(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sts) != 2 || sts[0].Name != "default" || !sts[0].IsDefaultGW || sts[1].Name != "fast" || sts[1].InterfaceName != "fast0" ||
+		fmt.Sprint(sts[1].IPs) != "[10.7.0.2 fd00:7::2]" {
+		t.Errorf("PodNetwork status %+v", sts)
 	}
 }

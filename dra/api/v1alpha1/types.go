@@ -143,6 +143,13 @@ type InterfaceConfig struct {
 	// a DeviceClass sets it to keep the names of existing
 	// NetworkAttachmentDefinitions.
 	ResourceName string `json:"resourceName,omitempty"`
+	// PodNetwork names the PodNetwork (KEP-3698, network.fastpath.dev) the
+	// device's interface is the pod's attachment to, or PodNetworkAttachment
+	// one of the claim's namespace: it must exist, be Ready and enabled for
+	// the claim to be prepared (fastpathd run --podnetworks), and the pod's
+	// PodNetwork status lists the interface under its name.
+	PodNetwork           string `json:"podNetwork,omitempty"`
+	PodNetworkAttachment string `json:"podNetworkAttachment,omitempty"`
 }
 
 // MacvlanConfig is a macvlan sub-interface (mode macvlan).

@@ -63,6 +63,16 @@ func (c *InterfaceConfig) Validate() field.ErrorList {
 	if c.Mode == ModeDelegate {
 		errs = append(errs, c.validateDelegate()...)
 	}
+	if c.PodNetwork != "" && c.PodNetworkAttachment != "" {
+		errs = append(errs, field.Invalid(field.NewPath("podNetworkAttachment"), c.PodNetworkAttachment, "only one of podNetwork and podNetworkAttachment may be set"))
+	}
+	for _, n := range []struct{ path, value string }{{"podNetwork", c.PodNetwork}, {"podNetworkAttachment", c.PodNetworkAttachment}} {
+		if n.value != "" {
+			for _, msg := range validation.IsDNS1123Subdomain(n.value) {
+				errs = append(errs, field.Invalid(field.NewPath(n.path), n.value, msg))
+			}
+		}
+	}
 	if c.ResourceName != "" {
 		p := field.NewPath("resourceName")
 		if c.Mode != ModeDelegate {
