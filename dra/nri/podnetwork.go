@@ -168,7 +168,9 @@ func lookupPodNetwork(ctx context.Context, objects PodNetworkGetter, namespace, 
 
 // ourProvider says whether fastpath attaches the PodNetwork: its provider is
 // fastpath's, or none.
-func ourProvider(pn *pnv1.PodNetwork) bool { return pn.Spec.Provider == "" || pn.Spec.Provider == Provider }
+func ourProvider(pn *pnv1.PodNetwork) bool {
+	return pn.Spec.Provider == "" || pn.Spec.Provider == Provider
+}
 
 // usable is nil when a pod may attach to the PodNetwork now: enabled and
 // Ready.
