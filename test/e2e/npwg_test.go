@@ -48,30 +48,11 @@ metadata:
 spec:
   config: '{"cniVersion": "1.0.0", "name": "net-a", "plugins": [{"type": "macvlan", "master": %q, "mode": "bridge", "ipam": {"type": "static"}, "capabilities": {"ips": true}}]}'
 `, master.Attrs().Name)
-	// The CRD the chart installed may take a moment to be served.
-	var createErr error
-	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, createErr = createYAML(t, ctx, nads, true, doc)
-		return createErr == nil, nil
-	}); err != nil {
-		t.Fatalf("create the NetworkAttachmentDefinition: %v", createErr)
-	}
+	createServed(t, ctx, nads, doc)
 
 	pod := testbed.WorkloadPod("default", "e2e-npwg", "ifaces")
 	pod.Annotations = map[string]string{nadv1.NetworkAttachmentAnnot: `[{"name": "net-a", "ips": ["10.93.0.5/24"]}, {"name": "net-a", "interface": "data1", "ips": ["10.93.0.6/24"]}]`}
-	if _, err := bed.RunPod(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = bed.DeletePod(context.Background(), "default", pod.Name) })
-	logs, err := bed.WaitPodLog(ctx, "default", pod.Name, "data1 ", 30*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"net1 ", "10.93.0.5/24", "data1 ", "10.93.0.6/24"} {
-		if !strings.Contains(logs, want) {
-			t.Errorf("the pod's interfaces lack %q:\n%s", want, logs)
-		}
-	}
+	runWithInterfaces(t, ctx, pod, "data1", "net1 ", "10.93.0.5/24", "data1 ", "10.93.0.6/24")
 
 	var entries []nadv1.NetworkStatus
 	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -132,13 +113,7 @@ metadata:
 spec:
   config: '{"cniVersion": "1.0.0", "name": "fast-nic", "plugins": [{"type": "host-device", "ipam": {"type": "static"}, "capabilities": {"ips": true}}]}'
 `, resource)
-	var createErr error
-	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, createErr = createYAML(t, ctx, nads, true, doc)
-		return createErr == nil, nil
-	}); err != nil {
-		t.Fatalf("create the NetworkAttachmentDefinition: %v", createErr)
-	}
+	createServed(t, ctx, nads, doc)
 
 	// The shipped example of the mode, now that the CRD is served.
 	dryRunCreate(t, ctx, filepath.Join(bed.Config().RepoDir, "deploy", "examples", "delegate.yaml"))
@@ -214,4 +189,25 @@ spec:
 	} else {
 		t.Logf("event: %s", msg)
 	}
+}
+
+// runWithInterfaces runs pod (the workload's ifaces command), deleted when
+// the test ends, until it prints the interface last, and checks its output
+// has each of wants; it returns the output.
+func runWithInterfaces(t *testing.T, ctx context.Context, pod *corev1.Pod, last string, wants ...string) string {
+	t.Helper()
+	if _, err := bed.RunPod(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bed.DeletePod(context.Background(), pod.Namespace, pod.Name) })
+	logs, err := bed.WaitPodLog(ctx, pod.Namespace, pod.Name, last+" ", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range wants {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the pod's interfaces lack %q:\n%s", want, logs)
+		}
+	}
+	return logs
 }

@@ -94,13 +94,7 @@ metadata:
 spec:
   config: '{"cniVersion": "1.0.0", "name": "fast-net", "plugins": [{"type": "macvlan", "master": %q, "mode": "bridge", "ipam": {"type": "static", "addresses": [{"address": "10.96.2.5/24"}]}}]}'
 `, master.Attrs().Name)
-	var createErr error
-	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, createErr = createYAML(t, ctx, nads, true, nad)
-		return createErr == nil, nil
-	}); err != nil {
-		t.Fatalf("create the NetworkAttachmentDefinition: %v", createErr)
-	}
+	createServed(t, ctx, nads, nad)
 	for _, doc := range []string{`apiVersion: network.fastpath.dev/v1alpha1
 kind: PodNetwork
 metadata:
@@ -143,19 +137,7 @@ spec:
 	pod := testbed.WorkloadPod("default", "e2e-podnetwork-attach", "ifaces")
 	pod.Annotations = map[string]string{pnv1.AnnotationNetworks: `[{"podNetworkName": "default", "interfaceName": "eth0", "isDefaultGW": true},
 		{"podNetworkName": "dataplane1", "interfaceName": "net1"}, {"podNetworkAttachmentName": "my-interface-fast-net", "interfaceName": "net2"}]`}
-	if _, err := bed.RunPod(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = bed.DeletePod(context.Background(), "default", pod.Name) })
-	logs, err := bed.WaitPodLog(ctx, "default", pod.Name, "net2 ", 30*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"net1 ", "10.96.1.5/24", "net2 ", "10.96.2.5/24"} {
-		if !strings.Contains(logs, want) {
-			t.Errorf("the pod's interfaces lack %q:\n%s", want, logs)
-		}
-	}
+	runWithInterfaces(t, ctx, pod, "net2", "net1 ", "10.96.1.5/24", "net2 ", "10.96.2.5/24")
 	var sts []pnv1.NetworkStatus
 	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		p, err := bed.Client().CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
