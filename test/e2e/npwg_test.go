@@ -80,15 +80,7 @@ spec:
 
 	missing := testbed.WorkloadPod("default", "e2e-npwg-missing", "sleep")
 	missing.Annotations = map[string]string{nadv1.NetworkAttachmentAnnot: "net-a,nowhere"}
-	if _, err := bed.Client().CoreV1().Pods("default").Create(ctx, missing, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = bed.DeletePod(context.Background(), "default", missing.Name) })
-	if msg, err := waitEvent(ctx, missing.Name, "nowhere"); err != nil {
-		t.Errorf("no event of the pod selecting a missing network names it: %v", err)
-	} else {
-		t.Logf("event: %s", msg)
-	}
+	createRefused(t, ctx, missing, "nowhere", "the pod selecting a missing network names it")
 }
 
 // TestNPWGDelegated: a NetworkAttachmentDefinition whose annotation
@@ -180,12 +172,19 @@ spec:
 
 	lonely := testbed.WorkloadPod("default", "e2e-npwg-no-device", "sleep")
 	lonely.Annotations = map[string]string{nadv1.NetworkAttachmentAnnot: "fast-nic"}
-	if _, err := bed.Client().CoreV1().Pods("default").Create(ctx, lonely, metav1.CreateOptions{}); err != nil {
+	createRefused(t, ctx, lonely, "none of the pod's claims holds one in mode delegate", "the pod without a claim of the resource says so")
+}
+
+// createRefused creates pod, deleted when the test ends, whose sandbox is
+// to fail, and waits for the event that says want (what says it).
+func createRefused(t *testing.T, ctx context.Context, pod *corev1.Pod, want, what string) {
+	t.Helper()
+	if _, err := bed.Client().CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = bed.DeletePod(context.Background(), "default", lonely.Name) })
-	if msg, err := waitEvent(ctx, lonely.Name, "none of the pod's claims holds one in mode delegate"); err != nil {
-		t.Errorf("no event of the pod without a claim of the resource says so: %v", err)
+	t.Cleanup(func() { _ = bed.DeletePod(context.Background(), pod.Namespace, pod.Name) })
+	if msg, err := waitEvent(ctx, pod.Name, want); err != nil {
+		t.Errorf("no event of %s: %v", what, err)
 	} else {
 		t.Logf("event: %s", msg)
 	}

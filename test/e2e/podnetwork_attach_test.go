@@ -162,15 +162,7 @@ spec:
 	waitCondition(t, ctx, networks, "dataplane1", metav1.ConditionFalse, pnv1.ReasonAdministrativelyDisabled, "")
 	late := testbed.WorkloadPod("default", "e2e-podnetwork-late", "ifaces")
 	late.Annotations = map[string]string{pnv1.AnnotationNetworks: `[{"podNetworkName": "dataplane1", "interfaceName": "net1"}]`}
-	if _, err := bed.Client().CoreV1().Pods("default").Create(ctx, late, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = bed.DeletePod(context.Background(), "default", late.Name) })
-	if msg, err := waitEvent(ctx, late.Name, pnv1.ReasonAdministrativelyDisabled); err != nil {
-		t.Errorf("no event of the pod naming a disabled PodNetwork says so: %v", err)
-	} else {
-		t.Logf("event: %s", msg)
-	}
+	createRefused(t, ctx, late, pnv1.ReasonAdministrativelyDisabled, "the pod naming a disabled PodNetwork says so")
 	// The first pod holds 10.96.1.5 on the same master: the late one
 	// needs its own address, so the node's network is set again.
 	cfg2, err := netapi.FromConflist([]byte(strings.Replace(conflist, "10.96.1.5", "10.96.1.6", 1)))
