@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -82,6 +83,51 @@ func TestPodNetworkAttach(t *testing.T) {
 		if st := statuses[name]; st == nil || !st.GetSandboxManagement() {
 			t.Errorf("network %s: status %v, want listed and ready for sandboxes", name, st)
 		}
+	}
+
+	// _fallback follows the bed's CNI configuration as it changes: a key
+	// the plugins ignore is added to its first plugin, and taken out again.
+	confs, err := filepath.Glob(filepath.Join(bed.Config().CNIConfDir(), "*.conflist"))
+	if err != nil || len(confs) == 0 {
+		t.Fatalf("the bed's CNI configuration: %v, %v", confs, err)
+	}
+	slices.Sort(confs)
+	original, err := os.ReadFile(confs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var edited map[string]any
+	if err := json.Unmarshal(original, &edited); err != nil {
+		t.Fatal(err)
+	}
+	edited["plugins"].([]any)[0].(map[string]any)["fpnaMarker"] = "e2e"
+	data, _ := json.Marshal(edited)
+	restore := func() { _ = os.WriteFile(confs[0], original, 0o644) }
+	t.Cleanup(restore)
+	if err := os.WriteFile(confs[0], data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fallbackHas := func(marked bool) error {
+		return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+			list, err := client.ListPodNetwork(ctx, &netapi.ListPodNetworkRequest{})
+			if err != nil {
+				return false, nil
+			}
+			for _, n := range list.GetNetworks() {
+				if n.GetConfig().GetMetadata().GetName() == netapi.FallbackName {
+					_, has := n.GetConfig().GetCniv1Config().GetPlugins()[0].GetParameters()["fpnaMarker"]
+					return has == marked, nil
+				}
+			}
+			return false, nil
+		})
+	}
+	if err := fallbackHas(true); err != nil {
+		t.Errorf("_fallback did not follow the change of %s: %v", confs[0], err)
+	}
+	restore()
+	if err := fallbackHas(false); err != nil {
+		t.Errorf("_fallback did not follow %s back: %v", confs[0], err)
 	}
 
 	// The KEP's objects: dataplane1 (the node has its configuration), and
