@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -84,6 +85,20 @@ func TestPodNetworkAttach(t *testing.T) {
 			t.Errorf("network %s: status %v, want listed and ready for sandboxes", name, st)
 		}
 	}
+
+	// The same through the CLI, on the socket.
+	cli := exec.Command("go", "run", "./cmd/fastpathd", "networks", "list", "--socket", filepath.Join(d.stateDir+".netapi", "network-api.sock"))
+	cli.Dir = bed.Config().RepoDir
+	out, err := cli.CombinedOutput()
+	if err != nil {
+		t.Errorf("fastpathd networks list: %v\n%s", err, out)
+	}
+	for _, want := range []string{netapi.FallbackName, "dataplane1"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("fastpathd networks list lacks %s:\n%s", want, out)
+		}
+	}
+	t.Logf("fastpathd networks list:\n%s", out)
 
 	// _fallback follows the bed's CNI configuration as it changes: a key
 	// the plugins ignore is added to its first plugin, and taken out again.
