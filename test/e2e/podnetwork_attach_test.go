@@ -87,7 +87,12 @@ func TestPodNetworkAttach(t *testing.T) {
 	}
 
 	// The same through the CLI, on the socket.
-	cli := exec.Command("go", "run", "./cmd/fastpathd", "networks", "list", "--socket", filepath.Join(d.stateDir+".netapi", "network-api.sock"))
+	// The binary the image was built with, else built now.
+	args := []string{"networks", "list", "--socket", filepath.Join(d.stateDir+".netapi", "network-api.sock")}
+	cli := exec.Command(filepath.Join(bed.Config().RepoDir, "bin", "fastpathd"), args...)
+	if _, err := os.Stat(cli.Path); err != nil {
+		cli = exec.Command("go", append([]string{"run", "./cmd/fastpathd"}, args...)...)
+	}
 	cli.Dir = bed.Config().RepoDir
 	out, err := cli.CombinedOutput()
 	if err != nil {
