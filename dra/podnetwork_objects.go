@@ -88,7 +88,7 @@ func (s PodNetworkSource) Networks(ctx context.Context) ([]netapi.SourceNetwork,
 // of refs, or why there is none.
 func (s PodNetworkSource) conflist(ctx context.Context, refs []pnv1.ParametersRef) ([]byte, string) {
 	for _, ref := range refs {
-		if ref.Group != nadv1.SchemeGroupVersion.Group || (ref.Kind != "NetworkAttachmentDefinition" && ref.Kind != "network-attachment-definitions") {
+		if !ref.NamesNAD() {
 			continue
 		}
 		nad, err := s.NADs.GetNAD(ctx, ref.Namespace, ref.Name)

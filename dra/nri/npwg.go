@@ -427,6 +427,18 @@ func (p *Plugin) NetworkStatus(ctx context.Context, pod Pod) ([]nadv1.NetworkSta
 	return out, errors.Join(errs...)
 }
 
+// podAddrs are the addresses a claim gave the interface, without their
+// prefixes.
+func podAddrs(p *claims.PodInterface) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range p.Addresses {
+		if pfx, err := netip.ParsePrefix(a); err == nil {
+			out = append(out, pfx.Addr())
+		}
+	}
+	return out
+}
+
 // deviceStatuses are the network-status entries of a fastpath claim's
 // devices in the pod: each interface with its addresses, MAC and MTU as
 // the claim set them (the device's own where it set none), and the
@@ -442,10 +454,8 @@ func deviceStatuses(c claims.Claim) []nadv1.NetworkStatus {
 		if h := d.Host; h != nil && d.Shared == nil {
 			st.Mac, st.Mtu = cmp.Or(st.Mac, h.MAC), cmp.Or(st.Mtu, h.MTU)
 		}
-		for _, a := range d.Pod.Addresses {
-			if pfx, err := netip.ParsePrefix(a); err == nil {
-				st.IPs = append(st.IPs, pfx.Addr().String())
-			}
+		for _, a := range podAddrs(d.Pod) {
+			st.IPs = append(st.IPs, a.String())
 		}
 		out = append(out, st)
 	}

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	cnitypes100 "github.com/containernetworking/cni/pkg/types/100"
-	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -211,7 +210,7 @@ func (p *Plugin) podNetworkConfig(ctx context.Context, pod Pod, name string, ref
 		}
 	}
 	for _, ref := range refs {
-		if ref.Group != nadv1.SchemeGroupVersion.Group || (ref.Kind != "NetworkAttachmentDefinition" && ref.Kind != "network-attachment-definitions") {
+		if !ref.NamesNAD() {
 			continue
 		}
 		ns := ref.Namespace
@@ -263,13 +262,7 @@ func (p *Plugin) PodNetworkStatus(ctx context.Context, pod Pod) ([]pnv1.NetworkS
 			if d.PodNetwork == "" || d.Attached == nil || d.Pod == nil {
 				continue
 			}
-			var addrs []netip.Addr
-			for _, a := range d.Pod.Addresses {
-				if pfx, err := netip.ParsePrefix(a); err == nil {
-					addrs = append(addrs, pfx.Addr())
-				}
-			}
-			out = append(out, pnv1.NewNetworkStatus(d.PodNetwork, d.Pod.Name, false, addrs))
+			out = append(out, pnv1.NewNetworkStatus(d.PodNetwork, d.Pod.Name, false, podAddrs(d.Pod)))
 		}
 	}
 	rec, _ := p.opts.Store.Get(npwgKey(pod.UID))

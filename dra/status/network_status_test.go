@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	pnv1 "github.com/fastpath-dra/fastpath/dra/api/podnetwork/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/npwg"
 )
 
@@ -52,5 +53,30 @@ func TestPatchNetworkStatus(t *testing.T) {
 	pod, _ = client.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
 	if pod.Annotations[nadv1.NetworkStatusAnnot] != before {
 		t.Errorf("another pod's status was written: %s", pod.Annotations[nadv1.NetworkStatusAnnot])
+	}
+}
+
+// TestPatchPodNetworkStatus: the PodNetwork status replaces the pod's
+// annotation and leaves its others; another pod of the same name is left
+// alone.
+func TestPatchPodNetworkStatus(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: "uid-1",
+		Annotations: map[string]string{pnv1.AnnotationNetworkStatus: `[{"name":"stale"}]`, "other": "kept"}}})
+	s := PodNetworkStatus{Client: client}
+	entries := []pnv1.NetworkStatus{{Name: "default", InterfaceName: "eth0", IP: "10.244.0.5", IPs: []string{"10.244.0.5"}, IsDefaultGW: true}}
+	if err := s.PatchPodNetworkStatus(ctx, "default", "web", "uid-1", entries); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PatchPodNetworkStatus(ctx, "default", "web", "uid-other", []pnv1.NetworkStatus{{Name: "wrong"}}); err != nil {
+		t.Fatal(err)
+	}
+	pod, err := client.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `[{"name":"default","interfaceName":"eth0","ip":"10.244.0.5","ips":["10.244.0.5"],"isDefaultGW":true}]`
+	if got := pod.Annotations[pnv1.AnnotationNetworkStatus]; got != want || pod.Annotations["other"] != "kept" {
+		t.Errorf("annotations %v, want %s = %s and the other kept", pod.Annotations, pnv1.AnnotationNetworkStatus, want)
 	}
 }

@@ -105,6 +105,12 @@ type ParametersRef struct {
 	Namespace string `json:"namespace,omitempty"`
 }
 
+// NamesNAD says whether the ref names a NetworkAttachmentDefinition
+// (k8s.cni.cncf.io), by kind or, as the KEP's example does, by resource.
+func (r ParametersRef) NamesNAD() bool {
+	return r.Group == "k8s.cni.cncf.io" && (r.Kind == "NetworkAttachmentDefinition" || r.Kind == "network-attachment-definitions")
+}
+
 // IsEnabled says whether the PodNetwork is enabled: Enabled, true when
 // absent.
 func (s *PodNetworkSpec) IsEnabled() bool { return s.Enabled == nil || *s.Enabled }
