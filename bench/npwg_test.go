@@ -96,8 +96,10 @@ func npwgMaster(b *testing.B) string {
 // for a pod that selects one network with the Network Plumbing WG
 // annotation: the annotation parsed, the NetworkAttachmentDefinition read
 // (from memory) and its configuration loaded and checked, the pod's record
-// written to the checkpoint, the network recorded as added, STATUS and ADD
-// through libcni, and the pod's network-status made from libcni's cache.
+// written (the checkpoint's pending file, its networks marked added; the
+// file's sync and rename over the checkpoint run beside ADD, and the hook
+// waits for them before it returns), STATUS and ADD through libcni, and
+// the pod's network-status made from libcni's cache.
 // Compare with BenchmarkNPWGLibcni, the same ADD through libcni alone: the
 // difference is what the NPWG layer costs. The pod's StopPodSandbox hook
 // (DetachPod: DEL, the record dropped) is not timed.
@@ -106,8 +108,9 @@ func npwgMaster(b *testing.B) string {
 // the plugins' fork and exec does not blur: the hook's time less the time
 // of the ADD in it (dataplane.CNI.Add: the conflist parsed, libcni's
 // AddNetworkList, its result converted), at the median ("npwg-ns/attach"),
-// and the part of it spent writing the checkpoint ("checkpoint-ns/attach"),
-// on the disk of the machine as the daemon's state directory is.
+// and the part of it spent writing the record before ADD
+// ("checkpoint-ns/attach"), on the disk of the machine as the daemon's
+// state directory is.
 func BenchmarkNPWGAttach(b *testing.B) {
 	master := npwgMaster(b)
 	store, err := claims.Open(filepath.Join(b.TempDir(), "checkpoint.json"), claims.Legacy{})
@@ -116,10 +119,10 @@ func BenchmarkNPWGAttach(b *testing.B) {
 	}
 	var writing time.Duration
 	write := store.WriteFile
-	store.WriteFile = func(path string, data []byte, syncDir bool) error {
+	store.WriteFile = func(path string, data []byte, sync bool) error {
 		start := time.Now()
 		defer func() { writing += time.Since(start) }()
-		return write(path, data, syncDir)
+		return write(path, data, sync)
 	}
 	plugins := []string{"macvlan", "static"}
 	nad := &nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: npwgNamespace, Name: npwgNetwork, UID: "nad-uid", ResourceVersion: "1"},

@@ -46,7 +46,7 @@ func (s *Store) migrate(legacy Legacy, own []byte) error {
 			s.claims[k] = c
 		}
 	}
-	if err := s.save(s.claims, true); err != nil {
+	if err := s.save(s.claims); err != nil {
 		return err
 	}
 	if cni != nil {

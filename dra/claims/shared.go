@@ -90,6 +90,10 @@ func (s *Store) lockFile() FileLock { return FileLock(s.path + ".lock") }
 // refresh reads the checkpoint again if another daemon wrote it since
 // this store last read or wrote it. The caller holds fileMu.
 func (s *Store) refresh() error {
+	// A daemon killed in a pending write (AdmitPending) left it.
+	if err := adoptPendingLocked(s.path); err != nil {
+		return err
+	}
 	st, err := stampOf(s.path)
 	if err != nil {
 		return fmt.Errorf("checkpoint %s: %w", s.path, err)

@@ -41,6 +41,32 @@ func TestSharedStores(t *testing.T) {
 	if got := a.Claims(); len(got) != 1 || got[0].Name != "c-z" {
 		t.Errorf("the first daemon sees %+v, want only z", got)
 	}
+	// Both daemons see the other's pending write while it is committed,
+	// and the surviving one that of a daemon killed before it was: the
+	// pending file of a store abandoned mid-write (its process gone, so its
+	// file lock too) is adopted at the next read.
+	n := cniClaim("n", "pod4", "cni-0", "net1")
+	wait, err := a.AdmitPending(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.Get(n.Key()); !ok {
+		t.Error("the other daemon does not see a pending write")
+	}
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	killed := open(t, path)
+	k := cniClaim("k", "pod5", "cni-1", "net1")
+	if _, err := killed.writePending(admit(k, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.Get(k.Key()); !ok {
+		t.Error("the surviving daemon does not find a killed daemon's pending write")
+	}
+	if got := a.Claims(); len(got) != 3 {
+		t.Errorf("the first daemon sees %+v, want z, n and k", got)
+	}
 }
 
 func TestFileLock(t *testing.T) {

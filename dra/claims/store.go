@@ -39,10 +39,11 @@ type Store struct {
 
 	locks Locks[Key]
 
-	// WriteFile writes the checkpoint: WriteFileAtomic, or with syncDir
-	// false ReplaceFile (all but the directory's sync), unless a test of
-	// failed writes (a full disk) sets it before the store is used.
-	WriteFile func(path string, data []byte, syncDir bool) error
+	// WriteFile writes the checkpoint (WriteFileAtomic), or with sync
+	// false its pending file (WriteFileUnsynced, see AdmitPending), unless
+	// a test of failed writes (a full disk) sets it before the store is
+	// used.
+	WriteFile func(path string, data []byte, sync bool) error
 
 	// shared: another daemon may write the file (see Share); seen is the
 	// version of the file this store has. Both under mu.
@@ -51,19 +52,23 @@ type Store struct {
 }
 
 // Open loads the checkpoint at path, migrating the files of the previous
-// release (see Migrate) first. A missing checkpoint is an empty store. A
+// release (see Migrate) first, and the pending write a killed process left
+// before it (AdmitPending). A missing checkpoint is an empty store. A
 // checkpoint that cannot be read, is corrupt or is of a newer version is an
 // error naming the file and what is wrong; the file is left as it is.
 func Open(path string, legacy Legacy) (*Store, error) {
 	s := &Store{path: path, claims: map[Key]*Claim{}}
-	s.WriteFile = func(path string, data []byte, syncDir bool) error {
-		if !syncDir {
-			return ReplaceFile(path, data, 0o600)
+	s.WriteFile = func(path string, data []byte, sync bool) error {
+		if !sync {
+			return WriteFileUnsynced(path, data, 0o600)
 		}
 		return WriteFileAtomic(path, data, 0o600)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, fmt.Errorf("checkpoint directory: %w", err)
+	}
+	if err := adoptPending(path); err != nil {
+		return nil, err
 	}
 	data, err := os.ReadFile(path)
 	switch {
@@ -204,7 +209,7 @@ func (s *Store) Get(k Key) (Claim, bool) {
 // Put records the claim, in memory and in the file. If the file cannot be
 // written, the store is left as it was and the error says why.
 func (s *Store) Put(c Claim) error {
-	return s.change(true, func(claims map[Key]*Claim) error {
+	return s.change(func(claims map[Key]*Claim) error {
 		cp := clone(&c)
 		claims[c.Key()] = &cp
 		return nil
@@ -213,7 +218,7 @@ func (s *Store) Put(c Claim) error {
 
 // Delete forgets the claim, in memory and in the file.
 func (s *Store) Delete(k Key) error {
-	return s.change(true, func(claims map[Key]*Claim) error {
+	return s.change(func(claims map[Key]*Claim) error {
 		delete(claims, k)
 		return nil
 	})
@@ -232,21 +237,145 @@ func (s *Store) Admit(c Claim) error {
 // claim (an address of a pool) is recorded with it or not at all, and no
 // other claim is admitted in between. An error of assign admits nothing.
 func (s *Store) AdmitWith(c Claim, assign func(c *Claim, others []*Claim) error) error {
-	return s.change(true, admit(c, assign))
+	return s.change(admit(c, assign))
 }
 
-// AdmitUnsynced admits c as Admit does, and leaves the last step of the
-// write, the sync of the checkpoint's directory, to syncDir, which the
-// caller runs before it counts on the record outliving a power loss, while
-// it does what the record is for. A process killed after AdmitUnsynced
-// returns finds the record in the checkpoint; a machine that lost power
-// before syncDir ran finds the checkpoint with or without it, never a
-// broken one.
-func (s *Store) AdmitUnsynced(c Claim) (syncDir func() error, _ error) {
-	if err := s.change(false, admit(c, nil)); err != nil {
+// AdmitPending admits c as Admit does, and leaves the durable part of the
+// write to run beside the caller, who calls wait before counting on the
+// record outliving a power loss.
+//
+// Before AdmitPending returns, the new checkpoint is in its pending file
+// (PendingPath), written but not synced: a process killed from then on
+// finds the record at its restart, where Open adopts the file. The file's
+// sync, its rename over the checkpoint and the directory's sync then run
+// in the background, and the store writes nothing else until they are
+// done. A machine that loses power before then finds the checkpoint with
+// or without the record, never a broken one: a pending file that does not
+// parse is dropped, and the checkpoint is only ever replaced by a synced
+// file.
+func (s *Store) AdmitPending(c Claim) (wait func() error, _ error) {
+	release, err := s.writePending(admit(c, nil))
+	if err != nil {
 		return nil, err
 	}
-	return func() error { return SyncDir(filepath.Dir(s.path)) }, nil
+	done := make(chan error, 1)
+	go func() {
+		defer release()
+		done <- commitPending(s.path)
+	}()
+	return sync.OnceValue(func() error { return <-done }), nil
+}
+
+// writePending is the first half of AdmitPending: f applied to a copy of
+// the claims, the result written to the pending file and made the
+// store's. The store is held (fileMu, and a shared store's file lock)
+// until release, which the caller runs once the pending file is committed.
+func (s *Store) writePending(f func(map[Key]*Claim) error) (release func(), _ error) {
+	s.fileMu.Lock()
+	unlock, err := s.lockShared()
+	if err != nil {
+		s.fileMu.Unlock()
+		return nil, err
+	}
+	release = func() {
+		st, _ := stampOf(s.path)
+		s.mu.Lock()
+		s.seen = st
+		s.mu.Unlock()
+		unlock()
+		s.fileMu.Unlock()
+	}
+	next := s.copyClaims()
+	if err := f(next); err != nil {
+		release()
+		return nil, err
+	}
+	data, err := marshalCheckpoint(next)
+	if err == nil {
+		err = s.WriteFile(PendingPath(s.path), data, false)
+	}
+	if err != nil {
+		_ = os.Remove(PendingPath(s.path))
+		release()
+		return nil, fmt.Errorf("write checkpoint %s: %w", PendingPath(s.path), err)
+	}
+	s.mu.Lock()
+	s.claims = next
+	s.mu.Unlock()
+	return release, nil
+}
+
+// PendingPath is the pending file of the checkpoint at path: the next
+// checkpoint, written but not yet synced and renamed over it
+// (AdmitPending).
+func PendingPath(path string) string { return path + ".pending" }
+
+// commitPending makes the pending file of the checkpoint at path the
+// checkpoint: synced, renamed over it, the directory synced. It is renamed
+// even if its sync fails (an I/O error): a process killed later finds the
+// record, which a power loss may lose. If it cannot be renamed it is
+// removed, so that no later Open adopts an old state: the store's next
+// write writes the whole checkpoint.
+func commitPending(path string) error {
+	pending := PendingPath(path)
+	var syncErr error
+	if f, err := os.Open(pending); err != nil {
+		syncErr = err
+	} else {
+		if err := f.Sync(); err != nil {
+			syncErr = fmt.Errorf("sync %s: %w", pending, err)
+		}
+		f.Close()
+	}
+	if err := os.Rename(pending, path); err != nil {
+		_ = os.Remove(pending)
+		return errors.Join(syncErr, fmt.Errorf("rename %s: %w", pending, err))
+	}
+	return errors.Join(syncErr, SyncDir(filepath.Dir(path)))
+}
+
+// adoptPending completes the pending write (AdmitPending) of a process
+// killed before it was: a pending file that parses is committed, one that
+// does not (its writer was killed while writing it, before anything was
+// done on it, or the machine lost power before it was synced) is removed.
+// A shared store's file lock is held while it does: a live daemon's
+// pending write is left to it.
+func adoptPending(path string) error {
+	pending := PendingPath(path)
+	if _, err := os.Stat(pending); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	unlock, err := FileLock(path + ".lock").Lock(context.Background())
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return adoptPendingLocked(path)
+}
+
+// adoptPendingLocked is adoptPending, its caller holding the file lock.
+func adoptPendingLocked(path string) error {
+	pending := PendingPath(path)
+	data, err := os.ReadFile(pending)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil // its writer committed it
+	case err != nil:
+		return fmt.Errorf("read %s: %w", pending, err)
+	}
+	if _, version, err := Parse(data); err != nil {
+		if version > Version {
+			return fmt.Errorf("checkpoint %s: %w", pending, err)
+		}
+		if err := os.Remove(pending); err != nil {
+			return fmt.Errorf("remove the unfinished checkpoint %s: %w", pending, err)
+		}
+		return nil
+	}
+	if err := commitPending(path); err != nil {
+		return fmt.Errorf("checkpoint %s: %w", pending, err)
+	}
+	return nil
 }
 
 // admit is the change that admits c (AdmitWith).
@@ -327,32 +456,19 @@ func conflicts(claims map[Key]*Claim, c *Claim) error {
 
 // change applies f to a copy of the claims, writes the result and makes it
 // the store's: the store changes only when the file did.
-func (s *Store) change(syncDir bool, f func(map[Key]*Claim) error) error {
+func (s *Store) change(f func(map[Key]*Claim) error) error {
 	s.fileMu.Lock()
 	defer s.fileMu.Unlock()
-	s.mu.RLock()
-	shared := s.shared
-	s.mu.RUnlock()
-	if shared {
-		unlock, err := s.lockFile().Lock(context.Background())
-		if err != nil {
-			return err
-		}
-		defer unlock()
-		if err := s.refresh(); err != nil {
-			return err
-		}
+	unlock, err := s.lockShared()
+	if err != nil {
+		return err
 	}
-	s.mu.RLock()
-	next := make(map[Key]*Claim, len(s.claims)+1)
-	for k, c := range s.claims {
-		next[k] = c
-	}
-	s.mu.RUnlock()
+	defer unlock()
+	next := s.copyClaims()
 	if err := f(next); err != nil {
 		return err
 	}
-	if err := s.save(next, syncDir); err != nil {
+	if err := s.save(next); err != nil {
 		return err
 	}
 	st, _ := stampOf(s.path)
@@ -362,19 +478,56 @@ func (s *Store) change(syncDir bool, f func(map[Key]*Claim) error) error {
 	return nil
 }
 
-func (s *Store) save(claims map[Key]*Claim, syncDir bool) error {
+// lockShared takes a shared store's file lock and reads the file again if
+// another daemon wrote it; a store of its own takes nothing. The caller
+// holds fileMu.
+func (s *Store) lockShared() (unlock func(), _ error) {
+	s.mu.RLock()
+	shared := s.shared
+	s.mu.RUnlock()
+	if !shared {
+		return func() {}, nil
+	}
+	unlock, err := s.lockFile().Lock(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	if err := s.refresh(); err != nil {
+		unlock()
+		return nil, err
+	}
+	return unlock, nil
+}
+
+// copyClaims is a shallow copy of the claims, for a change to apply to.
+func (s *Store) copyClaims() map[Key]*Claim {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	next := make(map[Key]*Claim, len(s.claims)+1)
+	for k, c := range s.claims {
+		next[k] = c
+	}
+	return next
+}
+
+// save writes claims to the checkpoint.
+func (s *Store) save(claims map[Key]*Claim) error {
+	data, err := marshalCheckpoint(claims)
+	if err != nil {
+		return err
+	}
+	if err := s.WriteFile(s.path, data, true); err != nil {
+		return fmt.Errorf("write checkpoint %s: %w", s.path, err)
+	}
+	return nil
+}
+
+func marshalCheckpoint(claims map[Key]*Claim) ([]byte, error) {
 	cp := checkpoint{Version: Version, Claims: make(map[string]*Claim, len(claims))}
 	for k, c := range claims {
 		cp.Claims[k.String()] = c
 	}
-	data, err := json.Marshal(cp)
-	if err != nil {
-		return err
-	}
-	if err := s.WriteFile(s.path, data, syncDir); err != nil {
-		return fmt.Errorf("write checkpoint %s: %w", s.path, err)
-	}
-	return nil
+	return json.Marshal(cp)
 }
 
 // Claims lists every claim, in namespace, name and driver order.
@@ -487,6 +640,21 @@ func ReplaceFile(path string, data []byte, perm os.FileMode) error {
 		return fmt.Errorf("rename to %s: %w", path, err)
 	}
 	return nil
+}
+
+// WriteFileUnsynced writes data to path, replacing what it held, without
+// syncing it: a killed process's write is kept (by the kernel), a power
+// loss may leave the file empty or cut.
+func WriteFileUnsynced(path string, data []byte, perm os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
 }
 
 // SyncDir syncs a directory: the renames in it outlive a power loss.

@@ -122,13 +122,17 @@ func TestFailedWriteChangesNothing(t *testing.T) {
 	full := errors.New("no space left on device")
 	s.WriteFile = func(string, []byte, bool) error { return full }
 	b := cniClaim("b", "pod1", "cni-0", "net2")
-	for name, err := range map[string]error{"Put": s.Put(b), "Admit": s.Admit(b), "Delete": s.Delete(a.Key())} {
+	_, pendingErr := s.AdmitPending(b)
+	for name, err := range map[string]error{"Put": s.Put(b), "Admit": s.Admit(b), "Delete": s.Delete(a.Key()), "AdmitPending": pendingErr} {
 		if !errors.Is(err, full) || !strings.Contains(err.Error(), path) {
 			t.Errorf("%s = %v, want the write error naming %s", name, err, path)
 		}
 	}
 	if got := s.Claims(); len(got) != 1 || got[0].Key() != a.Key() {
 		t.Errorf("store changed by failed writes: %+v", got)
+	}
+	if _, err := os.Stat(PendingPath(path)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a failed pending write left its file: %v", err)
 	}
 }
 
@@ -229,24 +233,103 @@ func TestNPWGRecords(t *testing.T) {
 	}
 }
 
-// AdmitUnsynced admits as Admit does, conflicts refused, and the record is
-// in the file before the directory's sync; the sync then succeeds.
-func TestAdmitUnsynced(t *testing.T) {
+// AdmitPending admits as Admit does, conflicts refused: the store has the
+// record at once, and after wait the checkpoint has it and no pending file
+// is left.
+func TestAdmitPending(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "checkpoint.json")
 	s := open(t, path)
 	a := cniClaim("a", "pod1", "cni-0", "net1")
-	syncDir, err := s.AdmitUnsynced(a)
+	wait, err := s.AdmitPending(a)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := open(t, path).Claims(); len(got) != 1 || got[0].Key() != a.Key() {
-		t.Errorf("the file holds %+v before the sync, want the admitted claim", got)
+	if _, ok := s.Get(a.Key()); !ok {
+		t.Error("the store does not have the record before wait")
 	}
-	if err := syncDir(); err != nil {
-		t.Errorf("sync: %v", err)
+	if err := wait(); err != nil {
+		t.Errorf("wait: %v", err)
+	}
+	if err := wait(); err != nil {
+		t.Errorf("wait again: %v", err)
+	}
+	if _, err := os.Stat(PendingPath(path)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the pending file is left after wait: %v", err)
+	}
+	if got := open(t, path).Claims(); len(got) != 1 || got[0].Key() != a.Key() {
+		t.Errorf("the checkpoint holds %+v after wait, want the admitted claim", got)
 	}
 	var conflict *ConflictError
-	if _, err := s.AdmitUnsynced(cniClaim("b", "pod1", "cni-1", "net1")); !errors.As(err, &conflict) {
+	if _, err := s.AdmitPending(cniClaim("b", "pod1", "cni-1", "net1")); !errors.As(err, &conflict) {
 		t.Errorf("a second claim giving the pod net1 again: %v, want a ConflictError", err)
+	}
+	// The next write waits for the pending one and keeps it.
+	b := cniClaim("b", "pod2", "cni-1", "net1")
+	if _, err := s.AdmitPending(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(a.Key()); err != nil {
+		t.Fatal(err)
+	}
+	if got := open(t, path).Claims(); len(got) != 1 || got[0].Key() != b.Key() {
+		t.Errorf("the checkpoint holds %+v, want only %s", got, b.Key())
+	}
+}
+
+// A process killed after AdmitPending's write and before its commit: the
+// next Open finds the record, and the pending file is the checkpoint. One
+// killed while writing it, or a power loss before its sync, leaves a file
+// that does not parse: dropped, the checkpoint as it was. One of a newer
+// version is refused as the checkpoint would be.
+func TestOpenAdoptsPending(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoint.json")
+	s := open(t, path)
+	a, b := netdevClaim("a", "pod1", "dev-a", "net1"), cniClaim("b", "pod1", "cni-0", "net2")
+	if err := s.Put(a); err != nil {
+		t.Fatal(err)
+	}
+	// Killed: the commit never runs (the store is abandoned, held).
+	if _, err := s.writePending(admit(b, nil)); err != nil {
+		t.Fatal(err)
+	}
+	pending, err := os.ReadFile(PendingPath(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarted := open(t, path)
+	if got := restarted.Claims(); len(got) != 2 {
+		t.Errorf("after the restart: %+v, want both claims", got)
+	}
+	if _, err := os.Stat(PendingPath(path)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the pending file is left after Open: %v", err)
+	}
+	if got := open(t, path).Claims(); len(got) != 2 {
+		t.Errorf("the checkpoint after the restart holds %+v, want both claims", got)
+	}
+
+	// Cut, as by a kill mid-write or a power loss: dropped.
+	if err := restarted.Delete(b.Key()); err != nil {
+		t.Fatal(err)
+	}
+	for _, torn := range [][]byte{pending[:len(pending)/2], nil, make([]byte, len(pending))} {
+		if err := os.WriteFile(PendingPath(path), torn, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if got := open(t, path).Claims(); len(got) != 1 || got[0].Key() != a.Key() {
+			t.Errorf("with a pending file of %d bytes cut from %d: %+v, want the checkpoint as it was", len(torn), len(pending), got)
+		}
+		if _, err := os.Stat(PendingPath(path)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the cut pending file is left: %v", err)
+		}
+	}
+
+	if err := os.WriteFile(PendingPath(path), []byte(`{"version":99,"claims":{}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(path, Legacy{}); err == nil || !strings.Contains(err.Error(), PendingPath(path)) || !strings.Contains(err.Error(), "newer") {
+		t.Errorf("a pending file of a newer version: %v, want an error naming it", err)
+	}
+	if _, err := os.Stat(PendingPath(path)); err != nil {
+		t.Errorf("a pending file of a newer version is not left as it is: %v", err)
 	}
 }

@@ -96,11 +96,10 @@ func selects(pod Pod, podNetworks bool) bool {
 // record made now has every network marked added to the sandbox already
 // (ADD may run from here on), so that one write of the store covers them
 // all; fresh says so, for addNetworks to run their ADDs without marking
-// each. The write's last step, the sync of the store's directory, is left
-// to syncDir, for the hook to run while the networks are added: the
-// record is in the store from here on, and outlives a power loss once
-// syncDir is done.
-func (p *Plugin) admitNPWG(ctx context.Context, pod Pod) (fresh bool, syncDir func() error, _ error) {
+// each. The record is in the store from here on, a process killed at any
+// later point finds it, and it outlives a power loss once durable returns
+// (Store.AdmitPending: the write is synced while the networks are added).
+func (p *Plugin) admitNPWG(ctx context.Context, pod Pod) (fresh bool, durable func() error, _ error) {
 	if p.opts.NPWG == nil || !selects(pod, p.opts.PodNetworks != nil) {
 		return false, nil, nil
 	}
@@ -126,12 +125,12 @@ func (p *Plugin) admitNPWG(ctx context.Context, pod Pod) (fresh bool, syncDir fu
 		n := &rec.Networks[i]
 		n.Added, n.SandboxID, n.NetNS = true, pod.SandboxID, pod.NetNS
 	}
-	syncDir, err = p.opts.Store.AdmitUnsynced(rec)
+	durable, err = p.opts.Store.AdmitPending(rec)
 	if err != nil {
 		p.dropNPWG(pod.UID)
 		return false, nil, errNPWG(pod, nil, err)
 	}
-	return true, syncDir, nil
+	return true, durable, nil
 }
 
 // resolveNPWG is the pod's NPWG record: the annotation parsed, interface

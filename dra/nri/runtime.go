@@ -233,17 +233,15 @@ func (p *Plugin) AttachPod(ctx context.Context, pod Pod) (err error) {
 		return fmt.Errorf("pod %s: %w", pod, err)
 	}
 	defer unlock()
-	fresh, syncDir, err := p.admitNPWG(ctx, pod)
+	fresh, durable, err := p.admitNPWG(ctx, pod)
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Selected networks")
 		return err
 	}
-	if syncDir != nil {
+	if durable != nil {
 		// The record's write completes while the networks are added.
-		synced := make(chan error, 1)
-		go func() { synced <- syncDir() }()
 		defer func() {
-			if err := <-synced; err != nil {
+			if err := durable(); err != nil {
 				klog.FromContext(ctx).Error(err, "Syncing the record of the pod's networks: a power loss may forget them (CNI GC finds what they leave)", "pod", pod.String())
 			}
 		}()

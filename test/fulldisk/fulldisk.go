@@ -19,11 +19,11 @@ type Disk struct {
 // Wrap makes s write through d.
 func (d *Disk) Wrap(s *claims.Store) {
 	write := s.WriteFile
-	s.WriteFile = func(path string, data []byte, syncDir bool) error {
+	s.WriteFile = func(path string, data []byte, sync bool) error {
 		d.Writes++
 		if d.FailFrom > 0 && d.Writes >= d.FailFrom {
 			return fmt.Errorf("write %s: %w", path, syscall.ENOSPC)
 		}
-		return write(path, data, syncDir)
+		return write(path, data, sync)
 	}
 }
