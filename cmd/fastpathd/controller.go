@@ -31,7 +31,7 @@ import (
 type controllerOptions struct {
 	cni         cniPolicyOptions
 	podNetworks podNetworkOptions
-	kubeconfig  string
+	api         apiOptions
 	namespace   string
 	identity    string
 	leaseName   string
@@ -67,7 +67,7 @@ func controllerCommand(args []string, stderr io.Writer) error {
 	fs := newFlagSet("controller", stderr)
 	o.cni.addFlags(fs)
 	o.podNetworks.addFlags(fs)
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the API server; empty means in-cluster")
+	o.api.addFlags(fs)
 	fs.StringVar(&o.namespace, "leader-election-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader election's Lease (default $POD_NAMESPACE)")
 	fs.StringVar(&o.leaseName, "leader-election-lease", "fastpath-controller", "name of the leader election's Lease")
 	fs.StringVar(&o.identity, "leader-election-identity", identity, "this replica's name in the Lease (default $POD_NAME, else the host name)")
@@ -94,7 +94,7 @@ func controllerCommand(args []string, stderr io.Writer) error {
 			return usagef("controller: --metrics-addr %q: %v", o.metricsAddr, err)
 		}
 	}
-	restConfig, err := loadRESTConfig(o.kubeconfig)
+	restConfig, err := o.api.restConfig()
 	if err != nil {
 		return usagef("controller: %v", err)
 	}

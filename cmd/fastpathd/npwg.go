@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"path/filepath"
 	"time"
@@ -53,6 +54,8 @@ func (o *npwgOptions) addFlags(fs *flag.FlagSet) {
 // npwgPermissions are the calls --npwg makes.
 var npwgPermissions = []permission{
 	{group: "k8s.cni.cncf.io", resource: "network-attachment-definitions", verb: "get", why: "the networks pods select (--npwg)"},
+	{group: "k8s.cni.cncf.io", resource: "network-attachment-definitions", verb: "list", why: "watching the networks pods select (--npwg)"},
+	{group: "k8s.cni.cncf.io", resource: "network-attachment-definitions", verb: "watch", why: "watching the networks pods select (--npwg)"},
 	{group: "", resource: "pods", verb: "get", why: "reading a pod's network-status to merge into it (--npwg)"},
 	{group: "", resource: "pods", verb: "patch", why: "writing a pod's network-status (--npwg)"},
 }
@@ -151,8 +154,10 @@ func (o *npwgOptions) driverDeviceInfoDir() string {
 	return o.deviceInfoDir
 }
 
-// options are the NRI plugin's NPWG options; nil when --npwg is off.
-func (o *npwgOptions) options(restConfig *rest.Config, client kubernetes.Interface, cni *cniOptions, pools dra.IPPools) (*nri.NPWGOptions, error) {
+// options are the NRI plugin's NPWG options, their watch of
+// NetworkAttachmentDefinitions running until ctx ends; nil when --npwg is
+// off.
+func (o *npwgOptions) options(ctx context.Context, restConfig *rest.Config, client kubernetes.Interface, cni *cniOptions, pools dra.IPPools) (*nri.NPWGOptions, error) {
 	if !o.enabled {
 		return nil, nil
 	}
@@ -160,7 +165,12 @@ func (o *npwgOptions) options(restConfig *rest.Config, client kubernetes.Interfa
 	if err != nil {
 		return nil, err
 	}
-	opts := &nri.NPWGOptions{NADs: dra.NADs{Client: dyn}, ConfDir: o.confDir, Policy: o.policy(), Plugins: splitList(cni.plugins),
+	nads, err := dra.NewNADCache(dyn)
+	if err != nil {
+		return nil, err
+	}
+	go nads.Run(ctx)
+	opts := &nri.NPWGOptions{NADs: nads, ConfDir: o.confDir, Policy: o.policy(), Plugins: splitList(cni.plugins),
 		Status: status.PodNetworkStatus{Client: client}, DefaultNetwork: o.defaultNetwork, DefaultInterface: o.defaultInterface}
 	if o.ipamClaims {
 		opts.IPAMClaims = nri.NewIPAMClaimOptions(dra.IPAMClaims{Dynamic: dyn, Client: client}, pools, o.ipamClaimInterval)

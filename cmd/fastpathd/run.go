@@ -47,7 +47,7 @@ const DriverName = "fastpath.dev"
 type runOptions struct {
 	discoveryOptions
 	nodeName     string
-	kubeconfig   string
+	api          apiOptions
 	pluginDir    string
 	registryDir  string
 	nriSocket    string
@@ -71,7 +71,7 @@ type runOptions struct {
 func (o *runOptions) addFlags(fs *flag.FlagSet) {
 	o.discoveryOptions.addFlags(fs)
 	fs.StringVar(&o.nodeName, "node-name", os.Getenv("NODE_NAME"), "name of this node (default $NODE_NAME)")
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the API server; empty means in-cluster")
+	o.api.addFlags(fs)
 	fs.StringVar(&o.pluginDir, "plugin-dir", "/var/lib/kubelet/plugins/"+DriverName, "directory for the DRA plugin's socket")
 	fs.StringVar(&o.registryDir, "registry-dir", "/var/lib/kubelet/plugins_registry", "kubelet plugin registration directory")
 	fs.StringVar(&o.nriSocket, "nri-socket", "/var/run/nri/nri.sock", "the container runtime's NRI socket")
@@ -198,7 +198,7 @@ func runCommand(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	restConfig, err := loadRESTConfig(o.kubeconfig)
+	restConfig, err := o.api.restConfig()
 	if err != nil {
 		return usagef("run: %v", err)
 	}
@@ -213,18 +213,35 @@ func runCommand(args []string, stderr io.Writer) error {
 	return run(ctx, o, restConfig, discoverer)
 }
 
-func loadRESTConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig == "" {
-		cfg, err := rest.InClusterConfig()
-		if err != nil {
+// apiOptions are the flags of the daemon's API server client.
+type apiOptions struct {
+	kubeconfig string
+	qps        float64
+	burst      int
+}
+
+func (o *apiOptions) addFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the API server; empty means in-cluster")
+	fs.Float64Var(&o.qps, "kube-api-qps", 50, "requests per second the daemon sends the API server at most, beyond --kube-api-burst (the kubelet's default)")
+	fs.IntVar(&o.burst, "kube-api-burst", 100, "requests the daemon may send the API server at once before --kube-api-qps applies")
+}
+
+// restConfig is the API server's client configuration: --kubeconfig's, or
+// in-cluster, with the flags' rate limit.
+func (o *apiOptions) restConfig() (*rest.Config, error) {
+	if o.qps <= 0 || o.burst < 1 {
+		return nil, fmt.Errorf("--kube-api-qps %v and --kube-api-burst %d: both must be positive", o.qps, o.burst)
+	}
+	var cfg *rest.Config
+	var err error
+	if o.kubeconfig == "" {
+		if cfg, err = rest.InClusterConfig(); err != nil {
 			return nil, fmt.Errorf("no --kubeconfig and not in a cluster: %w", err)
 		}
-		return cfg, nil
+	} else if cfg, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig); err != nil {
+		return nil, fmt.Errorf("--kubeconfig %s: %w", o.kubeconfig, err)
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
-	}
+	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
 	return cfg, nil
 }
 
@@ -321,7 +338,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	if o.cni.enabled || o.npwg.enabled {
 		nriOpts.CNI = dataplane.NewCNI(splitList(o.cni.binDirs), filepath.Join(o.stateDir, "cni", "cache"))
 	}
-	if nriOpts.NPWG, err = o.npwg.options(restConfig, client, &o.cni, o.ipPools); err != nil {
+	if nriOpts.NPWG, err = o.npwg.options(ctx, restConfig, client, &o.cni, o.ipPools); err != nil {
 		return err
 	}
 	sources, err := o.npwg.networkSources(restConfig)

@@ -326,8 +326,8 @@ func TestAllValues(t *testing.T) {
 			if !has("cniconfigs", "get") {
 				t.Errorf("with cni.enabled, no rule gets cniconfigs: %+v", role.Rules)
 			}
-			if !has("network-attachment-definitions", "get", "list") || !has("pods", "get", "patch") {
-				t.Errorf("with npwg.enabled (and networkAPI.enabled), no rule gets and lists NetworkAttachmentDefinitions, or gets and patches pods: %+v", role.Rules)
+			if !has("network-attachment-definitions", "get", "list", "watch") || !has("pods", "get", "patch") {
+				t.Errorf("with npwg.enabled, no rule gets, lists and watches NetworkAttachmentDefinitions, or gets and patches pods: %+v", role.Rules)
 			}
 			if !has("podnetworks", "get", "list") || !has("podnetworkattachments", "get") {
 				t.Errorf("with podNetworks.enabled (and networkAPI.enabled), no rule gets and lists PodNetworks, or gets PodNetworkAttachments: %+v", role.Rules)
