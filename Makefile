@@ -108,7 +108,7 @@ lint: chart-lint ## go vet, gofmt, golangci-lint, fastpathd validate over deploy
 faults: ## kill the daemon at every fault point of a claim's life, restart it and replay every recovery order (root)
 	$(DEPS) testbed
 	set -o pipefail; $(DEPS_ENV); export FASTPATH_CNI_BIN; $(GO) test -count=1 -timeout 20m -tags privileged,faultinject -run '^TestFaults$$' -v ./dra/ | \
-		grep -v -e '^=== RUN' -e '^    --- PASS' -e '^=== NAME'
+		grep -v -e '^=== RUN' -e '^ *--- PASS' -e '^=== NAME' -e '^=== PAUSE' -e '^=== CONT'
 
 .PHONY: unit
 unit: ## unit tests (discovery needs the pci.ids package: make deps)

@@ -621,10 +621,22 @@ func TestFaults(t *testing.T) {
 	refs := referenceRun(t)
 	var mu sync.Mutex
 	var report []string
+	// The group returns when every kill in it has run (in parallel).
+	t.Run("kills", func(t *testing.T) { killEverywhere(t, refs, &mu, &report) })
+	sort.Strings(report)
+	t.Logf("killed at %d points, replayed %d orders:\n%s", len(fault.Points), len(report), strings.Join(report, "\n"))
+}
+
+// killEverywhere runs a kill at each point of each phase, then each order
+// after it, in parallel, and reports those that passed.
+func killEverywhere(t *testing.T, refs references, mu *sync.Mutex, report *[]string) {
 	for _, phase := range []string{"prepare", "run", "stop", "unprepare"} {
 		for _, point := range phases[phase] {
 			for name, order := range orders[phase] {
 				t.Run(point+"/"+name, func(t *testing.T) {
+					// Each rig has its own links, namespaces, files and
+					// daemon processes.
+					t.Parallel()
 					r := newRig(t)
 					r.reach(t, phase)
 					killed, err := r.do(t, phaseOp(phase), true, phase == "stop" || phase == "run", point)
@@ -638,14 +650,12 @@ func TestFaults(t *testing.T) {
 						t.Fatalf("killed at %s in %s, then %v: the node is not as an uninterrupted run leaves it (%s):\n%s", point, phase, order.steps, order.want, d)
 					}
 					mu.Lock()
-					report = append(report, fmt.Sprintf("%-26s %-9s %s", point, phase, name))
+					*report = append(*report, fmt.Sprintf("%-26s %-9s %s", point, phase, name))
 					mu.Unlock()
 				})
 			}
 		}
 	}
-	sort.Strings(report)
-	t.Logf("killed at %d points, replayed %d orders:\n%s", len(fault.Points), len(report), strings.Join(report, "\n"))
 }
 
 func phaseOp(phase string) string { return phase }
