@@ -14,14 +14,18 @@ import (
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
 
 	"github.com/fastpath-dra/fastpath/dataplane"
+	"github.com/fastpath-dra/fastpath/dra"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/nri"
 	"github.com/fastpath-dra/fastpath/dra/status"
@@ -52,18 +56,35 @@ func npwgPod(sandbox, netNS string) nri.Pod {
 		Networks: fmt.Sprintf(`[{"name": %q, "ips": [%q]}]`, npwgNetwork, npwgAddress), IPs: []string{"10.244.0.5"}}
 }
 
-// npwgNADs serves one NetworkAttachmentDefinition from memory. It stands
-// for the daemon's getter (dra.NADs), which reads the API server once per
-// attachment: that round trip is not in the benchmark.
-type npwgNADs struct {
-	nad *nadv1.NetworkAttachmentDefinition
-}
-
-func (n npwgNADs) GetNAD(_ context.Context, namespace, name string) (*nadv1.NetworkAttachmentDefinition, error) {
-	if namespace != n.nad.Namespace || name != n.nad.Name {
-		return nil, apierrors.NewNotFound(schema.GroupResource{Group: "k8s.cni.cncf.io", Resource: "network-attachment-definitions"}, name)
+// npwgNADs is the daemon's getter (dra.NADCache) over a client holding
+// nad, once its watch has listed it: what a pod's hook reads its network
+// with. Reading from the watch, the hook makes no round trip to the API
+// server.
+func npwgNADs(b *testing.B, nad *nadv1.NetworkAttachmentDefinition) *dra.NADCache {
+	b.Helper()
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(nad)
+	if err != nil {
+		b.Fatal(err)
 	}
-	return n.nad, nil
+	u := &unstructured.Unstructured{Object: obj}
+	u.SetAPIVersion("k8s.cni.cncf.io/v1")
+	u.SetKind("NetworkAttachmentDefinition")
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{dra.NADResource: "NetworkAttachmentDefinitionList"}, u)
+	nads, err := dra.NewNADCache(client)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	go nads.Run(ctx)
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		_, err := nads.GetNAD(ctx, nad.Namespace, nad.Name)
+		return nads.HasSynced() && err == nil, nil
+	}); err != nil {
+		b.Fatalf("the NetworkAttachmentDefinition's watch: %v", err)
+	}
+	return nads
 }
 
 // npwgPatcher takes the pod's network-status and drops it: the daemon
@@ -95,7 +116,7 @@ func npwgMaster(b *testing.B) string {
 // BenchmarkNPWGAttach is the NRI plugin's RunPodSandbox hook (AttachPod)
 // for a pod that selects one network with the Network Plumbing WG
 // annotation: the annotation parsed, the NetworkAttachmentDefinition read
-// (from memory) and its configuration loaded and checked, the pod's record
+// (from the daemon's watch of them) and its configuration loaded and checked, the pod's record
 // written (the checkpoint's pending file, its networks marked added; the
 // file's sync and rename over the checkpoint run beside ADD, and the hook
 // waits for them before it returns), STATUS and ADD through libcni, and
@@ -129,7 +150,7 @@ func BenchmarkNPWGAttach(b *testing.B) {
 		Spec: nadv1.NetworkAttachmentDefinitionSpec{Config: string(npwgConflist(master))}}
 	cni := &timedCNI{CNI: dataplane.NewCNI([]string{cniBinDir(b, plugins...)}, b.TempDir())}
 	plugin := nri.New(nri.Options{Store: store, Attacher: benchAttacher(b), Status: status.NewWriter(fake.NewClientset()), CNI: cni,
-		NPWG: &nri.NPWGOptions{NADs: npwgNADs{nad}, ConfDir: b.TempDir(), Plugins: plugins, Status: npwgPatcher{},
+		NPWG: &nri.NPWGOptions{NADs: npwgNADs(b, nad), ConfDir: b.TempDir(), Plugins: plugins, Status: npwgPatcher{},
 			DefaultNetwork: "default/cluster-network", DefaultInterface: "eth0"}})
 	var layer, checkpoint []time.Duration
 	npwgRoundTrips(b, func(ctx context.Context, sandbox, netNS string) error {

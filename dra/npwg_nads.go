@@ -81,6 +81,9 @@ func (c *NADCache) Run(ctx context.Context) {
 	c.informer.RunWithContext(ctx)
 }
 
+// HasSynced says whether the watch has listed the objects once.
+func (c *NADCache) HasSynced() bool { return c.informer.HasSynced() }
+
 // GetNAD reads the object namespace/name from the watch, else from the API
 // server.
 func (c *NADCache) GetNAD(ctx context.Context, namespace, name string) (*nadv1.NetworkAttachmentDefinition, error) {

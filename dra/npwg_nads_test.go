@@ -82,7 +82,7 @@ func TestNADCache(t *testing.T) {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
-	eventually("listed", c.informer.HasSynced)
+	eventually("listed", c.HasSynced)
 	before := gets()
 	got, err := c.GetNAD(ctx, "tenant", "net-a")
 	if err != nil || got.Spec.Config != `{"v":1}` || gets() != before {

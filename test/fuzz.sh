@@ -9,9 +9,14 @@ set -euo pipefail
 go=${GO:-go}
 fuzztime=${FUZZTIME:-10s}
 for pkg in "$@"; do
+	dir=$("$go" list -f '{{.Dir}}' "$pkg")
+	# Listing a package's tests links its test binary: only where a test
+	# file declares a fuzz target.
+	if ! grep -qs '^func Fuzz' "$dir"/*_test.go; then
+		continue
+	fi
 	for target in $("$go" test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true); do
 		echo "fuzz $pkg $target"
-		dir=$("$go" list -f '{{.Dir}}' "$pkg")
 		for attempt in 1 2; do
 			if out=$("$go" test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg" 2>&1); then
 				echo "$out" | tail -n 2

@@ -86,8 +86,13 @@ func TestPodNetwork(t *testing.T) {
 		// for a while: the finalizer must not go.
 		err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 5*time.Second, true, func(ctx context.Context) (bool, error) {
 			u, err := networks.Get(ctx, "dataplane", metav1.GetOptions{})
-			if err != nil {
+			switch {
+			case apierrors.IsNotFound(err):
 				return false, fmt.Errorf("deleted while a running pod uses it: %w", err)
+			case err != nil:
+				// The poll's own end (the client's rate limiter refuses
+				// a wait past its deadline), or the API server busy.
+				return false, nil
 			}
 			if u.GetDeletionTimestamp() == nil {
 				return false, errors.New("no deletion timestamp")
