@@ -70,7 +70,11 @@ func npwgNADs(b *testing.B, nad *nadv1.NetworkAttachmentDefinition) *dra.NADCach
 	u.SetAPIVersion("k8s.cni.cncf.io/v1")
 	u.SetKind("NetworkAttachmentDefinition")
 	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{dra.NADResource: "NetworkAttachmentDefinitionList"}, u)
+		map[schema.GroupVersionResource]string{dra.NADResource: "NetworkAttachmentDefinitionList"})
+	// By its resource: the kind's guessed plural is not the CRD's.
+	if err := client.Tracker().Create(dra.NADResource, u, nad.Namespace); err != nil {
+		b.Fatal(err)
+	}
 	nads, err := dra.NewNADCache(client)
 	if err != nil {
 		b.Fatal(err)
