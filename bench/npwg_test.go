@@ -60,7 +60,7 @@ func npwgPod(sandbox, netNS string) nri.Pod {
 // nad, once its watch has listed it: what a pod's hook reads its network
 // with. Reading from the watch, the hook makes no round trip to the API
 // server.
-func npwgNADs(b *testing.B, nad *nadv1.NetworkAttachmentDefinition) *dra.NADCache {
+func npwgNADs(b *testing.B, nad *nadv1.NetworkAttachmentDefinition) dra.NADCache {
 	b.Helper()
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(nad)
 	if err != nil {

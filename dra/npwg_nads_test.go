@@ -11,33 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
-)
 
-// TestNADs: a NetworkAttachmentDefinition is read with one GET of its
-// namespace and name, into the standard's type.
-func TestNADs(t *testing.T) {
-	obj := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
-		"metadata": map[string]any{"namespace": "tenant", "name": "net-a"},
-		"spec":     map[string]any{"config": `{"cniVersion":"1.0.0","type":"macvlan"}`},
-	}}
-	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{NADResource: "NetworkAttachmentDefinitionList"})
-	if err := client.Tracker().Create(NADResource, obj, "tenant"); err != nil {
-		t.Fatal(err)
-	}
-	nads := NADs{Client: client}
-	nad, err := nads.GetNAD(context.Background(), "tenant", "net-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if nad.Name != "net-a" || nad.Namespace != "tenant" || nad.Spec.Config != `{"cniVersion":"1.0.0","type":"macvlan"}` {
-		t.Errorf("read %+v", nad)
-	}
-	if _, err := nads.GetNAD(context.Background(), "other", "net-a"); err == nil {
-		t.Error("read a network of another namespace")
-	}
-}
+	pnv1 "github.com/fastpath-dra/fastpath/dra/api/podnetwork/v1alpha1"
+)
 
 // TestNADCache: before its watch has listed them, and for an object it
 // does not have, the cache reads the API server; once listed, it serves
@@ -109,5 +85,61 @@ func TestNADCache(t *testing.T) {
 	before = gets()
 	if _, err := c.GetNAD(ctx, "tenant", "net-b"); !apierrors.IsNotFound(err) || gets() != before+1 {
 		t.Errorf("an object the watch does not have: %v, %d GETs; want NotFound from one GET", err, gets()-before)
+	}
+}
+
+// TestPodNetworkCache: PodNetworks (cluster-scoped) and
+// PodNetworkAttachments (namespaced) read and listed from the API server
+// before the watches have listed them, from the watches after.
+func TestPodNetworkCache(t *testing.T) {
+	obj := func(kind, namespace, name string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": pnv1.SchemeGroupVersion.String(), "kind": kind,
+			"spec": map[string]any{"provider": "fastpath.dev/fastpathd"}}}
+		u.SetNamespace(namespace)
+		u.SetName(name)
+		return u
+	}
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		pnv1.PodNetworkResource: "PodNetworkList", pnv1.PodNetworkAttachmentResource: "PodNetworkAttachmentList"})
+	for _, o := range []struct {
+		r schema.GroupVersionResource
+		u *unstructured.Unstructured
+	}{{pnv1.PodNetworkResource, obj("PodNetwork", "", "dataplane")}, {pnv1.PodNetworkAttachmentResource, obj("PodNetworkAttachment", "tenant", "fast")}} {
+		if err := client.Tracker().Create(o.r, o.u, o.u.GetNamespace()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := NewPodNetworkCache(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	check := func(when string) {
+		t.Helper()
+		if pn, err := c.GetPodNetwork(ctx, "dataplane"); err != nil || pn.Spec.Provider != "fastpath.dev/fastpathd" {
+			t.Errorf("%s: PodNetwork %+v, %v", when, pn, err)
+		}
+		if pna, err := c.GetPodNetworkAttachment(ctx, "tenant", "fast"); err != nil || pna.Namespace != "tenant" {
+			t.Errorf("%s: PodNetworkAttachment %+v, %v", when, pna, err)
+		}
+		if _, err := c.GetPodNetworkAttachment(ctx, "other", "fast"); !apierrors.IsNotFound(err) {
+			t.Errorf("%s: another namespace's PodNetworkAttachment: %v, want NotFound", when, err)
+		}
+		if list, err := c.Networks.List(ctx); err != nil || len(list) != 1 || list[0].Name != "dataplane" {
+			t.Errorf("%s: list %+v, %v", when, list, err)
+		}
+	}
+	check("before the watches")
+	go c.Run(ctx)
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return c.Networks.HasSynced() && c.Attachments.HasSynced(), nil
+	}); err != nil {
+		t.Fatalf("the watches did not list: %v", err)
+	}
+	gets := len(client.Actions())
+	check("from the watches")
+	if n := len(client.Actions()) - gets; n != 1 {
+		t.Errorf("from the watches: %d calls to the API server, want 1 (the GET of what the watch does not have)", n)
 	}
 }

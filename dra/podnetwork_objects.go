@@ -2,11 +2,7 @@ package dra
 
 import (
 	"context"
-	"fmt"
 
-	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 
 	pnv1 "github.com/fastpath-dra/fastpath/dra/api/podnetwork/v1alpha1"
@@ -15,47 +11,52 @@ import (
 	"github.com/fastpath-dra/fastpath/dra/nri"
 )
 
-// PodNetworks reads PodNetworks and PodNetworkAttachments from the API
-// server, one GET each: a pod's networks are judged as they are when its
-// sandbox is made.
-type PodNetworks struct{ Client dynamic.Interface }
+// PodNetworkCache reads PodNetworks and PodNetworkAttachments from a
+// watch of them, and with a GET those it does not have yet (WatchCache): a
+// pod's networks are judged as the watch last saw them when its sandbox is
+// made, milliseconds behind the API server.
+type PodNetworkCache struct {
+	Networks    *WatchCache[pnv1.PodNetwork, *pnv1.PodNetwork]
+	Attachments *WatchCache[pnv1.PodNetworkAttachment, *pnv1.PodNetworkAttachment]
+}
 
-var _ nri.PodNetworkGetter = PodNetworks{}
+var _ nri.PodNetworkGetter = PodNetworkCache{}
+
+// NewPodNetworkCache is a cache of client's PodNetworks and
+// PodNetworkAttachments; it reads through to the API server until Run has
+// listed them.
+func NewPodNetworkCache(client dynamic.Interface) (PodNetworkCache, error) {
+	networks, err := NewWatchCache[pnv1.PodNetwork](client, pnv1.PodNetworkResource)
+	if err != nil {
+		return PodNetworkCache{}, err
+	}
+	attachments, err := NewWatchCache[pnv1.PodNetworkAttachment](client, pnv1.PodNetworkAttachmentResource)
+	return PodNetworkCache{Networks: networks, Attachments: attachments}, err
+}
+
+// Run watches until ctx ends.
+func (c PodNetworkCache) Run(ctx context.Context) {
+	go c.Attachments.Run(ctx)
+	c.Networks.Run(ctx)
+}
 
 // GetPodNetwork reads the PodNetwork name.
-func (p PodNetworks) GetPodNetwork(ctx context.Context, name string) (*pnv1.PodNetwork, error) {
-	u, err := p.Client.Resource(pnv1.PodNetworkResource).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	var pn pnv1.PodNetwork
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &pn); err != nil {
-		return nil, fmt.Errorf("decode PodNetwork %s: %w", name, err)
-	}
-	return &pn, nil
+func (c PodNetworkCache) GetPodNetwork(ctx context.Context, name string) (*pnv1.PodNetwork, error) {
+	return c.Networks.Get(ctx, "", name)
 }
 
 // GetPodNetworkAttachment reads the PodNetworkAttachment namespace/name.
-func (p PodNetworks) GetPodNetworkAttachment(ctx context.Context, namespace, name string) (*pnv1.PodNetworkAttachment, error) {
-	u, err := p.Client.Resource(pnv1.PodNetworkAttachmentResource).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	var pna pnv1.PodNetworkAttachment
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &pna); err != nil {
-		return nil, fmt.Errorf("decode PodNetworkAttachment %s/%s: %w", namespace, name, err)
-	}
-	return &pna, nil
+func (c PodNetworkCache) GetPodNetworkAttachment(ctx context.Context, namespace, name string) (*pnv1.PodNetworkAttachment, error) {
+	return c.Attachments.Get(ctx, namespace, name)
 }
 
 // PodNetworkSource lists, for the CRI Network API, the PodNetworks this
 // node attaches (fastpath's provider, or none) with the configuration of
-// the NetworkAttachmentDefinition of their parametersRefs. One LIST, and a
-// GET per such object, per call: the API's ListPodNetwork is an operator's
-// question, not a hot path.
+// the NetworkAttachmentDefinition of their parametersRefs, from the
+// daemon's watches of them.
 type PodNetworkSource struct {
-	Client dynamic.Interface
-	NADs   nri.NADGetter
+	Objects PodNetworkCache
+	NADs    nri.NADGetter
 	// ConfDir is --npwg-conf-dir, for an object with no spec.config.
 	ConfDir string
 }
@@ -64,16 +65,12 @@ var _ netapi.Source = PodNetworkSource{}
 
 // Networks lists the PodNetworks.
 func (s PodNetworkSource) Networks(ctx context.Context) ([]netapi.SourceNetwork, error) {
-	list, err := s.Client.Resource(pnv1.PodNetworkResource).List(ctx, metav1.ListOptions{})
+	list, err := s.Objects.Networks.List(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("list PodNetworks: %w", err)
+		return nil, err
 	}
 	var out []netapi.SourceNetwork
-	for _, u := range list.Items {
-		var pn pnv1.PodNetwork
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &pn); err != nil {
-			continue
-		}
+	for _, pn := range list {
 		if pn.Name == pnv1.DefaultPodNetworkName || (pn.Spec.Provider != "" && pn.Spec.Provider != nri.Provider) {
 			continue
 		}
@@ -105,9 +102,10 @@ func (s PodNetworkSource) conflist(ctx context.Context, refs []pnv1.ParametersRe
 }
 
 // NADSource lists, for the CRI Network API, the NetworkAttachmentDefinitions
-// of the cluster (--npwg), named namespace/name, with their configuration.
+// of the cluster (--npwg), named namespace/name, with their configuration,
+// from the daemon's watch of them.
 type NADSource struct {
-	Client  dynamic.Interface
+	NADs    NADCache
 	ConfDir string
 }
 
@@ -115,19 +113,15 @@ var _ netapi.Source = NADSource{}
 
 // Networks lists the NetworkAttachmentDefinitions.
 func (s NADSource) Networks(ctx context.Context) ([]netapi.SourceNetwork, error) {
-	list, err := s.Client.Resource(NADResource).List(ctx, metav1.ListOptions{})
+	list, err := s.NADs.List(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("list NetworkAttachmentDefinitions: %w", err)
+		return nil, err
 	}
 	var out []netapi.SourceNetwork
-	for _, u := range list.Items {
-		var nad nadv1.NetworkAttachmentDefinition
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &nad); err != nil {
-			continue
-		}
+	for _, nad := range list {
 		name := nad.Namespace + "/" + nad.Name
 		n := netapi.SourceNetwork{Name: name, From: "NetworkAttachmentDefinition " + name}
-		if cfg, err := npwg.LoadConfig(&nad, s.ConfDir); err != nil {
+		if cfg, err := npwg.LoadConfig(nad, s.ConfDir); err != nil {
 			n.Problem = err.Error()
 		} else {
 			n.Conflist = cfg.List.Bytes

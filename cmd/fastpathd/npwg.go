@@ -30,6 +30,11 @@ type npwgOptions struct {
 	ipamClaims        bool
 	podNetworks       bool
 	ipamClaimInterval time.Duration
+
+	// The watches of the objects pods name (watch).
+	dyn       dynamic.Interface
+	nads      dra.NADCache
+	pnObjects dra.PodNetworkCache
 }
 
 func (o *npwgOptions) addFlags(fs *flag.FlagSet) {
@@ -63,51 +68,59 @@ var npwgPermissions = []permission{
 // podNetworkPermissions are the calls --podnetworks makes.
 var podNetworkPermissions = []permission{
 	{group: pnv1.Group, resource: pnv1.ResourcePodNetworks, verb: "get", why: "the PodNetworks pods name (--podnetworks)"},
+	{group: pnv1.Group, resource: pnv1.ResourcePodNetworks, verb: "list", why: "watching the PodNetworks pods name (--podnetworks)"},
+	{group: pnv1.Group, resource: pnv1.ResourcePodNetworks, verb: "watch", why: "watching the PodNetworks pods name (--podnetworks)"},
 	{group: pnv1.Group, resource: pnv1.ResourcePodNetworkAttachments, verb: "get", why: "the PodNetworkAttachments pods name (--podnetworks)"},
+	{group: pnv1.Group, resource: pnv1.ResourcePodNetworkAttachments, verb: "list", why: "watching the PodNetworkAttachments pods name (--podnetworks)"},
+	{group: pnv1.Group, resource: pnv1.ResourcePodNetworkAttachments, verb: "watch", why: "watching the PodNetworkAttachments pods name (--podnetworks)"},
+}
+
+// watch starts the watches of the objects pods name: the
+// NetworkAttachmentDefinitions (--npwg) and the PodNetworks and
+// PodNetworkAttachments (--podnetworks), until ctx ends. Until a watch has
+// listed its objects, they are read from the API server.
+func (o *npwgOptions) watch(ctx context.Context, restConfig *rest.Config) error {
+	if !o.enabled {
+		return nil
+	}
+	var err error
+	if o.dyn, err = dynamic.NewForConfig(restConfig); err != nil {
+		return err
+	}
+	if o.nads, err = dra.NewNADCache(o.dyn); err != nil {
+		return err
+	}
+	go o.nads.Run(ctx)
+	if o.podNetworks {
+		if o.pnObjects, err = dra.NewPodNetworkCache(o.dyn); err != nil {
+			return err
+		}
+		go o.pnObjects.Run(ctx)
+	}
+	return nil
 }
 
 // podNetworkOptions are the NRI plugin's PodNetwork options; nil when
-// --podnetworks is off.
-func (o *npwgOptions) podNetworkOptions(restConfig *rest.Config, client kubernetes.Interface, configs nri.NetworkConfigs) (*nri.PodNetworkOptions, error) {
+// --podnetworks is off. watch has run.
+func (o *npwgOptions) podNetworkOptions(client kubernetes.Interface, configs nri.NetworkConfigs) *nri.PodNetworkOptions {
 	if !o.podNetworks {
-		return nil, nil
+		return nil
 	}
-	dyn, err := dynamic.NewForConfig(restConfig)
-	if err != nil {
-		return nil, err
-	}
-	return &nri.PodNetworkOptions{Objects: dra.PodNetworks{Client: dyn}, Networks: configs, Status: status.PodNetworkStatus{Client: client}}, nil
+	return &nri.PodNetworkOptions{Objects: o.pnObjects, Networks: configs, Status: status.PodNetworkStatus{Client: client}}
 }
 
 // networkSources are the CRI Network API's networks from the cluster:
 // the PodNetworks (--podnetworks) and the NetworkAttachmentDefinitions
-// (--npwg) this node attaches.
-func (o *npwgOptions) networkSources(restConfig *rest.Config) ([]netapi.Source, error) {
+// (--npwg) this node attaches. watch has run.
+func (o *npwgOptions) networkSources() []netapi.Source {
 	if !o.enabled {
-		return nil, nil
+		return nil
 	}
-	dyn, err := dynamic.NewForConfig(restConfig)
-	if err != nil {
-		return nil, err
-	}
-	sources := []netapi.Source{dra.NADSource{Client: dyn, ConfDir: o.confDir}}
+	sources := []netapi.Source{dra.NADSource{NADs: o.nads, ConfDir: o.confDir}}
 	if o.podNetworks {
-		sources = append(sources, dra.PodNetworkSource{Client: dyn, NADs: dra.NADs{Client: dyn}, ConfDir: o.confDir})
+		sources = append(sources, dra.PodNetworkSource{Objects: o.pnObjects, NADs: o.nads, ConfDir: o.confDir})
 	}
-	return sources, nil
-}
-
-// networkAPIPermissions are the lists the CRI Network API makes of the
-// networks of networkSources.
-func (o *npwgOptions) networkAPIPermissions() []permission {
-	var ps []permission
-	if o.enabled {
-		ps = append(ps, permission{group: "k8s.cni.cncf.io", resource: "network-attachment-definitions", verb: "list", why: "the CRI Network API lists them (--network-api-socket, --npwg)"})
-	}
-	if o.podNetworks {
-		ps = append(ps, permission{group: pnv1.Group, resource: pnv1.ResourcePodNetworks, verb: "list", why: "the CRI Network API lists them (--network-api-socket, --podnetworks)"})
-	}
-	return ps
+	return sources
 }
 
 // ipamClaimPermissions are the calls --npwg-ipamclaims makes.
@@ -154,26 +167,16 @@ func (o *npwgOptions) driverDeviceInfoDir() string {
 	return o.deviceInfoDir
 }
 
-// options are the NRI plugin's NPWG options, their watch of
-// NetworkAttachmentDefinitions running until ctx ends; nil when --npwg is
-// off.
-func (o *npwgOptions) options(ctx context.Context, restConfig *rest.Config, client kubernetes.Interface, cni *cniOptions, pools dra.IPPools) (*nri.NPWGOptions, error) {
+// options are the NRI plugin's NPWG options; nil when --npwg is off.
+// watch has run.
+func (o *npwgOptions) options(client kubernetes.Interface, cni *cniOptions, pools dra.IPPools) *nri.NPWGOptions {
 	if !o.enabled {
-		return nil, nil
+		return nil
 	}
-	dyn, err := dynamic.NewForConfig(restConfig)
-	if err != nil {
-		return nil, err
-	}
-	nads, err := dra.NewNADCache(dyn)
-	if err != nil {
-		return nil, err
-	}
-	go nads.Run(ctx)
-	opts := &nri.NPWGOptions{NADs: nads, ConfDir: o.confDir, Policy: o.policy(), Plugins: splitList(cni.plugins),
+	opts := &nri.NPWGOptions{NADs: o.nads, ConfDir: o.confDir, Policy: o.policy(), Plugins: splitList(cni.plugins),
 		Status: status.PodNetworkStatus{Client: client}, DefaultNetwork: o.defaultNetwork, DefaultInterface: o.defaultInterface}
 	if o.ipamClaims {
-		opts.IPAMClaims = nri.NewIPAMClaimOptions(dra.IPAMClaims{Dynamic: dyn, Client: client}, pools, o.ipamClaimInterval)
+		opts.IPAMClaims = nri.NewIPAMClaimOptions(dra.IPAMClaims{Dynamic: o.dyn, Client: client}, pools, o.ipamClaimInterval)
 	}
-	return opts, nil
+	return opts
 }

@@ -295,9 +295,6 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	if o.npwg.podNetworks {
 		ps = append(ps, podNetworkPermissions...)
 	}
-	if o.networkAPI.socket != "" {
-		ps = append(ps, o.npwg.networkAPIPermissions()...)
-	}
 	if err := checkPermissions(ctx, client, ps); err != nil {
 		return err
 	}
@@ -338,21 +335,16 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	if o.cni.enabled || o.npwg.enabled {
 		nriOpts.CNI = dataplane.NewCNI(splitList(o.cni.binDirs), filepath.Join(o.stateDir, "cni", "cache"))
 	}
-	if nriOpts.NPWG, err = o.npwg.options(ctx, restConfig, client, &o.cni, o.ipPools); err != nil {
+	if err := o.npwg.watch(ctx, restConfig); err != nil {
 		return err
 	}
-	sources, err := o.npwg.networkSources(restConfig)
-	if err != nil {
-		return err
-	}
-	api, err := o.networkAPI.start(ctx, o.stateDir, splitList(o.cni.binDirs), sources...)
+	nriOpts.NPWG = o.npwg.options(client, &o.cni, o.ipPools)
+	api, err := o.networkAPI.start(ctx, o.stateDir, splitList(o.cni.binDirs), o.npwg.networkSources()...)
 	if err != nil {
 		return err
 	}
 	defer api.stop()
-	if nriOpts.PodNetworks, err = o.npwg.podNetworkOptions(restConfig, client, api.configs()); err != nil {
-		return err
-	}
+	nriOpts.PodNetworks = o.npwg.podNetworkOptions(client, api.configs())
 	plugin := nri.New(nriOpts)
 	go plugin.Run(ctx)
 	go plugin.RunIPAMClaims(ctx)

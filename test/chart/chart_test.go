@@ -329,8 +329,8 @@ func TestAllValues(t *testing.T) {
 			if !has("network-attachment-definitions", "get", "list", "watch") || !has("pods", "get", "patch") {
 				t.Errorf("with npwg.enabled, no rule gets, lists and watches NetworkAttachmentDefinitions, or gets and patches pods: %+v", role.Rules)
 			}
-			if !has("podnetworks", "get", "list") || !has("podnetworkattachments", "get") {
-				t.Errorf("with podNetworks.enabled (and networkAPI.enabled), no rule gets and lists PodNetworks, or gets PodNetworkAttachments: %+v", role.Rules)
+			if !has("podnetworks", "get", "list", "watch") || !has("podnetworkattachments", "get", "list", "watch") {
+				t.Errorf("with podNetworks.enabled, no rule gets, lists and watches PodNetworks and PodNetworkAttachments: %+v", role.Rules)
 			}
 			if !has("ipamclaims", "get") || !has("ipamclaims/status", "update") {
 				t.Errorf("with npwg.ipamClaims.enabled, no rule gets IPAMClaims, or updates their status: %+v", role.Rules)
