@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -14,9 +15,13 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
 
 	"github.com/fastpath-dra/fastpath/dataplane"
+	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/nri"
+	"github.com/fastpath-dra/fastpath/dra/status"
 	"github.com/fastpath-dra/fastpath/test/netnstest"
 )
 
@@ -251,4 +256,47 @@ func concurrentRoundTrips(b *testing.B, attach, detach func(ctx context.Context,
 	b.ReportMetric(at(0.5), "p50-ns/attach")
 	b.ReportMetric(at(0.99), "p99-ns/attach")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), fmt.Sprintf("ns/%d-pods", sharedPods))
+}
+
+// BenchmarkHookShared is the NRI plugin's RunPodSandbox hook (AttachPod)
+// for a pod with one claim on a shared device: the claim's record of the
+// pod's sandbox written to the checkpoint (on the machine's disk, as the
+// daemon's state directory is), then AttachShared's macvlan made in the
+// pod's namespace, addressed and up. Compare with BenchmarkAttachShared in
+// the same run, the dataplane alone: the difference is the hook's own
+// cost. It also reports the time the hook spent writing the record
+// ("record-ns/attach", median). StopPodSandbox's DetachPod between
+// iterations is not timed.
+func BenchmarkHookShared(b *testing.B) {
+	parent := sharedParent(b)
+	store, err := claims.Open(filepath.Join(b.TempDir(), "checkpoint.json"), claims.Legacy{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var writing time.Duration
+	write := store.WriteFile
+	store.WriteFile = func(path string, data []byte, sync bool) error {
+		start := time.Now()
+		defer func() { writing += time.Since(start) }()
+		return write(path, data, sync)
+	}
+	plugin := nri.New(nri.Options{Store: store, Attacher: benchAttacher(b), Status: status.NewWriter(fake.NewClientset())})
+	pod := nri.Pod{UID: "pod-shared", Namespace: "default", Name: "pod-shared", SandboxID: "s", NetNS: sharedNetNS(b, 0)}
+	sub := benchSub(parent, 0)
+	claim := claims.Claim{Driver: claims.DriverFastpath, UID: "uid-shared", Namespace: "default", Name: "shared",
+		Pod: claims.Pod{UID: pod.UID, Name: pod.Name}, Prepared: true,
+		Devices: []claims.Device{{Request: "net", Pool: "node-a", Device: "nic-" + sub.Parent, Mode: "macvlan",
+			Shared: &claims.SharedInterface{Parent: sub.Parent, Kind: sub.Kind, Mode: sub.Mode, ShareID: "share-0"},
+			Pod:    &claims.PodInterface{Name: sub.Name, MTU: sub.MTU, Addresses: sub.Addresses}}}}
+	if err := store.Admit(claim); err != nil {
+		b.Fatal(err)
+	}
+	var records []time.Duration
+	roundTrips(b, timeAttach, func(ctx context.Context) error {
+		writing = 0
+		err := plugin.AttachPod(ctx, pod)
+		records = append(records, writing)
+		return err
+	}, func(ctx context.Context) error { return plugin.DetachPod(ctx, pod) })
+	b.ReportMetric(median(records), "record-ns/attach")
 }

@@ -37,6 +37,8 @@ type hostState struct {
 // daemon does not know as its own is left alone.
 func leaveNoTrace(ctx context.Context, store *claims.Store, st hostState) {
 	logger := klog.FromContext(ctx)
+	// A write still syncing in the background finishes first.
+	store.Settle()
 	if n := len(store.Claims()); n > 0 {
 		logger.V(2).Info("Keeping the state directory: claims are prepared", "claims", n, "stateDir", st.stateDir)
 		return
@@ -54,7 +56,7 @@ func leaveNoTrace(ctx context.Context, store *claims.Store, st hostState) {
 		}
 	}
 	var errs []error
-	for _, name := range []string{"checkpoint.json", "checkpoint.json.lock", "nri.lock"} {
+	for _, name := range []string{"checkpoint.json", "checkpoint.json.pending", "checkpoint.json.lock", "nri.lock"} {
 		errs = append(errs, removeIfThere(filepath.Join(st.stateDir, name)))
 	}
 	// With no claim, the CNI cache and the claims' directories hold
