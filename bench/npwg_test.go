@@ -138,17 +138,7 @@ func npwgMaster(b *testing.B) string {
 // state directory is.
 func BenchmarkNPWGAttach(b *testing.B) {
 	master := npwgMaster(b)
-	store, err := claims.Open(filepath.Join(b.TempDir(), "checkpoint.json"), claims.Legacy{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	var writing time.Duration
-	write := store.WriteFile
-	store.WriteFile = func(path string, data []byte, sync bool) error {
-		start := time.Now()
-		defer func() { writing += time.Since(start) }()
-		return write(path, data, sync)
-	}
+	store, writing := timedStore(b)
 	plugins := []string{"macvlan", "static"}
 	nad := &nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: npwgNamespace, Name: npwgNetwork, UID: "nad-uid", ResourceVersion: "1"},
 		Spec: nadv1.NetworkAttachmentDefinitionSpec{Config: string(npwgConflist(master))}}
@@ -158,11 +148,11 @@ func BenchmarkNPWGAttach(b *testing.B) {
 			DefaultNetwork: "default/cluster-network", DefaultInterface: "eth0"}})
 	var layer, checkpoint []time.Duration
 	npwgRoundTrips(b, func(ctx context.Context, sandbox, netNS string) error {
-		cni.adds, writing = 0, 0
+		cni.adds, *writing = 0, 0
 		start := time.Now()
 		err := plugin.AttachPod(ctx, npwgPod(sandbox, netNS))
 		layer = append(layer, time.Since(start)-cni.adds)
-		checkpoint = append(checkpoint, writing)
+		checkpoint = append(checkpoint, *writing)
 		return err
 	}, func(ctx context.Context, sandbox, netNS string) error {
 		pod := npwgPod(sandbox, netNS)
@@ -176,6 +166,25 @@ func BenchmarkNPWGAttach(b *testing.B) {
 	})
 	b.ReportMetric(median(layer), "npwg-ns/attach")
 	b.ReportMetric(median(checkpoint), "checkpoint-ns/attach")
+}
+
+// timedStore is a claim store in a temporary directory on the machine's
+// disk, as the daemon's state directory is, that adds the time of its
+// checkpoint writes to *writing.
+func timedStore(b *testing.B) (_ *claims.Store, writing *time.Duration) {
+	b.Helper()
+	store, err := claims.Open(filepath.Join(b.TempDir(), "checkpoint.json"), claims.Legacy{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	writing = new(time.Duration)
+	write := store.WriteFile
+	store.WriteFile = func(path string, data []byte, sync bool) error {
+		start := time.Now()
+		defer func() { *writing += time.Since(start) }()
+		return write(path, data, sync)
+	}
+	return store, writing
 }
 
 // median is the median of d in nanoseconds.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -269,17 +268,7 @@ func concurrentRoundTrips(b *testing.B, attach, detach func(ctx context.Context,
 // iterations is not timed.
 func BenchmarkHookShared(b *testing.B) {
 	parent := sharedParent(b)
-	store, err := claims.Open(filepath.Join(b.TempDir(), "checkpoint.json"), claims.Legacy{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	var writing time.Duration
-	write := store.WriteFile
-	store.WriteFile = func(path string, data []byte, sync bool) error {
-		start := time.Now()
-		defer func() { writing += time.Since(start) }()
-		return write(path, data, sync)
-	}
+	store, writing := timedStore(b)
 	plugin := nri.New(nri.Options{Store: store, Attacher: benchAttacher(b), Status: status.NewWriter(fake.NewClientset())})
 	pod := nri.Pod{UID: "pod-shared", Namespace: "default", Name: "pod-shared", SandboxID: "s", NetNS: sharedNetNS(b, 0)}
 	sub := benchSub(parent, 0)
@@ -293,9 +282,9 @@ func BenchmarkHookShared(b *testing.B) {
 	}
 	var records []time.Duration
 	roundTrips(b, timeAttach, func(ctx context.Context) error {
-		writing = 0
+		*writing = 0
 		err := plugin.AttachPod(ctx, pod)
-		records = append(records, writing)
+		records = append(records, *writing)
 		return err
 	}, func(ctx context.Context) error { return plugin.DetachPod(ctx, pod) })
 	b.ReportMetric(median(records), "record-ns/attach")
