@@ -4,7 +4,7 @@
 # Go's fuzzing engine can fail a run with a bare "context deadline exceeded"
 # when the time is up while a worker is still busy (slow with binaries as
 # large as ours); no input failed then, and no crasher is written. Such a run
-# is repeated once; any other failure, or a crasher, fails at once.
+# is repeated (twice at most); any other failure, or a crasher, fails at once.
 set -euo pipefail
 go=${GO:-go}
 fuzztime=${FUZZTIME:-10s}
@@ -17,12 +17,16 @@ for pkg in "$@"; do
 	fi
 	for target in $("$go" test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true); do
 		echo "fuzz $pkg $target"
-		for attempt in 1 2; do
+		corpus="$dir/testdata/fuzz/$target"
+		for attempt in 1 2 3; do
+			# A failing input is written to the corpus directory, which may
+			# hold committed seeds: a new file there is a crasher.
+			before=$(ls "$corpus" 2>/dev/null || true)
 			if out=$("$go" test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg" 2>&1); then
 				echo "$out" | tail -n 2
 				break
 			fi
-			if [ "$attempt" = 1 ] && [ ! -d "$dir/testdata/fuzz/$target" ] &&
+			if [ "$attempt" -lt 3 ] && [ "$(ls "$corpus" 2>/dev/null || true)" = "$before" ] &&
 				echo "$out" | grep -q -- "--- FAIL: $target" && echo "$out" | grep -qx '    context deadline exceeded'; then
 				echo "fuzz engine timed out without a failing input; once more"
 				continue
