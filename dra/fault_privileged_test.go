@@ -86,9 +86,6 @@ func (j job) run() error {
 	if err != nil {
 		return err
 	}
-	// The worker exits after its operation: as the daemon does, it lets
-	// the store's last write finish.
-	defer store.Settle()
 	client := fake.NewClientset(r.Claim, r.CNIClaim)
 	writer := status.NewWriter(client)
 	attacher, err := dataplane.NewAttacher()

@@ -37,8 +37,6 @@ type hostState struct {
 // daemon does not know as its own is left alone.
 func leaveNoTrace(ctx context.Context, store *claims.Store, st hostState) {
 	logger := klog.FromContext(ctx)
-	// A write still syncing in the background finishes first.
-	store.Settle()
 	if n := len(store.Claims()); n > 0 {
 		logger.V(2).Info("Keeping the state directory: claims are prepared", "claims", n, "stateDir", st.stateDir)
 		return

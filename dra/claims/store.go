@@ -257,13 +257,6 @@ func (s *Store) AdmitPending(c Claim) (wait func() error, _ error) {
 	return s.pending(admit(c, nil))
 }
 
-// Settle waits until the store's pending write (AdmitPending), if any, is
-// committed: for a process that is about to exit.
-func (s *Store) Settle() {
-	s.fileMu.Lock()
-	defer s.fileMu.Unlock()
-}
-
 // pending applies f, writes the result to the pending file and commits it
 // in the background (AdmitPending).
 func (s *Store) pending(f func(map[Key]*Claim) error) (wait func() error, _ error) {

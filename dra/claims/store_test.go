@@ -268,14 +268,6 @@ func TestAdmitPending(t *testing.T) {
 	if _, err := s.AdmitPending(b); err != nil {
 		t.Fatal(err)
 	}
-	// Settle, without wait: committed, no pending file.
-	s.Settle()
-	if _, err := os.Stat(PendingPath(path)); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the pending file is left after Settle: %v", err)
-	}
-	if _, ok := open(t, path).Get(b.Key()); !ok {
-		t.Errorf("the checkpoint after Settle does not hold %s", b.Key())
-	}
 	if err := s.Delete(a.Key()); err != nil {
 		t.Fatal(err)
 	}
