@@ -83,6 +83,8 @@ type Result struct {
 	Took                    time.Duration
 	// Err is set when the suite could not run to its end.
 	Err error
+	// Note says what else happened: that it ran again, and why.
+	Note string
 }
 
 // OK reports whether everything ran and passed: a skipped test counts

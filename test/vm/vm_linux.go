@@ -56,6 +56,10 @@ var ErrRunning = errors.New("a fastpath VM is already running")
 // ErrNotRunning is returned when there is no VM to use.
 var ErrNotRunning = errors.New("no fastpath VM is running")
 
+// ErrStillRuns is returned by Run for a command the guest did not end
+// when asked to: the VM is busy with it for good.
+var ErrStillRuns = errors.New("still runs in the guest")
+
 func (o *Options) defaults() error {
 	if o.CacheDir == "" {
 		o.CacheDir = os.Getenv("FASTPATH_CACHE")
@@ -425,7 +429,9 @@ type request struct {
 
 // Run runs c in the guest, copies its output (stdout and stderr
 // interleaved) to out as it comes, and returns its exit status. If ctx ends
-// first, the command is killed in the guest.
+// first, the command is killed in the guest. If the guest kernel reports a
+// stalled CPU meanwhile, Run returns ErrStalled with the report at once:
+// the command may never end, and the VM should be stopped.
 func (v *VM) Run(ctx context.Context, c Command, out io.Writer) (int, error) {
 	if len(c.Args) == 0 {
 		return 0, errors.New("no command")
@@ -478,6 +484,11 @@ func (v *VM) Run(ctx context.Context, c Command, out io.Writer) (int, error) {
 		offset += n
 		return err
 	}
+	// Only a stall reported from now on is this command's.
+	var consoleSeen int64
+	if fi, err := os.Stat(v.dir.console()); err == nil {
+		consoleSeen = fi.Size()
+	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var cancelled <-chan time.Time
@@ -502,6 +513,11 @@ func (v *VM) Run(ctx context.Context, c Command, out io.Writer) (int, error) {
 		select {
 		case <-w.Events:
 		case <-tick.C:
+			var stall string
+			if stall, consoleSeen = findStall(v.dir.console(), consoleSeen); stall != "" {
+				_ = copyOut()
+				return 0, fmt.Errorf("%w while running %q (console %s):\n%s", ErrStalled, c.Args, v.dir.console(), stall)
+			}
 		case <-v.exited:
 			_ = copyOut()
 			return 0, fmt.Errorf("the VM stopped while running %q (%w); console %s", c.Args, v.exitReason(), v.dir.console())
@@ -512,7 +528,7 @@ func (v *VM) Run(ctx context.Context, c Command, out io.Writer) (int, error) {
 			v.wake()
 			cancelled = time.After(10 * time.Second)
 		case <-cancelled:
-			return 0, fmt.Errorf("%q still runs in the guest after it was cancelled: %w", c.Args, ctx.Err())
+			return 0, fmt.Errorf("%q %w after it was cancelled: %w", c.Args, ErrStillRuns, ctx.Err())
 		}
 	}
 }

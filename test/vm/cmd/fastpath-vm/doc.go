@@ -9,6 +9,10 @@
 //	fastpath-vm status              say whether a VM runs
 //	fastpath-vm test [flags] PKG... build PKG's sriov-tagged tests, boot a VM, run them, power it off
 //
+// test runs a package's binary again, once, in a new VM when the guest
+// kernel reports a stalled CPU while it runs (vm.ErrStalled), and stops a
+// binary that outlives its -timeout by 2 minutes.
+//
 // FASTPATH_CACHE, FASTPATH_VM_KERNEL and FASTPATH_VM_BUSYBOX (printed by
 // `test/deps.sh env`) say where the builds are; FASTPATH_VM_ACCEL=kvm|tcg
 // overrides the choice of accelerator. Inside the VM, `fastpath-vm guest`

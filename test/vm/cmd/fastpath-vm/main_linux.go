@@ -179,44 +179,119 @@ func test(ctx context.Context, args []string) (int, error) {
 		return 0, err
 	}
 	tImage := time.Since(t0)
-	v, err := vm.Boot(ctx, img, vm.Options{})
-	if err != nil {
+	g := &guest{img: img}
+	if err := g.boot(ctx); err != nil {
 		return 0, err
 	}
-	fmt.Printf("fastpath-vm: VM up in %.1f s (%s; %s), qemu pid %d, console %s\n", v.Booted.Seconds(), v.Accel, v.Ready, v.PID(), v.Console())
 	// Whatever happens below, the VM goes down.
-	stopped := false
-	shutdown := func() (time.Duration, error) {
-		if stopped {
-			return 0, nil
-		}
-		stopped = true
-		t0 := time.Now()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		err := v.Shutdown(sctx)
-		return time.Since(t0), err
-	}
-	defer func() { _, _ = shutdown() }()
+	defer func() { _ = g.shutdown(ctx, time.Minute) }()
 
 	testArgs := []string{"-test.v", "-test.count=" + strconv.Itoa(*count), "-test.run", *runRE, "-test.bench", *benchRE,
 		"-test.benchtime", *benchtime, "-test.timeout", timeout.String()}
+	// The test binary's own timeout panics with every goroutine's stack;
+	// this one, a little later, is for a guest that no longer runs it.
+	suiteTimeout := *timeout + 2*time.Minute
 	var results []vm.Result
-	for _, s := range suites {
+	rebooted := false
+	for i, s := range suites {
 		fmt.Printf("=== fastpath-vm: %s in the VM (%s)\n", s.Package, s.Binary)
-		results = append(results, v.RunSuite(ctx, s, testArgs, os.Stdout))
+		r := g.run(ctx, s, testArgs, suiteTimeout)
+		if errors.Is(r.Err, vm.ErrStalled) && !rebooted && ctx.Err() == nil {
+			// A lost timer interrupt of the emulated CPU, not the code
+			// under test: the suite runs again, once, in a new VM.
+			rebooted = true
+			fmt.Printf("fastpath-vm: %v\nfastpath-vm: stopping the stalled VM; %s runs again in a new one\n", r.Err, s.Package)
+			kept, err := g.replace(ctx)
+			if err != nil {
+				return 0, fmt.Errorf("replace the stalled VM: %w", err)
+			}
+			fmt.Printf("=== fastpath-vm: %s in a new VM (the stalled one's console: %s)\n", s.Package, kept)
+			r = g.run(ctx, s, testArgs, suiteTimeout)
+			r.Note = "run again in a new VM after the guest kernel stalled"
+		}
+		results = append(results, r)
+		if (errors.Is(r.Err, vm.ErrStalled) || errors.Is(r.Err, vm.ErrStillRuns)) && i+1 < len(suites) {
+			// A stalled guest, or one that cannot end a test binary: the
+			// VM cannot be trusted with the rest.
+			for _, rest := range suites[i+1:] {
+				results = append(results, vm.Result{Suite: rest, Err: errors.New("not run: the VM was stopped before it")})
+			}
+			break
+		}
 		if ctx.Err() != nil {
 			break
 		}
 	}
-	tDown, err := shutdown()
-	if err != nil {
+	t0 = time.Now()
+	grace := time.Minute
+	if len(results) > 0 && results[len(results)-1].Err != nil {
+		grace = 5 * time.Second
+	}
+	if err := g.shutdown(ctx, grace); err != nil {
 		return 0, err
 	}
-	if !summary(results, tBuild, tImage, v.Booted, tDown) {
+	if !summary(results, tBuild, tImage, g.booted, time.Since(t0)) {
 		return 1, nil
 	}
 	return 0, ctx.Err()
+}
+
+// guest is the VM the suites run in, replaced when its kernel stalls.
+type guest struct {
+	img vm.Image
+	v   *vm.VM
+	// booted is how long the boots took, together.
+	booted time.Duration
+}
+
+func (g *guest) boot(ctx context.Context) error {
+	v, err := vm.Boot(ctx, g.img, vm.Options{})
+	if err != nil {
+		return err
+	}
+	g.v = v
+	g.booted += v.Booted
+	fmt.Printf("fastpath-vm: VM up in %.1f s (%s; %s), qemu pid %d, console %s\n", v.Booted.Seconds(), v.Accel, v.Ready, v.PID(), v.Console())
+	return nil
+}
+
+// run runs one suite, bounded by timeout.
+func (g *guest) run(ctx context.Context, s vm.Suite, args []string, timeout time.Duration) vm.Result {
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("the test binary did not end within %s", timeout))
+	defer cancel()
+	r := g.v.RunSuite(ctx, s, args, os.Stdout)
+	if r.Err != nil && ctx.Err() != nil {
+		r.Err = fmt.Errorf("%w (%w)", r.Err, context.Cause(ctx))
+	}
+	return r
+}
+
+// shutdown powers the VM off, or kills it when it is not off within
+// grace; a VM already down is left be. The guest program takes the
+// poweroff only between commands: a VM whose command hangs is killed.
+func (g *guest) shutdown(ctx context.Context, grace time.Duration) error {
+	if g.v == nil {
+		return nil
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+	defer cancel()
+	err := g.v.Shutdown(sctx)
+	g.v = nil
+	return err
+}
+
+// replace stops the VM, keeps its console log beside the new one and boots
+// a new VM. It returns where the old console went.
+func (g *guest) replace(ctx context.Context) (string, error) {
+	console := g.v.Console()
+	if err := g.shutdown(ctx, 5*time.Second); err != nil {
+		return "", err
+	}
+	kept := strings.TrimSuffix(console, ".log") + ".stalled.log"
+	if err := os.Rename(console, kept); err != nil {
+		return "", err
+	}
+	return kept, g.boot(ctx)
 }
 
 // summary prints how each suite went and the totals, and reports whether
@@ -236,6 +311,9 @@ func summary(results []vm.Result, tBuild, tImage, tBoot, tDown time.Duration) bo
 		}
 		if len(r.Skipped) > 0 {
 			fmt.Printf(", skipped (not allowed in the VM): %s", strings.Join(r.Skipped, " "))
+		}
+		if r.Note != "" {
+			fmt.Printf(" (%s)", r.Note)
 		}
 		switch {
 		case r.Err != nil:
