@@ -27,6 +27,7 @@ import (
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/dra"
 	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/npwg"
 	"github.com/fastpath-dra/fastpath/dra/nri"
 	"github.com/fastpath-dra/fastpath/dra/status"
 	"github.com/fastpath-dra/fastpath/test/netnstest"
@@ -144,7 +145,7 @@ func BenchmarkNPWGAttach(b *testing.B) {
 		Spec: nadv1.NetworkAttachmentDefinitionSpec{Config: string(npwgConflist(master))}}
 	cni := &timedCNI{CNI: dataplane.NewCNI([]string{cniBinDir(b, plugins...)}, b.TempDir())}
 	plugin := nri.New(nri.Options{Store: store, Attacher: benchAttacher(b), Status: status.NewWriter(fake.NewClientset()), CNI: cni,
-		NPWG: &nri.NPWGOptions{NADs: npwgNADs(b, nad), ConfDir: b.TempDir(), Plugins: plugins, Status: npwgPatcher{},
+		NPWG: &nri.NPWGOptions{NADs: npwgNADs(b, nad), ConfDir: b.TempDir(), Plugins: plugins, Status: npwgPatcher{}, Policy: npwg.Policy{HostDevices: []string{master}},
 			DefaultNetwork: "default/cluster-network", DefaultInterface: "eth0"}})
 	var layer, checkpoint []time.Duration
 	npwgRoundTrips(b, func(ctx context.Context, sandbox, netNS string) error {

@@ -7,32 +7,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 )
-
-// hostObjectFields are the fields of the reference plugins' configs that
-// name an object of the host rather than of the pod: an interface to take
-// or attach to (host-device device, hwaddr, kernelpath, pciBusID and
-// runtimeConfig.deviceID; macvlan, ipvlan and vlan master; bridge and tap
-// bridge). Fields named like paths (hostPathSuffixes) and strings that are
-// absolute paths (host-local dataDir, resolvConf) name files of the host.
-var hostObjectFields = []string{"bridge", "device", "deviceID", "hwaddr", "kernelpath", "master", "pciBusID"}
-
-var hostPathSuffixes = []string{"dir", "path", "file", "socket", "conf"}
-
-// hostField says whether a config field of this name names a host object.
-func hostField(name string) bool {
-	if slices.Contains(hostObjectFields, name) {
-		return true
-	}
-	lower := strings.ToLower(name)
-	for _, s := range hostPathSuffixes {
-		if strings.HasSuffix(lower, s) {
-			return true
-		}
-	}
-	return false
-}
 
 // hostObjects checks a plugin's config, its arguments set (set: the field
 // path each argument set, and from where), below prefix: a field naming a
@@ -70,7 +47,7 @@ func hostObjectsIn(v any, set map[string]argSource, at, plugin *field.Path, dott
 				}
 				b = &src
 			}
-			if hostField(k) {
+			if v1alpha1.HostObjectField(k) {
 				errs = append(errs, refuseHostObject(at.Child(k), plugin, k, b))
 				continue
 			}

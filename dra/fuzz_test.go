@@ -113,7 +113,7 @@ func hostValues(v any) []string {
 	switch v := v.(type) {
 	case map[string]any:
 		for k, e := range v {
-			if hostField(k) {
+			if v1alpha1.HostObjectField(k) {
 				out = append(out, fmt.Sprint(e))
 				continue
 			}

@@ -38,6 +38,8 @@ func TestExitCodes(t *testing.T) {
 		{name: "run negative CHECK interval", args: []string{"run", "--node-name", "n", "--cni", "--cni-check-interval", "-1s"}, wantCode: 2, wantErr: "--cni-check-interval"},
 		{name: "run bad config namespace", args: []string{"run", "--node-name", "n", "--cni", "--cni-config-namespace", "Not_A_Namespace"}, wantCode: 2, wantErr: "--cni-config-namespace"},
 		{name: "run NPWG bad allowed namespace", args: []string{"run", "--node-name", "n", "--npwg", "--npwg-allowed-namespaces", "ok,Not_A_Namespace"}, wantCode: 2, wantErr: "--npwg-allowed-namespaces"},
+		{name: "run NPWG bad host device pattern", args: []string{"run", "--node-name", "n", "--npwg", "--npwg-host-devices", "ens1f*,[eth"}, wantCode: 2, wantErr: `host device "[eth"`},
+		{name: "run NPWG relative host path", args: []string{"run", "--node-name", "n", "--npwg", "--npwg-host-paths", "var/lib/cni"}, wantCode: 2, wantErr: `host path "var/lib/cni"`},
 		{name: "run NPWG without a configuration directory", args: []string{"run", "--node-name", "n", "--npwg", "--npwg-conf-dir", ""}, wantCode: 2, wantErr: "--npwg-conf-dir"},
 		{name: "run NPWG bad default interface", args: []string{"run", "--node-name", "n", "--npwg-default-interface", "a/b"}, wantCode: 2, wantErr: "--npwg-default-interface"},
 		{name: "run IPAMClaims without NPWG", args: []string{"run", "--node-name", "n", "--npwg-ipamclaims"}, wantCode: 2, wantErr: "--npwg-ipamclaims needs --npwg"},

@@ -24,6 +24,8 @@ type npwgOptions struct {
 	enabled           bool
 	confDir           string
 	allowedNamespaces string
+	hostDevices       string
+	hostPaths         string
 	defaultNetwork    string
 	defaultInterface  string
 	deviceInfoDir     string
@@ -44,6 +46,11 @@ func (o *npwgOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.confDir, "npwg-conf-dir", "/etc/cni/multus/net.d", "directory where a NetworkAttachmentDefinition with an empty spec.config finds the CNI configuration of its name (as Multus does)")
 	fs.StringVar(&o.allowedNamespaces, "npwg-allowed-namespaces", "", "comma-separated namespaces whose NetworkAttachmentDefinitions pods of every namespace may select (\"*\": all); "+
 		"a pod may always select those of its own namespace")
+	fs.StringVar(&o.hostDevices, "npwg-host-devices", "", "comma-separated host devices a NetworkAttachmentDefinition's spec.config may name "+
+		"(interface names, PCI addresses or MACs in fields such as master, bridge, device or pciBusID; shell patterns, \"*\": all); "+
+		"none by default: whoever may write one in a namespace is not trusted with the node (configurations of --npwg-conf-dir may name any)")
+	fs.StringVar(&o.hostPaths, "npwg-host-paths", "", "comma-separated host directories under which a NetworkAttachmentDefinition's spec.config may name files "+
+		"(host-local's dataDir, any absolute path; \"/\": all); none by default")
 	fs.StringVar(&o.defaultNetwork, "npwg-default-network", "default/cluster-network", "name of the cluster default network in the pods' network-status; empty leaves its entry out")
 	fs.StringVar(&o.defaultInterface, "npwg-default-interface", "eth0", "the pods' interface on the cluster default network: no selected network may take its name")
 	fs.StringVar(&o.deviceInfoDir, "npwg-device-info-dir", npwg.DefaultDeviceInfoDir, "where the device-info of devices claimed in mode delegate is written for the NetworkAttachmentDefinitions' CNI plugins (dp/RESOURCE-PCI-device.json, as the SR-IOV device plugin writes it)")
@@ -130,12 +137,12 @@ var ipamClaimPermissions = []permission{
 }
 
 func (o *npwgOptions) policy() npwg.Policy {
-	return npwg.Policy{AllowedNamespaces: splitList(o.allowedNamespaces)}
+	return npwg.Policy{AllowedNamespaces: splitList(o.allowedNamespaces), HostDevices: splitList(o.hostDevices), HostPaths: splitList(o.hostPaths)}
 }
 
 func (o *npwgOptions) validate(cni *cniOptions) error {
 	if err := o.policy().Validate(); err != nil {
-		return usagef("run: --npwg-allowed-namespaces: %v", err)
+		return usagef("run: --npwg-allowed-namespaces, --npwg-host-devices, --npwg-host-paths: %v", err)
 	}
 	if err := npwg.ValidInterfaceName(o.defaultInterface); err != nil {
 		return usagef("run: --npwg-default-interface %q: %v", o.defaultInterface, err)

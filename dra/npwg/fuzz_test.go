@@ -2,6 +2,7 @@ package npwg
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -192,6 +193,12 @@ func FuzzLoadConfig(f *testing.F) {
 			if v1alpha1.ValidCNIPluginType(p.Network.Type) != nil {
 				t.Errorf("plugin type %q", p.Network.Type)
 			}
+		}
+		// The host objects a spec.config names: a refusal is ErrHostObject
+		// (never a parse error: the plugins were read already); the
+		// operator's own configurations are never refused.
+		if err := (Policy{}).HostObjects(c); err != nil && (onDisk || !errors.Is(err, ErrHostObject)) {
+			t.Errorf("HostObjects of a configuration from %s: %v", c.Source, err)
 		}
 		again, err := libcni.NetworkConfFromBytes(l.Bytes)
 		if err != nil || again.Name != l.Name || again.CNIVersion != l.CNIVersion {

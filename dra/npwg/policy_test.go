@@ -2,6 +2,8 @@ package npwg
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -59,5 +61,85 @@ func TestPolicyValidate(t *testing.T) {
 	err := Policy{AllowedNamespaces: []string{"ok", "Not_OK", "a.b"}}.Validate()
 	if err == nil || !strings.Contains(err.Error(), `allowed namespace "Not_OK"`) || !strings.Contains(err.Error(), `allowed namespace "a.b"`) {
 		t.Errorf("error %v", err)
+	}
+}
+
+// A NetworkAttachmentDefinition's spec.config names only the host devices
+// and directories the operator allows; a configuration of the operator's
+// directory names any.
+func TestPolicyHostObjects(t *testing.T) {
+	operator := Policy{HostDevices: []string{"ens1f*", "br-data", "0000:3b:00.*"}, HostPaths: []string{"/var/lib/cni/networks", "/run/fastpath-nets"}}
+	for name, tc := range map[string]struct {
+		policy Policy
+		config string
+		err    []string // each in the error; none: allowed
+	}{
+		"no host object": {config: `{"cniVersion": "1.0.0", "type": "macvlan", "ipam": {"type": "static"}}`},
+		"a master allowed": {policy: operator,
+			config: `{"cniVersion": "1.0.0", "type": "macvlan", "master": "ens1f0", "ipam": {"type": "host-local", "subnet": "10.1.0.0/24", "dataDir": "/var/lib/cni/networks/a"}}`},
+		"a bridge and a PCI address allowed": {policy: operator,
+			config: `{"cniVersion": "1.0.0", "plugins": [{"type": "bridge", "bridge": "br-data"}, {"type": "host-device", "pciBusID": "0000:3b:00.2"}]}`},
+		"every device and path allowed": {policy: Policy{HostDevices: []string{"*"}, HostPaths: []string{"/"}},
+			config: `{"cniVersion": "1.0.0", "type": "macvlan", "master": "eth0", "ipam": {"type": "host-local", "dataDir": "/etc"}}`},
+		"the node's uplink, nothing allowed": {config: `{"cniVersion": "1.0.0", "type": "macvlan", "master": "eth0"}`,
+			err: []string{`plugins[0] (macvlan): master "eth0" is not one of the host devices the operator allows (none)`}},
+		"a master not allowed": {policy: operator, config: `{"cniVersion": "1.0.0", "type": "macvlan", "master": "eth0"}`,
+			err: []string{`master "eth0"`, "(ens1f*, br-data, 0000:3b:00.*)"}},
+		"host-local writing to /etc": {policy: operator,
+			config: `{"cniVersion": "1.0.0", "type": "macvlan", "master": "ens1f1", "ipam": {"type": "host-local", "dataDir": "/etc"}}`,
+			err:    []string{`ipam.dataDir "/etc" is not under a host directory the operator allows (/var/lib/cni/networks, /run/fastpath-nets)`}},
+		"a way out of an allowed directory": {policy: operator,
+			config: `{"cniVersion": "1.0.0", "type": "macvlan", "master": "ens1f1", "ipam": {"type": "host-local", "dataDir": "/var/lib/cni/networks/../../../etc"}}`,
+			err:    []string{`ipam.dataDir "/var/lib/cni/networks/../../../etc"`}},
+		"a prefix that is not a directory": {policy: operator,
+			config: `{"cniVersion": "1.0.0", "type": "macvlan", "master": "ens1f1", "ipam": {"type": "host-local", "dataDir": "/var/lib/cni/networks-evil"}}`,
+			err:    []string{`ipam.dataDir`}},
+		"a relative directory": {policy: operator,
+			config: `{"cniVersion": "1.0.0", "type": "macvlan", "master": "ens1f1", "ipam": {"type": "host-local", "dataDir": "here"}}`,
+			err:    []string{`ipam.dataDir "here"`}},
+		"an absolute path in any field, deep in a list": {policy: operator,
+			config: `{"cniVersion": "1.0.0", "type": "macvlan", "master": "ens1f1", "ipam": {"type": "static", "routes": [{"dst": "/proc/self"}]}}`,
+			err:    []string{`ipam.routes[0].dst "/proc/self"`}},
+		"each fault of each plugin": {policy: operator,
+			config: `{"cniVersion": "1.0.0", "plugins": [{"type": "host-device", "device": "eth0"}, {"type": "tuning", "sysctlConf": "/etc/sysctl.conf"}]}`,
+			err:    []string{`plugins[0] (host-device): device "eth0"`, `plugins[1] (tuning): sysctlConf "/etc/sysctl.conf"`}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := LoadConfig(nad("app", "net-a", tc.config), t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = tc.policy.HostObjects(cfg)
+			if len(tc.err) == 0 {
+				if err != nil {
+					t.Errorf("error %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrHostObject) {
+				t.Fatalf("error %v, want ErrHostObject", err)
+			}
+			for _, want := range tc.err {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %v, want %q in it", err, want)
+				}
+			}
+		})
+	}
+	// The operator's own configurations are not checked.
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "net-a.conf"), []byte(`{"cniVersion": "1.0.0", "name": "net-a", "type": "macvlan", "master": "eth0"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadConfig(nad("app", "net-a", ""), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (Policy{}).HostObjects(cfg); err != nil {
+		t.Errorf("a configuration of the operator's directory: %v", err)
+	}
+	if err := (Policy{HostDevices: []string{"[eth"}, HostPaths: []string{"var/lib", "/var/lib/"}}).Validate(); err == nil ||
+		!strings.Contains(err.Error(), `host device "[eth"`) || !strings.Contains(err.Error(), `host path "var/lib"`) || !strings.Contains(err.Error(), `host path "/var/lib/"`) {
+		t.Errorf("Validate of bad host devices and paths: %v", err)
 	}
 }

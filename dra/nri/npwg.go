@@ -256,6 +256,9 @@ func (p *Plugin) nadConfig(nad *nadv1.NetworkAttachmentDefinition) (*npwg.Config
 	if err := allowedPlugins(cfg, o.Plugins); err != nil {
 		return nil, fmt.Errorf("NetworkAttachmentDefinition %s/%s (%s): %w", nad.Namespace, nad.Name, cfg.Source, err)
 	}
+	if err := o.Policy.HostObjects(cfg); err != nil {
+		return nil, fmt.Errorf("NetworkAttachmentDefinition %s/%s (%s): %w (--npwg-host-devices, --npwg-host-paths)", nad.Namespace, nad.Name, cfg.Source, err)
+	}
 	if cacheable {
 		p.nadConfigsMu.Lock()
 		if p.nadConfigs == nil || len(p.nadConfigs) >= maxNADConfigs {

@@ -82,7 +82,7 @@ func TestNPWGReferencePlugins(t *testing.T) {
 	cni := dataplane.NewCNI([]string{bin}, filepath.Join(t.TempDir(), "cache"))
 	patcher := &fakePatcher{}
 	p := New(Options{Socket: filepath.Join(t.TempDir(), "nri.sock"), Store: store, Status: writer, CNI: cni, DelBackoff: time.Millisecond,
-		NPWG: &NPWGOptions{NADs: nads, ConfDir: t.TempDir(), Plugins: []string{"macvlan", "static"}, Status: patcher,
+		NPWG: &NPWGOptions{NADs: nads, ConfDir: t.TempDir(), Plugins: []string{"macvlan", "static"}, Status: patcher, Policy: npwg.Policy{HostDevices: []string{master, "fpn-*"}},
 			DefaultNetwork: "default/cluster-network", DefaultInterface: "eth0"}})
 	h := &hooks{p}
 	uid := fmt.Sprintf("npwg-%d", os.Getpid())

@@ -161,9 +161,10 @@ func newNPWGRig(t *testing.T, cls ...claims.Claim) *npwgRig {
 		"secret/net-d":    nad("secret", "net-d", fmt.Sprintf(macvlanConf, "net-d")),
 		"default/bridged": nad("default", "bridged", `{"cniVersion":"1.0.0","name":"bridged","type":"bridge","ipam":{"type":"dhcp"}}`),
 		"default/plain":   nad("default", "plain", `{"cniVersion":"1.0.0","name":"plain","type":"macvlan","master":"eth9"}`),
+		"default/uplink":  nad("default", "uplink", `{"cniVersion":"1.0.0","name":"uplink","type":"macvlan","master":"eth0","ipam":{"type":"static","dataDir":"/etc"}}`),
 	}
 	r.plugin = New(Options{Store: store, Status: writer, CNI: r.cni, DelBackoff: time.Millisecond, NPWG: &NPWGOptions{
-		NADs: nads, ConfDir: t.TempDir(), Policy: npwg.Policy{AllowedNamespaces: []string{"shared"}},
+		NADs: nads, ConfDir: t.TempDir(), Policy: npwg.Policy{AllowedNamespaces: []string{"shared"}, HostDevices: []string{"eth9", "eth7"}},
 		Plugins: []string{"macvlan", "static"}, Status: r.patcher, DefaultNetwork: "default/cluster-network", DefaultInterface: "eth0",
 		SetDefaultRoute: func(netns, ifName string, gws []net.IP) error {
 			r.routes = append(r.routes, fmt.Sprintf("%s %s via %v", netns, ifName, gws))
@@ -322,6 +323,8 @@ func TestNPWGRefused(t *testing.T) {
 		{"no such network", "net-a,missing", []string{"element 1 (network default/missing, interface net2)", "not found"}},
 		{"namespace not allowed", "secret/net-d", []string{"element 0", "network not allowed", "--npwg-allowed-namespaces"}},
 		{"plugin not allowed", "bridged", []string{"element 0 (network default/bridged", `"bridge" "dhcp"`, "--cni-plugins"}},
+		{"host objects not allowed", "net-a,uplink", []string{"element 1 (network default/uplink", `master "eth0" is not one of the host devices the operator allows (eth9, eth7)`,
+			`ipam.dataDir "/etc" is not under a host directory the operator allows (none)`, "--npwg-host-devices"}},
 		{"capability missing", `[{"name":"net-a"},{"name":"plain","mac":"02:00:00:00:00:09"}]`, []string{"element 1 (network default/plain", `capability "mac"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

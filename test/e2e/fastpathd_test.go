@@ -259,6 +259,9 @@ func daemonValues(port int, stateDir string, args []string) (map[string]any, err
 			npwg := sub(values, "npwg")
 			npwg["enabled"], npwg["installCRD"], npwg["confDir"] = true, true, stateDir+".npwg-conf"
 			npwg["deviceInfoDir"] = stateDir + ".devinfo"
+			// The tests' NetworkAttachmentDefinitions name their own
+			// links (fp...) and directories, never others of the machine.
+			npwg["hostDevices"], npwg["hostPaths"] = []any{"fp*"}, []any{workDir}
 			continue
 		case "--podnetworks":
 			pn := sub(values, "podNetworks")

@@ -110,6 +110,7 @@ func TestNPWGSpec(t *testing.T) {
 		})
 	})
 	t.Run("7.2 a failed network leaves nothing", func(t *testing.T) { r.failedAttach(t, ctx) })
+	t.Run("a network naming objects of the node", func(t *testing.T) { r.hostObjects(t, ctx) })
 
 	// Every pod is gone: every address is back, and the claim store has
 	// no pod's NPWG record.
@@ -387,6 +388,32 @@ func (r *specRig) selectionExamples(t *testing.T, ctx context.Context) {
 // trying again nothing of either network is left: no address allocated,
 // no link on the master, no NPWG record in the claim store, no ADD of
 // either network without its DEL.
+// hostObjects: a NetworkAttachmentDefinition whose spec.config names a
+// device and a directory of the node that the operator did not allow
+// (--npwg-host-devices, --npwg-host-paths) fails the pod's sandbox with an
+// error naming each, and no plugin runs.
+func (r *specRig) hostObjects(t *testing.T, ctx context.Context) {
+	specNAD(t, ctx, "default", nadDoc("net-host", `{"cniVersion": "1.0.0", "name": "net-host", "plugins": [{"type": "macvlan", "master": "eth0", "mode": "bridge",
+		"ipam": {"type": "host-local", "subnet": "10.97.5.0/24", "dataDir": "/etc/fastpath-e2e-ipam"}}, {"type": "awesome-plugin"}]}`))
+	pod := specPod(t, ctx, "e2e-npwg-spec-host", "net-host")
+	msg, err := waitEvent(ctx, pod.Name, "default/net-host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"pod default/" + pod.Name, "names an object of the host", `plugins[0] (macvlan): master "eth0" is not one of the host devices the operator allows (fp*)`,
+		`ipam.dataDir "/etc/fastpath-e2e-ipam" is not under a host directory the operator allows (` + workDir + `)`} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("event %q does not name %q", msg, want)
+		}
+	}
+	if recs := r.records(t, "awesome-plugin", "ADD", pod.Name, "net1"); len(recs) > 0 {
+		t.Errorf("a plugin of the refused network ran: %v", recs)
+	}
+	if n := npwgRecords(t, r.d, pod.Name); n > 0 {
+		t.Errorf("%d NPWG records of the refused pod in the claim store", n)
+	}
+}
+
 func (r *specRig) failedAttach(t *testing.T, ctx context.Context) {
 	specNAD(t, ctx, "default", nadDoc("net-broken", `{"cniVersion": "1.0.0", "name": "net-broken", "plugins": [`+
 		r.macvlan("10.97.4.0/24")+`, {"type": "awesome-plugin", "fail": "ADD"}]}`))

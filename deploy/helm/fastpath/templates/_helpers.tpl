@@ -116,6 +116,8 @@ exec:
 {{- end }}
 {{- $args = append $args (printf "--npwg-conf-dir=%s" $v.npwg.confDir) }}
 {{- with $v.npwg.allowedNamespaces }}{{ $args = append $args (printf "--npwg-allowed-namespaces=%s" (join "," .)) }}{{ end }}
+{{- with $v.npwg.hostDevices }}{{ $args = append $args (printf "--npwg-host-devices=%s" (join "," .)) }}{{ end }}
+{{- with $v.npwg.hostPaths }}{{ $args = append $args (printf "--npwg-host-paths=%s" (join "," .)) }}{{ end }}
 {{- if ne $v.npwg.defaultNetwork "default/cluster-network" }}{{ $args = append $args (printf "--npwg-default-network=%s" $v.npwg.defaultNetwork) }}{{ end }}
 {{- $args = append $args (printf "--npwg-device-info-dir=%s" $v.npwg.deviceInfoDir) }}
 {{- if $v.podNetworks.enabled }}{{ $args = append $args "--podnetworks" }}{{ end }}
