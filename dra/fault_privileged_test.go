@@ -22,9 +22,13 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/go-logr/logr"
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
@@ -35,6 +39,7 @@ import (
 	"github.com/fastpath-dra/fastpath/devices"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/npwg"
 	"github.com/fastpath-dra/fastpath/dra/nri"
 	"github.com/fastpath-dra/fastpath/dra/status"
 	"github.com/fastpath-dra/fastpath/test/netnstest"
@@ -93,8 +98,13 @@ func (j job) run() error {
 		return err
 	}
 	defer func() { _ = attacher.Close() }()
+	// The pod also selects a network with the NPWG annotation: a macvlan
+	// on the rig's master, its addresses in the rig's directory.
+	nad := newFaultNAD(r)
 	plugin := nri.New(nri.Options{Store: store, Attacher: attacher, Status: writer,
-		CNI: dataplane.NewCNI([]string{r.CNIBin}, r.CNICache)})
+		CNI: dataplane.NewCNI([]string{r.CNIBin}, r.CNICache),
+		NPWG: &nri.NPWGOptions{NADs: nad, ConfDir: r.Dir, Plugins: []string{"macvlan", "host-local"}, DefaultInterface: "eth0",
+			Policy: npwg.Policy{HostDevices: []string{r.MasterLink}, HostPaths: []string{r.Dir}}}})
 	d, err := New(Options{NodeName: testNode, Client: client, PluginDir: filepath.Join(r.Dir, "plugin"), StateDir: r.StateDir,
 		CDIDir: r.CDIDir, BPFDir: r.BPFDir, MemifDir: r.MemifDir, Store: store, Status: writer, Runtime: plugin, BootID: r.BootID,
 		PF: filePF(r.PFFile), Channels: fileChannels(r.ChannelsFile), PCI: dataplane.PCIBinder{SysfsRoot: r.SysfsRoot, DevRoot: r.SysfsRoot},
@@ -113,7 +123,8 @@ func (j job) run() error {
 		var running []*api.PodSandbox
 		if j.Running {
 			running = append(running, &api.PodSandbox{Uid: string(r.Pod.UID), Id: r.Pod.SandboxID, Name: r.Pod.Name, Namespace: r.Pod.Namespace,
-				Linux: &api.LinuxPodSandbox{Namespaces: []*api.LinuxNamespace{{Type: "network", Path: r.Pod.NetNS}}}})
+				Annotations: map[string]string{nadv1.NetworkAttachmentAnnot: r.Pod.Networks},
+				Linux:       &api.LinuxPodSandbox{Namespaces: []*api.LinuxNamespace{{Type: "network", Path: r.Pod.NetNS}}}})
 		}
 		plugin.Synchronize(ctx, running)
 	}
@@ -140,6 +151,24 @@ func (j job) run() error {
 		return nil
 	}
 	return fmt.Errorf("unknown operation %q", j.Op)
+}
+
+// faultNAD is the rig's NetworkAttachmentDefinition, default/fault-net.
+type faultNAD struct {
+	nad *nadv1.NetworkAttachmentDefinition
+}
+
+func newFaultNAD(r rig) faultNAD {
+	return faultNAD{&nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "fault-net"},
+		Spec: nadv1.NetworkAttachmentDefinitionSpec{Config: fmt.Sprintf(`{"cniVersion": "1.0.0", "type": "macvlan", "master": %q, "mode": "bridge",
+			"ipam": {"type": "host-local", "ranges": [[{"subnet": "10.95.0.0/24"}]], "dataDir": %q}}`, r.MasterLink, r.IPAMDir)}}}
+}
+
+func (f faultNAD) GetNAD(_ context.Context, namespace, name string) (*nadv1.NetworkAttachmentDefinition, error) {
+	if namespace != f.nad.Namespace || name != f.nad.Name {
+		return nil, apierrors.NewNotFound(schema.GroupResource{Group: "k8s.cni.cncf.io", Resource: "network-attachment-definitions"}, name)
+	}
+	return f.nad.DeepCopy(), nil
 }
 
 // filePF keeps VF settings in a file, so that they outlive a killed worker
@@ -311,7 +340,7 @@ func newRig(t *testing.T) *rig {
 	r.CNIClaim = cniTestClaim([]string{"macvlan"}, fromClaim(string(cniCfg)))
 	r.CNIClaim.Name, r.CNIClaim.UID = "cni", "uid-cni"
 	r.CNIClaim.Status.ReservedFor[0].UID = "pod-fault"
-	r.Pod = nri.Pod{UID: "pod-fault", Namespace: "default", Name: "pod-fault", SandboxID: "sandbox-1"}
+	r.Pod = nri.Pod{UID: "pod-fault", Namespace: "default", Name: "pod-fault", SandboxID: "sandbox-1", Networks: "fault-net"}
 	return r
 }
 
@@ -446,9 +475,11 @@ func (r *rig) snapshot(t *testing.T) snapshot {
 	s["cdi"] = tree(r.CDIDir, all)
 	s["memif"] = tree(r.MemifDir, all)
 	// libcni keeps its cache directories; the results in them must go.
-	// The claims directory holds the claims' directories.
+	// The claims directory holds the claims' directories. The store's
+	// lock file, made when a pending write is adopted, is kept as
+	// host-local's is (fastpathd cleanup removes it).
 	s["state"] = tree(r.StateDir, func(rel string, d fs.DirEntry) bool {
-		return !d.IsDir() || (!strings.HasPrefix(rel, "cni") && rel != "claims")
+		return (!d.IsDir() && rel != "checkpoint.json.lock") || (d.IsDir() && !strings.HasPrefix(rel, "cni") && rel != "claims")
 	})
 	// host-local keeps its lock and last reserved address; the
 	// reservations (files named by address) must go.
@@ -561,8 +592,8 @@ type references struct{ initial, prepared, running, stopped, final snapshot }
 // phases of a claim's life, in order, and the points each may be killed at.
 var phases = map[string][]string{
 	"prepare":   {"ipam.assigned", "prepare.recorded", "prepare.files.before", "prepare.files.applied", "prepare.vf.before", "vf.setting", "vf.setting#2", "prepare.vf.applied", "prepare.channels.before", "prepare.channels.applied", "prepare.xdp.before", "prepare.xdp.applied", "prepare.vfio.before", "vfio.unbound", "prepare.vfio.applied", "prepare.cdi.before", "prepare.cdi.applied"},
-	"run":       {"attach.recorded", "attach.moved", "attach.moved#2", "attach.addressed", "attach.shared.created", "cni.add.recorded", "cni.add.done"},
-	"stop":      {"detach.moved", "detach.moved#2", "detach.shared.deleted", "detach.returned", "cni.del.done"},
+	"run":       {"npwg.admitted", "attach.recorded", "attach.moved", "attach.moved#2", "attach.addressed", "attach.shared.created", "cni.add.recorded", "cni.add.done", "cni.add.done#2"},
+	"stop":      {"detach.moved", "detach.moved#2", "detach.shared.deleted", "detach.returned", "cni.del.done", "cni.del.done#2"},
 	"unprepare": {"unprepare.released", "unprepare.undone"},
 }
 
@@ -704,7 +735,8 @@ func referenceRun(t *testing.T) references {
 	r.sandbox(t)
 	r.must(t, "run", true, true)
 	refs.running = r.snapshot(t)
-	if refs.running["pod link net1"] == "" || refs.running["pod link xsk0"] == "" || refs.running["pod link net2"] == "" || refs.running["pod link fast0"] == "" {
+	if refs.running["pod link net1"] == "" || refs.running["pod link xsk0"] == "" || refs.running["pod link net2"] == "" || refs.running["pod link fast0"] == "" ||
+		refs.running["pod link net3"] == "" {
 		t.Fatalf("the pod lacks its interfaces: %v", refs.running)
 	}
 	r.must(t, "stop", true, true)

@@ -30,11 +30,12 @@ var Points = []string{
 	"prepare.xdp.before", "prepare.xdp.applied",
 	"prepare.vfio.before", "vfio.unbound", "prepare.vfio.applied",
 	"prepare.cdi.before", "prepare.cdi.applied",
-	// The runtime's hooks: a netdev's attachment recorded, moved into the
-	// pod, given its addresses; a shared device's sub-interface made in the
-	// pod; moved back, the sub-interface deleted; a CNI network recorded,
-	// added, deleted.
-	"attach.recorded", "attach.moved", "attach.addressed", "attach.shared.created",
+	// The runtime's hooks: the record of the networks a pod selects (NPWG)
+	// written, not yet synced nor committed; a netdev's attachment
+	// recorded, moved into the pod, given its addresses; a shared device's
+	// sub-interface made in the pod; moved back, the sub-interface deleted;
+	// a CNI network recorded, added, deleted.
+	"npwg.admitted", "attach.recorded", "attach.moved", "attach.addressed", "attach.shared.created",
 	"detach.moved", "detach.shared.deleted", "detach.returned",
 	"cni.add.recorded", "cni.add.done", "cni.del.done",
 	// Unprepare: the runtime's part released, each step undone.

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
 
+	"github.com/fastpath-dra/fastpath/dataplane/fault"
 	"github.com/fastpath-dra/fastpath/devices"
 	pnv1 "github.com/fastpath-dra/fastpath/dra/api/podnetwork/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
@@ -130,6 +131,7 @@ func (p *Plugin) admitNPWG(ctx context.Context, pod Pod) (fresh bool, durable fu
 		p.dropNPWG(pod.UID)
 		return false, nil, errNPWG(pod, nil, err)
 	}
+	fault.Point("npwg.admitted")
 	return true, durable, nil
 }
 
