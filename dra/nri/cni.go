@@ -69,7 +69,7 @@ func (p *Plugin) addNetworks(ctx context.Context, pod Pod, cls []claims.Claim, f
 				n = &c.Networks[i]
 			} else {
 				var err error
-				if n, fresh, err = p.markAdded(c.Key(), i, pod); err != nil {
+				if n, fresh, err = p.markAdded(ctx, c.Key(), i, pod); err != nil {
 					return fmt.Errorf("claim %s: %w", c.String(), err)
 				}
 			}
@@ -154,8 +154,11 @@ func (p *Plugin) unmarkNPWG(uid types.UID, cls []claims.Claim, ci, i int) error 
 
 // markAdded records network i of the claim as added to the pod's sandbox,
 // before ADD runs. fresh is false when an earlier hook recorded it for
-// this sandbox already.
-func (p *Plugin) markAdded(key claims.Key, i int, pod Pod) (n *claims.Network, fresh bool, _ error) {
+// this sandbox already. A network recorded added to an earlier sandbox of
+// the pod, whose teardown fastpath missed (it was down when the runtime
+// stopped that sandbox), is deleted from it first: the record is the only
+// memory of what ADD made there (an address, libcni's cached result).
+func (p *Plugin) markAdded(ctx context.Context, key claims.Key, i int, pod Pod) (n *claims.Network, fresh bool, _ error) {
 	defer p.opts.Store.Lock(key)()
 	c, ok := p.opts.Store.Get(key)
 	if !ok {
@@ -164,6 +167,12 @@ func (p *Plugin) markAdded(key claims.Key, i int, pod Pod) (n *claims.Network, f
 	n = &c.Networks[i]
 	if n.Added && n.SandboxID == pod.SandboxID {
 		return n, false, nil
+	}
+	if n.Added {
+		if err := p.opts.CNI.Del(ctx, runtimeConf(c, *n)); err != nil {
+			return nil, false, fmt.Errorf("%s: CNI DEL from the pod's earlier sandbox %s: %w", networkOf(c, *n), n.SandboxID, redacted(*n, err))
+		}
+		klog.FromContext(ctx).Info("CNI DEL from the pod's earlier sandbox", "claim", c.String(), "request", n.Request, "ifName", n.IfName, "sandbox", n.SandboxID)
 	}
 	n.Added, n.SandboxID, n.NetNS = true, pod.SandboxID, pod.NetNS
 	if err := p.opts.Store.Put(c); err != nil {

@@ -65,6 +65,7 @@ type npwgCNI struct {
 	mu    sync.Mutex
 	added map[string]dataplane.CNINetwork // by ifName
 	order []string
+	dels  []string // ifName@sandbox
 	fail  string
 }
 
@@ -108,6 +109,7 @@ func (f *npwgCNI) Del(_ context.Context, n dataplane.CNINetwork) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.order = append(f.order, "DEL "+n.IfName)
+	f.dels = append(f.dels, n.IfName+"@"+n.ContainerID)
 	delete(f.added, n.IfName)
 	return nil
 }
@@ -421,6 +423,37 @@ func TestNPWGRecovery(t *testing.T) {
 	restarted.Synchronize(r.ctx, nil)
 	if names := r.cni.addedNames(); len(names) != 0 || len(r.store.Claims()) != 0 {
 		t.Errorf("after the pod is gone: added %v, records %d", names, len(r.store.Claims()))
+	}
+}
+
+// TestNPWGEarlierSandbox: a pod's networks recorded added to an earlier
+// sandbox whose stop fastpath missed (it was down) are deleted from that
+// sandbox before they are added to the new one, so that nothing of the
+// first ADD (an address) is left.
+func TestNPWGEarlierSandbox(t *testing.T) {
+	r := newNPWGRig(t)
+	first := npwgPod("net-a,net-b")
+	if err := r.plugin.AttachPod(r.ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	r.plugin.reports.Wait()
+	r.cni.order = nil
+	second := first
+	second.SandboxID, second.NetNS = "sandbox-2", "/var/run/netns/web-2"
+	if err := New(r.plugin.opts).AttachPod(r.ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"net1@sandbox-1", "net2@sandbox-1"}; !slices.Equal(r.cni.dels, want) {
+		t.Errorf("DELs %v, want %v (each network deleted from the earlier sandbox)", r.cni.dels, want)
+	}
+	if want := []string{"DEL net1", "ADD net1", "DEL net2", "ADD net2"}; !slices.Equal(r.cni.order, want) {
+		t.Errorf("CNI calls %v, want %v", r.cni.order, want)
+	}
+	rec, _ := r.store.Get(npwgKey(first.UID))
+	for _, n := range rec.Networks {
+		if !n.Added || n.SandboxID != "sandbox-2" || n.NetNS != second.NetNS {
+			t.Errorf("network %s recorded added %v to %s (%s), want the second sandbox", n.IfName, n.Added, n.SandboxID, n.NetNS)
+		}
 	}
 }
 
