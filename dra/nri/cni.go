@@ -182,10 +182,10 @@ func (p *Plugin) markAdded(ctx context.Context, key claims.Key, i int, pod Pod) 
 	return n, true, nil
 }
 
-// delNetworks runs DEL for the claim's added networks, last added first,
-// each tried DelAttempts times; what succeeded is recorded, what failed is
-// returned.
-func (p *Plugin) delNetworks(ctx context.Context, key claims.Key) error {
+// delNetworks runs DEL for the claim's added networks (with a sandbox,
+// those added to it), last added first, each tried DelAttempts times; what
+// succeeded is recorded, what failed is returned.
+func (p *Plugin) delNetworks(ctx context.Context, key claims.Key, sandbox string) error {
 	c, ok := p.opts.Store.Get(key)
 	if !ok {
 		return nil
@@ -196,7 +196,7 @@ func (p *Plugin) delNetworks(ctx context.Context, key claims.Key) error {
 	var errs []error
 	for i := len(c.Networks) - 1; i >= 0; i-- {
 		n := c.Networks[i]
-		if !n.Added {
+		if !n.Added || otherSandbox(n.SandboxID, sandbox) {
 			continue
 		}
 		if err := p.del(ctx, key, i, p.opts.DelAttempts); err != nil {

@@ -307,7 +307,7 @@ func (p *Plugin) AttachPod(ctx context.Context, pod Pod) (err error) {
 		slices.SortStableFunc(cls, func(a, b claims.Claim) int {
 			return boolCmp(b.Driver == claims.DriverNPWG, a.Driver == claims.DriverNPWG)
 		})
-		if rErr := p.release(ctx, cls); rErr != nil {
+		if rErr := p.release(ctx, cls, pod.SandboxID); rErr != nil {
 			err = fmt.Errorf("%w; undoing the pod's networks and devices: %w", err, rErr)
 		}
 		logger.Error(err, "Default route failed")
@@ -492,7 +492,7 @@ func (p *Plugin) DetachPod(ctx context.Context, pod Pod) error {
 	slices.SortStableFunc(cls, func(a, b claims.Claim) int {
 		return boolCmp(b.Driver == claims.DriverNPWG, a.Driver == claims.DriverNPWG)
 	})
-	return p.release(ctx, cls)
+	return p.release(ctx, cls, pod.SandboxID)
 }
 
 // ReleaseClaim does for one claim what DetachPod does for a pod: Unprepare
@@ -511,10 +511,15 @@ func (p *Plugin) ReleaseClaim(ctx context.Context, key claims.Key) error {
 	if c, ok = p.opts.Store.Get(key); !ok {
 		return nil
 	}
-	return p.release(ctx, []claims.Claim{c})
+	return p.release(ctx, []claims.Claim{c}, "")
 }
 
-func (p *Plugin) release(ctx context.Context, cls []claims.Claim) error {
+// release takes the claims' devices back and deletes their networks.
+// With a sandbox, only what is recorded in that sandbox: the runtime
+// stopping or removing an earlier sandbox of the pod (one whose teardown
+// fastpath missed, removed by the kubelet's garbage collection later) must
+// not take anything from the sandbox the pod runs in now.
+func (p *Plugin) release(ctx context.Context, cls []claims.Claim, sandbox string) error {
 	var errs []error
 	for _, c := range cls {
 		for i := len(c.Devices) - 1; i >= 0; i-- {
@@ -523,12 +528,16 @@ func (p *Plugin) release(ctx context.Context, cls []claims.Claim) error {
 			if !ok || at == nil {
 				continue
 			}
+			if otherSandbox(at.SandboxID, sandbox) {
+				klog.FromContext(ctx).V(2).Info("Leaving a device in the pod's other sandbox", "device", n.String(), "sandbox", at.SandboxID, "stopping", sandbox)
+				continue
+			}
 			if err := p.detach(ctx, n, at.NetNS); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", n, err))
 			}
 		}
 		if len(c.Networks) > 0 {
-			errs = append(errs, p.delNetworks(ctx, c.Key()))
+			errs = append(errs, p.delNetworks(ctx, c.Key(), sandbox))
 		}
 		if c.Driver == claims.DriverNPWG {
 			// No Unprepare drops it: gone once its networks are.
@@ -539,4 +548,11 @@ func (p *Plugin) release(ctx context.Context, cls []claims.Claim) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// otherSandbox says whether something recorded in sandbox recorded is not
+// the stopping sandbox's: a stop of the whole pod (stopping "") and a
+// record without a sandbox (of an older fastpathd) take everything.
+func otherSandbox(recorded, stopping string) bool {
+	return stopping != "" && recorded != "" && recorded != stopping
 }
