@@ -102,7 +102,9 @@ lint: chart-lint ## go vet, gofmt, golangci-lint, fastpathd validate over deploy
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
 		if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(DEPS_ENV); "$$FASTPATH_GOLANGCI_LINT" run ./...
-	$(GO) run ./cmd/fastpathd validate -f deploy/examples -f deploy/deviceclasses.yaml -f deploy/cni-deviceclass.yaml
+	@# The examples' nodes also run sriov-cni (deploy/examples/delegate.yaml).
+	$(GO) run ./cmd/fastpathd validate -f deploy/examples -f deploy/deviceclasses.yaml -f deploy/cni-deviceclass.yaml \
+		--cni-plugins=bridge,host-local,ipvlan,macvlan,static,tuning,vlan,sriov
 
 .PHONY: faults
 faults: ## kill the daemon at every fault point of a claim's life, restart it and replay every recovery order (root)

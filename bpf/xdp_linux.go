@@ -13,6 +13,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/fastpath-dra/fastpath/internal/hostdir"
 )
 
 // Program is a loaded program and its maps.
@@ -81,7 +83,7 @@ func LoadPinned(dir string) (*Program, error) {
 // Pin pins the program and its maps in dir (made with mode 0700), which
 // must be on a bpffs. On failure nothing stays pinned.
 func (p *Program) Pin(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := hostdir.Make(dir, 0o700); err != nil {
 		return err
 	}
 	pins := []struct {
@@ -240,7 +242,7 @@ func Attached(netnsPath, ifName string) (int, error) {
 
 // MountBPFFS makes sure dir is a bpffs, mounting one there if it is not.
 func MountBPFFS(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := hostdir.Make(dir, 0o700); err != nil {
 		return err
 	}
 	var st unix.Statfs_t

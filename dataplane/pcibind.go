@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -40,6 +41,24 @@ func (b PCIBinder) sys(parts ...string) string {
 
 func (b PCIBinder) device(addr string, parts ...string) string {
 	return b.sys(append([]string{"bus", "pci", "devices", addr}, parts...)...)
+}
+
+// NumVFs is how many VFs the function at addr has enabled now, as its
+// sriov_numvfs says; 0 for a function without SR-IOV (no such file).
+func (b PCIBinder) NumVFs(addr string) (int, error) {
+	path := b.device(addr, "sriov_numvfs")
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("PCI function %s: %w", addr, err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil {
+		return 0, fmt.Errorf("PCI function %s: %s: %w", addr, path, err)
+	}
+	return n, nil
 }
 
 // GroupNode is the device node of IOMMU group group.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,5 +141,42 @@ func TestBindVFIONoDriver(t *testing.T) {
 	err := b.BindVFIO(context.Background(), tree.Functions[1].VFs[0].Address, 41)
 	if !errors.Is(err, ErrNoVFIO) {
 		t.Fatalf("err = %v, want ErrNoVFIO", err)
+	}
+}
+
+// TestNumVFs: a PF's VF count is its sriov_numvfs as it is now; a function
+// without SR-IOV (a VF, a function gone) has none; a file the kernel would
+// never write is an error naming it.
+func TestNumVFs(t *testing.T) {
+	b, _, vfs := e810(t)
+	numVFs := filepath.Join(b.SysfsRoot, "sys", "bus", "pci", "devices", "0000:3b:00.1", "sriov_numvfs")
+	for _, tc := range []struct {
+		name, addr, write string
+		want              int
+		wantErr           string
+	}{
+		{name: "PF with VFs", addr: "0000:3b:00.0", want: 4},
+		{name: "PF without VFs", addr: "0000:3b:00.1", want: 0},
+		{name: "VFs made since", addr: "0000:3b:00.1", write: "2\n", want: 2},
+		{name: "VF", addr: vfs[0], want: 0},
+		{name: "no such function", addr: "0000:99:00.0", want: 0},
+		{name: "garbage", addr: "0000:3b:00.1", write: "two", wantErr: numVFs},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.write != "" {
+				if err := os.WriteFile(numVFs, []byte(tc.write), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			n, err := b.NumVFs(tc.addr)
+			switch {
+			case tc.wantErr != "":
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Errorf("NumVFs(%s) = %d, %v; want an error naming %s", tc.addr, n, err, tc.wantErr)
+				}
+			case err != nil || n != tc.want:
+				t.Errorf("NumVFs(%s) = %d, %v; want %d", tc.addr, n, err, tc.want)
+			}
+		})
 	}
 }

@@ -26,6 +26,11 @@ func LoadMemifConfig(path string) (*MemifConfig, error) {
 	if err != nil {
 		return nil, fmt.Errorf("memif config: %w", err)
 	}
+	return parseMemifConfig(path, data)
+}
+
+// parseMemifConfig is LoadMemifConfig of data, read from path.
+func parseMemifConfig(path string, data []byte) (*MemifConfig, error) {
 	c, errs := v1alpha1.DecodeMemifConfig(data, field.NewPath("memifConfig"))
 	if len(errs) == 0 {
 		c.Default()

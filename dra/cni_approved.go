@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
+	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
 )
 
 // CNIConfigResource is the resource of approved configs (kind CNIConfig).
@@ -108,11 +110,13 @@ func CNIConfigProblems(o *v1alpha1.CNIConfigObject, policy CNIPolicy) field.Erro
 func pluginNames(c v1alpha1.CNIConfig) []string {
 	var out []string
 	for _, p := range c.Plugins {
-		out = append(out, p.Type)
-		if ipam, ok := p.Config["ipam"].(map[string]any); ok {
-			if t, ok := ipam["type"].(string); ok {
-				out = append(out, t)
-			}
+		conf := maps.Clone(p.Config)
+		if conf == nil {
+			conf = map[string]any{}
+		}
+		conf["type"] = p.Type
+		for _, t := range cnipolicy.Inspect(conf).Types {
+			out = append(out, t.Name)
 		}
 	}
 	return out

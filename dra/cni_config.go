@@ -19,6 +19,7 @@ import (
 
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
 )
 
 // The CNI DRA driver: a claim's request of class cni.networking.x-k8s.io
@@ -156,13 +157,21 @@ func buildConflist(cfg v1alpha1.CNIConfig, name string, policy CNIPolicy, c cniC
 			src.index = j
 			set[a.FieldPath] = src
 		}
+		view := cnipolicy.Inspect(conf)
 		if !trusted {
-			errs = append(errs, hostObjects(conf, set, path, "")...)
+			errs = append(errs, hostObjects(view, set, path)...)
 		}
-		for _, t := range pluginTypes(conf) {
-			if !slices.Contains(policy.Plugins, t.name) {
-				errs = append(errs, field.Forbidden(path.Child(t.field), fmt.Sprintf("plugin type %q is not on this node's allowlist %v (--cni-plugins)",
-					t.name, policy.Plugins)).WithOrigin(originAllowlist))
+		for _, t := range view.Types {
+			if !slices.Contains(policy.Plugins, t.Name) {
+				at := path.Child("type")
+				if t.Path != "type" {
+					at = path.Child("config")
+					for _, k := range strings.Split(t.Path, ".") {
+						at = at.Child(k)
+					}
+				}
+				errs = append(errs, field.Forbidden(at, fmt.Sprintf("plugin type %q is not on this node's allowlist %v (--cni-plugins)",
+					t.Name, policy.Plugins)).WithOrigin(originAllowlist))
 			}
 		}
 		out = append(out, conf)
@@ -335,39 +344,27 @@ func (c cniContext) configMapValue(ref v1alpha1.CNIConfigMapKeyRef, ns string, p
 	return v, nil
 }
 
-type pluginType struct{ field, name string }
-
-// pluginTypes are the executables a plugin config runs: its type and its
-// IPAM's.
-func pluginTypes(conf map[string]any) []pluginType {
-	var out []pluginType
-	if t, _ := conf["type"].(string); t != "" {
-		out = append(out, pluginType{"type", t})
-	}
-	if ipam, ok := conf["ipam"].(map[string]any); ok {
-		if t, _ := ipam["type"].(string); t != "" {
-			out = append(out, pluginType{"config.ipam.type", t})
-		}
-	}
-	return out
-}
-
-// setPath sets conf[path...] = v, making maps on the way.
+// setPath sets conf[path...] = v, making maps on the way. Keys are
+// matched as the plugin matches them (in any letter case): an argument
+// sets the field the plugin reads, whatever its spelling in the config.
 func setPath(conf map[string]any, path []string, v any) {
 	for _, p := range path[:len(path)-1] {
-		next, ok := conf[p].(map[string]any)
+		key := p
+		if keys := cnipolicy.Keys(conf, p); len(keys) == 1 {
+			key = keys[0]
+		}
+		next, ok := conf[key].(map[string]any)
 		if !ok {
 			next = map[string]any{}
-			conf[p] = next
 		} else {
 			// A copy: the plugin's config is the claim's (or the
 			// approved config's), shared.
 			next = maps.Clone(next)
-			conf[p] = next
 		}
+		cnipolicy.Set(conf, p, next)
 		conf = next
 	}
-	conf[path[len(path)-1]] = v
+	cnipolicy.Set(conf, path[len(path)-1], v)
 }
 
 func attributeString(a resourceapi.DeviceAttribute) string {

@@ -3,7 +3,6 @@ package dra
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/metrics"
 	"github.com/fastpath-dra/fastpath/dra/status"
+	"github.com/fastpath-dra/fastpath/internal/hostdir"
 )
 
 // CNIOptions configure the CNI driver.
@@ -70,7 +70,7 @@ var _ kubeletplugin.DRAPlugin = (*CNIDriver)(nil)
 
 // NewCNIDriver returns a driver not serving yet.
 func NewCNIDriver(opts CNIOptions) (*CNIDriver, error) {
-	if err := os.MkdirAll(opts.PluginDir, 0o750); err != nil {
+	if err := hostdir.Make(opts.PluginDir, 0o750); err != nil {
 		return nil, fmt.Errorf("create %s: %w", opts.PluginDir, err)
 	}
 	if opts.Devices < 1 {
@@ -261,12 +261,6 @@ func planNetwork(claim *resourceapi.ResourceClaim, request string, policy CNIPol
 		e.Field = path.String() + "." + e.Field
 	}
 	return net, "", errs
-}
-
-// CNINetworkName is the name of the CNI network of a claim's request:
-// <namespace>-<claim>-<request>.
-func CNINetworkName(namespace, claim, request string) string {
-	return strings.ReplaceAll(namespace+"-"+claim+"-"+request, "/", "_")
 }
 
 // UnprepareResourceClaims runs DEL for networks still added (a DEL that

@@ -40,7 +40,7 @@ func TestCNIPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(st.Networks) != 2 || st.Networks[0].IfName != "net1" || st.Networks[1].IfName != "net2" ||
-		!strings.Contains(string(st.Networks[1].Conflist), `"name":"default-net-b"`) {
+		!strings.Contains(string(st.Networks[1].Conflist), `"name":"default_net_b"`) {
 		t.Errorf("planned networks = %+v", st.Networks)
 	}
 

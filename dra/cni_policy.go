@@ -2,79 +2,92 @@ package dra
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
 )
 
-// hostObjects checks a plugin's config, its arguments set (set: the field
-// path each argument set, and from where), below prefix: a field naming a
-// host object, or a string that is a host path, may be set in a claim's
-// own config only by an argument taking it from the allocated device
-// (attributeRef). The operator's approved configs are not checked.
-func hostObjects(conf map[string]any, set map[string]argSource, path *field.Path, prefix string) field.ErrorList {
-	return hostObjectsIn(conf, set, path.Child("config"), path, prefix, nil)
-}
-
-// inList is the dotted path of fields below a list: no argument can set
-// them.
-const inList = "\x00"
-
-func hostObjectsIn(v any, set map[string]argSource, at, plugin *field.Path, dotted string, blame *argSource) field.ErrorList {
+// hostObjects checks a plugin's config, read as the plugin reads it
+// (cnipolicy.Inspect), its arguments set (set: the dotted field path each
+// argument set, and from where): an object of the host, named or taken by
+// default, may be in a claim's own config only when an argument takes it
+// from the allocated device (attributeRef); a host-changing option not at
+// all; a field spelled twice never. The operator's approved configs are
+// not checked.
+func hostObjects(view cnipolicy.View, set map[string]argSource, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	switch v := v.(type) {
-	case map[string]any:
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
+	for _, p := range view.Problems {
+		errs = append(errs, field.Invalid(path.Child("config"), "", p))
+	}
+	for _, r := range view.Refs {
+		src, ok := argumentOf(set, r.Path)
+		if ok && src.kind == sourceAttribute && !r.Omitted {
+			continue
 		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			p := inList
-			if dotted == "" {
-				p = k
-			} else if dotted != inList {
-				p = dotted + "." + k
-			}
-			b := blame
-			if src, ok := set[p]; ok {
-				if src.kind == sourceAttribute {
-					continue
-				}
-				b = &src
-			}
-			if v1alpha1.HostObjectField(k) {
-				errs = append(errs, refuseHostObject(at.Child(k), plugin, k, b))
-				continue
-			}
-			errs = append(errs, hostObjectsIn(v[k], set, at.Child(k), plugin, p, b)...)
+		var blame *argSource
+		if ok {
+			blame = &src
 		}
-	case []any:
-		for i, e := range v {
-			errs = append(errs, hostObjectsIn(e, set, at.Index(i), plugin, inList, blame)...)
-		}
-	case string:
-		if strings.HasPrefix(v, "/") {
-			errs = append(errs, refuseHostObject(at, plugin, "a path", blame))
-		}
+		errs = append(errs, refuseHostObject(path, r, blame))
 	}
 	return errs
 }
 
-// refuseHostObject is the error of a field at naming a host object (what),
+// argumentOf is the argument that set the field at the dotted path p, or
+// a field p is below; field names compared as the plugin compares them.
+func argumentOf(set map[string]argSource, p string) (argSource, bool) {
+	fp := cnipolicy.Fold(p)
+	var best string
+	var src argSource
+	found := false
+	for at, s := range set {
+		fa := cnipolicy.Fold(at)
+		if (fp == fa || strings.HasPrefix(fp, fa+".") || strings.HasPrefix(fp, fa+"[")) && len(at) >= len(best) {
+			best, src, found = at, s, true
+		}
+	}
+	return src, found
+}
+
+// refuseHostObject is the error of a plugin's config at path taking r,
 // set by the config itself or by the argument blame.
-func refuseHostObject(at, plugin *field.Path, what string, blame *argSource) *field.Error {
+func refuseHostObject(path *field.Path, r cnipolicy.Ref, blame *argSource) *field.Error {
 	const rule = "in a claim's own config it may only come from the allocated device (an argument with valueFrom.attributeRef), " +
 		"or from an approved CNIConfig (configName)"
-	if blame != nil {
-		rel := strings.TrimPrefix(at.String(), plugin.String()+".")
-		return field.Forbidden(blame.field(plugin), fmt.Sprintf("sets %s, which names an object of the host (%s): %s", rel, what, rule))
+	at := path.Child("config")
+	for _, k := range strings.Split(r.Path, ".") {
+		at = at.Child(k)
+	}
+	what := r.Field
+	if what == "" {
+		what = "a path"
+	}
+	switch {
+	case r.Omitted:
+		return field.Required(at, fmt.Sprintf("left out, the plugin takes %s (a %s): set %s from the allocated device (an argument with valueFrom.attributeRef), "+
+			"or name an approved CNIConfig (configName)", r.Value, r.Kind, r.Field))
+	case r.Kind == cnipolicy.HostOption:
+		return field.Forbidden(at, fmt.Sprintf("changes the node (the plugin's %s): a claim's own config may not; only an approved CNIConfig (configName) may", r.Field))
+	case blame != nil:
+		return field.Forbidden(blame.field(path), fmt.Sprintf("sets config.%s, which names an object of the host (%s): %s", r.Path, what, rule))
+	case cnipolicy.Fold(lastKey(r.Path)) == cnipolicy.Fold(r.Field) && lastKey(r.Path) != r.Field:
+		return field.Forbidden(at, fmt.Sprintf("read by the plugin as %s, names an object of the host (%s): %s", r.Field, what, rule))
 	}
 	return field.Forbidden(at, fmt.Sprintf("names an object of the host (%s): %s", what, rule))
+}
+
+// lastKey is the last key of a dotted path, without a list index.
+func lastKey(p string) string {
+	if i := strings.LastIndexByte(p, '.'); i >= 0 {
+		p = p[i+1:]
+	}
+	if i := strings.IndexByte(p, '['); i >= 0 {
+		p = p[:i]
+	}
+	return p
 }
 
 // redactErrs removes values read from ConfigMaps from errors.

@@ -3,6 +3,7 @@ package dra
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -12,9 +13,10 @@ import (
 )
 
 // resolveConfig merges the opaque configs for fastpath.dev that apply to
-// request: the DeviceClass's first, then the claim's, later fields winning.
+// request: the DeviceClass's first, then the claim's, later fields
+// winning, but for those the class pins (v1alpha1.Merge).
 func resolveConfig(claim *resourceapi.ResourceClaim, request string) (v1alpha1.InterfaceConfig, field.ErrorList) {
-	var cfg v1alpha1.InterfaceConfig
+	merge := v1alpha1.Merge{ClassName: deviceClassOf(claim, request)}
 	var errs field.ErrorList
 	all := claim.Status.Allocation.Devices.Config
 	order := make([]int, 0, len(all))
@@ -31,9 +33,34 @@ func resolveConfig(claim *resourceapi.ResourceClaim, request string) (v1alpha1.I
 			continue
 		}
 		path := field.NewPath("config").Index(i).Key(string(c.Source)).Child("parameters")
-		errs = append(errs, v1alpha1.DecodeInterfaceConfig(c.Opaque.Parameters.Raw, &cfg, path)...)
+		if c.Source == resourceapi.AllocationConfigSourceClass {
+			errs = append(errs, merge.AddClass(c.Opaque.Parameters.Raw, path)...)
+		} else {
+			errs = append(errs, merge.AddClaim(c.Opaque.Parameters.Raw, path)...)
+		}
 	}
-	return cfg, errs
+	cfg, pinErrs := merge.Config()
+	return cfg, append(errs, pinErrs...)
+}
+
+// deviceClassOf is the DeviceClass a request (or subrequest, req/sub) of
+// the claim's spec asks for.
+func deviceClassOf(claim *resourceapi.ResourceClaim, request string) string {
+	base, sub, hasSub := strings.Cut(request, "/")
+	for _, r := range claim.Spec.Devices.Requests {
+		switch {
+		case r.Name != base:
+		case !hasSub && r.Exactly != nil:
+			return r.Exactly.DeviceClassName
+		case hasSub:
+			for _, s := range r.FirstAvailable {
+				if s.Name == sub {
+					return s.DeviceClassName
+				}
+			}
+		}
+	}
+	return ""
 }
 
 func sourceRank(s resourceapi.AllocationConfigSource) int {
@@ -90,7 +117,7 @@ func forDevice(c v1alpha1.InterfaceConfig, dev devices.Device) field.ErrorList {
 			errs = append(errs, field.Invalid(mode, c.Mode, fmt.Sprintf("device %s has no IOMMU group: it cannot be bound to vfio-pci", dev.Name)))
 		}
 		if dev.PF != nil && dev.PF.NumVFs > 0 {
-			errs = append(errs, field.Invalid(mode, c.Mode, fmt.Sprintf("device %s is a PF with %d VFs: binding it to vfio-pci would take them away", dev.Name, dev.PF.NumVFs)))
+			errs = append(errs, field.Invalid(mode, c.Mode, fmt.Sprintf("device %s is a PF with %d VFs (sriov_numvfs): binding it to vfio-pci would take them away; claim one of its VFs", dev.Name, dev.PF.NumVFs)))
 		}
 	case v1alpha1.ModeDelegate:
 		if dev.Netdev == nil && dev.PCI == nil {

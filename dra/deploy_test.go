@@ -24,10 +24,6 @@ import (
 // is a valid InterfaceConfig setting the mode the name says, and its selector
 // picks exactly the E810 fixture devices that can serve that mode.
 func TestDeployDeviceClasses(t *testing.T) {
-	data, err := os.ReadFile("../deploy/deviceclasses.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	inv := testInventory(t)
 	// The NIC without an IOMMU group is shared (--share): only the shared
 	// class selects it.
@@ -37,34 +33,22 @@ func TestDeployDeviceClasses(t *testing.T) {
 		}
 	}
 	want := map[string][]string{
-		"netdev.fastpath.dev": {pfDevice, "pci-0000-3b-00-1", vfNetdev, vfNetdev2},
+		// Not the PF with VFs (allowPFWithVFs is off).
+		"netdev.fastpath.dev": {"pci-0000-3b-00-1", vfNetdev, vfNetdev2},
 		"shared.fastpath.dev": {noIOMMU},
 		"afxdp.fastpath.dev":  {vfNetdev},
 		// Not the PF with VFs, not the NIC without an IOMMU group.
 		"vfio.fastpath.dev": {"pci-0000-3b-00-1", vfNetdev, vfNetdev2, vfVFIO, "pci-0000-3b-01-3"},
 		// Not the endpoint that does not answer.
 		"memif.fastpath.dev": {memifSlave, memifMaster},
-		// Every device with a resource name but the shared one.
-		"delegate.fastpath.dev": {pfDevice, "pci-0000-3b-00-1", vfNetdev, vfNetdev2, vfVFIO, "pci-0000-3b-01-3"},
+		// Every device with a resource name but the shared one and the PF
+		// with VFs.
+		"delegate.fastpath.dev": {"pci-0000-3b-00-1", vfNetdev, vfNetdev2, vfVFIO, "pci-0000-3b-01-3"},
 	}
 	modes := map[string]string{"netdev.fastpath.dev": v1alpha1.ModeNetdev, "afxdp.fastpath.dev": v1alpha1.ModeAFXDP, "vfio.fastpath.dev": v1alpha1.ModeVFIO,
 		"shared.fastpath.dev": v1alpha1.ModeMacvlan, "delegate.fastpath.dev": v1alpha1.ModeDelegate}
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	seen := 0
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		class := obj.(*resourceapi.DeviceClass)
-		seen++
+	classes := deployDeviceClasses(t)
+	for _, class := range classes {
 		if mode, ok := modes[class.Name]; ok {
 			var cfg v1alpha1.InterfaceConfig
 			if len(class.Spec.Config) != 1 {
@@ -98,8 +82,38 @@ func TestDeployDeviceClasses(t *testing.T) {
 			}
 		}
 	}
-	if seen != len(want) {
-		t.Errorf("deploy/deviceclasses.yaml holds %d classes, want %d", seen, len(want))
+	if len(classes) != len(want) {
+		t.Errorf("deploy/deviceclasses.yaml holds %d classes, want %d", len(classes), len(want))
+	}
+}
+
+// deployDeviceClasses are the DeviceClasses of deploy/deviceclasses.yaml,
+// the chart's with its defaults.
+func deployDeviceClasses(t *testing.T) []*resourceapi.DeviceClass {
+	t.Helper()
+	data, err := os.ReadFile("../deploy/deviceclasses.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var classes []*resourceapi.DeviceClass
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return classes
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		class, ok := obj.(*resourceapi.DeviceClass)
+		if !ok {
+			t.Fatalf("deploy/deviceclasses.yaml holds a %T", obj)
+		}
+		classes = append(classes, class)
 	}
 }
 

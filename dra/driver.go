@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -26,6 +25,7 @@ import (
 	"github.com/fastpath-dra/fastpath/dra/metrics"
 	"github.com/fastpath-dra/fastpath/dra/nri"
 	"github.com/fastpath-dra/fastpath/dra/status"
+	"github.com/fastpath-dra/fastpath/internal/hostdir"
 )
 
 // PCIBinder binds PCI functions to vfio-pci and back (dataplane.PCIBinder).
@@ -38,6 +38,14 @@ type PCIBinder interface {
 }
 
 var _ PCIBinder = dataplane.PCIBinder{}
+
+// VFCounter reads how many VFs a PCI function has enabled now, 0 for one
+// without SR-IOV (dataplane.PCIBinder).
+type VFCounter interface {
+	NumVFs(addr string) (int, error)
+}
+
+var _ VFCounter = dataplane.PCIBinder{}
 
 // Runtime releases what the runtime's hooks put in place for a claim
 // (nri.Plugin): Unprepare calls it first, for pods whose sandbox stopped
@@ -64,6 +72,15 @@ type Options struct {
 	PF dataplane.PF
 	// PCI binds functions to vfio-pci. Default: sysfs and /dev of this node.
 	PCI PCIBinder
+	// VFs reads, at Prepare, how many VFs a PF claimed whole has now.
+	// Default: PCI, where it reads them (dataplane.PCIBinder does), else
+	// this node's sysfs.
+	VFs VFCounter
+	// AllowPFWithVFs lets a claim take a PF that has VFs whole, in mode
+	// netdev, afxdp or delegate (--allow-pf-with-vfs): its pod may then set
+	// every VF's MAC, VLAN and trust through it. Off, such claims are
+	// refused. A PF with VFs is never bound to vfio-pci.
+	AllowPFWithVFs bool
 	// MemifDir is where memif endpoint sockets must live (--memif-dir).
 	MemifDir string
 	// Channels sets combined channels for afxdp claims. Default: ethtool.
@@ -117,7 +134,7 @@ var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
 // New returns a driver that is not serving yet.
 func New(opts Options) (*Driver, error) {
 	for _, dir := range []string{opts.PluginDir, opts.StateDir, opts.CDIDir} {
-		if err := os.MkdirAll(dir, 0o750); err != nil {
+		if err := hostdir.Make(dir, 0o750); err != nil {
 			return nil, fmt.Errorf("create %s: %w", dir, err)
 		}
 	}
@@ -138,6 +155,12 @@ func New(opts Options) (*Driver, error) {
 	}
 	if opts.PCI == nil {
 		opts.PCI = dataplane.PCIBinder{SysfsRoot: "/", DevRoot: "/"}
+	}
+	if opts.VFs == nil {
+		opts.VFs = dataplane.PCIBinder{SysfsRoot: "/"}
+		if vfs, ok := opts.PCI.(VFCounter); ok {
+			opts.VFs = vfs
+		}
 	}
 	if opts.BootID == "" {
 		id, err := claims.BootID()

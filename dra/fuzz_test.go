@@ -2,14 +2,13 @@ package dra
 
 import (
 	"encoding/json"
-	"fmt"
 	"slices"
-	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
+	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
 )
 
 // FuzzDecodeConfig: any opaque parameters decode without panicking, and a
@@ -90,43 +89,22 @@ func FuzzCNIConfig(f *testing.F) {
 			t.Fatalf("built %s: %v", net.Conflist, err)
 		}
 		for _, p := range list.Plugins {
-			for _, pt := range pluginTypes(p) {
-				if !slices.Contains(testPolicy.Plugins, pt.name) {
-					t.Errorf("built a conflist running %q: %s", pt.name, net.Conflist)
+			view := cnipolicy.Inspect(p)
+			for _, pt := range view.Types {
+				if !slices.Contains(testPolicy.Plugins, pt.Name) {
+					t.Errorf("built a conflist running %q: %s", pt.Name, net.Conflist)
 				}
 			}
 			if net.Approved == "" {
-				for _, leak := range hostValues(p) {
-					if leak != "eth7" {
-						t.Errorf("built an inline conflist naming the host object %q: %s", leak, net.Conflist)
+				if len(view.Problems) > 0 {
+					t.Errorf("built an inline conflist the plugin reads ambiguously (%v): %s", view.Problems, net.Conflist)
+				}
+				for _, r := range view.Refs {
+					if r.Value != "eth7" || r.Omitted {
+						t.Errorf("built an inline conflist taking the host object %+v: %s", r, net.Conflist)
 					}
 				}
 			}
 		}
 	})
-}
-
-// hostValues are the values of v's fields naming host objects, and its
-// strings that are absolute paths.
-func hostValues(v any) []string {
-	var out []string
-	switch v := v.(type) {
-	case map[string]any:
-		for k, e := range v {
-			if v1alpha1.HostObjectField(k) {
-				out = append(out, fmt.Sprint(e))
-				continue
-			}
-			out = append(out, hostValues(e)...)
-		}
-	case []any:
-		for _, e := range v {
-			out = append(out, hostValues(e)...)
-		}
-	case string:
-		if strings.HasPrefix(v, "/") {
-			out = append(out, v)
-		}
-	}
-	return out
 }

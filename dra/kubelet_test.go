@@ -430,3 +430,35 @@ func TestKubeletVFGone(t *testing.T) {
 		t.Errorf("the claim's status says %+v, want the device gone", conds)
 	}
 }
+
+// TestKubeletPinnedVLAN: a DeviceClass pins its VLAN; Prepare refuses a
+// claim whose config sets another, naming the claim, the request, the
+// device, the field and the class, with no VF setting made and nothing
+// left; a claim that sets the class's VLAN is prepared with it.
+func TestKubeletPinnedVLAN(t *testing.T) {
+	class := fromClass(config(`"vf": {"vlan": 100}, "pinned": ["vf.vlan", "mode"]`))
+	other := testClaim("other", []alloc{{"nic", vfNetdev}}, class, fromClaim(config(`"vf": {"vlan": 200}`)))
+	same := testClaim("same", []alloc{{"nic", vfNetdev2}}, class, fromClaim(config(`"vf": {"vlan": 100, "trust": true}`)))
+	pf := &fakePF{}
+	d, k, ctx := startTestDriverPF(t, pf, &fakeObject{other}, &fakeObject{same})
+	resp, err := k.dra.NodePrepareResources(ctx, &drapb.NodePrepareResourcesRequest{Claims: []*drapb.Claim{{Namespace: "default", Name: "other", Uid: string(other.UID)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `claim default/other, request "nic", device ` + vfNetdev + `: config[1][FromClaim].parameters.vf.vlan: Forbidden: DeviceClass netdev.fastpath.dev pins vf.vlan to 100`
+	if msg := resp.Claims[string(other.UID)].Error; !strings.Contains(msg, want) {
+		t.Errorf("error = %q, want %q", msg, want)
+	}
+	if len(pf.calls) != 0 {
+		t.Errorf("VF settings made for a refused claim: %v", pf.calls)
+	}
+	assertNothingLeft(t, d)
+
+	resp, err = k.dra.NodePrepareResources(ctx, &drapb.NodePrepareResourcesRequest{Claims: []*drapb.Claim{{Namespace: "default", Name: "same", Uid: string(same.UID)}}})
+	if err != nil || resp.Claims[string(same.UID)].Error != "" {
+		t.Fatalf("prepare of a claim with the class's VLAN: %v %v", err, resp)
+	}
+	if got := strings.Join(pf.calls, " "); got != "vlan ens1f0/1=100 trust ens1f0/1=true" {
+		t.Errorf("VF settings %q, want the class's VLAN and the claim's trust", got)
+	}
+}

@@ -113,7 +113,7 @@ func plan(claim *resourceapi.ResourceClaim, inventory map[string]devices.Device,
 			cfg, errs = configFor(cfg, res.Request, dev)
 		}
 		if len(errs) == 0 {
-			errs = paths.pools.checkPool(cfg)
+			errs = append(paths.pools.checkPool(cfg), paths.pools.checkAddresses(cfg)...)
 		}
 		if cfg.Interface != nil && len(errs) == 0 {
 			if where, dup := taken[cfg.Interface.Name]; dup {

@@ -274,3 +274,41 @@ func TestPlanDelegate(t *testing.T) {
 		}
 	}
 }
+
+// A class pins mode and ipam.pool: a claim may not choose another mode,
+// another pool, or set pinned itself; the class is named, that of a
+// subrequest too.
+func TestPlanPinned(t *testing.T) {
+	class := fromClass(config(`"mode": "netdev", "pinned": ["mode", "ipam.pool"]`))
+	for name, tc := range map[string]struct {
+		claim *resourceapi.ResourceClaim
+		want  string
+	}{
+		"another mode": {testClaim("mode", []alloc{{"nic", vfNetdev}}, class, fromClaim(config(`"mode": "vfio"`))),
+			`claim default/mode, request "nic", device ` + vfNetdev + `: config[1][FromClaim].parameters.mode: Forbidden: DeviceClass netdev.fastpath.dev pins mode to "netdev"`},
+		"a pool the class leaves unset": {testClaim("pool", []alloc{{"nic", vfNetdev}}, class, fromClaim(config(`"ipam": {"pool": "fast"}`))),
+			`config[1][FromClaim].parameters.ipam.pool: Forbidden: DeviceClass netdev.fastpath.dev pins ipam.pool to unset`},
+		"pinned in the claim": {testClaim("pins", []alloc{{"nic", vfNetdev}}, fromClaim(config(`"pinned": ["mode"]`))),
+			`claim default/pins, request "nic", device ` + vfNetdev + `: config[0][FromClaim].parameters.pinned: Forbidden: only a DeviceClass's config pins fields`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := planClaim(t, tc.claim)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error = %v, want %q", err, tc.want)
+			}
+		})
+	}
+
+	sub := testClaim("sub", []alloc{{"nic/vf", vfNetdev}}, class, fromClaim(config(`"mode": "afxdp"`)))
+	sub.Spec.Devices.Requests[0] = resourceapi.DeviceRequest{Name: "nic", FirstAvailable: []resourceapi.DeviceSubRequest{
+		{Name: "vf", DeviceClassName: "vf.example.com", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1}}}
+	if _, err := planClaim(t, sub); err == nil || !strings.Contains(err.Error(), "DeviceClass vf.example.com pins mode") {
+		t.Errorf("subrequest: %v, want its class named", err)
+	}
+
+	same := testClaim("same", []alloc{{"nic", vfNetdev}}, class, fromClaim(config(`"mode": "netdev", "interface": {"name": "fast0"}`)))
+	c, err := planClaim(t, same)
+	if err != nil || c.Devices[0].Mode != v1alpha1.ModeNetdev || c.Devices[0].Pod.Name != "fast0" {
+		t.Errorf("the class's own values: %+v, %v", c, err)
+	}
+}

@@ -3,6 +3,7 @@ package dra
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,6 +14,7 @@ import (
 
 	pnv1 "github.com/fastpath-dra/fastpath/dra/api/podnetwork/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
+	"github.com/fastpath-dra/fastpath/dra/npwg"
 )
 
 // paramsKind is a kind of parameters object fastpath owns, and so judges
@@ -45,6 +47,16 @@ func ownedParamsKind(ref pnv1.ParametersRef) (paramsKind, bool) {
 type paramsJudge struct {
 	client dynamic.Interface
 	policy CNIPolicy
+	// allowedNamespaces are the namespaces whose namespaced objects a
+	// PodNetworkAttachment of any namespace may name (npwg.AllNamespaces:
+	// all); those of its own it always may.
+	allowedNamespaces []string
+}
+
+// mayUse says whether a PodNetworkAttachment of namespace may use the
+// objects of namespace ns.
+func (j paramsJudge) mayUse(namespace, ns string) bool {
+	return ns == namespace || slices.Contains(j.allowedNamespaces, npwg.AllNamespaces) || slices.Contains(j.allowedNamespaces, ns)
 }
 
 // paramsReady is the ParamsReady condition of refs, read in namespace
@@ -53,6 +65,11 @@ type paramsJudge struct {
 // does not own every kind refs name: the owner of the others writes the
 // condition (the KEP leaves it to the implementation that owns them).
 // An error is the API server's, to retry.
+//
+// A PodNetworkAttachment's ref to an object of a namespace it may not use
+// (mayUse) is not read: the condition says the same whether that object
+// exists or not, so that an attachment cannot tell what another tenant's
+// namespace holds.
 func (j paramsJudge) paramsReady(ctx context.Context, refs []pnv1.ParametersRef, namespace string, generation int64) (*metav1.Condition, error) {
 	if len(refs) == 0 {
 		return nil, nil
@@ -75,6 +92,11 @@ func (j paramsJudge) paramsReady(ctx context.Context, refs []pnv1.ParametersRef,
 		}
 		if k.namespaced && ns == "" {
 			invalid = append(invalid, what+": a "+k.kind+" is namespaced, set the ref's namespace")
+			continue
+		}
+		if k.namespaced && namespace != "" && !j.mayUse(namespace, ns) {
+			missing = append(missing, what+" (none that PodNetworkAttachments of namespace "+namespace+
+				" may use: theirs are of their own namespace and of those the operator allows, --npwg-allowed-namespaces)")
 			continue
 		}
 		var getter dynamic.ResourceInterface = j.client.Resource(k.resource)

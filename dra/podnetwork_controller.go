@@ -34,6 +34,11 @@ type PodNetworkControllerOptions struct {
 	// Policy judges CNIConfigs named by parametersRefs, as the CNIConfig
 	// controller does.
 	Policy CNIPolicy
+	// AllowedNamespaces are the namespaces whose NetworkAttachmentDefinitions
+	// a PodNetworkAttachment of any namespace may name, as the nodes'
+	// --npwg-allowed-namespaces (npwg.AllNamespaces: all); those of its own
+	// namespace it always may. One of another namespace is never read.
+	AllowedNamespaces []string
 	// Resync reconciles every object again this often.
 	Resync time.Duration
 	// ParamsRecheck reads the parameters objects of an object with
@@ -90,7 +95,7 @@ func attachmentRef(namespace, name string) string { return "pna/" + namespace + 
 
 // NewPodNetworkController returns a controller not running yet.
 func NewPodNetworkController(o PodNetworkControllerOptions) *PodNetworkController {
-	return &PodNetworkController{o: o, params: paramsJudge{client: o.Client, policy: o.Policy}}
+	return &PodNetworkController{o: o, params: paramsJudge{client: o.Client, policy: o.Policy, allowedNamespaces: o.AllowedNamespaces}}
 }
 
 // Synced says whether the controller has seen every object once, or why

@@ -2,6 +2,7 @@ package dra
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -337,6 +338,63 @@ func hasInUse(u *unstructured.Unstructured) bool {
 		}
 	}
 	return false
+}
+
+// A PodNetworkAttachment naming a NetworkAttachmentDefinition of a
+// namespace it may not use learns nothing of it: its conditions are the
+// same, message and all, whether the object exists or not, and the
+// controller never reads it. One of a namespace the operator allows is
+// read, as one of its own namespace is.
+func TestPodNetworkAttachmentForeignNamespace(t *testing.T) {
+	f := newPNFixture(t)
+	f.c = NewPodNetworkController(PodNetworkControllerOptions{Client: f.dyn, Policy: CNIPolicy{Plugins: DefaultCNIPlugins},
+		AllowedNamespaces: []string{"shared"}})
+	f.create(pnv1.PodNetworkResource, podNetwork("dataplane", nil))
+	f.reconcile(objectKey{name: "dataplane"})
+
+	probe := objectKey{attachment: true, namespace: "tenant-a", name: "probe"}
+	f.create(pnv1.PodNetworkAttachmentResource, podNetworkAttachment("tenant-a", "probe", "dataplane", nadRef("tenant-b", "secret-net")))
+	conditions := func() []metav1.Condition {
+		var out []metav1.Condition
+		for _, typ := range []string{pnv1.ConditionParamsReady, pnv1.ConditionReady} {
+			c := f.condition(probe, typ)
+			if c == nil {
+				t.Fatalf("no %s condition", typ)
+			}
+			out = append(out, metav1.Condition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
+		}
+		return out
+	}
+	f.reconcile(probe)
+	missing := conditions()
+	f.create(NADResource, nad("tenant-b", "secret-net"))
+	f.reconcile(probe)
+	if exists := conditions(); !reflect.DeepEqual(exists, missing) {
+		t.Errorf("another tenant's NetworkAttachmentDefinition shows:\nmissing: %+v\nexists:  %+v", missing, exists)
+	}
+	f.want(probe, pnv1.ConditionParamsReady, metav1.ConditionFalse, pnv1.ReasonParamsMissing,
+		"NetworkAttachmentDefinition tenant-b/secret-net (none that PodNetworkAttachments of namespace tenant-a may use")
+	for _, a := range f.dyn.Actions() {
+		if a.GetResource() == NADResource && a.GetNamespace() == "tenant-b" && a.GetVerb() != "create" {
+			t.Errorf("the controller read another tenant's namespace: %s %s", a.GetVerb(), a.GetNamespace())
+		}
+	}
+
+	// An allowed namespace's, and the attachment's own: read.
+	for _, ns := range []string{"shared", "tenant-a"} {
+		key := objectKey{attachment: true, namespace: "tenant-a", name: "from-" + ns}
+		f.create(pnv1.PodNetworkAttachmentResource, podNetworkAttachment("tenant-a", key.name, "dataplane", nadRef(ns, "net")))
+		f.reconcile(key)
+		f.want(key, pnv1.ConditionParamsReady, metav1.ConditionFalse, pnv1.ReasonParamsMissing, "parametersRefs name objects that do not exist: NetworkAttachmentDefinition "+ns+"/net")
+		f.create(NADResource, nad(ns, "net"))
+		f.reconcile(key)
+		f.want(key, pnv1.ConditionParamsReady, metav1.ConditionTrue, pnv1.ReasonParamsReady, "")
+	}
+
+	// A PodNetwork is the operator's: its refs are read in any namespace.
+	f.create(pnv1.PodNetworkResource, podNetwork("operator", nil, nadRef("tenant-b", "secret-net")))
+	f.reconcile(objectKey{name: "operator"})
+	f.want(objectKey{name: "operator"}, pnv1.ConditionParamsReady, metav1.ConditionTrue, pnv1.ReasonParamsReady, "")
 }
 
 // The InUse finalizer: on while an active pod or an attachment references

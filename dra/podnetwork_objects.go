@@ -57,8 +57,9 @@ func (c PodNetworkCache) GetPodNetworkAttachment(ctx context.Context, namespace,
 type PodNetworkSource struct {
 	Objects PodNetworkCache
 	NADs    nri.NADGetter
-	// ConfDir is --npwg-conf-dir, for an object with no spec.config.
-	ConfDir string
+	// ConfDir is --npwg-conf-dir and --npwg-conf-namespaces, for an
+	// object with no spec.config.
+	ConfDir npwg.ConfDir
 }
 
 var _ netapi.Source = PodNetworkSource{}
@@ -92,7 +93,7 @@ func (s PodNetworkSource) conflist(ctx context.Context, refs []pnv1.ParametersRe
 		if err != nil {
 			return nil, err.Error()
 		}
-		cfg, err := npwg.LoadConfig(nad, s.ConfDir)
+		cfg, err := s.ConfDir.Load(nad)
 		if err != nil {
 			return nil, err.Error()
 		}
@@ -105,8 +106,10 @@ func (s PodNetworkSource) conflist(ctx context.Context, refs []pnv1.ParametersRe
 // of the cluster (--npwg), named namespace/name, with their configuration,
 // from the daemon's watch of them.
 type NADSource struct {
-	NADs    NADCache
-	ConfDir string
+	NADs NADCache
+	// ConfDir is --npwg-conf-dir and --npwg-conf-namespaces, for an
+	// object with no spec.config.
+	ConfDir npwg.ConfDir
 }
 
 var _ netapi.Source = NADSource{}
@@ -121,7 +124,7 @@ func (s NADSource) Networks(ctx context.Context) ([]netapi.SourceNetwork, error)
 	for _, nad := range list {
 		name := nad.Namespace + "/" + nad.Name
 		n := netapi.SourceNetwork{Name: name, From: "NetworkAttachmentDefinition " + name}
-		if cfg, err := npwg.LoadConfig(nad, s.ConfDir); err != nil {
+		if cfg, err := s.ConfDir.Load(nad); err != nil {
 			n.Problem = err.Error()
 		} else {
 			n.Conflist = cfg.List.Bytes

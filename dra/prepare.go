@@ -86,12 +86,18 @@ func (d *Driver) claimDir(claim *resourceapi.ResourceClaim) string {
 
 // observe reads, before anything changes, what Prepare changes and
 // Unprepare puts back: the VFs' settings, the functions' drivers, the
-// devices' channels. It checks memif endpoints too.
+// devices' channels. It checks memif endpoints too, and that no PF with
+// VFs is handed over whole (pfWithVFs).
 func (d *Driver) observe(ctx context.Context, claim *resourceapi.ResourceClaim, c *claims.Claim) error {
 	for i := range c.Devices {
 		dev := &c.Devices[i]
 		fail := func(err error) error {
 			return fmt.Errorf("claim %s, request %q, device %s: %w", klog.KObj(claim), dev.Request, dev.Device, err)
+		}
+		if errs, err := pfWithVFs(dev, d.opts.VFs, d.opts.AllowPFWithVFs); err != nil {
+			return fail(err)
+		} else if len(errs) > 0 {
+			return &ClaimError{Claim: klog.KObj(claim).String(), Request: dev.Request, Device: dev.Device, Errs: errs}
 		}
 		if vf := dev.VF; vf != nil {
 			before, err := d.opts.PF.VFState(vf.PFName, vf.ID)

@@ -2,7 +2,9 @@ package dra
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -86,13 +88,96 @@ func (p IPPools) checkPool(cfg v1alpha1.InterfaceConfig) field.ErrorList {
 	return nil
 }
 
-// assign gives each device of c that asks a pool for an address the
-// pool's lowest address that no other claim holds (the claim store
-// admits c with it in the same write), and the pool's routes. The
-// records of the other claims are the leases: an address is free again
-// when its claim is forgotten.
+// containing is the pool whose subnet holds addr, first by name; false
+// for none.
+func (p IPPools) containing(addr netip.Addr) (v1alpha1.IPPool, bool) {
+	for _, name := range slices.Sorted(maps.Keys(p)) {
+		if pool := p[name]; pool.Prefix().Contains(addr) {
+			return pool, true
+		}
+	}
+	return v1alpha1.IPPool{}, false
+}
+
+// checkAddresses checks a valid config's static addresses against the
+// node's pools: one of a pool's subnet must not be the pool's gateway,
+// nor its subnet's network or broadcast address. (Whether another claim
+// holds it is for assign, under the store's lock.)
+func (p IPPools) checkAddresses(cfg v1alpha1.InterfaceConfig) field.ErrorList {
+	if cfg.Interface == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	for i, a := range cfg.Interface.Addresses {
+		prefix, err := netip.ParsePrefix(a)
+		if err != nil {
+			continue // Validate says why
+		}
+		pool, ok := p.containing(prefix.Addr())
+		if !ok {
+			continue
+		}
+		if what := pool.Reserved(prefix.Addr()); what != "" {
+			errs = append(errs, field.Invalid(field.NewPath("interface", "addresses").Index(i), a, fmt.Sprintf(
+				"%s is %s of the node's IP pool %s (%s): choose another address, or ipam: {pool: %s} for a free one", prefix.Addr(), what, pool.Name, pool.Subnet, pool.Name)))
+		}
+	}
+	return errs
+}
+
+// holdStatic checks the static addresses of c's devices that are of a
+// pool's subnet against the addresses other claims hold (holders), and
+// counts them as held by c: the store admits c with them, and from then
+// on no pool leases them until c is forgotten (the records are the
+// leases, claims.AddressHolders).
+func (p IPPools) holdStatic(c *claims.Claim, holders map[netip.Addr]*claims.Claim) error {
+	for _, d := range c.Devices {
+		if d.Pod == nil {
+			continue
+		}
+		for i, a := range d.Pod.Addresses {
+			prefix, err := netip.ParsePrefix(a)
+			if err != nil || d.IPAM != nil && d.IPAM.Address == a {
+				continue
+			}
+			pool, ok := p.containing(prefix.Addr())
+			if !ok {
+				continue
+			}
+			if h, held := holders[prefix.Addr()]; held && h.Key() != c.Key() {
+				return &ClaimError{Claim: c.String(), Request: d.Request, Device: d.Device, Errs: field.ErrorList{field.Invalid(field.NewPath("interface", "addresses").Index(i), a,
+					fmt.Sprintf("%s is of the node's IP pool %s (%s) and held by %s: an address is given to one claim at a time; choose another, or ipam: {pool: %s} for a free one",
+						prefix.Addr(), pool.Name, pool.Subnet, holderName(h), pool.Name))}}
+			}
+			holders[prefix.Addr()] = c
+		}
+	}
+	return nil
+}
+
+// holderName names the holder of an address for people.
+func holderName(c *claims.Claim) string {
+	if c.Driver == claims.DriverIPAMClaim {
+		return "IPAMClaim " + c.String()
+	}
+	return "claim " + c.String()
+}
+
+// assign counts the static addresses of c's devices that are of a pool's
+// subnet as held by c, refusing one another claim holds (holdStatic);
+// then gives each device of c that asks a pool for an address the pool's
+// lowest address that no claim holds (the claim store admits c with it in
+// the same write), and the pool's routes. The records of the other claims
+// are the leases: an address is free again when its claim is forgotten.
 func (p IPPools) assign(c *claims.Claim, others []*claims.Claim) error {
-	held := claims.HeldAddresses(others)
+	holders := claims.AddressHolders(others)
+	if err := p.holdStatic(c, holders); err != nil {
+		return err
+	}
+	held := map[netip.Addr]bool{}
+	for a := range holders {
+		held[a] = true
+	}
 	for i := range c.Devices {
 		d := &c.Devices[i]
 		if d.IPAM == nil || d.IPAM.Address != "" {

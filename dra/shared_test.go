@@ -187,3 +187,91 @@ func TestIPAMConcurrent(t *testing.T) {
 		t.Errorf("%d addresses for 64 claims", len(seen))
 	}
 }
+
+// admitConfig plans a claim on the shared device with the config body
+// and admits it as Prepare does.
+func admitConfig(t *testing.T, s *claims.Store, name, body string) (claims.Claim, error) {
+	t.Helper()
+	c, err := planSharedClaim(t, sharedClaim(name, `"mode": "macvlan", `+body))
+	if err != nil {
+		return claims.Claim{}, err
+	}
+	if err := s.AdmitWith(*c, testPools.assign); err != nil {
+		return claims.Claim{}, err
+	}
+	got, _ := s.Get(c.Key())
+	return got, nil
+}
+
+// A static address of a pool's subnet is refused when another claim
+// holds it (naming the field, the pool and the holder) or when it is the
+// pool's gateway, or its subnet's network or broadcast address; else the
+// claim holds it as a lease: the pool gives it to no one while the claim
+// is prepared, also after a restart (the store reopened), and gives it
+// again once the claim is forgotten.
+func TestStaticAddressInPool(t *testing.T) {
+	s := testStore(t)
+	leased, err := admitShared(t, s, "leased", "fast")
+	if err != nil || leaseOf(leased) != "10.56.0.2/29" {
+		t.Fatalf("first lease: %+v, %v", leased, err)
+	}
+	for _, tc := range []struct{ claim, address, want string }{
+		{"taken", "10.56.0.2/29", `claim default/taken, request "fast", device pci-0000-3b-00-0: interface.addresses[1]: Invalid value: "10.56.0.2/29": ` +
+			`10.56.0.2 is of the node's IP pool fast (10.56.0.0/29) and held by claim default/leased`},
+		{"gateway", "10.56.0.1/24", `claim default/gateway, request "fast", device pci-0000-3b-00-0: interface.addresses[1]: Invalid value: "10.56.0.1/24": ` +
+			`10.56.0.1 is the gateway of the node's IP pool fast (10.56.0.0/29)`},
+		{"network", "10.56.0.0/29", `interface.addresses[1]: Invalid value: "10.56.0.0/29": 10.56.0.0 is the network address of the node's IP pool fast`},
+		{"broadcast", "10.56.0.7/29", `interface.addresses[1]: Invalid value: "10.56.0.7/29": 10.56.0.7 is the broadcast address of the node's IP pool fast`},
+	} {
+		t.Run(tc.claim, func(t *testing.T) {
+			_, err := admitConfig(t, s, tc.claim, `"interface": {"addresses": ["10.99.0.1/24", "`+tc.address+`"]}`)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error = %v, want %q", err, tc.want)
+			}
+			if _, ok := s.Get(claims.Key{Driver: claims.DriverFastpath, UID: types.UID("uid-" + tc.claim)}); ok {
+				t.Error("a refused claim was admitted")
+			}
+		})
+	}
+
+	// Held: the next lease skips it (10.56.0.3 is excluded).
+	if _, err := admitConfig(t, s, "static", `"interface": {"addresses": ["10.56.0.4/29"]}`); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := admitShared(t, s, "next", "fast"); err != nil || leaseOf(c) != "10.56.0.5/29" {
+		t.Errorf("lease after the static address: %q, %v; want 10.56.0.5/29", leaseOf(c), err)
+	}
+	// An address of no pool is not the pools' concern.
+	for _, name := range []string{"outside-1", "outside-2"} {
+		if _, err := admitConfig(t, s, name, `"interface": {"addresses": ["10.99.0.1/24"]}`); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+
+	reopened, err := claims.Open(s.Path(), claims.Legacy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admitConfig(t, reopened, "taken-again", `"interface": {"addresses": ["10.56.0.4/29"]}`); err == nil ||
+		!strings.Contains(err.Error(), "held by claim default/static") {
+		t.Errorf("the static address of a claim, after a restart: %v; want held by claim default/static", err)
+	}
+	if c, err := admitShared(t, reopened, "after-restart", "fast"); err != nil || leaseOf(c) != "10.56.0.6/29" {
+		t.Errorf("lease after a restart: %q, %v; want 10.56.0.6/29 (10.56.0.4 still held)", leaseOf(c), err)
+	}
+	if err := reopened.Delete(claims.Key{Driver: claims.DriverFastpath, UID: "uid-static"}); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := admitShared(t, reopened, "freed", "fast"); err != nil || leaseOf(c) != "10.56.0.4/29" {
+		t.Errorf("lease once the claim is forgotten: %q, %v; want 10.56.0.4/29", leaseOf(c), err)
+	}
+}
+
+// leaseOf is the address a claim's first device leased from a pool, "" for
+// none.
+func leaseOf(c claims.Claim) string {
+	if len(c.Devices) == 0 || c.Devices[0].IPAM == nil {
+		return ""
+	}
+	return c.Devices[0].IPAM.Address
+}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/fastpath-dra/fastpath/dra"
 	"github.com/fastpath-dra/fastpath/dra/metrics"
+	"github.com/fastpath-dra/fastpath/dra/npwg"
 )
 
 // controllerOptions are the flags of fastpathd controller: the cluster's
@@ -41,15 +42,18 @@ type controllerOptions struct {
 
 // podNetworkOptions are the flags of the PodNetwork controller.
 type podNetworkOptions struct {
-	enabled       bool
-	noDefault     bool
-	paramsRecheck time.Duration
+	enabled           bool
+	noDefault         bool
+	paramsRecheck     time.Duration
+	allowedNamespaces string
 }
 
 func (o *podNetworkOptions) addFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.enabled, "podnetworks", false, "run the KEP-3698 PodNetwork controller: Ready and ParamsReady of PodNetworks and PodNetworkAttachments, their InUse finalizers, the default PodNetwork (needs their CRDs)")
 	fs.BoolVar(&o.noDefault, "disable-default-podnetwork-creation", false, "with --podnetworks, leave the default PodNetwork to the operator rather than create it (and create it again when deleted)")
 	fs.DurationVar(&o.paramsRecheck, "podnetwork-params-recheck", 30*time.Second, "with --podnetworks, read the objects parametersRefs name again this often (they are not watched)")
+	fs.StringVar(&o.allowedNamespaces, "npwg-allowed-namespaces", "", "with --podnetworks, comma-separated namespaces whose NetworkAttachmentDefinitions a PodNetworkAttachment of every namespace may name (\"*\": all), "+
+		"as the nodes' flag of that name; one of its own namespace it always may, and one of another namespace is never read")
 }
 
 // controller is one of the controllers that run while a replica leads.
@@ -89,6 +93,9 @@ func controllerCommand(args []string, stderr io.Writer) error {
 	case o.podNetworks.paramsRecheck < time.Second:
 		return usagef("controller: --podnetwork-params-recheck %s: must be at least 1s", o.podNetworks.paramsRecheck)
 	}
+	if err := (npwg.Policy{AllowedNamespaces: splitList(o.podNetworks.allowedNamespaces)}).Validate(); err != nil {
+		return usagef("controller: --npwg-allowed-namespaces: %v", err)
+	}
 	if o.metricsAddr != "" {
 		if _, _, err := net.SplitHostPort(o.metricsAddr); err != nil {
 			return usagef("controller: --metrics-addr %q: %v", o.metricsAddr, err)
@@ -114,6 +121,7 @@ func controllerCommand(args []string, stderr io.Writer) error {
 		ctrls = append(ctrls, dra.NewPodNetworkController(dra.PodNetworkControllerOptions{
 			Client: dyn, Pods: client, Policy: o.cni.policy(), Resync: o.resync,
 			ParamsRecheck: o.podNetworks.paramsRecheck, NoDefault: o.podNetworks.noDefault,
+			AllowedNamespaces: splitList(o.podNetworks.allowedNamespaces),
 		}))
 	}
 	return runController(ctx, o, client, ctrls)

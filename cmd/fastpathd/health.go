@@ -70,6 +70,9 @@ func serveHealth(ctx context.Context, addr, socket string, profiling bool, ready
 		h.serve(l, mux)
 	}
 	if socket != "" {
+		// Not hostdir.Make: the directory is the pod's own, the chart's
+		// emptyDir, which the kubelet makes sticky and writable by all;
+		// the socket is made its owner's alone below.
 		if err := os.MkdirAll(filepath.Dir(socket), 0o700); err != nil {
 			return nil, fmt.Errorf("--health-socket: %w", err)
 		}

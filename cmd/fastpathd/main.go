@@ -38,7 +38,7 @@ Usage:
   fastpathd run [flags]         run the node daemon
   fastpathd inventory [flags]   show the devices this node would offer
   fastpathd probe alive|ready   ask this pod's daemon, on its health socket
-  fastpathd validate -f FILE... check claims, classes, CNIConfigs and pods as Prepare would
+  fastpathd validate -f FILE... check claims, classes, CNIConfigs, pods and networks as the node would
   fastpathd controller [flags]  write the status of CNIConfig objects (one per cluster, leader-elected)
   fastpathd networks list|set|remove  the node's networks, through the daemon's CRI Network API
   fastpathd --version           print the version

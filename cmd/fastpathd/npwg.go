@@ -21,17 +21,16 @@ import (
 // npwgOptions are the flags of the networks pods select with the Network
 // Plumbing WG annotation (k8s.v1.cni.cncf.io/networks).
 type npwgOptions struct {
+	npwgConfigOptions
 	enabled           bool
-	confDir           string
 	allowedNamespaces string
-	hostDevices       string
-	hostPaths         string
 	defaultNetwork    string
 	defaultInterface  string
 	deviceInfoDir     string
 	ipamClaims        bool
 	podNetworks       bool
 	ipamClaimInterval time.Duration
+	limits            limitOptions
 
 	// The watches of the objects pods name (watch).
 	dyn       dynamic.Interface
@@ -43,14 +42,9 @@ func (o *npwgOptions) addFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.enabled, "npwg", false, "attach the NetworkAttachmentDefinitions a pod selects with the k8s.v1.cni.cncf.io/networks annotation at sandbox creation, "+
 		"and write its network-status; off by default: leave it off where Multus does this (the plugin types a network may run are those of --cni-plugins, "+
 		"from --cni-bin-dir)")
-	fs.StringVar(&o.confDir, "npwg-conf-dir", "/etc/cni/multus/net.d", "directory where a NetworkAttachmentDefinition with an empty spec.config finds the CNI configuration of its name (as Multus does)")
+	o.npwgConfigOptions.addFlags(fs, "/etc/cni/multus/net.d")
 	fs.StringVar(&o.allowedNamespaces, "npwg-allowed-namespaces", "", "comma-separated namespaces whose NetworkAttachmentDefinitions pods of every namespace may select (\"*\": all); "+
 		"a pod may always select those of its own namespace")
-	fs.StringVar(&o.hostDevices, "npwg-host-devices", "", "comma-separated host devices a NetworkAttachmentDefinition's spec.config may name "+
-		"(interface names, PCI addresses or MACs in fields such as master, bridge, device or pciBusID; shell patterns, \"*\": all); "+
-		"none by default: whoever may write one in a namespace is not trusted with the node (configurations of --npwg-conf-dir may name any)")
-	fs.StringVar(&o.hostPaths, "npwg-host-paths", "", "comma-separated host directories under which a NetworkAttachmentDefinition's spec.config may name files "+
-		"(host-local's dataDir, any absolute path; \"/\": all); none by default")
 	fs.StringVar(&o.defaultNetwork, "npwg-default-network", "default/cluster-network", "name of the cluster default network in the pods' network-status; empty leaves its entry out")
 	fs.StringVar(&o.defaultInterface, "npwg-default-interface", "eth0", "the pods' interface on the cluster default network: no selected network may take its name")
 	fs.StringVar(&o.deviceInfoDir, "npwg-device-info-dir", npwg.DefaultDeviceInfoDir, "where the device-info of devices claimed in mode delegate is written for the NetworkAttachmentDefinitions' CNI plugins (dp/RESOURCE-PCI-device.json, as the SR-IOV device plugin writes it)")
@@ -61,6 +55,56 @@ func (o *npwgOptions) addFlags(fs *flag.FlagSet) {
 		"and keep a pool address until the IPAMClaim is deleted; off: the reference is left to the network's plugins")
 	fs.DurationVar(&o.ipamClaimInterval, "npwg-ipamclaim-check-interval", time.Minute, "how often the IPAMClaims whose addresses the node keeps are checked, "+
 		"to release those of deleted ones (besides after each pod's teardown and at start-up)")
+	o.limits.addFlags(fs)
+}
+
+// npwgConfigOptions are the flags of what a NetworkAttachmentDefinition's
+// configuration may be (npwg.ConfigRules but the plugins, which are
+// --cni-plugins): fastpathd run and validate take them alike.
+type npwgConfigOptions struct {
+	confDir        string
+	confNamespaces string
+	hostDevices    string
+	hostPaths      string
+	hostOptions    string
+}
+
+// addFlags adds the flags; confDir is --npwg-conf-dir's default.
+func (o *npwgConfigOptions) addFlags(fs *flag.FlagSet, confDir string) {
+	fs.StringVar(&o.confDir, "npwg-conf-dir", confDir, "directory where a NetworkAttachmentDefinition with an empty spec.config finds the CNI configuration of its name (as Multus does), "+
+		"if its namespace is one of --npwg-conf-namespaces")
+	fs.StringVar(&o.confNamespaces, "npwg-conf-namespaces", "", "comma-separated namespaces whose NetworkAttachmentDefinitions with an empty spec.config get the configuration of their name "+
+		"in --npwg-conf-dir (\"*\": all); none by default: those configurations are the operator's and may name any object of the host, "+
+		"and a NetworkAttachmentDefinition of another namespace with an empty spec.config is refused")
+	fs.StringVar(&o.hostDevices, "npwg-host-devices", "", "comma-separated host devices a NetworkAttachmentDefinition's spec.config may name "+
+		"(interface names, PCI addresses or MACs in fields such as master, bridge, device or pciBusID; shell patterns, \"*\": all); "+
+		"none by default: whoever may write one in a namespace is not trusted with the node (configurations of --npwg-conf-dir may name any)")
+	fs.StringVar(&o.hostPaths, "npwg-host-paths", "", "comma-separated host directories under which a NetworkAttachmentDefinition's spec.config may name files "+
+		"(host-local's dataDir, any absolute path; \"/\": all); none by default")
+	fs.StringVar(&o.hostOptions, "npwg-host-options", "", "comma-separated options that change the node which a NetworkAttachmentDefinition's spec.config may turn on, "+
+		"as <plugin type>.<option> patterns (bridge.isGateway, bridge.ipMasq, bridge.*, tuning.sysctl for sysctls outside net.*; \"*\": all); none by default")
+}
+
+// hostPolicy is the policy's part for objects of the host.
+func (o *npwgConfigOptions) hostPolicy() npwg.Policy {
+	return npwg.Policy{HostDevices: splitList(o.hostDevices), HostPaths: splitList(o.hostPaths), HostOptions: splitList(o.hostOptions)}
+}
+
+// confDirRules are the operator's directory and who may use it.
+func (o *npwgConfigOptions) confDirRules() npwg.ConfDir {
+	return npwg.ConfDir{Path: o.confDir, Namespaces: splitList(o.confNamespaces)}
+}
+
+// validate says why the flags are not ones an operator can mean (cmd is
+// the command, for the message), or nil.
+func (o *npwgConfigOptions) validate(cmd string) error {
+	if err := o.confDirRules().Validate(); err != nil {
+		return usagef("%s: --npwg-conf-namespaces: %v", cmd, err)
+	}
+	if err := o.hostPolicy().Validate(); err != nil {
+		return usagef("%s: --npwg-host-devices, --npwg-host-paths, --npwg-host-options: %v", cmd, err)
+	}
+	return nil
 }
 
 // npwgPermissions are the calls --npwg makes.
@@ -123,9 +167,9 @@ func (o *npwgOptions) networkSources() []netapi.Source {
 	if !o.enabled {
 		return nil
 	}
-	sources := []netapi.Source{dra.NADSource{NADs: o.nads, ConfDir: o.confDir}}
+	sources := []netapi.Source{dra.NADSource{NADs: o.nads, ConfDir: o.confDirRules()}}
 	if o.podNetworks {
-		sources = append(sources, dra.PodNetworkSource{Objects: o.pnObjects, NADs: o.nads, ConfDir: o.confDir})
+		sources = append(sources, dra.PodNetworkSource{Objects: o.pnObjects, NADs: o.nads, ConfDir: o.confDirRules()})
 	}
 	return sources
 }
@@ -137,10 +181,15 @@ var ipamClaimPermissions = []permission{
 }
 
 func (o *npwgOptions) policy() npwg.Policy {
-	return npwg.Policy{AllowedNamespaces: splitList(o.allowedNamespaces), HostDevices: splitList(o.hostDevices), HostPaths: splitList(o.hostPaths)}
+	p := o.hostPolicy()
+	p.AllowedNamespaces = splitList(o.allowedNamespaces)
+	return p
 }
 
 func (o *npwgOptions) validate(cni *cniOptions) error {
+	if err := o.npwgConfigOptions.validate("run"); err != nil {
+		return err
+	}
 	if err := o.policy().Validate(); err != nil {
 		return usagef("run: --npwg-allowed-namespaces, --npwg-host-devices, --npwg-host-paths: %v", err)
 	}
@@ -162,6 +211,9 @@ func (o *npwgOptions) validate(cni *cniOptions) error {
 	if o.ipamClaimInterval <= 0 {
 		return usagef("run: --npwg-ipamclaim-check-interval %s: must be positive", o.ipamClaimInterval)
 	}
+	if err := o.limits.validate(); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -180,8 +232,8 @@ func (o *npwgOptions) options(client kubernetes.Interface, cni *cniOptions, pool
 	if !o.enabled {
 		return nil
 	}
-	opts := &nri.NPWGOptions{NADs: o.nads, ConfDir: o.confDir, Policy: o.policy(), Plugins: splitList(cni.plugins),
-		Status: status.PodNetworkStatus{Client: client}, DefaultNetwork: o.defaultNetwork, DefaultInterface: o.defaultInterface}
+	opts := &nri.NPWGOptions{NADs: o.nads, ConfDir: o.confDir, ConfNamespaces: splitList(o.confNamespaces), Policy: o.policy(), Plugins: splitList(cni.plugins),
+		Status: status.PodNetworkStatus{Client: client}, DefaultNetwork: o.defaultNetwork, DefaultInterface: o.defaultInterface, Limits: o.limits.limits()}
 	if o.ipamClaims {
 		opts.IPAMClaims = nri.NewIPAMClaimOptions(dra.IPAMClaims{Dynamic: o.dyn, Client: client}, pools, o.ipamClaimInterval)
 	}

@@ -66,6 +66,8 @@ type runOptions struct {
 	networkAPI   networkAPIOptions
 	ipPoolsFile  string
 	ipPools      dra.IPPools
+	// allowPFWithVFs lets claims take PFs that have VFs whole.
+	allowPFWithVFs bool
 }
 
 func (o *runOptions) addFlags(fs *flag.FlagSet) {
@@ -86,6 +88,7 @@ func (o *runOptions) addFlags(fs *flag.FlagSet) {
 	o.cni.addFlags(fs)
 	o.npwg.addFlags(fs)
 	o.networkAPI.addFlags(fs)
+	fs.BoolVar(&o.allowPFWithVFs, "allow-pf-with-vfs", false, "let claims take a PF that has SR-IOV VFs whole (modes netdev, afxdp, delegate): its pod can then set every VF's MAC, VLAN and trust; off, Prepare refuses them (mode vfio always)")
 	fs.StringVar(&o.ipPoolsFile, "ip-pools", "", "file of the node's IP pools (kind IPPoolConfig), from which claims with ipam get addresses; empty: none")
 	fs.DurationVar(&o.resync, "rediscover-interval", 5*time.Minute, "rediscover devices this often even without an event")
 	fs.DurationVar(&o.health.Grace, "health-grace", time.Second, "how long a device must be unhealthy before it is tainted and reported (a shorter link flap goes unnoticed)")
@@ -365,7 +368,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 		StateDir: o.stateDir, CDIDir: o.cdiDir, MemifDir: o.MemifDir, BPFDir: o.bpfDir,
 		Store: store, Status: writer, Runtime: plugin, Metrics: m, PodUID: types.UID(o.podUID),
 		Health: o.health, HealthChecks: dra.LiveChecks{Attacher: attacher}, Events: eventRecorder(ctx, client, o.nodeName),
-		PCI: dataplane.PCIBinder{SysfsRoot: o.SysfsRoot, DevRoot: o.devRoot}, IPPools: o.ipPools,
+		PCI: dataplane.PCIBinder{SysfsRoot: o.SysfsRoot, DevRoot: o.devRoot}, IPPools: o.ipPools, AllowPFWithVFs: o.allowPFWithVFs,
 		DeviceInfoDir: o.npwg.driverDeviceInfoDir(),
 		PodNetworks:   podNetworkGetter(nriOpts.PodNetworks),
 	})

@@ -20,6 +20,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	resourcev1beta1 "k8s.io/api/resource/v1beta1"
 	resourcev1beta2 "k8s.io/api/resource/v1beta2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
@@ -45,18 +46,27 @@ func (e errProblems) Error() string {
 func validateCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	var files stringList
 	var policy cniPolicyOptions
+	var nadConf npwgConfigOptions
 	flags := newFlagSet("validate", stderr)
 	flags.Var(&files, "f", "a manifest file (multi-document YAML or JSON), a directory of them (*.yaml, *.yml, *.json, recursively), or - for standard input; may be repeated")
 	policy.addFlags(flags)
+	// No directory by default: the operator's configurations are the
+	// node's, not the machine's validate runs on.
+	nadConf.addFlags(flags, "")
 	flags.Usage = func() {
 		fmt.Fprint(flags.Output(), `Usage: fastpathd validate -f FILE... [flags]
 
-Checks ResourceClaims, ResourceClaimTemplates, DeviceClasses, CNIConfigs and
-Pods as fastpathd's Prepare would, short of what needs the allocated devices:
-every opaque config of fastpath.dev and cni.dra.networking.x-k8s.io, and a
-Pod's k8s.v1.cni.cncf.io/networks annotation (the Network Plumbing WG's
-network selection). Prints one line per problem (file:line: object: request:
-field: problem).
+Checks ResourceClaims, ResourceClaimTemplates, DeviceClasses, CNIConfigs,
+Pods, NetworkAttachmentDefinitions, PodNetworks and PodNetworkAttachments as
+fastpathd would, short of what needs the allocated devices or the cluster:
+every opaque config of fastpath.dev and cni.dra.networking.x-k8s.io, a Pod's
+k8s.v1.cni.cncf.io/networks annotation (the Network Plumbing WG's network
+selection), a NetworkAttachmentDefinition's CNI configuration as the node
+reads and judges it (--cni-plugins, --npwg-host-devices, --npwg-host-paths,
+--npwg-host-options, --npwg-conf-namespaces; one with an empty spec.config
+is judged further only with --npwg-conf-dir). Prints one line per problem
+(file:line: object: request: field: problem), and on standard error one line
+per object it does not judge (skipped: kind namespace/name).
 Exit codes: 0 no problem, 1 problems found, 2 unreadable input or bad flags.
 
 `)
@@ -75,17 +85,27 @@ Exit codes: 0 no problem, 1 problems found, 2 unreadable input or bad flags.
 	if err := policy.validate("validate"); err != nil {
 		return err
 	}
+	if err := nadConf.validate("validate"); err != nil {
+		return err
+	}
 	docs, unreadable := readManifests(files, stdin)
 	for _, err := range unreadable {
 		fmt.Fprintf(stderr, "fastpathd: validate: %v\n", err)
 	}
-	problems := checkManifests(docs, dra.StaticCheck{Policy: policy.policy()})
-	slices.SortStableFunc(problems, func(a, b problem) int {
-		if c := strings.Compare(a.doc.file, b.doc.file); c != 0 {
+	rules := npwg.ConfigRules{ConfDir: nadConf.confDirRules(), Plugins: splitList(policy.plugins),
+		Policy: nadConf.hostPolicy()}
+	problems, skipped := checkManifests(docs, dra.StaticCheck{Policy: policy.policy()}, rules)
+	byPlace := func(a, b *manifest) int {
+		if c := strings.Compare(a.file, b.file); c != 0 {
 			return c
 		}
-		return a.doc.line - b.doc.line
-	})
+		return a.line - b.line
+	}
+	slices.SortStableFunc(problems, func(a, b problem) int { return byPlace(a.doc, b.doc) })
+	slices.SortStableFunc(skipped, func(a, b skip) int { return byPlace(a.doc, b.doc) })
+	for _, s := range skipped {
+		fmt.Fprintln(stderr, s)
+	}
 	objects := map[string]bool{}
 	for _, p := range problems {
 		fmt.Fprintln(stdout, p)
@@ -137,6 +157,16 @@ type problem struct {
 	doc     *manifest
 	request string
 	err     *field.Error
+}
+
+// skip is an object validate does not judge, or judges only in part.
+type skip struct {
+	doc *manifest
+	why string
+}
+
+func (s skip) String() string {
+	return fmt.Sprintf("skipped: %s (%s): %s", s.doc.object(), s.doc.where(), s.why)
 }
 
 func (p problem) String() string {
@@ -244,7 +274,8 @@ func splitManifests(file string, data []byte) ([]*manifest, error) {
 		}
 	}
 	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	// Lines up to 16 MiB; the buffer grows to the longest line.
+	sc.Buffer(nil, 16<<20)
 	start, n := 1, 0
 	var lines []string
 	for sc.Scan() {
@@ -286,13 +317,19 @@ type decoded struct {
 	class    *resourceapi.DeviceClass
 	approved *v1alpha1.CNIConfigObject
 	pod      *corev1.Pod
+	nad      *nadv1.NetworkAttachmentDefinition
+	network  *pnv1.PodNetwork
+	attach   *pnv1.PodNetworkAttachment
 	v1beta1  bool
 }
 
 // checkManifests checks the documents: the DeviceClasses and CNIConfigs
-// among them first, as the claims' classes and approved configs.
-func checkManifests(docs []*manifest, check dra.StaticCheck) []problem {
+// among them first, as the claims' classes and approved configs;
+// NetworkAttachmentDefinitions as the node judges their configuration
+// (nads). It says which objects it does not judge.
+func checkManifests(docs []*manifest, check dra.StaticCheck, nads npwg.ConfigRules) ([]problem, []skip) {
 	var problems []problem
+	var skipped []skip
 	report := func(d *manifest, request string, errs field.ErrorList) {
 		for _, e := range errs {
 			if e.Field == "<nil>" {
@@ -309,6 +346,9 @@ func checkManifests(docs []*manifest, check dra.StaticCheck) []problem {
 		dec, errs := decode(d)
 		report(d, "", errs)
 		if dec == nil {
+			if len(errs) == 0 {
+				skipped = append(skipped, skip{d, "not a kind validate judges"})
+			}
 			continue
 		}
 		all = append(all, *dec)
@@ -335,6 +375,16 @@ func checkManifests(docs []*manifest, check dra.StaticCheck) []problem {
 			}
 		case dec.approved != nil:
 			report(d, "", dra.CNIConfigProblems(dec.approved, check.Policy))
+		case dec.nad != nil:
+			errs, why := nadProblems(dec.nad, nads)
+			report(d, "", errs)
+			if why != "" {
+				skipped = append(skipped, skip{d, why})
+			}
+		case dec.network != nil:
+			report(d, "", pnv1.ValidatePodNetwork(dec.network))
+		case dec.attach != nil:
+			report(d, "", pnv1.ValidatePodNetworkAttachment(dec.attach))
 		case dec.claim != nil:
 			path := field.NewPath("spec")
 			if dec.template {
@@ -410,8 +460,47 @@ func checkManifests(docs []*manifest, check dra.StaticCheck) []problem {
 		}
 		report(d, "", networkProblems(d.namespace(), pod, taken))
 		report(d, "", podNetworkProblems(pod, taken))
+		report(d, "", limitProblems(d.namespace(), pod, len(seen)))
 	}
-	return problems
+	return problems, skipped
+}
+
+// nadProblems judges a NetworkAttachmentDefinition's CNI configuration
+// with the node's rules (npwg.ConfigRules, as fastpathd run --npwg does
+// when a pod selects it), short of what needs the pod (its element's
+// capabilities, a delegated device). One with an empty spec.config is
+// judged only for its namespace when the rules have no directory: its
+// configuration is a file of the node's; why then says so.
+func nadProblems(nad *nadv1.NetworkAttachmentDefinition, rules npwg.ConfigRules) (errs field.ErrorList, why string) {
+	if npwg.OnDisk(nad) && rules.ConfDir.Path == "" {
+		if err := rules.ConfDir.Allows(nad); err != nil {
+			return nadConfigProblem(nad, err), ""
+		}
+		return nil, "spec.config is empty: its configuration is the file of its name in the node's --npwg-conf-dir, which validate was not given"
+	}
+	if _, err := rules.Config(nad); err != nil {
+		return nadConfigProblem(nad, err), ""
+	}
+	return nil, ""
+}
+
+// nadConfigProblem is the node's refusal of a NetworkAttachmentDefinition's
+// configuration as a problem of spec.config. The problem's line names the
+// object: the error's own naming of it is left out.
+func nadConfigProblem(nad *nadv1.NetworkAttachmentDefinition, err error) field.ErrorList {
+	path := field.NewPath("spec", "config")
+	if ce, ok := errors.AsType[*npwg.ConfigError](err); ok {
+		detail := ce.Err.Error()
+		if ce.Source != "" && ce.Source != npwg.SourceSpec {
+			detail = "empty, and the configuration of its name, " + ce.Source + ": " + detail
+		}
+		return field.ErrorList{field.Forbidden(path, detail)}
+	}
+	// npwg.LoadConfig's errors: the object, then where the configuration
+	// is from.
+	detail := strings.TrimPrefix(err.Error(), "NetworkAttachmentDefinition "+nad.Namespace+"/"+nad.Name+": ")
+	detail = strings.TrimPrefix(detail, npwg.SourceSpec+": ")
+	return field.ErrorList{field.Invalid(path, field.OmitValueType{}, detail)}
 }
 
 // podNetworkProblems checks a pod's PodNetwork list (KEP-3698's static
@@ -493,8 +582,50 @@ func decode(d *manifest) (*decoded, field.ErrorList) {
 		var pod corev1.Pod
 		errs := strict(&pod)
 		return &decoded{doc: d, pod: &pod}, errs
+	case group == nadGroup && d.meta.Kind == nadKind:
+		if version != "v1" {
+			return nil, field.ErrorList{field.NotSupported(field.NewPath("apiVersion"), d.meta.APIVersion, []string{nadGroup + "/v1"})}
+		}
+		var nad nadv1.NetworkAttachmentDefinition
+		errs := strict(&nad)
+		// The node judges it in its namespace.
+		nad.Namespace = d.namespace()
+		return &decoded{doc: d, nad: &nad}, errs
+	case group == pnv1.Group && (d.meta.Kind == pnv1.KindPodNetwork || d.meta.Kind == pnv1.KindPodNetworkAttachment):
+		return decodePodNetwork(d, version, strict)
 	}
 	return nil, nil
+}
+
+// The NetworkAttachmentDefinition's group and kind.
+const (
+	nadGroup = "k8s.cni.cncf.io"
+	nadKind  = "NetworkAttachmentDefinition"
+)
+
+// decodePodNetwork decodes a PodNetwork or a PodNetworkAttachment, its
+// status aside: the controller writes it, and the KEP's examples carry
+// fields a condition does not have (lastProbeTime).
+func decodePodNetwork(d *manifest, version string, strict func(any) field.ErrorList) (*decoded, field.ErrorList) {
+	if version != pnv1.Version {
+		return nil, field.ErrorList{field.NotSupported(field.NewPath("apiVersion"), d.meta.APIVersion, []string{pnv1.SchemeGroupVersion.String()})}
+	}
+	type object[S any] struct {
+		metav1.TypeMeta   `json:",inline"`
+		metav1.ObjectMeta `json:"metadata,omitempty"`
+		Spec              S               `json:"spec"`
+		Status            json.RawMessage `json:"status,omitempty"`
+	}
+	if d.meta.Kind == pnv1.KindPodNetwork {
+		var o object[pnv1.PodNetworkSpec]
+		errs := strict(&o)
+		return &decoded{doc: d, network: &pnv1.PodNetwork{TypeMeta: o.TypeMeta, ObjectMeta: o.ObjectMeta, Spec: o.Spec}}, errs
+	}
+	var o object[pnv1.PodNetworkAttachmentSpec]
+	errs := strict(&o)
+	// Its refs without a namespace are of its namespace.
+	o.Namespace = d.namespace()
+	return &decoded{doc: d, attach: &pnv1.PodNetworkAttachment{TypeMeta: o.TypeMeta, ObjectMeta: o.ObjectMeta, Spec: o.Spec}}, errs
 }
 
 func decodeResource(d *manifest, version string, strict func(any) field.ErrorList) (*decoded, field.ErrorList) {

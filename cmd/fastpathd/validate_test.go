@@ -6,10 +6,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/fastpath-dra/fastpath/dra"
+	"github.com/fastpath-dra/fastpath/dra/npwg"
 )
 
 func runValidate(t *testing.T, stdin string, args ...string) (int, string, string) {
@@ -29,23 +31,114 @@ func runValidate(t *testing.T, stdin string, args ...string) (int, string, strin
 	return code, stdout.String(), stderr.String()
 }
 
-// Every example fastpath ships, the manifests deploy/ renders, and the
-// good manifests (the CNI DRA driver design's examples verbatim among
-// them) have no problem.
-func TestValidateGood(t *testing.T) {
-	code, out, errOut := runValidate(t, "", "-f", "testdata/validate/good", "-f", "../../deploy/examples",
-		"-f", "../../deploy/deviceclasses.yaml", "-f", "../../deploy/cni-deviceclass.yaml")
-	if code != 0 || out != "" {
-		t.Errorf("exit %d, problems:\n%s%s", code, out, errOut)
+// directives are what a testdata manifest says of itself, in comment
+// lines: "# flags: ..." the flags it is validated with, "# want: ..." a
+// problem it must give (a part of its line), "# skipped: ..." an object
+// it must be said to skip.
+type directives struct {
+	flags, wants, skipped []string
+}
+
+func readDirectives(t *testing.T, file string) directives {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
 	}
-	examples, err := filepath.Glob("../../deploy/examples/*.yaml")
-	if err != nil || len(examples) < 5 {
-		t.Fatalf("examples: %v, %v", examples, err)
+	var d directives
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		if f, ok := strings.CutPrefix(sc.Text(), "# flags: "); ok {
+			d.flags = append(d.flags, strings.Fields(f)...)
+		}
+		if w, ok := strings.CutPrefix(sc.Text(), "# want: "); ok {
+			d.wants = append(d.wants, w)
+		}
+		if w, ok := strings.CutPrefix(sc.Text(), "# skipped: "); ok {
+			d.skipped = append(d.skipped, w)
+		}
+	}
+	return d
+}
+
+// matchLines checks that each of wants is in one of lines, and that each
+// line has one of wants.
+func matchLines(t *testing.T, what string, lines, wants []string) {
+	t.Helper()
+	matched := make([]bool, len(lines))
+	for _, w := range wants {
+		found := false
+		for i, l := range lines {
+			if strings.Contains(l, w) {
+				found, matched[i] = true, true
+			}
+		}
+		if !found {
+			t.Errorf("no %s says %q; they are:\n%s", what, w, strings.Join(lines, "\n"))
+		}
+	}
+	for i, l := range lines {
+		if !matched[i] {
+			t.Errorf("unexpected %s: %s", what, l)
+		}
 	}
 }
 
-// Each bad manifest has exactly the problems its "# want:" lines say, one
-// line each, naming file, line, object, request and field.
+// skippedLines are the lines of validate's standard error that say it
+// skipped an object.
+func skippedLines(stderr string) []string {
+	var out []string
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.HasPrefix(l, "skipped: ") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// examplesFlags are the flags of the nodes deploy/examples are written
+// for (make lint validates them so): delegate.yaml's network runs
+// sriov-cni.
+var examplesFlags = []string{"--cni-plugins", strings.Join(append(slices.Clone(dra.DefaultCNIPlugins), "sriov"), ",")}
+
+// Every example fastpath ships, the manifests deploy/ renders, and the
+// good manifests (the CNI DRA driver design's examples verbatim among
+// them), each with the flags it says, have no problem.
+func TestValidateGood(t *testing.T) {
+	t.Run("examples", func(t *testing.T) {
+		args := append([]string{"-f", "../../deploy/examples", "-f", "../../deploy/deviceclasses.yaml", "-f", "../../deploy/cni-deviceclass.yaml"}, examplesFlags...)
+		code, out, errOut := runValidate(t, "", args...)
+		if code != 0 || out != "" || len(skippedLines(errOut)) > 0 {
+			t.Errorf("exit %d, problems:\n%s%s", code, out, errOut)
+		}
+		examples, err := filepath.Glob("../../deploy/examples/*.yaml")
+		if err != nil || len(examples) < 5 {
+			t.Fatalf("examples: %v, %v", examples, err)
+		}
+	})
+	files, err := filepath.Glob("testdata/validate/good/*")
+	if err != nil || len(files) < 5 {
+		t.Fatalf("good manifests: %v, %v", files, err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			d := readDirectives(t, f)
+			code, out, errOut := runValidate(t, "", append([]string{"-f", f}, d.flags...)...)
+			if code != 0 || out != "" {
+				t.Errorf("exit %d, problems:\n%s%s", code, out, errOut)
+			}
+			// JSON has no comments to say what it skips:
+			// TestValidateInputs has list.json's.
+			if filepath.Ext(f) != ".json" {
+				matchLines(t, "skipped object", skippedLines(errOut), d.skipped)
+			}
+		})
+	}
+}
+
+// Each bad manifest, validated with the flags it says, has exactly the
+// problems its "# want:" lines say, one line each, naming file, line,
+// object, request and field.
 func TestValidateBad(t *testing.T) {
 	files, err := filepath.Glob("testdata/validate/bad/*.yaml")
 	if err != nil || len(files) == 0 {
@@ -53,45 +146,30 @@ func TestValidateBad(t *testing.T) {
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			data, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var wants []string
-			sc := bufio.NewScanner(bytes.NewReader(data))
-			for sc.Scan() {
-				if w, ok := strings.CutPrefix(sc.Text(), "# want: "); ok {
-					wants = append(wants, w)
-				}
-			}
-			code, out, errOut := runValidate(t, "", "-f", f)
+			d := readDirectives(t, f)
+			code, out, errOut := runValidate(t, "", append([]string{"-f", f}, d.flags...)...)
 			if code != 1 {
 				t.Errorf("exit %d, want 1; stderr %s", code, errOut)
 			}
 			lines := strings.Split(strings.TrimSpace(out), "\n")
-			matched := make([]bool, len(lines))
-			for _, w := range wants {
-				found := false
-				for i, l := range lines {
-					if strings.Contains(l, w) {
-						found, matched[i] = true, true
-					}
-				}
-				if !found {
-					t.Errorf("no problem says %q; the problems:\n%s", w, out)
-				}
-			}
-			for i, l := range lines {
-				if !matched[i] {
-					t.Errorf("unexpected problem: %s", l)
-				}
+			matchLines(t, "problem", lines, d.wants)
+			for _, l := range lines {
 				if !strings.HasPrefix(l, f+":") {
 					t.Errorf("problem does not name the file: %s", l)
 				}
 			}
+			matchLines(t, "skipped object", skippedLines(errOut), d.skipped)
 		})
 	}
 }
+
+// uplinkNAD is a NetworkAttachmentDefinition naming the host's eth0.
+const uplinkNAD = `apiVersion: k8s.cni.cncf.io/v1
+kind: NetworkAttachmentDefinition
+metadata: {name: uplink, namespace: app}
+spec:
+  config: '{"cniVersion": "1.0.0", "type": "macvlan", "master": "eth0"}'
+`
 
 func TestValidateInputs(t *testing.T) {
 	inline, err := os.ReadFile("testdata/validate/good/design-inline.yaml")
@@ -122,6 +200,15 @@ func TestValidateInputs(t *testing.T) {
 		"a plugin type with a slash": {args: []string{"-f", "-", "--cni-plugins", "../bin/sh"}, code: 2, errOut: `--cni-plugins: "../bin/sh"`},
 		"not an object":              {stdin: "- a\n- b\n", args: []string{"-f", "-"}, code: 2, errOut: "not a Kubernetes object"},
 		"no kind":                    {stdin: "metadata: {name: x}\n", args: []string{"-f", "-"}, code: 1, out: "kind: Required value"},
+		"a kind it does not judge": {args: []string{"-f", "testdata/validate/good/list.json"}, code: 0, noLines: true,
+			errOut: "skipped: Deployment not-checked (testdata/validate/good/list.json:1): not a kind validate judges\n"},
+		"a host device by default": {stdin: uplinkNAD, args: []string{"-f", "-"}, code: 1,
+			out: `<stdin>:1: NetworkAttachmentDefinition app/uplink: spec.config: Forbidden: names an object of the host: plugins[0] (macvlan): master "eth0" is not one of the host devices the operator allows (none) (--npwg-host-devices, --npwg-host-paths)`},
+		"a host device the operator allows": {stdin: uplinkNAD, args: []string{"-f", "-", "--npwg-host-devices", "ens*,eth0"}, code: 0, noLines: true},
+		"another allowlist for a NAD": {stdin: uplinkNAD, args: []string{"-f", "-", "--npwg-host-devices", "eth0", "--cni-plugins", "ipvlan"}, code: 1,
+			out: `spec.config: Forbidden: plugin type not allowed: ["macvlan"] not on this node's allowlist [ipvlan] (--cni-plugins)`},
+		"a bad conf namespace": {args: []string{"-f", "-", "--npwg-conf-namespaces", "net-ops,Net_Ops"}, code: 2, errOut: `validate: --npwg-conf-namespaces: namespace "Net_Ops"`},
+		"a bad host device":    {args: []string{"-f", "-", "--npwg-host-devices", "[eth"}, code: 2, errOut: `host device "[eth"`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			code, out, errOut := runValidate(t, tc.stdin, tc.args...)
@@ -147,7 +234,8 @@ func FuzzValidateManifests(f *testing.F) {
 	f.Add(`{"apiVersion": "v1", "kind": "List", "items": [{"kind": "Pod"}, 3]}`)
 	f.Fuzz(func(t *testing.T, input string) {
 		docs, _ := splitManifests("in.yaml", []byte(input))
-		for _, p := range checkManifests(docs, dra.StaticCheck{Policy: dra.CNIPolicy{Plugins: dra.DefaultCNIPlugins}}) {
+		problems, _ := checkManifests(docs, dra.StaticCheck{Policy: dra.CNIPolicy{Plugins: dra.DefaultCNIPlugins}}, npwg.ConfigRules{Plugins: dra.DefaultCNIPlugins})
+		for _, p := range problems {
 			s := p.String()
 			if !strings.HasPrefix(s, "in.yaml:") || p.doc.line < 1 || p.err == nil {
 				t.Errorf("problem %q", s)

@@ -25,7 +25,7 @@ func (s *Store) migrate(legacy Legacy, own []byte) error {
 	var cni []byte
 	if legacy.CNI != "" {
 		var err error
-		cni, err = os.ReadFile(legacy.CNI)
+		cni, err = readFile(legacy.CNI)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 			cni = nil

@@ -26,7 +26,7 @@ type stamp struct {
 }
 
 func stampOf(path string) (stamp, error) {
-	fi, err := os.Stat(path)
+	fi, err := os.Lstat(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return stamp{}, nil
 	}
@@ -62,7 +62,7 @@ func (l FileLock) Lock(ctx context.Context) (unlock func(), _ error) {
 	if l == "" {
 		return func() {}, nil
 	}
-	f, err := os.OpenFile(string(l), os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := openFile(string(l), os.O_CREATE|os.O_RDWR|safeFlags, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", l, err)
 	}
@@ -104,7 +104,7 @@ func (s *Store) refresh() error {
 	if same {
 		return nil
 	}
-	data, err := os.ReadFile(s.path)
+	data, err := readFile(s.path)
 	if err != nil {
 		return fmt.Errorf("read checkpoint %s: %w", s.path, err)
 	}

@@ -12,6 +12,8 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/fastpath-dra/fastpath/internal/hostdir"
 )
 
 // Version is the checkpoint format this build writes. It migrates older
@@ -55,42 +57,54 @@ type Store struct {
 // release (see Migrate) first, and the pending write a killed process left
 // before it (AdmitPending). A missing checkpoint is an empty store. A
 // checkpoint that cannot be read, is corrupt or is of a newer version is an
-// error naming the file and what is wrong; the file is left as it is.
+// error naming the file and what is wrong; the file is left as it is. The
+// checkpoint's directory is made, or made private to its owner
+// (hostdir.Make).
 func Open(path string, legacy Legacy) (*Store, error) {
-	s := &Store{path: path, claims: map[Key]*Claim{}}
-	s.WriteFile = func(path string, data []byte, sync bool) error {
-		if !sync {
-			return WriteFileUnsynced(path, data, 0o600)
-		}
-		return WriteFileAtomic(path, data, 0o600)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+	if err := hostdir.Make(filepath.Dir(path), 0o750); err != nil {
 		return nil, fmt.Errorf("checkpoint directory: %w", err)
 	}
 	if err := adoptPending(path); err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(path)
+	data, err := readFile(path)
+	exists := true
 	switch {
 	case errors.Is(err, os.ErrNotExist):
+		exists = false
 	case err != nil:
 		return nil, fmt.Errorf("read checkpoint %s: %w", path, err)
-	default:
+	}
+	s := &Store{path: path, WriteFile: func(path string, data []byte, sync bool) error {
+		if !sync {
+			return WriteFileUnsynced(path, data, 0o600)
+		}
+		return WriteFileAtomic(path, data, 0o600)
+	}}
+	if err := s.load(data, exists, legacy); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// load sets the store's claims from data, the content of its checkpoint
+// file (exists false: there is none), and migrates the files of the
+// previous release, writing through s.WriteFile.
+func (s *Store) load(data []byte, exists bool, legacy Legacy) error {
+	s.claims = map[Key]*Claim{}
+	if exists {
 		claims, version, err := Parse(data)
 		if err != nil {
-			return nil, fmt.Errorf("checkpoint %s: %w", path, err)
+			return fmt.Errorf("checkpoint %s: %w", s.path, err)
 		}
 		if version < Version {
 			if claims, err = migrateFastpath(data); err != nil {
-				return nil, fmt.Errorf("checkpoint %s (version %d): %w", path, version, err)
+				return fmt.Errorf("checkpoint %s (version %d): %w", s.path, version, err)
 			}
 		}
 		s.claims = claims
 	}
-	if err := s.migrate(legacy, data); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return s.migrate(legacy, data)
 }
 
 // Parse decodes a checkpoint of this build's version, checking every
@@ -321,11 +335,15 @@ func PendingPath(path string) string { return path + ".pending" }
 // even if its sync fails (an I/O error): a process killed later finds the
 // record, which a power loss may lose. If it cannot be renamed it is
 // removed, so that no later Open adopts an old state: the store's next
-// write writes the whole checkpoint.
+// write writes the whole checkpoint. So is anything but a regular file of
+// its own (ErrNotRegular), which is never renamed over the checkpoint.
 func commitPending(path string) error {
 	pending := PendingPath(path)
 	var syncErr error
-	if f, err := os.Open(pending); err != nil {
+	if f, err := openFile(pending, os.O_RDONLY|safeFlags, 0); errors.Is(err, ErrNotRegular) {
+		_ = os.Remove(pending)
+		return err
+	} else if err != nil {
 		syncErr = err
 	} else {
 		if err := f.Sync(); err != nil {
@@ -343,12 +361,13 @@ func commitPending(path string) error {
 // adoptPending completes the pending write (AdmitPending) of a process
 // killed before it was: a pending file that parses is committed, one that
 // does not (its writer was killed while writing it, before anything was
-// done on it, or the machine lost power before it was synced) is removed.
-// A shared store's file lock is held while it does: a live daemon's
-// pending write is left to it.
+// done on it, or the machine lost power before it was synced) is removed,
+// as is anything but a regular file of its own (ErrNotRegular: a link
+// planted there, which is not followed). A shared store's file lock is
+// held while it does: a live daemon's pending write is left to it.
 func adoptPending(path string) error {
 	pending := PendingPath(path)
-	if _, err := os.Stat(pending); errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Lstat(pending); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	unlock, err := FileLock(path + ".lock").Lock(context.Background())
@@ -362,10 +381,15 @@ func adoptPending(path string) error {
 // adoptPendingLocked is adoptPending, its caller holding the file lock.
 func adoptPendingLocked(path string) error {
 	pending := PendingPath(path)
-	data, err := os.ReadFile(pending)
+	data, err := readFile(pending)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		return nil // its writer committed it
+	case errors.Is(err, ErrNotRegular):
+		if err := os.Remove(pending); err != nil {
+			return fmt.Errorf("remove %s, not a file the store wrote: %w", pending, err)
+		}
+		return nil
 	case err != nil:
 		return fmt.Errorf("read %s: %w", pending, err)
 	}
@@ -600,78 +624,4 @@ func clone(c *Claim) Claim {
 		panic(fmt.Sprintf("claims: a record does not unmarshal: %v", err))
 	}
 	return out
-}
-
-// WriteFileAtomic writes data to path so that path holds either the old or
-// the new content, whatever happens: a temporary file in the same
-// directory, written and synced, renamed over path, and the directory
-// synced.
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	if err := ReplaceFile(path, data, perm); err != nil {
-		return err
-	}
-	return SyncDir(filepath.Dir(path))
-}
-
-// ReplaceFile is WriteFileAtomic but for the directory's sync: path holds
-// the old or the new content whatever happens, and the new one from the
-// moment it returns unless the machine loses power before the directory
-// is synced (SyncDir).
-func ReplaceFile(path string, data []byte, perm os.FileMode) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("sync %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("rename to %s: %w", path, err)
-	}
-	return nil
-}
-
-// WriteFileUnsynced writes data to path, replacing what it held, without
-// syncing it: a killed process's write is kept (by the kernel), a power
-// loss may leave the file empty or cut.
-func WriteFileUnsynced(path string, data []byte, perm os.FileMode) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return f.Close()
-}
-
-// SyncDir syncs a directory: the renames in it outlive a power loss.
-func SyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
 }

@@ -369,17 +369,40 @@ func (c *Claim) InterfaceNames() []string {
 	return out
 }
 
-// HeldAddresses are the addresses of node pools the claims hold: an
-// address is given to one claim (or IPAMClaim) at a time.
+// HeldAddresses are the addresses the claims hold (AddressHolders).
 func HeldAddresses(cls []*Claim) map[netip.Addr]bool {
 	held := map[netip.Addr]bool{}
+	for a := range AddressHolders(cls) {
+		held[a] = true
+	}
+	return held
+}
+
+// AddressHolders are the addresses the claims hold, each with the claim
+// (or IPAMClaim) holding it: those leased from node pools, and every
+// address a device gives its pod's interface, the static ones too. An
+// address is given to one holder at a time: no pool leases a held
+// address, and Prepare refuses a static address of a pool's subnet that
+// another claim holds. The records are the leases: an address is free
+// again when its record is forgotten.
+func AddressHolders(cls []*Claim) map[netip.Addr]*Claim {
+	held := map[netip.Addr]*Claim{}
+	hold := func(c *Claim, addr string) {
+		if p, err := netip.ParsePrefix(addr); err == nil {
+			if _, ok := held[p.Addr()]; !ok {
+				held[p.Addr()] = c
+			}
+		}
+	}
 	for _, c := range cls {
 		for _, d := range c.Devices {
-			if d.IPAM == nil {
-				continue
+			if d.IPAM != nil {
+				hold(c, d.IPAM.Address)
 			}
-			if p, err := netip.ParsePrefix(d.IPAM.Address); err == nil {
-				held[p.Addr()] = true
+			if d.Pod != nil {
+				for _, a := range d.Pod.Addresses {
+					hold(c, a)
+				}
 			}
 		}
 	}

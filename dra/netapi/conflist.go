@@ -6,13 +6,27 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"sort"
+
+	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
 )
 
 // Parameters a plugin's configuration has outside CNIv1PluginConfig's
 // parameters: its fields of their own, and what the runtime adds.
 var reservedParameters = []string{"type", "capabilities", "name", "cniVersion", "runtimeConfig"}
+
+// reservedParameter is the reserved parameter k sets, if any: plugins
+// and libcni read keys in any letter case ("RuntimeConfig" is
+// runtimeConfig).
+func reservedParameter(k string) (string, bool) {
+	f := cnipolicy.Fold(k)
+	for _, r := range reservedParameters {
+		if cnipolicy.Fold(r) == f {
+			return r, true
+		}
+	}
+	return "", false
+}
 
 // Conflist is the CNI configuration list of a network: what libcni runs.
 // Its name is cniv1_config.network_name, else the network's name.
@@ -50,8 +64,8 @@ func pluginConf(p *CNIv1PluginConfig) (map[string]any, error) {
 		conf["capabilities"] = caps
 	}
 	for k, v := range p.GetParameters() {
-		if slices.Contains(reservedParameters, k) {
-			return nil, fmt.Errorf("parameters[%q]: not a parameter (it is the plugin's %s)", k, k)
+		if r, ok := reservedParameter(k); ok {
+			return nil, fmt.Errorf("parameters[%q]: not a parameter (it is the plugin's %s)", k, r)
 		}
 		conf[k] = parameterValue(v)
 	}
@@ -108,13 +122,13 @@ func FromConflist(data []byte) (*CNIv1Config, error) {
 	if err := stringField(conf, "name", &c.NetworkName); err != nil {
 		return nil, err
 	}
-	rawPlugins, isList := conf["plugins"]
+	_, rawPlugins, isList := cnipolicy.Get(conf, "plugins")
 	if !isList {
 		if c.CniVersion == "" {
 			c.CniVersion = "0.1.0"
 		}
-		delete(conf, "cniVersion")
-		delete(conf, "name")
+		cnipolicy.Delete(conf, "cniVersion")
+		cnipolicy.Delete(conf, "name")
 		p, err := pluginFromConf(conf)
 		if err != nil {
 			return nil, err
@@ -122,7 +136,7 @@ func FromConflist(data []byte) (*CNIv1Config, error) {
 		c.Plugins = []*CNIv1PluginConfig{p}
 		return c, nil
 	}
-	if raw, ok := conf["disableCheck"]; ok {
+	if _, raw, ok := cnipolicy.Get(conf, "disableCheck"); ok {
 		if err := json.Unmarshal(raw, &c.DisableCheck); err != nil {
 			return nil, fmt.Errorf("disableCheck must be a boolean: %w", err)
 		}
@@ -146,7 +160,7 @@ func pluginFromConf(conf map[string]json.RawMessage) (*CNIv1PluginConfig, error)
 	if err := stringField(conf, "type", &p.Type); err != nil {
 		return nil, err
 	}
-	if raw, ok := conf["capabilities"]; ok {
+	if _, raw, ok := cnipolicy.Get(conf, "capabilities"); ok {
 		var caps map[string]bool
 		if err := json.Unmarshal(raw, &caps); err != nil {
 			return nil, fmt.Errorf("capabilities must be an object of booleans: %w", err)
@@ -159,7 +173,7 @@ func pluginFromConf(conf map[string]json.RawMessage) (*CNIv1PluginConfig, error)
 		sort.Strings(p.Capabilities)
 	}
 	for k, v := range conf {
-		if slices.Contains(reservedParameters, k) {
+		if _, ok := reservedParameter(k); ok {
 			continue
 		}
 		if p.Parameters == nil {
@@ -171,7 +185,7 @@ func pluginFromConf(conf map[string]json.RawMessage) (*CNIv1PluginConfig, error)
 }
 
 func stringField(conf map[string]json.RawMessage, key string, into *string) error {
-	raw, ok := conf[key]
+	_, raw, ok := cnipolicy.Get(conf, key)
 	if !ok {
 		return nil
 	}

@@ -333,6 +333,12 @@ func TestValidateConfig(t *testing.T) {
 		{"empty plugin type", mod(func(c *NetworkConfig) { c.Cniv1Config.Plugins[0].Type = "" }), "config.cniv1_config.plugins[0].type"},
 		{"twice a capability", mod(func(c *NetworkConfig) { c.Cniv1Config.Plugins[0].Capabilities = []string{"a", "a"} }), "config.cniv1_config.plugins[0].capabilities[1]"},
 		{"reserved parameter", mod(func(c *NetworkConfig) { c.Cniv1Config.Plugins[0].Parameters["cniVersion"] = "1.0.0" }), `config.cniv1_config.plugins[0].parameters["cniVersion"]`},
+		// Plugins and libcni read keys in any letter case.
+		{"reserved parameter in another case", mod(func(c *NetworkConfig) {
+			c.Cniv1Config.Plugins[0].Parameters["RuntimeConfig"] = `{"deviceID": "0000:00:03.0"}`
+		}),
+			`config.cniv1_config.plugins[0].parameters["RuntimeConfig"]`},
+		{"reserved parameter folded", mod(func(c *NetworkConfig) { c.Cniv1Config.Plugins[0].Parameters["TYPE"] = "host-device" }), `config.cniv1_config.plugins[0].parameters["TYPE"]`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

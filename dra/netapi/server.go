@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"k8s.io/klog/v2"
+
+	"github.com/fastpath-dra/fastpath/internal/hostdir"
 )
 
 // Server serves NetworkService on a unix socket.
@@ -36,7 +38,7 @@ var _ NetworkServiceServer = (*service)(nil)
 // left by an earlier daemon replaced. Calls are logged with ctx's logger.
 // A failure of the server after it started arrives on Err.
 func Serve(ctx context.Context, socket string, reg *Registry) (*Server, error) {
-	if err := os.MkdirAll(filepath.Dir(socket), 0o700); err != nil {
+	if err := hostdir.Make(filepath.Dir(socket), 0o700); err != nil {
 		return nil, fmt.Errorf("CRI Network API socket: %w", err)
 	}
 	if err := os.Remove(socket); err != nil && !errors.Is(err, fs.ErrNotExist) {

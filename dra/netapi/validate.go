@@ -106,7 +106,7 @@ func ValidateConfig(cfg *NetworkConfig) error {
 			}
 		}
 		for k := range p.GetParameters() {
-			if slices.Contains(reservedParameters, k) {
+			if _, ok := reservedParameter(k); ok {
 				return &FieldError{fmt.Sprintf("%s.parameters[%q]", path, k), "not a parameter: set type and capabilities in their fields; name and cniVersion are the configuration's, runtimeConfig the runtime's"}
 			}
 		}

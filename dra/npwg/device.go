@@ -2,7 +2,14 @@ package npwg
 
 import (
 	"fmt"
+	"slices"
+
+	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
 )
+
+// masterPlugins are the plugin types that make their interface on a
+// master, the node's default-route interface when it is left out.
+var masterPlugins = []string{"macvlan", "ipvlan", "vlan"}
 
 // ResourceNameAnnot is the annotation by which a NetworkAttachmentDefinition
 // asks for a device of a resource for its CNI plugin (the device plugin
@@ -39,7 +46,21 @@ func (inv *Invocation) GiveDevice(dev Device) error {
 	default:
 		return fmt.Errorf("network %s: the device has neither a PCI address nor a netdev to give the plugins", inv.Network)
 	}
-	list, err := rebuildList(inv.List, nil, keys)
+	list, err := rebuildList(inv.List, nil, func(conf map[string]any, typ string) error {
+		for k, v := range keys {
+			cnipolicy.Set(conf, k, v)
+		}
+		// A plugin making its interface on a master left out would take
+		// the node's default-route interface: it gets the device's netdev.
+		if _, _, ok := cnipolicy.Get(conf, "master"); ok || !slices.Contains(masterPlugins, typ) {
+			return nil
+		}
+		if dev.Netdev == "" {
+			return fmt.Errorf("%s makes its interface on a master, which the configuration leaves to the device, and the device has no netdev (bound to a userspace driver?)", typ)
+		}
+		conf["master"] = dev.Netdev
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("network %s: %w", inv.Network, err)
 	}

@@ -154,13 +154,16 @@ func FuzzLoadConfig(f *testing.F) {
 		f.Add(seed, false)
 	}
 	supported := version.All.SupportedVersions()
+	// One directory for the inputs on disk, written over by each: a
+	// worker runs one input at a time.
+	confDir := f.TempDir()
 	f.Fuzz(func(t *testing.T, config string, onDisk bool) {
 		n := nad("ns", "net", config)
 		dir := ""
 		if onDisk {
 			// The input as a list and as a configuration in a directory;
 			// the name to look for is the input's, when it has one.
-			dir = t.TempDir()
+			dir = confDir
 			for _, file := range []string{"00-fuzz.conflist", "01-fuzz.conf"} {
 				if err := os.WriteFile(filepath.Join(dir, file), []byte(config), 0o600); err != nil {
 					t.Fatal(err)
@@ -197,7 +200,7 @@ func FuzzLoadConfig(f *testing.F) {
 		// The host objects a spec.config names: a refusal is ErrHostObject
 		// (never a parse error: the plugins were read already); the
 		// operator's own configurations are never refused.
-		if err := (Policy{}).HostObjects(c); err != nil && (onDisk || !errors.Is(err, ErrHostObject)) {
+		if err := (Policy{}).HostObjects(c, false); err != nil && (onDisk || !errors.Is(err, ErrHostObject)) {
 			t.Errorf("HostObjects of a configuration from %s: %v", c.Source, err)
 		}
 		again, err := libcni.NetworkConfFromBytes(l.Bytes)

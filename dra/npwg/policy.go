@@ -4,15 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
+	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
 )
 
 // ErrNotAllowed is the error of a pod selecting a network the operator
@@ -47,6 +44,10 @@ type Policy struct {
 	// spec.config may name files (host-local's dataDir, any absolute
 	// path); "/" allows all.
 	HostPaths []string
+	// HostOptions are the host-changing options a spec.config may turn on
+	// (bridge's isGateway or ipMasq, tuning's sysctls outside net.*), as
+	// patterns of "<plugin type>.<option>"; "*" allows all.
+	HostOptions []string
 }
 
 // Validate says why the policy is not one an operator can mean, or nil.
@@ -60,15 +61,8 @@ func (p Policy) Validate() error {
 			errs = append(errs, fmt.Errorf("allowed namespace %q: %s", ns, strings.Join(msgs, "; ")))
 		}
 	}
-	for _, pat := range p.HostDevices {
-		if _, err := path.Match(pat, ""); err != nil || pat == "" {
-			errs = append(errs, fmt.Errorf("host device %q: not a shell pattern", pat))
-		}
-	}
-	for _, dir := range p.HostPaths {
-		if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
-			errs = append(errs, fmt.Errorf("host path %q: not a clean absolute path", dir))
-		}
+	if err := p.hostPolicy().Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -77,23 +71,34 @@ func (p Policy) Validate() error {
 // spec.config names an object of the host the operator does not allow.
 var ErrHostObject = errors.New("names an object of the host")
 
-// HostObjects says why the configuration names an object of the host the
-// policy does not allow (wrapping ErrHostObject), or nil. A field that
-// names a host device (v1alpha1.HostDeviceField) must hold one of
-// HostDevices; one that names a file (v1alpha1.HostPathField), and any
-// string that is an absolute path, a path under HostPaths. Only a
+// hostPolicy is the policy's part for objects of the host.
+func (p Policy) hostPolicy() cnipolicy.Policy {
+	return cnipolicy.Policy{Devices: p.HostDevices, Paths: p.HostPaths, Options: p.HostOptions}
+}
+
+// HostObjects says why the configuration takes or changes an object of
+// the host the policy does not allow (wrapping ErrHostObject), or nil.
+// Each plugin's configuration is read as the plugin reads it
+// (cnipolicy.Inspect: keys in any letter case, defaults that are host
+// objects, host-changing options). delegated says the network is given
+// a device of the pod's claims, which fills a master left out. Only a
 // configuration of spec.config is checked.
-func (p Policy) HostObjects(cfg *Config) error {
+func (p Policy) HostObjects(cfg *Config, delegated bool) error {
 	if cfg.Source != SourceSpec {
 		return nil
 	}
+	pol := p.hostPolicy()
 	var faults []string
 	for i, pc := range cfg.List.Plugins {
 		var conf map[string]any
 		if err := json.Unmarshal(pc.Bytes, &conf); err != nil {
 			return fmt.Errorf("plugins[%d]: %w", i, err)
 		}
-		for _, f := range p.hostObjectsIn(conf, "") {
+		view := cnipolicy.Inspect(conf)
+		if delegated && slices.Contains(masterPlugins, pc.Network.Type) {
+			view.Refs = slices.DeleteFunc(view.Refs, func(r cnipolicy.Ref) bool { return r.Omitted && r.Field == "master" })
+		}
+		for _, f := range pol.Faults(view) {
 			faults = append(faults, fmt.Sprintf("plugins[%d] (%s): %s", i, pc.Network.Type, f))
 		}
 	}
@@ -101,65 +106,6 @@ func (p Policy) HostObjects(cfg *Config) error {
 		return nil
 	}
 	return fmt.Errorf("%w: %s", ErrHostObject, strings.Join(faults, "; "))
-}
-
-// hostObjectsIn is what v, at the dotted path at of a plugin's config,
-// names of the host that the policy does not allow.
-func (p Policy) hostObjectsIn(v any, at string) []string {
-	var faults []string
-	switch v := v.(type) {
-	case map[string]any:
-		for _, k := range slices.Sorted(maps.Keys(v)) {
-			sub := k
-			if at != "" {
-				sub = at + "." + k
-			}
-			s, isString := v[k].(string)
-			switch {
-			case isString && v1alpha1.HostDeviceField(k):
-				if !p.hostDevice(s) {
-					faults = append(faults, fmt.Sprintf("%s %q is not one of the host devices the operator allows (%s)", sub, s, listOrNone(p.HostDevices)))
-				}
-			case isString && v1alpha1.HostPathField(k) && s != "":
-				if !p.hostPath(s) {
-					faults = append(faults, fmt.Sprintf("%s %q is not under a host directory the operator allows (%s)", sub, s, listOrNone(p.HostPaths)))
-				}
-			default:
-				faults = append(faults, p.hostObjectsIn(v[k], sub)...)
-			}
-		}
-	case []any:
-		for i, e := range v {
-			faults = append(faults, p.hostObjectsIn(e, fmt.Sprintf("%s[%d]", at, i))...)
-		}
-	case string:
-		if strings.HasPrefix(v, "/") && !p.hostPath(v) {
-			faults = append(faults, fmt.Sprintf("%s %q is not under a host directory the operator allows (%s)", at, v, listOrNone(p.HostPaths)))
-		}
-	}
-	return faults
-}
-
-// hostDevice says whether the policy lets a spec.config name the host
-// device dev.
-func (p Policy) hostDevice(dev string) bool {
-	return slices.ContainsFunc(p.HostDevices, func(pat string) bool {
-		ok, _ := path.Match(pat, dev)
-		return ok
-	})
-}
-
-// hostPath says whether the policy lets a spec.config name the file at
-// name: an absolute path under one of HostPaths once cleaned (a relative
-// one is the plugin's working directory's, the runtime's: refused too).
-func (p Policy) hostPath(name string) bool {
-	if !filepath.IsAbs(name) {
-		return false
-	}
-	clean := filepath.Clean(name)
-	return slices.ContainsFunc(p.HostPaths, func(dir string) bool {
-		return dir == "/" || clean == dir || strings.HasPrefix(clean, dir+"/")
-	})
 }
 
 func listOrNone(l []string) string {

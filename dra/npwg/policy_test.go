@@ -74,7 +74,31 @@ func TestPolicyHostObjects(t *testing.T) {
 		config string
 		err    []string // each in the error; none: allowed
 	}{
-		"no host object": {config: `{"cniVersion": "1.0.0", "type": "macvlan", "ipam": {"type": "static"}}`},
+		"no host object": {config: `{"cniVersion": "1.0.0", "type": "tuning", "mtu": 1400, "sysctl": {"net.ipv4.conf.IFNAME.arp_notify": "1"}}`},
+		// Plugins read keys in any letter case, Unicode folding included.
+		"Master": {config: `{"cniVersion": "1.0.0", "type": "macvlan", "Master": "eth0"}`,
+			err: []string{`Master (read by the plugin as master) "eth0" is not one of the host devices the operator allows (none)`}},
+		"MASTER": {config: `{"cniVersion": "1.0.0", "type": "ipvlan", "MASTER": "eth0"}`, err: []string{`MASTER (read by the plugin as master) "eth0"`}},
+		"maſter": {config: `{"cniVersion": "1.0.0", "type": "vlan", "maſter": "eth0", "vlanId": 5}`, err: []string{`maſter (read by the plugin as master) "eth0"`}},
+		"Device, PCIBusID, DeviceID": {config: `{"cniVersion": "1.0.0", "type": "host-device", "Device": "eth0", "PCIBusID": "0000:00:03.0", "runtimeConfig": {"DeviceID": "0000:00:04.0"}}`,
+			err: []string{`Device (read by the plugin as device) "eth0"`, `PCIBusID (read by the plugin as pciBusID) "0000:00:03.0"`, `runtimeConfig.DeviceID (read by the plugin as deviceID) "0000:00:04.0"`}},
+		"IPAM with a data directory": {config: `{"cniVersion": "1.0.0", "type": "macvlan", "master": "ens1f0", "IPAM": {"Type": "host-local", "DATADIR": "/etc"}}`,
+			policy: Policy{HostDevices: []string{"ens1f0"}}, err: []string{`IPAM.DATADIR "/etc" is not under a host directory the operator allows (none)`}},
+		"one field spelled twice": {config: `{"cniVersion": "1.0.0", "type": "macvlan", "master": "ens1f0", "Master": "eth0"}`,
+			policy: Policy{HostDevices: []string{"ens1f0", "eth0"}}, err: []string{`the keys "Master" and "master" set one field`}},
+		// Defaults that are objects of the host count as named.
+		"macvlan without master": {config: `{"cniVersion": "1.0.0", "type": "macvlan", "ipam": {"type": "static"}}`, policy: operator,
+			err: []string{`master is left out, so macvlan takes the node's default-route interface`}},
+		"ipvlan without master, every device allowed": {config: `{"cniVersion": "1.0.0", "type": "ipvlan"}`, policy: Policy{HostDevices: []string{"*"}}},
+		"bridge without bridge": {config: `{"cniVersion": "1.0.0", "type": "bridge"}`,
+			err: []string{`bridge is left out, so bridge takes "cni0", which is not one of the host devices the operator allows (none)`}},
+		"bridge without bridge, cni0 allowed": {config: `{"cniVersion": "1.0.0", "type": "bridge"}`, policy: Policy{HostDevices: []string{"cni0"}}},
+		"bridge options that change the node": {config: `{"cniVersion": "1.0.0", "type": "bridge", "bridge": "br-data", "isGateway": true, "IPMasq": true, "hairpinMode": false}`,
+			policy: operator, err: []string{`isGateway "true" changes the node (bridge's isGateway)`, `IPMasq "true" changes the node (bridge's ipMasq)`}},
+		"bridge options allowed": {config: `{"cniVersion": "1.0.0", "type": "bridge", "bridge": "br-data", "isGateway": true, "ipMasq": true}`,
+			policy: Policy{HostDevices: []string{"br-data"}, HostOptions: []string{"bridge.*"}}},
+		"a sysctl of the node": {config: `{"cniVersion": "1.0.0", "type": "tuning", "sysctl": {"kernel.core_pattern": "|/x", "net.ipv4.conf.IFNAME.rp_filter": "0"}}`,
+			err: []string{`sysctl[kernel.core_pattern] "kernel.core_pattern" changes the node (tuning's sysctl)`}},
 		"a master allowed": {policy: operator,
 			config: `{"cniVersion": "1.0.0", "type": "macvlan", "master": "ens1f0", "ipam": {"type": "host-local", "subnet": "10.1.0.0/24", "dataDir": "/var/lib/cni/networks/a"}}`},
 		"a bridge and a PCI address allowed": {policy: operator,
@@ -109,7 +133,7 @@ func TestPolicyHostObjects(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = tc.policy.HostObjects(cfg)
+			err = tc.policy.HostObjects(cfg, false)
 			if len(tc.err) == 0 {
 				if err != nil {
 					t.Errorf("error %v", err)
@@ -135,8 +159,16 @@ func TestPolicyHostObjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := (Policy{}).HostObjects(cfg); err != nil {
+	if err := (Policy{}).HostObjects(cfg, false); err != nil {
 		t.Errorf("a configuration of the operator's directory: %v", err)
+	}
+	// A network given a delegated device has its master filled from it.
+	cfg, err = LoadConfig(nad("app", "net-a", `{"cniVersion": "1.0.0", "type": "macvlan"}`), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (Policy{}).HostObjects(cfg, true); err != nil {
+		t.Errorf("a delegated device's network without master: %v", err)
 	}
 	if err := (Policy{HostDevices: []string{"[eth"}, HostPaths: []string{"var/lib", "/var/lib/"}}).Validate(); err == nil ||
 		!strings.Contains(err.Error(), `host device "[eth"`) || !strings.Contains(err.Error(), `host path "var/lib"`) || !strings.Contains(err.Error(), `host path "/var/lib/"`) {

@@ -1,7 +1,6 @@
 package npwg
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +11,8 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+
+	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
 )
 
 // The capabilities, in CNI's conventions, that the selection keys need a
@@ -120,7 +121,7 @@ func BuildInvocation(att *Attachment, list *libcni.NetworkConfigList) (*Invocati
 	if att.CNIArgs != nil {
 		cniArgs = *att.CNIArgs
 	}
-	if cniArgs == nil && !mentions(list, "runtimeConfig") {
+	if cniArgs == nil && !mentionsFold(list, "runtimeConfig") {
 		// Nothing to change: the list as it is.
 		return &Invocation{Network: att.Network(), List: list, IfName: att.InterfaceRequest, CapabilityArgs: args}, nil
 	}
@@ -160,23 +161,27 @@ func bandwidth(bw nadv1.BandwidthEntry) nadv1.BandwidthEntry {
 	return bw
 }
 
-// mentions says whether word occurs anywhere in the list's configuration:
-// where it does not, no key of that name is there to remove.
-func mentions(list *libcni.NetworkConfigList, word string) bool {
-	if bytes.Contains(list.Bytes, []byte(word)) {
+// mentionsFold says whether a key that folds to word may be anywhere in
+// the list's configuration (cnipolicy.MentionsFold): where none can be,
+// there is nothing to remove.
+func mentionsFold(list *libcni.NetworkConfigList, word string) bool {
+	if cnipolicy.MentionsFold(list.Bytes, word) {
 		return true
 	}
 	for _, p := range list.Plugins {
-		if bytes.Contains(p.Bytes, []byte(word)) {
+		if cnipolicy.MentionsFold(p.Bytes, word) {
 			return true
 		}
 	}
 	return false
 }
 
-// rebuildList copies list with every runtimeConfig removed, cniArgs
-// merged into each plugin's args.cni and keys set in each plugin.
-func rebuildList(list *libcni.NetworkConfigList, cniArgs, keys map[string]any) (*libcni.NetworkConfigList, error) {
+// rebuildList copies list with every runtimeConfig removed (in any
+// letter case: plugins read "RuntimeConfig" as runtimeConfig), cniArgs
+// merged into each plugin's args.cni and each plugin's configuration
+// changed by set, when not nil, given each plugin's
+// type.
+func rebuildList(list *libcni.NetworkConfigList, cniArgs map[string]any, set func(conf map[string]any, typ string) error) (*libcni.NetworkConfigList, error) {
 	plugins := make([]*libcni.PluginConfig, 0, len(list.Plugins))
 	raws := make([]json.RawMessage, 0, len(list.Plugins))
 	for i, p := range list.Plugins {
@@ -184,8 +189,12 @@ func rebuildList(list *libcni.NetworkConfigList, cniArgs, keys map[string]any) (
 		if err != nil {
 			return nil, fmt.Errorf("plugins[%d]: %w", i, err)
 		}
-		delete(conf, "runtimeConfig")
-		maps.Copy(conf, keys)
+		cnipolicy.Delete(conf, "runtimeConfig")
+		if set != nil {
+			if err := set(conf, p.Network.Type); err != nil {
+				return nil, fmt.Errorf("plugins[%d]: %w", i, err)
+			}
+		}
 		if cniArgs != nil {
 			if err := mergeCNIArgs(conf, cniArgs); err != nil {
 				return nil, fmt.Errorf("plugins[%d] (%s): %w", i, p.Network.Type, err)
@@ -209,7 +218,7 @@ func rebuildList(list *libcni.NetworkConfigList, cniArgs, keys map[string]any) (
 			return nil, err
 		}
 	}
-	delete(top, "runtimeConfig")
+	cnipolicy.Delete(top, "runtimeConfig")
 	top["name"], top["cniVersion"], top["plugins"] = list.Name, list.CNIVersion, raws
 	data, err := json.Marshal(top)
 	if err != nil {
@@ -224,23 +233,23 @@ func rebuildList(list *libcni.NetworkConfigList, cniArgs, keys map[string]any) (
 // over the configuration's own.
 func mergeCNIArgs(conf map[string]any, cniArgs map[string]any) error {
 	args := map[string]any{}
-	if v, ok := conf["args"]; ok {
+	if key, v, ok := cnipolicy.Get(conf, "args"); ok {
 		m, isObject := v.(map[string]any)
 		if !isObject {
-			return fmt.Errorf("the configuration's args must be an object to take the pod's cni-args, not %s", describe(v))
+			return fmt.Errorf("the configuration's %s must be an object to take the pod's cni-args, not %s", key, describe(v))
 		}
 		args = m
 	}
 	cni := map[string]any{}
-	if v, ok := args["cni"]; ok {
+	if key, v, ok := cnipolicy.Get(args, "cni"); ok {
 		m, isObject := v.(map[string]any)
 		if !isObject {
-			return fmt.Errorf("the configuration's args.cni must be an object to take the pod's cni-args, not %s", describe(v))
+			return fmt.Errorf("the configuration's args.%s must be an object to take the pod's cni-args, not %s", key, describe(v))
 		}
 		cni = m
 	}
 	maps.Copy(cni, cniArgs)
-	args["cni"] = cni
-	conf["args"] = args
+	cnipolicy.Set(args, "cni", cni)
+	cnipolicy.Set(conf, "args", args)
 	return nil
 }

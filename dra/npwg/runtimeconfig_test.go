@@ -160,14 +160,54 @@ func TestBuildInvocationConfig(t *testing.T) {
 	}
 }
 
-// A runtimeConfig is dropped even when the attachment asks for nothing.
+// A runtimeConfig is dropped even when the attachment asks for nothing, in
+// any letter case and however its key is written (libcni and the plugins
+// read "RuntimeConfig" and "\u0052untimeConfig" as runtimeConfig).
 func TestBuildInvocationStripsRuntimeConfig(t *testing.T) {
-	inv, err := BuildInvocation(assigned(t, "net-b"), list(t, `{"cniVersion": "0.4.0", "type": "bridge", "runtimeConfig": {"mac": "02:00:00:00:00:99"}}`))
+	for _, key := range []string{"runtimeConfig", "RuntimeConfig", "RUNTIMECONFIG", `\u0052untimeConfig`} {
+		inv, err := BuildInvocation(assigned(t, "net-b"), list(t, `{"cniVersion": "0.4.0", "type": "host-device", "`+key+`": {"deviceID": "0000:00:03.0"}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, data := range [][]byte{inv.List.Bytes, inv.List.Plugins[0].Bytes} {
+			if strings.Contains(strings.ToLower(string(data)), "untimeconfig") || strings.Contains(string(data), "0000:00:03.0") {
+				t.Errorf("%s: a runtimeConfig is left: %s", key, data)
+			}
+		}
+	}
+}
+
+// A delegated device fills a master left out, over no other spelling of
+// the fields it sets: the plugin reads the device fastpath gives.
+func TestGiveDeviceMaster(t *testing.T) {
+	inv, err := BuildInvocation(assigned(t, "net-b"), list(t, `{"cniVersion": "1.0.0", "plugins": [{"type": "macvlan"}, {"type": "host-device", "DeviceID": "0000:00:09.0"}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(string(inv.List.Bytes), "runtimeConfig") || strings.Contains(string(inv.List.Plugins[0].Bytes), "runtimeConfig") {
-		t.Errorf("a runtimeConfig is left: %s", inv.List.Bytes)
+	if err := inv.GiveDevice(Device{PCIAddress: "0000:3b:02.1", Netdev: "ens1f0v1"}); err != nil {
+		t.Fatal(err)
+	}
+	var confs []map[string]any
+	for _, p := range inv.List.Plugins {
+		var c map[string]any
+		if err := json.Unmarshal(p.Bytes, &c); err != nil {
+			t.Fatal(err)
+		}
+		confs = append(confs, c)
+	}
+	if confs[0]["master"] != "ens1f0v1" {
+		t.Errorf("macvlan's master is %v, want the device's netdev", confs[0]["master"])
+	}
+	if _, ok := confs[1]["DeviceID"]; ok || confs[1]["deviceID"] != "0000:3b:02.1" {
+		t.Errorf("host-device is given %v, want only deviceID 0000:3b:02.1", confs[1])
+	}
+	// A device without a netdev cannot be a master.
+	inv, err = BuildInvocation(assigned(t, "net-b"), list(t, `{"cniVersion": "1.0.0", "type": "ipvlan"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := inv.GiveDevice(Device{PCIAddress: "0000:3b:02.1"}); err == nil || !strings.Contains(err.Error(), "ipvlan makes its interface on a master") {
+		t.Errorf("error %v", err)
 	}
 }
 

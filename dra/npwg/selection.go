@@ -56,9 +56,13 @@ func NetworksPath() *field.Path {
 // types, that no interface name is asked for twice and that at most one
 // element has "default-route". The annotation is valid or not as a whole
 // (the standard says an invalid one is ignored): with errors, there are no
-// attachments. An empty value selects no network.
+// attachments. An empty value selects no network; one of more than
+// MaxSelectionBytes is refused unread.
 func ParseNetworks(podNamespace, value string) ([]Attachment, field.ErrorList) {
 	path := NetworksPath()
+	if len(value) > MaxSelectionBytes {
+		return nil, field.ErrorList{tooLong(path, len(value), MaxSelectionBytes)}
+	}
 	value = strings.TrimSpace(value)
 	var atts []Attachment
 	var errs field.ErrorList

@@ -43,9 +43,11 @@ type StatusPatcher interface {
 type NPWGOptions struct {
 	NADs NADGetter
 	// ConfDir is where a NetworkAttachmentDefinition with an empty
-	// spec.config finds its configuration by name.
-	ConfDir string
-	Policy  npwg.Policy
+	// spec.config finds its configuration by name, ConfNamespaces the
+	// namespaces whose objects may (npwg.ConfDir).
+	ConfDir        string
+	ConfNamespaces []string
+	Policy         npwg.Policy
 	// Plugins are the plugin types (IPAM included) a network's
 	// configuration may run: the CNI driver's allowlist.
 	Plugins []string
@@ -60,6 +62,9 @@ type NPWGOptions struct {
 	// IPAMClaims, when set, gives attachments the addresses of the
 	// IPAMClaims their elements name (npwg_ipamclaim.go).
 	IPAMClaims *IPAMClaimOptions
+	// Limits bound the networks and interfaces of a pod; zero: the
+	// defaults.
+	Limits npwg.Limits
 }
 
 // errNPWG is the error of a pod whose selection annotation cannot be
@@ -156,6 +161,9 @@ func (p *Plugin) resolveNPWG(ctx context.Context, pod Pod) (claims.Claim, error)
 		return rec, err
 	}
 	nNPWG := len(atts)
+	if err := p.checkLimits(pod, nNPWG, len(kepAtts)); err != nil {
+		return rec, err
+	}
 	atts = append(atts, kepAtts...)
 	taken := map[string]bool{o.DefaultInterface: true}
 	for _, c := range p.opts.Store.PodClaims(pod.UID) {
@@ -233,8 +241,8 @@ func (p *Plugin) resolveAttachment(ctx context.Context, pod Pod, a *npwg.Attachm
 	return n, nil
 }
 
-// nadConfig is the CNI configuration of a NetworkAttachmentDefinition
-// (npwg.LoadConfig), its plugins on the allowlist. That of a spec.config
+// nadConfig is the CNI configuration of a NetworkAttachmentDefinition,
+// judged by the node's rules (npwg.ConfigRules). That of a spec.config
 // is kept by the object's UID and resourceVersion, which change with it,
 // for the next pod that selects the network; a configuration read from
 // disk is read each time. The configuration is shared: it is not to be
@@ -242,7 +250,7 @@ func (p *Plugin) resolveAttachment(ctx context.Context, pod Pod, a *npwg.Attachm
 func (p *Plugin) nadConfig(nad *nadv1.NetworkAttachmentDefinition) (*npwg.Config, error) {
 	o := p.opts.NPWG
 	key := string(nad.UID) + "/" + nad.ResourceVersion
-	cacheable := nad.UID != "" && nad.ResourceVersion != "" && strings.TrimSpace(nad.Spec.Config) != ""
+	cacheable := nad.UID != "" && nad.ResourceVersion != "" && !npwg.OnDisk(nad)
 	if cacheable {
 		p.nadConfigsMu.Lock()
 		cfg, ok := p.nadConfigs[key]
@@ -251,15 +259,9 @@ func (p *Plugin) nadConfig(nad *nadv1.NetworkAttachmentDefinition) (*npwg.Config
 			return cfg, nil
 		}
 	}
-	cfg, err := npwg.LoadConfig(nad, o.ConfDir)
+	cfg, err := o.rules().Config(nad)
 	if err != nil {
 		return nil, err
-	}
-	if err := allowedPlugins(cfg, o.Plugins); err != nil {
-		return nil, fmt.Errorf("NetworkAttachmentDefinition %s/%s (%s): %w", nad.Namespace, nad.Name, cfg.Source, err)
-	}
-	if err := o.Policy.HostObjects(cfg); err != nil {
-		return nil, fmt.Errorf("NetworkAttachmentDefinition %s/%s (%s): %w (--npwg-host-devices, --npwg-host-paths)", nad.Namespace, nad.Name, cfg.Source, err)
 	}
 	if cacheable {
 		p.nadConfigsMu.Lock()
@@ -316,31 +318,9 @@ func (p *Plugin) delegatedDevice(pod Pod, rn string, used map[string]bool) (*cla
 		ErrNoDevice, rn, devices.DriverName, rn, rn)
 }
 
-// ErrPluginNotAllowed is the error of a network whose configuration runs
-// a plugin the operator does not allow.
-var ErrPluginNotAllowed = errors.New("plugin type not allowed")
-
-// allowedPlugins says which plugin types (and IPAM types) of the
-// configuration are not on the allowlist: a tenant's network must not run
-// any binary of the node's CNI directory.
-func allowedPlugins(cfg *npwg.Config, allowed []string) error {
-	var bad []string
-	for _, pc := range cfg.List.Plugins {
-		types := []string{pc.Network.Type}
-		if pc.Network.IPAM.Type != "" {
-			types = append(types, pc.Network.IPAM.Type)
-		}
-		for _, t := range types {
-			if !slices.Contains(allowed, t) && !slices.Contains(bad, t) {
-				bad = append(bad, t)
-			}
-		}
-	}
-	if len(bad) == 0 {
-		return nil
-	}
-	return fmt.Errorf("%w: %q not on this node's allowlist %v (--cni-plugins): a network's configuration may run only the plugins the operator allows",
-		ErrPluginNotAllowed, bad, allowed)
+// rules are what the node holds a network's configuration to.
+func (o *NPWGOptions) rules() npwg.ConfigRules {
+	return npwg.ConfigRules{ConfDir: npwg.ConfDir{Path: o.ConfDir, Namespaces: o.ConfNamespaces}, Plugins: o.Plugins, Policy: o.Policy}
 }
 
 // dropNPWG forgets the pod's NPWG record when none of its networks may be

@@ -369,3 +369,22 @@ func TestIPAMClaimsOff(t *testing.T) {
 		t.Errorf("capability args %v, want none", args)
 	}
 }
+
+// TestIPAMClaimSkipsStaticAddress: an address of the pool that a claim
+// gives its pod's interface statically is held: an IPAMClaim gets the
+// next one.
+func TestIPAMClaimSkipsStaticAddress(t *testing.T) {
+	static := claims.Claim{Driver: claims.DriverFastpath, UID: "uid-static", Namespace: "default", Name: "static", Prepared: true,
+		Pod:     claims.Pod{UID: "pod-static", Name: "other"},
+		Devices: []claims.Device{{Request: "nic", Pool: "node", Device: "pci-0", Pod: &claims.PodInterface{Name: "net1", Addresses: []string{"10.94.0.10/24"}}}}}
+	r := newIPAMRig(t, static)
+	r.api.add("default", "vm-a", "pooled")
+	pod := ipamPod("uid-1", "virt-launcher-1", `[{"name":"pooled","ipam-claim-reference":"vm-a"}]`)
+	r.api.setPod(pod, corev1.PodRunning)
+	if err := r.plugin.AttachPod(r.ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.ips(t, "net1"); got != "[10.94.0.11/24]" {
+		t.Errorf("ips capability %s, want [10.94.0.11/24]: 10.94.0.10 is claim default/static's", got)
+	}
+}

@@ -245,10 +245,10 @@ func TestAllValues(t *testing.T) {
 		"--cni-devices=16", "--cni-shared-device", "--cni-interface=ens1f0", "--cni-config-namespace=cni-configs", "--cni-bin-dir=/opt/cni/bin,/usr/libexec/cni",
 		"--cni-plugin-dir=/data/kubelet/plugins/cni.dra.networking.x-k8s.io", "--memif-dir=/run/vpp/memif",
 		"--memif-config=/etc/fastpath/memif/config.yaml", "--rediscover-interval=10m", "--profiling",
-		`--share=device.attributes["fastpath.dev"].ifName == "ens1f1"`, "--share-interfaces=32", "--share-bandwidth-mbps=25000", "--ip-pools=/etc/fastpath/ip-pools/pools.yaml",
+		`--share=device.attributes["fastpath.dev"].ifName == "ens1f1"`, "--share-interfaces=32", "--share-bandwidth-mbps=25000", "--allow-pf-with-vfs", "--ip-pools=/etc/fastpath/ip-pools/pools.yaml",
 		`--filter=device.attributes["fastpath.dev"].kind == "sriov-vf" && device.attributes["fastpath.dev"].pfName == "ens1f0"`,
-		"--npwg", "--npwg-conf-dir=/etc/cni/multus/net.d", "--npwg-allowed-namespaces=net-shared", "--npwg-host-devices=ens1f*,br-data", "--npwg-host-paths=/var/lib/cni/networks", "--npwg-default-network=kube-system/cluster-net",
-		"--npwg-ipamclaims", "--npwg-ipamclaim-check-interval=30s", "--npwg-device-info-dir=/run/k8s.cni.cncf.io/devinfo",
+		"--npwg", "--npwg-conf-dir=/etc/cni/multus/net.d", "--npwg-conf-namespaces=net-ops", "--npwg-allowed-namespaces=net-shared", "--npwg-host-devices=ens1f*,br-data", "--npwg-host-paths=/var/lib/cni/networks", "--npwg-host-options=bridge.isGateway", "--npwg-default-network=kube-system/cluster-net",
+		"--npwg-ipamclaims", "--npwg-ipamclaim-check-interval=30s", "--npwg-device-info-dir=/run/k8s.cni.cncf.io/devinfo", "--npwg-max-networks=16", "--npwg-max-interfaces=48",
 		`--resource-name=intel.com/intel_sriov_netdevice=device.attributes["fastpath.dev"].pfName == "ens1f0"`,
 		"--network-api-socket=/run/fp-netapi/network-api.sock", "--network-api-cni-conf-dir=/etc/cni/net.d"} {
 		if !slices.Contains(c.Args, want) {
@@ -377,6 +377,8 @@ func TestSchemaRefuses(t *testing.T) {
 		"ConfigMap namespace":    {"cni: {configMapNamespaces: [Tenant_A]}", []string{"/cni/configMapNamespaces/0"}},
 		"controller port":        {"controller: {port: 0}", []string{"/controller/port"}},
 		"IPAMClaim interval":     {"npwg: {ipamClaims: {checkInterval: often}}", []string{"/npwg/ipamClaims/checkInterval"}},
+		"no network per pod":     {"npwg: {maxNetworks: 0}", []string{"/npwg/maxNetworks"}},
+		"conf namespace":         {"npwg: {confNamespaces: [Net_Ops]}", []string{"/npwg/confNamespaces/0"}},
 		"network API socket dir": {"networkAPI: {socketDir: run/netapi}", []string{"/networkAPI/socketDir"}},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -154,4 +154,17 @@ func TestPodNetworksOff(t *testing.T) {
 	if strings.Contains(out, "--disable-default-podnetwork-creation") {
 		t.Error("the default PodNetwork is not created by default")
 	}
+	if strings.Contains(out, "--npwg-allowed-namespaces") {
+		t.Error("no namespace is allowed by default, yet the flag is rendered")
+	}
+	// The controller judges PodNetworkAttachments' refs with the nodes'
+	// allowed namespaces.
+	out, err = helmTemplate(t, "--set", "podNetworks.enabled=true", "--set", "npwg.allowedNamespaces={net-shared,infra}",
+		"--show-only", "templates/controller.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "- --npwg-allowed-namespaces=net-shared,infra") {
+		t.Errorf("the controller is not given npwg.allowedNamespaces:\n%s", out)
+	}
 }

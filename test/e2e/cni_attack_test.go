@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -40,7 +41,19 @@ func TestCNIAttacks(t *testing.T) {
 	}
 	// The node's uplink, as far as a claim can tell.
 	uplink := hostVethNamed(t, vethPrefix+"up0", vethPrefix+"up1").Attrs()
-	cniSetup(t, ctx, 26191, []string{"--cni-interface", cniMaster, "--cni-devices", "2"})
+	// A plugin in the daemon's CNI directories but not on its allowlist:
+	// cnirecord records every call it gets, so a refused config that ran
+	// it anyway is seen.
+	spyDir := filepath.Join(workDir, "cni-attack-spy")
+	spyBin := filepath.Join(spyDir, "bin")
+	if err := os.MkdirAll(spyBin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(spyDir) })
+	if err := os.Link(cniRecordBinary(t), filepath.Join(spyBin, "e2e-spy")); err != nil {
+		t.Fatal(err)
+	}
+	cniSetup(t, ctx, 26191, []string{"--cni-interface", cniMaster, "--cni-devices", "2", "--cni-bin-dir", bed.Config().CNIBinDir() + "," + spyBin})
 	d := lastDaemon
 	evil := "/etc/" + vethPrefix + "-evil"
 	t.Cleanup(func() { _ = os.RemoveAll(evil) })
@@ -93,6 +106,23 @@ func TestCNIAttacks(t *testing.T) {
 		{"a host link as a constant",
 			`{"ifName": "net1", "plugins": [{"type": "macvlan", "arguments": [{"fieldPath": "master", "value": "` + uplink.Name + `"}]}]}`,
 			[]string{"plugins[0].arguments[0].value: Forbidden: sets config.master, which names an object of the host (master)"}, false},
+		// Plugins read their keys in any letter case: IPAM is ipam, Device
+		// is device.
+		{"IPAM and Device in capitals: a plugin not on the allowlist moving the uplink",
+			`{"ifName": "net1", "plugins": [{"type": "macvlan", "config": {"IPAM": {"type": "e2e-spy"}, "Device": "` + uplink.Name + `"},
+				"arguments": [{"fieldPath": "master", "attributeRef": "name"}]}]}`,
+			[]string{`plugins[0].config.IPAM.type: Forbidden: plugin type "e2e-spy" is not on this node's allowlist`,
+				"plugins[0].config.Device: Forbidden: read by the plugin as device, names an object of the host (device)"}, false},
+		{"IPAM host-device with Device the uplink",
+			`{"ifName": "net1", "plugins": [{"type": "macvlan", "config": {"IPAM": {"type": "host-device"}, "Device": "` + uplink.Name + `"},
+				"arguments": [{"fieldPath": "master", "attributeRef": "name"}]}]}`,
+			[]string{`plugins[0].config.IPAM.type: Forbidden: plugin type "host-device" is not on this node's allowlist`}, false},
+		{"Master in capitals",
+			`{"ifName": "net1", "plugins": [{"type": "macvlan", "config": {"MASTER": "` + uplink.Name + `", "ipam": {"type": "e2e-spy"}}}]}`,
+			[]string{"plugins[0].config.MASTER: Forbidden: read by the plugin as master"}, false},
+		{"master left out: the node's default-route interface",
+			`{"ifName": "net1", "plugins": [{"type": "macvlan", "config": {"mode": "bridge", "ipam": {"type": "static", "addresses": [{"address": "10.68.0.2/24"}]}}}]}`,
+			[]string{"plugins[0].config.master: Required value: left out, the plugin takes the node's default-route interface"}, false},
 		{"a configName that names no CNIConfig",
 			`{"ifName": "net1", "configName": "kube-system"}`,
 			[]string{`configName: Not found: "kube-system"`}, true},
@@ -134,6 +164,9 @@ func TestCNIAttacks(t *testing.T) {
 			}
 			if _, err := os.Stat(evil); !os.IsNotExist(err) {
 				t.Errorf("%s was written: %v", evil, err)
+			}
+			if calls, _ := os.ReadDir(filepath.Join(spyDir, "records")); len(calls) > 0 {
+				t.Errorf("the plugin not on the allowlist ran: %d calls recorded in %s", len(calls), filepath.Join(spyDir, "records"))
 			}
 		})
 	}

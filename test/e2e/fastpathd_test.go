@@ -262,6 +262,8 @@ func daemonValues(port int, stateDir string, args []string) (map[string]any, err
 			// The tests' NetworkAttachmentDefinitions name their own
 			// links (fp...) and directories, never others of the machine.
 			npwg["hostDevices"], npwg["hostPaths"] = []any{"fp*"}, []any{workDir}
+			// §3.2.1's example bridge is the network's gateway.
+			npwg["hostOptions"] = []any{"bridge.isGateway"}
 			continue
 		case "--podnetworks":
 			pn := sub(values, "podNetworks")

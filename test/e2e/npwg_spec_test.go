@@ -74,6 +74,10 @@ func TestNPWGSpec(t *testing.T) {
 	// §4.1.1's other-ns/net-c: pods of every namespace may select the
 	// networks of other-ns (--npwg-allowed-namespaces).
 	d.values["npwg"].(map[string]any)["allowedNamespaces"] = []any{"other-ns"}
+	// §3.2.4's object without a config, in namespace default, gets the
+	// operator's on-disk configuration (--npwg-conf-namespaces); one of
+	// other-ns does not.
+	d.values["npwg"].(map[string]any)["confNamespaces"] = []any{"default"}
 	d.start(t, ctx)
 	t.Cleanup(func() { d.stop(t) })
 	r.d = d
@@ -212,8 +216,9 @@ func cniRecordBinary(t *testing.T) string {
 // nadExamples: §3.2.1's config and §3.2.2's configlist attached together;
 // §3.2.3's thick plugin, given the object's name (§3.4.2); §3.2.4's object
 // without a config, whose configuration is the file of its name in
-// --npwg-conf-dir (§3.4.1). The three are named a-bridge-network, as in
-// the standard: each example replaces the one before.
+// --npwg-conf-dir (§3.4.1) for a namespace of --npwg-conf-namespaces, and
+// is refused in another. The three are named a-bridge-network, as in the
+// standard: each example replaces the one before.
 func (r *specRig) nadExamples(t *testing.T, ctx context.Context) {
 	// §3.2.1 with the test's bridge and dataDir; §3.2.2 with the same
 	// bridge, host-local's state in the test's directory (the standard's
@@ -290,6 +295,22 @@ func (r *specRig) nadExamples(t *testing.T, ctx context.Context) {
 		wantInterface(t, logs, "net1", "192.168.7.")
 		wantBridgeGateway(t, specDiskBridge, "192.168.7.1/24")
 		wantStatusNetworks(t, specStatus(t, ctx, pod, 2), "default/a-bridge-network net1")
+
+		// The same object in other-ns, which pods may select but which
+		// may not use the operator's configurations: refused, naming the
+		// configuration it would have had and the flag.
+		specNAD(t, ctx, "other-ns", specExample(t, "nad/spec-3.2.4-reference.yaml"))
+		refused := specPod(t, ctx, "e2e-npwg-spec-on-disk-other", "other-ns/a-bridge-network")
+		msg, err := waitEvent(ctx, refused.Name, "other-ns/a-bridge-network")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"NetworkAttachmentDefinition other-ns/a-bridge-network: on-disk configuration not allowed",
+			`the configuration named "a-bridge-network" in ` + r.confDir(), "--npwg-conf-namespaces: default"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("event %q does not say %q", msg, want)
+			}
+		}
 	})
 }
 
@@ -389,28 +410,46 @@ func (r *specRig) selectionExamples(t *testing.T, ctx context.Context) {
 // no link on the master, no NPWG record in the claim store, no ADD of
 // either network without its DEL.
 // hostObjects: a NetworkAttachmentDefinition whose spec.config names a
-// device and a directory of the node that the operator did not allow
-// (--npwg-host-devices, --npwg-host-paths) fails the pod's sandbox with an
-// error naming each, and no plugin runs.
+// device or a directory of the node that the operator did not allow
+// (--npwg-host-devices, --npwg-host-paths), in any letter case, or leaves
+// out a master that the plugin would then take from the node (its
+// default-route interface), fails the pod's sandbox with an error naming
+// each field, and no plugin runs.
 func (r *specRig) hostObjects(t *testing.T, ctx context.Context) {
-	specNAD(t, ctx, "default", nadDoc("net-host", `{"cniVersion": "1.0.0", "name": "net-host", "plugins": [{"type": "macvlan", "master": "eth0", "mode": "bridge",
-		"ipam": {"type": "host-local", "subnet": "10.97.5.0/24", "dataDir": "/etc/fastpath-e2e-ipam"}}, {"type": "awesome-plugin"}]}`))
-	pod := specPod(t, ctx, "e2e-npwg-spec-host", "net-host")
-	msg, err := waitEvent(ctx, pod.Name, "default/net-host")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"pod default/" + pod.Name, "names an object of the host", `plugins[0] (macvlan): master "eth0" is not one of the host devices the operator allows (fp*)`,
-		`ipam.dataDir "/etc/fastpath-e2e-ipam" is not under a host directory the operator allows (` + workDir + `)`} {
-		if !strings.Contains(msg, want) {
-			t.Errorf("event %q does not name %q", msg, want)
-		}
-	}
-	if recs := r.records(t, "awesome-plugin", "ADD", pod.Name, "net1"); len(recs) > 0 {
-		t.Errorf("a plugin of the refused network ran: %v", recs)
-	}
-	if n := npwgRecords(t, r.d, pod.Name); n > 0 {
-		t.Errorf("%d NPWG records of the refused pod in the claim store", n)
+	for _, tc := range []struct {
+		name, config string
+		want         []string
+	}{
+		{"net-host", `{"cniVersion": "1.0.0", "name": "net-host", "plugins": [{"type": "macvlan", "master": "eth0", "mode": "bridge",
+			"ipam": {"type": "host-local", "subnet": "10.97.5.0/24", "dataDir": "/etc/fastpath-e2e-ipam"}}, {"type": "awesome-plugin"}]}`,
+			[]string{`plugins[0] (macvlan): master "eth0" is not one of the host devices the operator allows (fp*)`,
+				`ipam.dataDir "/etc/fastpath-e2e-ipam" is not under a host directory the operator allows (` + workDir + `)`}},
+		{"net-host-case", `{"cniVersion": "1.0.0", "name": "net-host-case", "plugins": [{"type": "macvlan", "Master": "eth0", "mode": "bridge",
+			"IPAM": {"type": "host-local", "subnet": "10.97.6.0/24", "DataDir": "` + r.ipamDir() + `"}}, {"type": "awesome-plugin"}]}`,
+			[]string{`plugins[0] (macvlan): Master (read by the plugin as master) "eth0" is not one of the host devices the operator allows (fp*)`}},
+		{"net-host-default", `{"cniVersion": "1.0.0", "name": "net-host-default", "plugins": [{"type": "macvlan", "mode": "bridge",
+			"ipam": {"type": "host-local", "subnet": "10.97.7.0/24", "dataDir": "` + r.ipamDir() + `"}}, {"type": "awesome-plugin"}]}`,
+			[]string{`plugins[0] (macvlan): master is left out, so macvlan takes the node's default-route interface`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			specNAD(t, ctx, "default", nadDoc(tc.name, tc.config))
+			pod := specPod(t, ctx, "e2e-npwg-spec-"+strings.TrimPrefix(tc.name, "net-"), tc.name)
+			msg, err := waitEvent(ctx, pod.Name, "default/"+tc.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range append([]string{"pod default/" + pod.Name, "names an object of the host"}, tc.want...) {
+				if !strings.Contains(msg, want) {
+					t.Errorf("event %q does not name %q", msg, want)
+				}
+			}
+			if recs := r.records(t, "awesome-plugin", "ADD", pod.Name, "net1"); len(recs) > 0 {
+				t.Errorf("a plugin of the refused network ran: %v", recs)
+			}
+			if n := npwgRecords(t, r.d, pod.Name); n > 0 {
+				t.Errorf("%d NPWG records of the refused pod in the claim store", n)
+			}
+		})
 	}
 }
 

@@ -109,23 +109,7 @@ func TestLeastPrivilege(t *testing.T) {
 		}
 	})
 
-	// Another node: only an object to bind a token to; nothing runs there.
-	other, err := bed.Client().CoreV1().Nodes().Create(ctx, &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: "fastpath-other-node"},
-		Spec: corev1.NodeSpec{Unschedulable: true, Taints: []corev1.Taint{
-			{Key: "fastpath.dev/e2e", Value: "no-kubelet", Effect: corev1.TaintEffectNoExecute},
-		}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = bed.Client().CoreV1().Nodes().Delete(context.Background(), other.Name, metav1.DeleteOptions{})
-	})
-	own, err := bed.Client().CoreV1().Nodes().Get(ctx, bed.NodeName(), metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	other, own := twoNodes(t, ctx)
 	onOther, onOwn := nodeBoundClient(t, ctx, other), nodeBoundClient(t, ctx, own)
 
 	slices, err := nodeSlices(ctx)
@@ -196,6 +180,29 @@ func TestLeastPrivilege(t *testing.T) {
 			t.Errorf("status of a claim allocated on this node with this node's token: %v", err)
 		}
 	})
+}
+
+// twoNodes are another node, only an object to bind a token to (nothing
+// runs there; deleted when the test ends), and the bed's node.
+func twoNodes(t *testing.T, ctx context.Context) (other, own *corev1.Node) {
+	t.Helper()
+	other, err := bed.Client().CoreV1().Nodes().Create(ctx, &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "fastpath-other-node"},
+		Spec: corev1.NodeSpec{Unschedulable: true, Taints: []corev1.Taint{
+			{Key: "fastpath.dev/e2e", Value: "no-kubelet", Effect: corev1.TaintEffectNoExecute},
+		}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = bed.Client().CoreV1().Nodes().Delete(context.Background(), other.Name, metav1.DeleteOptions{})
+	})
+	own, err = bed.Client().CoreV1().Nodes().Get(ctx, bed.NodeName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return other, own
 }
 
 // nodeBoundClient is a client with a token of fastpathd's service account

@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -123,8 +124,11 @@ func (c *CNIConfig) validateChain(path *field.Path) field.ErrorList {
 		if err := ValidCNIPluginType(p.Type); err != nil {
 			errs = append(errs, field.Invalid(pp.Child("type"), p.Type, err.Error()))
 		}
-		if _, set := p.Config["type"]; set {
-			errs = append(errs, field.Forbidden(pp.Child("config", "type"), "the plugin's type is plugins[].type"))
+		// Plugins read their keys in any letter case: "Type" is type.
+		for _, k := range slices.Sorted(maps.Keys(p.Config)) {
+			if strings.EqualFold(k, "type") {
+				errs = append(errs, field.Forbidden(pp.Child("config", k), "the plugin's type is plugins[].type"))
+			}
 		}
 		if len(p.Arguments) > MaxCNIArguments {
 			errs = append(errs, field.TooMany(pp.Child("arguments"), len(p.Arguments), MaxCNIArguments))
@@ -143,7 +147,7 @@ func (a CNIArgument) validate(path *field.Path) field.ErrorList {
 		errs = append(errs, field.Required(path.Child("fieldPath"), "the dot-separated path of the field to set in config"))
 	case len(a.FieldPath) > maxFieldPath:
 		errs = append(errs, field.TooLong(path.Child("fieldPath"), "", maxFieldPath))
-	case a.FieldPath == "type":
+	case strings.EqualFold(a.FieldPath, "type"):
 		errs = append(errs, field.Invalid(path.Child("fieldPath"), a.FieldPath, "the plugin's type cannot be set by an argument"))
 	case slices.Contains(strings.Split(a.FieldPath, "."), ""):
 		errs = append(errs, field.Invalid(path.Child("fieldPath"), a.FieldPath, "empty path element"))

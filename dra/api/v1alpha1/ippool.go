@@ -153,6 +153,24 @@ func (pool *IPPool) Excluded(addr netip.Addr) bool {
 	return false
 }
 
+// Reserved says what addr is to a pool of a valid config when no
+// interface may have it: "the gateway", "the network address" or "the
+// broadcast address" (of an IPv4 subnet) of the pool's subnet, as Range
+// leaves them out; "" otherwise.
+func (pool *IPPool) Reserved(addr netip.Addr) string {
+	subnet := pool.Prefix()
+	whole := subnet.Addr().Is4() && subnet.Bits() < 31 || subnet.Addr().Is6() && subnet.Bits() < 127
+	switch gw, err := netip.ParseAddr(pool.Gateway); {
+	case err == nil && gw == addr:
+		return "the gateway"
+	case whole && addr == subnet.Addr():
+		return "the network address"
+	case whole && subnet.Addr().Is4() && addr == lastAddr(subnet):
+		return "the broadcast address"
+	}
+	return ""
+}
+
 // Free is the lowest address a pool of a valid config gives that is not
 // held.
 func (pool *IPPool) Free(held map[netip.Addr]bool) (netip.Addr, bool) {

@@ -101,7 +101,7 @@ const (
 
 // InterfaceConfig configures one device of a claim. DeviceClass configs
 // apply first, then the claim's; a field set later wins, lists are
-// replaced whole.
+// replaced whole, but for the fields a DeviceClass pins (Merge).
 //
 //	apiVersion: fastpath.dev/v1alpha1
 //	kind: InterfaceConfig
@@ -150,6 +150,12 @@ type InterfaceConfig struct {
 	// PodNetwork status lists the interface under its name.
 	PodNetwork           string `json:"podNetwork,omitempty"`
 	PodNetworkAttachment string `json:"podNetworkAttachment,omitempty"`
+	// Pinned, only in a DeviceClass's config, lists fields (of
+	// PinnableFields: mode, vf.vlan, ipam.pool, ...) that a claim's config
+	// may not change: a claim that sets one to another value than the
+	// class's (or unsets it) is refused. A pinned field the class leaves
+	// unset may not be set by a claim.
+	Pinned []string `json:"pinned,omitempty"`
 }
 
 // MacvlanConfig is a macvlan sub-interface (mode macvlan).

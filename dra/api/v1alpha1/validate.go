@@ -81,6 +81,7 @@ func (c *InterfaceConfig) Validate() field.ErrorList {
 			errs = append(errs, field.Invalid(p, c.ResourceName, err.Error()))
 		}
 	}
+	errs = append(errs, validatePinned(field.NewPath("pinned"), c.Pinned)...)
 	if c.Interface != nil {
 		errs = append(errs, c.Interface.Validate(field.NewPath("interface"))...)
 	}

@@ -72,6 +72,15 @@ exec:
   command: [/fastpathd, probe, --socket, /run/fastpath-probe/health.sock, {{ . }}]
 {{- end }}
 
+{{/*
+The CEL condition of a DeviceClass selector that leaves out PFs with VFs
+(attribute sriovNumVFs above 0), at the indentation of the selectors.
+*/}}
+{{- define "fastpath.withoutVFs" -}}
+(!("sriovNumVFs" in device.attributes["fastpath.dev"]) ||
+         device.attributes["fastpath.dev"].sriovNumVFs == 0)
+{{- end }}
+
 {{/* The arguments of fastpathd, as a YAML list. */}}
 {{- define "fastpath.args" -}}
 {{- $v := .Values }}
@@ -92,6 +101,7 @@ exec:
 {{- with $v.share.interfaces }}{{ $args = append $args (printf "--share-interfaces=%d" (int .)) }}{{ end }}
 {{- range $v.resourceNames }}{{ $args = append $args (printf "--resource-name=%s=%s" .name .filter) }}{{ end }}
 {{- with $v.share.bandwidthMbps }}{{ $args = append $args (printf "--share-bandwidth-mbps=%d" (int .)) }}{{ end }}
+{{- if $v.allowPFWithVFs }}{{ $args = append $args "--allow-pf-with-vfs" }}{{ end }}
 {{- if $v.ipPools }}{{ $args = append $args "--ip-pools=/etc/fastpath/ip-pools/pools.yaml" }}{{ end }}
 {{- with $v.rediscoverInterval }}{{ $args = append $args (printf "--rediscover-interval=%s" .) }}{{ end }}
 {{- with $v.health.grace }}{{ $args = append $args (printf "--health-grace=%s" .) }}{{ end }}
@@ -115,11 +125,15 @@ exec:
 {{- with $v.cni.plugins }}{{ $args = append $args (printf "--cni-plugins=%s" (join "," .)) }}{{ end }}
 {{- end }}
 {{- $args = append $args (printf "--npwg-conf-dir=%s" $v.npwg.confDir) }}
+{{- with $v.npwg.confNamespaces }}{{ $args = append $args (printf "--npwg-conf-namespaces=%s" (join "," .)) }}{{ end }}
 {{- with $v.npwg.allowedNamespaces }}{{ $args = append $args (printf "--npwg-allowed-namespaces=%s" (join "," .)) }}{{ end }}
 {{- with $v.npwg.hostDevices }}{{ $args = append $args (printf "--npwg-host-devices=%s" (join "," .)) }}{{ end }}
 {{- with $v.npwg.hostPaths }}{{ $args = append $args (printf "--npwg-host-paths=%s" (join "," .)) }}{{ end }}
+{{- with $v.npwg.hostOptions }}{{ $args = append $args (printf "--npwg-host-options=%s" (join "," .)) }}{{ end }}
 {{- if ne $v.npwg.defaultNetwork "default/cluster-network" }}{{ $args = append $args (printf "--npwg-default-network=%s" $v.npwg.defaultNetwork) }}{{ end }}
 {{- $args = append $args (printf "--npwg-device-info-dir=%s" $v.npwg.deviceInfoDir) }}
+{{- $args = append $args (printf "--npwg-max-networks=%v" $v.npwg.maxNetworks) }}
+{{- $args = append $args (printf "--npwg-max-interfaces=%v" $v.npwg.maxInterfaces) }}
 {{- if $v.podNetworks.enabled }}{{ $args = append $args "--podnetworks" }}{{ end }}
 {{- if $v.npwg.ipamClaims.enabled }}
 {{- $args = append $args "--npwg-ipamclaims" }}

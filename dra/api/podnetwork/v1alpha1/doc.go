@@ -1,7 +1,7 @@
 // Package v1alpha1 is KEP-3698 (Multi-Network) as Go types for fastpath:
 // the cluster-scoped PodNetwork and the namespaced PodNetworkAttachment,
-// field for field as the KEP gives them, with their condition types and
-// reasons; the pod's list of networks (the KEP's Pod.spec.networks),
+// field for field as the KEP gives them, with their condition types,
+// reasons and static validation; the pod's list of networks (the KEP's Pod.spec.networks),
 // carried in the annotation network.fastpath.dev/networks until Pod has the
 // field, with its static validation; and the KEP's network status shape,
 // written to network.fastpath.dev/network-status.

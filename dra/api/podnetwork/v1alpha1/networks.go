@@ -15,6 +15,15 @@ import (
 // Pod has that field.
 const AnnotationNetworks = Group + "/networks"
 
+// MaxAnnotationBytes bounds the AnnotationNetworks value ParseNetworks and
+// PodNetworks read: a longer one is refused unread.
+const MaxAnnotationBytes = 64 << 10
+
+// errTooLong is the error of an AnnotationNetworks value of n bytes.
+func errTooLong(n int) error {
+	return fmt.Errorf("is %d bytes, more than the %d a pod's network list may have: list fewer networks", n, MaxAnnotationBytes)
+}
+
 // Network defines what PodNetwork to attach to the Pod: one element of
 // the KEP's Pod.spec.networks. The names are those of the KEP's list as
 // its auto-population writes it (podNetworkName), with the single
@@ -54,7 +63,8 @@ func DefaultNetworks() []Network {
 }
 
 // ParseNetworks decodes the value of AnnotationNetworks, strictly: a field
-// the KEP does not have is an error, not ignored.
+// the KEP does not have is an error, not ignored. A value of more than
+// MaxAnnotationBytes is refused unread.
 func ParseNetworks(value string) ([]Network, error) {
 	nets, err := parseNetworks(value)
 	if err != nil {
@@ -64,6 +74,9 @@ func ParseNetworks(value string) ([]Network, error) {
 }
 
 func parseNetworks(value string) ([]Network, error) {
+	if len(value) > MaxAnnotationBytes {
+		return nil, errTooLong(len(value))
+	}
 	dec := json.NewDecoder(bytes.NewReader([]byte(value)))
 	dec.DisallowUnknownFields()
 	var nets []Network
@@ -91,6 +104,9 @@ func PodNetworks(annotations map[string]string, hostNetwork bool) ([]Network, fi
 			return nil, nil
 		}
 		return DefaultNetworks(), nil
+	}
+	if len(value) > MaxAnnotationBytes {
+		return nil, field.ErrorList{&field.Error{Type: field.ErrorTypeTooLong, Field: path.String(), BadValue: field.OmitValueType{}, Detail: errTooLong(len(value)).Error()}}
 	}
 	nets, err := parseNetworks(value)
 	if err != nil {

@@ -266,3 +266,22 @@ func TestDeepCopy(t *testing.T) {
 		t.Error("the copy of nil is not nil")
 	}
 }
+
+// A network list longer than MaxAnnotationBytes is refused unread, and
+// its error does not repeat it; one of that length is read.
+func TestNetworksTooLong(t *testing.T) {
+	elem := `{"podNetworkName": "default"},`
+	long := "[" + strings.Repeat(elem, MaxAnnotationBytes/len(elem)) + `{"podNetworkName": "x"}]`
+	if _, err := ParseNetworks(long); err == nil || !strings.Contains(err.Error(), "more than the 65536 a pod's network list may have") {
+		t.Errorf("ParseNetworks: %v", err)
+	}
+	_, errs := PodNetworks(map[string]string{AnnotationNetworks: long}, false)
+	if len(errs) != 1 || len(errs[0].Error()) > 300 || !strings.HasPrefix(errs[0].Error(), "metadata.annotations[network.fastpath.dev/networks]: Too long: is ") {
+		t.Errorf("PodNetworks: %.400v", errs)
+	}
+	pad := MaxAnnotationBytes - len(`[{"podNetworkName": "x"}]`)
+	atLimit := `[{"podNetworkName": "x"}]` + strings.Repeat(" ", pad)
+	if nets, err := ParseNetworks(atLimit); err != nil || len(nets) != 1 {
+		t.Errorf("a list of %d bytes: %v, %v", len(atLimit), nets, err)
+	}
+}

@@ -1,0 +1,168 @@
+package claims
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// The store's files are opened without following a symbolic link at their
+// own name (O_NOFOLLOW), and must be regular files of one name: a link or
+// a hard link planted where the store reads or writes is refused, never
+// written through, so that whoever may write in the state directory cannot
+// make the daemon write to or read from another file of the node. Nor
+// does an open of them wait for a FIFO's other end (O_NONBLOCK), or leak
+// into a child process (O_CLOEXEC).
+const safeFlags = unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC
+
+// ErrNotRegular is the error of a store's file that is a symbolic link,
+// a hard link (a second name of another file), or no file at all (a
+// directory, a FIFO): something the store never writes.
+var ErrNotRegular = errors.New("not a regular file of its own")
+
+// openFile opens path with flags, and checks what it opened: a regular
+// file, one name of it only. A symbolic link at path is ELOOP's error,
+// wrapping ErrNotRegular.
+func openFile(path string, flags int, perm fs.FileMode) (*os.File, error) {
+	f, err := os.OpenFile(path, flags, perm)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("%s is a symbolic link: %w", path, ErrNotRegular)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := checkRegular(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+func checkRegular(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s (mode %s): %w", f.Name(), fi.Mode(), ErrNotRegular)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+		return fmt.Errorf("%s has %d names (hard links): %w", f.Name(), st.Nlink, ErrNotRegular)
+	}
+	return nil
+}
+
+// readFile reads the store's file at path (openFile).
+func readFile(path string) ([]byte, error) {
+	f, err := openFile(path, os.O_RDONLY|safeFlags, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
+// WriteFileAtomic writes data to path so that path holds either the old or
+// the new content, whatever happens: a temporary file in the same
+// directory, written and synced, renamed over path, and the directory
+// synced.
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	if err := ReplaceFile(path, data, perm); err != nil {
+		return err
+	}
+	return SyncDir(filepath.Dir(path))
+}
+
+// ReplaceFile is WriteFileAtomic but for the directory's sync: path holds
+// the old or the new content whatever happens, and the new one from the
+// moment it returns unless the machine loses power before the directory
+// is synced (SyncDir). Whatever path was (a symbolic link too) is
+// replaced, never written through: the temporary file is new
+// (O_EXCL, O_NOFOLLOW), and renamed over path.
+func ReplaceFile(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return err
+	}
+	tmp, err := createTemp(dir, "."+filepath.Base(path)+".")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("sync %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("rename to %s: %w", path, err)
+	}
+	return nil
+}
+
+// createTemp creates a new file in dir named prefix and a random number,
+// mode 0600, as os.CreateTemp does, with the store's flags: never through
+// a link planted at its name.
+func createTemp(dir, prefix string) (*os.File, error) {
+	for range 100 {
+		name := filepath.Join(dir, prefix+strconv.FormatUint(rand.Uint64(), 36))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL|safeFlags, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		return f, err
+	}
+	return nil, fmt.Errorf("create a temporary file in %s: every name tried exists", dir)
+}
+
+// WriteFileUnsynced writes data to path, replacing what it held, without
+// syncing it: a killed process's write is kept (by the kernel), a power
+// loss may leave the file empty or cut. A symbolic link, a hard link, or
+// anything but a regular file at path is refused (ErrNotRegular), and
+// left as it was.
+func WriteFileUnsynced(path string, data []byte, perm os.FileMode) error {
+	f, err := openFile(path, os.O_WRONLY|os.O_CREATE|safeFlags, perm)
+	if err != nil {
+		return err
+	}
+	if err := f.Truncate(0); err != nil {
+		f.Close()
+		return fmt.Errorf("truncate %s: %w", path, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// SyncDir syncs a directory: the renames in it outlive a power loss.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}

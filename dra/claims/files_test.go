@@ -1,0 +1,184 @@
+package claims
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// plant makes a file of the node that the store must never write: its
+// content, and a symbolic link and a hard link to it at the given names.
+func plant(t *testing.T, link, hardLink string) (target string, content []byte) {
+	t.Helper()
+	target = filepath.Join(t.TempDir(), "node-file")
+	content = []byte("root:secret\n")
+	if err := os.WriteFile(target, content, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if link != "" {
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if hardLink != "" {
+		if err := os.Link(target, hardLink); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return target, content
+}
+
+func untouched(t *testing.T, target string, content []byte) {
+	t.Helper()
+	if got, err := os.ReadFile(target); err != nil || string(got) != string(content) {
+		t.Errorf("the file the link points to was changed: %q, %v", got, err)
+	}
+}
+
+// A symbolic link or a hard link planted at the pending file's name is not
+// written through: the pending write fails saying so, the file it points
+// to is untouched, the link is gone, and the next write succeeds.
+func TestPendingWriteRefusesLinks(t *testing.T) {
+	for _, kind := range []string{"symbolic", "hard"} {
+		t.Run(kind, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "checkpoint.json")
+			s := open(t, path)
+			var target string
+			var content []byte
+			if kind == "symbolic" {
+				target, content = plant(t, PendingPath(path), "")
+			} else {
+				// A hard link needs the same file system: the target
+				// beside the checkpoint.
+				target = filepath.Join(filepath.Dir(path), "node-file")
+				content = []byte("root:secret\n")
+				if err := os.WriteFile(target, content, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Link(target, PendingPath(path)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			a := cniClaim("a", "pod1", "cni-0", "net1")
+			if _, err := s.AdmitPending(a); !errors.Is(err, ErrNotRegular) {
+				t.Errorf("AdmitPending with a %s link at %s: %v, want ErrNotRegular", kind, PendingPath(path), err)
+			}
+			untouched(t, target, content)
+			if _, ok := s.Get(a.Key()); ok {
+				t.Error("the refused write is in the store")
+			}
+			if _, err := os.Lstat(PendingPath(path)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the planted link is left: %v", err)
+			}
+			wait, err := s.AdmitPending(a)
+			if err != nil {
+				t.Fatalf("the next write: %v", err)
+			}
+			if err := wait(); err != nil {
+				t.Fatal(err)
+			}
+			if got := open(t, path).Claims(); len(got) != 1 {
+				t.Errorf("the checkpoint holds %+v, want the claim", got)
+			}
+			untouched(t, target, content)
+		})
+	}
+}
+
+// Open neither follows nor adopts a symbolic link planted at the pending
+// file's name, even one to a valid checkpoint: it drops the link and loads
+// the checkpoint as it was. A link at the checkpoint's own name is refused,
+// naming it; a write replaces such a link, never writing through it.
+func TestOpenRefusesLinks(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "checkpoint.json")
+	s := open(t, path)
+	if err := s.Put(netdevClaim("a", "pod1", "dev-a", "net1")); err != nil {
+		t.Fatal(err)
+	}
+	// Another store's file, a valid checkpoint, linked at the pending name.
+	other := filepath.Join(t.TempDir(), "checkpoint.json")
+	if err := open(t, other).Put(cniClaim("b", "pod1", "cni-0", "net2")); err != nil {
+		t.Fatal(err)
+	}
+	content, err := os.ReadFile(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(other, PendingPath(path)); err != nil {
+		t.Fatal(err)
+	}
+	if got := open(t, path).Claims(); len(got) != 1 || got[0].UID != "a" {
+		t.Errorf("Open with a link at the pending name: %+v, want the checkpoint's own claim", got)
+	}
+	if _, err := os.Lstat(PendingPath(path)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the planted link is left: %v", err)
+	}
+	if fi, err := os.Lstat(path); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("the checkpoint is no longer a regular file: %v, %v", fi, err)
+	}
+	untouched(t, other, content)
+
+	// The checkpoint itself a link: refused, left as it is.
+	linked := filepath.Join(t.TempDir(), "checkpoint.json")
+	if err := os.Symlink(other, linked); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(linked, Legacy{}); !errors.Is(err, ErrNotRegular) {
+		t.Errorf("Open of a link: %v, want ErrNotRegular", err)
+	}
+	// A write replaces the link with a file of its own.
+	if err := WriteFileAtomic(linked, []byte(`{"version":2,"claims":{}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(linked); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("after a write, %s is %v, %v; want a regular file", linked, fi, err)
+	}
+	untouched(t, other, content)
+}
+
+// The lock file is not opened through a symbolic link.
+func TestFileLockRefusesLinks(t *testing.T) {
+	lock := filepath.Join(t.TempDir(), "nri.lock")
+	target, content := plant(t, lock, "")
+	if _, err := FileLock(lock).Lock(t.Context()); !errors.Is(err, ErrNotRegular) {
+		t.Errorf("Lock through a link: %v, want ErrNotRegular", err)
+	}
+	untouched(t, target, content)
+}
+
+// A FIFO at the pending file's name does not block the write.
+func TestPendingWriteRefusesFIFO(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoint.json")
+	if err := mkfifo(PendingPath(path)); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFileUnsynced(PendingPath(path), []byte("{}"), 0o600); err == nil {
+		t.Error("a write to a FIFO succeeded")
+	}
+}
+
+func mkfifo(path string) error { return unix.Mkfifo(path, 0o600) }
+
+// A state directory that others may write in is made private to its owner
+// by Open: nothing can be planted in it from then on.
+func TestOpenFixesStateDirMode(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	open(t, filepath.Join(dir, "checkpoint.json"))
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm()&0o022 != 0 {
+		t.Errorf("the state directory is mode %s after Open, want no write bit for group or others", fi.Mode())
+	}
+}

@@ -1,0 +1,191 @@
+package cnipolicy
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+)
+
+// The configuration types of the reference plugins
+// (containernetworking/plugins), as each plugin decodes its stdin with
+// encoding/json: the fields that name host objects, change the node or
+// name the executables to run.
+type (
+	netConf struct {
+		Type string `json:"type"`
+		IPAM struct {
+			Type string `json:"type"`
+		} `json:"ipam"`
+	}
+	macvlanConf struct { // plugins/main/macvlan, ipvlan and vlan
+		netConf
+		Master string `json:"master"`
+	}
+	bridgeConf struct { // plugins/main/bridge
+		netConf
+		BrName       string `json:"bridge"`
+		IsGW         bool   `json:"isGateway"`
+		IsDefaultGW  bool   `json:"isDefaultGateway"`
+		ForceAddress bool   `json:"forceAddress"`
+		IPMasq       bool   `json:"ipMasq"`
+		HairpinMode  bool   `json:"hairpinMode"`
+		PromiscMode  bool   `json:"promiscMode"`
+		Vlan         int    `json:"vlan"`
+		VlanTrunk    []any  `json:"vlanTrunk,omitempty"`
+		MacSpoofChk  bool   `json:"macspoofchk,omitempty"`
+		PortIsolate  bool   `json:"portIsolation"`
+	}
+	hostDeviceConf struct { // plugins/main/host-device
+		netConf
+		Device        string `json:"device"`
+		HWAddr        string `json:"hwaddr"`
+		KernelPath    string `json:"kernelpath"`
+		PCIAddr       string `json:"pciBusID"`
+		RuntimeConfig struct {
+			DeviceID string `json:"deviceID,omitempty"`
+		} `json:"runtimeConfig,omitempty"`
+	}
+	hostLocalNet struct { // plugins/ipam/host-local/backend/allocator
+		IPAM *struct {
+			Type       string `json:"type"`
+			DataDir    string `json:"dataDir"`
+			ResolvConf string `json:"resolvConf"`
+		} `json:"ipam"`
+	}
+	tuningConf struct { // plugins/meta/tuning
+		netConf
+		SysCtl map[string]string `json:"sysctl"`
+	}
+)
+
+// FuzzPluginView: the policy's view of a configuration (Inspect) and what
+// the plugins' own decoding reads from it never disagree on a plugin
+// type, a host device, a host path or a host-changing option. A view
+// with problems is refused whatever the policy, so it need not agree.
+func FuzzPluginView(f *testing.F) {
+	for _, seed := range []string{
+		`{"type": "macvlan", "master": "eth0", "ipam": {"type": "host-local", "dataDir": "/var/lib/cni"}}`,
+		`{"type": "macvlan", "IPAM": {"type": "host-device"}, "Device": "eth0"}`,
+		`{"Type": "ipvlan", "MASTER": "eth0"}`,
+		`{"type": "vlan", "maſter": "eth0", "vlanId": 7}`,
+		`{"type": "macvlan", "master": null}`,
+		`{"type": "bridge", "isGateway": true, "IPMASQ": true, "vlan": 3, "vlanTrunk": [{"id": 4}], "ipam": {"type": "host-local", "ResolvConf": "/etc/resolv.conf"}}`,
+		`{"type": "host-device", "PCIBusID": "0000:00:03.0", "RuntimeConfig": {"DeviceID": "0000:00:04.0"}, "KERNELPATH": "/sys/x"}`,
+		`{"type": "tuning", "sysctl": {"kernel.core_pattern": "|/x", "net.ipv4.ip_forward": "1"}}`,
+		`{"type": "bridge", "bridge": "", "hairpinMode": false}`,
+		`{"type": "macvlan", "master": "a", "master": "b"}`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, data string) {
+		var conf map[string]any
+		if json.Unmarshal([]byte(data), &conf) != nil {
+			return
+		}
+		v := Inspect(conf)
+		if len(v.Problems) > 0 {
+			return
+		}
+		var nc netConf
+		if json.Unmarshal([]byte(data), &nc) != nil {
+			return
+		}
+		var want []string
+		if nc.Type != "" {
+			want = append(want, nc.Type)
+		}
+		if nc.IPAM.Type != "" {
+			want = append(want, nc.IPAM.Type)
+		}
+		var got []string
+		for _, tr := range v.Types {
+			got = append(got, tr.Name)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: the plugin runs %q, the policy sees %q", data, want, got)
+		}
+		has := func(kind Kind, field, value string, omitted bool) {
+			t.Helper()
+			if !slices.ContainsFunc(v.Refs, func(r Ref) bool {
+				return r.Kind == kind && r.Value == value && r.Omitted == omitted && (field == "" || r.Field == field)
+			}) {
+				t.Errorf("%s: the plugin reads %s %q (omitted %v), the policy sees %+v", data, field, value, omitted, v.Refs)
+			}
+		}
+		decode := func(into any) bool { return json.Unmarshal([]byte(data), into) == nil }
+		switch nc.Type {
+		case "macvlan", "ipvlan", "vlan":
+			var c macvlanConf
+			if !decode(&c) {
+				return
+			}
+			if c.Master == "" {
+				has(HostDevice, "master", DefaultRouteLink, true)
+			} else {
+				has(HostDevice, "master", c.Master, false)
+			}
+		case "bridge":
+			var c bridgeConf
+			if !decode(&c) {
+				return
+			}
+			if c.BrName == "" {
+				has(HostDevice, "bridge", "cni0", true)
+			} else {
+				has(HostDevice, "bridge", c.BrName, false)
+			}
+			for field, on := range map[string]bool{"isGateway": c.IsGW, "isDefaultGateway": c.IsDefaultGW, "forceAddress": c.ForceAddress,
+				"ipMasq": c.IPMasq, "hairpinMode": c.HairpinMode, "promiscMode": c.PromiscMode, "vlan": c.Vlan != 0,
+				"vlanTrunk": len(c.VlanTrunk) > 0, "macspoofchk": c.MacSpoofChk, "portIsolation": c.PortIsolate} {
+				if on && !slices.ContainsFunc(v.Refs, func(r Ref) bool { return r.Kind == HostOption && r.Field == field }) {
+					t.Errorf("%s: bridge turns on %s, the policy sees %+v", data, field, v.Refs)
+				}
+			}
+		case "host-device":
+			var c hostDeviceConf
+			if !decode(&c) {
+				return
+			}
+			for field, value := range map[string]string{"device": c.Device, "hwaddr": c.HWAddr, "kernelpath": c.KernelPath,
+				"pciBusID": c.PCIAddr, "deviceID": c.RuntimeConfig.DeviceID} {
+				if value != "" {
+					has(HostDevice, field, value, false)
+				}
+			}
+		case "tuning":
+			var c tuningConf
+			if !decode(&c) {
+				return
+			}
+			for name := range c.SysCtl {
+				if !podSysctl(name) {
+					has(HostOption, "sysctl", name, false)
+				}
+			}
+		}
+		if nc.IPAM.Type == "host-local" {
+			var n hostLocalNet
+			if !decode(&n) || n.IPAM == nil {
+				return
+			}
+			for _, p := range []string{n.IPAM.DataDir, n.IPAM.ResolvConf} {
+				if p != "" {
+					has(HostPath, "", p, false)
+				}
+			}
+		}
+	})
+}
+
+// The fuzz target's decoders are the plugins': a key in any letter case
+// sets the field.
+func TestPluginDecodersFold(t *testing.T) {
+	var c hostDeviceConf
+	if err := json.Unmarshal([]byte(`{"TYPE": "host-device", "DEVICE": "eth0", "ruNtimeconfig": {"DEVICEID": "x"}}`), &c); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprintln(c.Type, c.Device, c.RuntimeConfig.DeviceID); got != "host-device eth0 x\n" {
+		t.Errorf("decoded %q", got)
+	}
+}

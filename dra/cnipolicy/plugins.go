@@ -1,0 +1,77 @@
+package cnipolicy
+
+import "strings"
+
+// deviceFields are the fields of the reference plugins' configurations
+// that name a device of the host rather than of the pod: an interface to
+// take or attach to (host-device's device, hwaddr, kernelpath, pciBusID
+// and deviceID; macvlan, ipvlan and vlan's master; bridge's bridge),
+// whatever the plugin.
+var deviceFields = []string{"bridge", "device", "deviceID", "hwaddr", "kernelpath", "master", "pciBusID"}
+
+// pathSuffixes end the names of fields that name files of the host
+// (host-local's dataDir, resolvConf, a socket path).
+var pathSuffixes = []string{"dir", "path", "file", "socket", "conf"}
+
+// deviceField is the device field a key sets, if any.
+func deviceField(key string) (string, bool) {
+	f := Fold(key)
+	for _, d := range deviceFields {
+		if Fold(d) == f {
+			return d, true
+		}
+	}
+	return "", false
+}
+
+// isPathField says whether a key names a file of the host.
+func isPathField(key string) bool {
+	f := Fold(key)
+	for _, s := range pathSuffixes {
+		if strings.HasSuffix(f, Fold(s)) {
+			return true
+		}
+	}
+	return false
+}
+
+// A defaultRef is a field whose default is an object of the host.
+type defaultRef struct {
+	field string
+	kind  Kind
+	value string
+}
+
+// pluginFacts are what a reference plugin does that its configuration
+// need not say.
+type pluginFacts struct {
+	// defaults are the fields that, left out, take an object of the host.
+	defaults []defaultRef
+	// hostOptions are the options that, on, change the host.
+	hostOptions []string
+	// sysctls: its sysctl map is written under /proc/sys.
+	sysctls bool
+}
+
+// referencePlugins are the facts of the reference plugins
+// (containernetworking/plugins) a tenant's configuration may name.
+var referencePlugins = map[string]pluginFacts{
+	// macvlan, ipvlan and vlan make their interface on master, the
+	// node's default-route interface when left out.
+	"macvlan": {defaults: []defaultRef{{"master", HostDevice, DefaultRouteLink}}},
+	"ipvlan":  {defaults: []defaultRef{{"master", HostDevice, DefaultRouteLink}}},
+	"vlan":    {defaults: []defaultRef{{"master", HostDevice, DefaultRouteLink}}},
+	// bridge attaches to (and makes) the bridge cni0 when left out; its
+	// options put the gateway address on the bridge and turn on
+	// forwarding (isGateway, isDefaultGateway, forceAddress), add NAT
+	// rules (ipMasq), and set the host's bridge and ports (hairpinMode,
+	// promiscMode, macspoofchk, vlan, vlanTrunk, portIsolation).
+	"bridge": {
+		defaults: []defaultRef{{"bridge", HostDevice, "cni0"}},
+		hostOptions: []string{"isGateway", "isDefaultGateway", "forceAddress", "ipMasq", "hairpinMode",
+			"promiscMode", "macspoofchk", "vlan", "vlanTrunk", "portIsolation"},
+	},
+	// tuning writes its sysctls under /proc/sys in the pod's network
+	// namespace, where only net.* is the pod's.
+	"tuning": {sysctls: true},
+}

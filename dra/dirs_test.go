@@ -1,0 +1,57 @@
+package dra
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/fastpath-dra/fastpath/internal/hostdir"
+)
+
+// The driver's directories (plugin, state, CDI) that group or others may
+// write in are made private to their owner when it starts; a sticky one
+// shared by every user (a CDI directory set to /tmp) is refused, and left
+// as it is.
+func TestNewMakesDirsPrivate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mode os.FileMode
+		err  error
+	}{
+		{"writable by all", 0o777, nil},
+		{"sticky", 0o777 | os.ModeSticky, hostdir.ErrShared},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			opts := Options{NodeName: testNode, Client: fake.NewClientset(), PluginDir: filepath.Join(dir, "plugin"),
+				StateDir: filepath.Join(dir, "state"), CDIDir: filepath.Join(dir, "cdi"), Store: testStore(t)}
+			for _, d := range []string{opts.PluginDir, opts.StateDir, opts.CDIDir} {
+				if err := os.Mkdir(d, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chmod(d, tc.mode); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err := New(opts)
+			if !errors.Is(err, tc.err) {
+				t.Fatalf("New = %v, want %v", err, tc.err)
+			}
+			for _, d := range []string{opts.PluginDir, opts.StateDir, opts.CDIDir} {
+				fi, err := os.Stat(d)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tc.err == nil && fi.Mode().Perm()&0o022 != 0 {
+					t.Errorf("%s is mode %s after New, want no write bit for group or others", d, fi.Mode())
+				}
+				if tc.err != nil && fi.Mode() != tc.mode|os.ModeDir {
+					t.Errorf("%s is mode %s after a refusal, want it left %s", d, fi.Mode(), tc.mode|os.ModeDir)
+				}
+			}
+		})
+	}
+}
