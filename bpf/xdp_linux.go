@@ -14,7 +14,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/fastpath-dra/fastpath/internal/hostdir"
+	"github.com/fastpath-dra/fastpath/dataplane/hostdir"
 )
 
 // Program is a loaded program and its maps.

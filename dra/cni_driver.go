@@ -19,7 +19,7 @@ import (
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/metrics"
 	"github.com/fastpath-dra/fastpath/dra/status"
-	"github.com/fastpath-dra/fastpath/internal/hostdir"
+	"github.com/fastpath-dra/fastpath/dataplane/hostdir"
 )
 
 // CNIOptions configure the CNI driver.

@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/fastpath-dra/fastpath/internal/hostdir"
+	"github.com/fastpath-dra/fastpath/dataplane/hostdir"
 )
 
 // The driver's directories (plugin, state, CDI) that group or others may

@@ -25,7 +25,7 @@ import (
 	"github.com/fastpath-dra/fastpath/dra/metrics"
 	"github.com/fastpath-dra/fastpath/dra/nri"
 	"github.com/fastpath-dra/fastpath/dra/status"
-	"github.com/fastpath-dra/fastpath/internal/hostdir"
+	"github.com/fastpath-dra/fastpath/dataplane/hostdir"
 )
 
 // PCIBinder binds PCI functions to vfio-pci and back (dataplane.PCIBinder).

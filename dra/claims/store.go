@@ -13,7 +13,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/fastpath-dra/fastpath/internal/hostdir"
+	"github.com/fastpath-dra/fastpath/dataplane/hostdir"
 )
 
 // Version is the checkpoint format this build writes. It migrates older
