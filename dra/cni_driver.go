@@ -15,11 +15,11 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
 
+	"github.com/fastpath-dra/fastpath/dataplane/hostdir"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/metrics"
 	"github.com/fastpath-dra/fastpath/dra/status"
-	"github.com/fastpath-dra/fastpath/dataplane/hostdir"
 )
 
 // CNIOptions configure the CNI driver.

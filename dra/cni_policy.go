@@ -73,21 +73,10 @@ func refuseHostObject(path *field.Path, r cnipolicy.Ref, blame *argSource) *fiel
 		return field.Forbidden(at, fmt.Sprintf("changes the node (the plugin's %s): a claim's own config may not; only an approved CNIConfig (configName) may", r.Field))
 	case blame != nil:
 		return field.Forbidden(blame.field(path), fmt.Sprintf("sets config.%s, which names an object of the host (%s): %s", r.Path, what, rule))
-	case cnipolicy.Fold(lastKey(r.Path)) == cnipolicy.Fold(r.Field) && lastKey(r.Path) != r.Field:
+	case cnipolicy.Fold(cnipolicy.LastKey(r.Path)) == cnipolicy.Fold(r.Field) && cnipolicy.LastKey(r.Path) != r.Field:
 		return field.Forbidden(at, fmt.Sprintf("read by the plugin as %s, names an object of the host (%s): %s", r.Field, what, rule))
 	}
 	return field.Forbidden(at, fmt.Sprintf("names an object of the host (%s): %s", what, rule))
-}
-
-// lastKey is the last key of a dotted path, without a list index.
-func lastKey(p string) string {
-	if i := strings.LastIndexByte(p, '.'); i >= 0 {
-		p = p[i+1:]
-	}
-	if i := strings.IndexByte(p, '['); i >= 0 {
-		p = p[:i]
-	}
-	return p
 }
 
 // redactErrs removes values read from ConfigMaps from errors.

@@ -20,12 +20,12 @@ import (
 
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/dataplane/fault"
+	"github.com/fastpath-dra/fastpath/dataplane/hostdir"
 	"github.com/fastpath-dra/fastpath/devices"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/metrics"
 	"github.com/fastpath-dra/fastpath/dra/nri"
 	"github.com/fastpath-dra/fastpath/dra/status"
-	"github.com/fastpath-dra/fastpath/dataplane/hostdir"
 )
 
 // PCIBinder binds PCI functions to vfio-pci and back (dataplane.PCIBinder).

@@ -107,7 +107,7 @@ func (p Policy) Faults(v View) []string {
 // Refusal says why the policy refuses r, and what it allows.
 func (p Policy) Refusal(pluginType string, r Ref) string {
 	at := r.Path
-	if r.Field != "" && !r.Omitted && r.Kind != HostOption && Fold(lastKey(r.Path)) == Fold(r.Field) && lastKey(r.Path) != r.Field {
+	if r.Field != "" && !r.Omitted && r.Kind != HostOption && Fold(LastKey(r.Path)) == Fold(r.Field) && LastKey(r.Path) != r.Field {
 		at = fmt.Sprintf("%s (read by the plugin as %s)", r.Path, r.Field)
 	}
 	switch {
@@ -124,8 +124,8 @@ func (p Policy) Refusal(pluginType string, r Ref) string {
 	return fmt.Sprintf("%s %q changes the node (%s's %s), and is not among the host options the operator allows (%s)", at, r.Value, pluginType, r.Field, listOrNone(p.Options))
 }
 
-// lastKey is the last key of a dotted path, without a list index.
-func lastKey(path string) string {
+// LastKey is the last key of a dotted path, without a list index.
+func LastKey(path string) string {
 	if i := strings.LastIndexByte(path, '.'); i >= 0 {
 		path = path[i+1:]
 	}
