@@ -104,6 +104,12 @@ func TestBuildConflist(t *testing.T) {
 				{"fieldPath": "ipam.note", "valueFrom": {"resourceSliceFieldRef": {"apiVersion": "resource.k8s.io/v1", "fieldPath": "spec.nodeName"}}}]}]}`,
 			want:   `[{"ipam":{"note":"node-a","subnet":"10.9.0.0/24","type":"host-local"},"master":"eth7","mtu":9000,"type":"vlan","vlanId":"107"}]`,
 			redact: []string{"107", "10.9.0.0/24"}},
+		// An argument sets the field the plugin reads, whatever the
+		// config's spelling of it: the device's master, not the config's.
+		"an argument over a key in capitals": {doc: `{` + cniHead + `, "plugins": [{"type": "macvlan",
+			"config": {"MASTER": "eth0", "IPAM": {"type": "host-local"}},
+			"arguments": [{"fieldPath": "master", "valueFrom": {"attributeRef": "name"}}, {"fieldPath": "ipam.subnet", "value": "10.1.0.0/24"}]}]}`,
+			want: `[{"ipam":{"subnet":"10.1.0.0/24","type":"host-local"},"master":"eth7","type":"macvlan"}]`},
 		"the design's configName example": {doc: `configName: macvlan-host-local`, ifName: "net1",
 			want: `[{"ipam":{"ranges":[[{"subnet":"10.10.1.0/24"}]],"type":"host-local"},"master":"eth7","mode":"bridge","type":"macvlan"}]`},
 		"an approved config, another ifName": {doc: `{"ifName": "net5", "configName": "macvlan-host-local"}`, ifName: "net5",
