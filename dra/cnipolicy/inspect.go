@@ -156,9 +156,7 @@ func (v *View) walk(x any, path string) {
 // of its that change the host.
 func (v *View) plugin(conf map[string]any, p pluginFacts) {
 	for _, d := range p.defaults {
-		// Left out, null or empty: the plugin reads "" and takes its
-		// default.
-		if _, val, _ := Get(conf, d.field); val == nil || val == "" {
+		if LeftOut(conf, d.field) {
 			v.Refs = append(v.Refs, Ref{Kind: d.kind, Path: d.field, Field: d.field, Value: d.value, Omitted: true})
 		}
 	}

@@ -75,3 +75,23 @@ var referencePlugins = map[string]pluginFacts{
 	// namespace, where only net.* is the pod's.
 	"tuning": {sysctls: true},
 }
+
+// MakesOnMaster says whether a plugin of type typ makes its interface on
+// a master, which it takes from the node (its default-route interface)
+// when the configuration leaves master out (LeftOut).
+func MakesOnMaster(typ string) bool {
+	for _, d := range referencePlugins[typ].defaults {
+		if d.field == "master" {
+			return true
+		}
+	}
+	return false
+}
+
+// LeftOut says whether the plugin takes its default for field: the
+// configuration leaves it out, or sets it to null or "" (the plugin reads
+// "" either way).
+func LeftOut(conf map[string]any, field string) bool {
+	_, val, _ := Get(conf, field)
+	return val == nil || val == ""
+}

@@ -2,14 +2,9 @@ package npwg
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
 )
-
-// masterPlugins are the plugin types that make their interface on a
-// master, the node's default-route interface when it is left out.
-var masterPlugins = []string{"macvlan", "ipvlan", "vlan"}
 
 // ResourceNameAnnot is the annotation by which a NetworkAttachmentDefinition
 // asks for a device of a resource for its CNI plugin (the device plugin
@@ -52,13 +47,13 @@ func (inv *Invocation) GiveDevice(dev Device) error {
 		}
 		// A plugin making its interface on a master left out would take
 		// the node's default-route interface: it gets the device's netdev.
-		if _, _, ok := cnipolicy.Get(conf, "master"); ok || !slices.Contains(masterPlugins, typ) {
+		if !cnipolicy.MakesOnMaster(typ) || !cnipolicy.LeftOut(conf, "master") {
 			return nil
 		}
 		if dev.Netdev == "" {
 			return fmt.Errorf("%s makes its interface on a master, which the configuration leaves to the device, and the device has no netdev (bound to a userspace driver?)", typ)
 		}
-		conf["master"] = dev.Netdev
+		cnipolicy.Set(conf, "master", dev.Netdev)
 		return nil
 	})
 	if err != nil {

@@ -95,7 +95,7 @@ func (p Policy) HostObjects(cfg *Config, delegated bool) error {
 			return fmt.Errorf("plugins[%d]: %w", i, err)
 		}
 		view := cnipolicy.Inspect(conf)
-		if delegated && slices.Contains(masterPlugins, pc.Network.Type) {
+		if delegated && cnipolicy.MakesOnMaster(pc.Network.Type) {
 			view.Refs = slices.DeleteFunc(view.Refs, func(r cnipolicy.Ref) bool { return r.Omitted && r.Field == "master" })
 		}
 		for _, f := range pol.Faults(view) {

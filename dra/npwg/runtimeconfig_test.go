@@ -201,6 +201,21 @@ func TestGiveDeviceMaster(t *testing.T) {
 	if _, ok := confs[1]["DeviceID"]; ok || confs[1]["deviceID"] != "0000:3b:02.1" {
 		t.Errorf("host-device is given %v, want only deviceID 0000:3b:02.1", confs[1])
 	}
+	// An empty master is left out too: the plugin would take the uplink.
+	inv, err = BuildInvocation(assigned(t, "net-b"), list(t, `{"cniVersion": "1.0.0", "type": "vlan", "Master": "", "vlanId": 7}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := inv.GiveDevice(Device{PCIAddress: "0000:3b:02.1", Netdev: "ens1f0v1"}); err != nil {
+		t.Fatal(err)
+	}
+	var vlan map[string]any
+	if err := json.Unmarshal(inv.List.Plugins[0].Bytes, &vlan); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := vlan["Master"]; ok || vlan["master"] != "ens1f0v1" {
+		t.Errorf("vlan is given %v, want only master ens1f0v1", vlan)
+	}
 	// A device without a netdev cannot be a master.
 	inv, err = BuildInvocation(assigned(t, "net-b"), list(t, `{"cniVersion": "1.0.0", "type": "ipvlan"}`))
 	if err != nil {
