@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -105,6 +106,10 @@ func ReplaceFile(path string, data []byte, perm os.FileMode) error {
 		tmp.Close()
 		return err
 	}
+	if err := markWritten(tmp.Name()); err != nil {
+		tmp.Close()
+		return err
+	}
 	if err := tmp.Sync(); err != nil {
 		tmp.Close()
 		return fmt.Errorf("sync %s: %w", tmp.Name(), err)
@@ -151,7 +156,25 @@ func WriteFileUnsynced(path string, data []byte, perm os.FileMode) error {
 		f.Close()
 		return fmt.Errorf("write %s: %w", path, err)
 	}
+	if err := markWritten(path); err != nil {
+		f.Close()
+		return err
+	}
 	return f.Close()
+}
+
+// markWritten sets the modification time of the file just written at
+// path (never through a link) to the clock's time, to the nanosecond. The
+// kernel's own is of its clock tick: two writes within one tick, the
+// second reusing the inode the first freed, would look alike to a daemon
+// sharing the store (stampOf).
+func markWritten(path string) error {
+	now := unix.NsecToTimespec(time.Now().UnixNano())
+	omit := unix.Timespec{Nsec: unix.UTIME_OMIT}
+	if err := unix.UtimesNanoAt(unix.AT_FDCWD, path, []unix.Timespec{omit, now}, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return fmt.Errorf("set the modification time of %s: %w", path, err)
+	}
+	return nil
 }
 
 // SyncDir syncs a directory: the renames in it outlive a power loss.

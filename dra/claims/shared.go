@@ -41,15 +41,20 @@ func stampOf(path string) (stamp, error) {
 }
 
 // Share makes the store safe to share with another daemon of the node.
+// It reads the checkpoint again, under the file lock: the other daemon may
+// have written it since Open read it.
 func (s *Store) Share() error {
-	st, err := stampOf(s.path)
+	s.fileMu.Lock()
+	defer s.fileMu.Unlock()
+	unlock, err := s.lockFile().Lock(context.Background())
 	if err != nil {
-		return fmt.Errorf("checkpoint %s: %w", s.path, err)
+		return err
 	}
+	defer unlock()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.shared, s.seen = true, st
-	return nil
+	s.shared, s.seen = true, stamp{size: -1} // no file's
+	s.mu.Unlock()
+	return s.refresh()
 }
 
 // FileLock is an exclusive lock on a file, shared by the processes of a
@@ -104,11 +109,21 @@ func (s *Store) refresh() error {
 	if same {
 		return nil
 	}
+	if st == (stamp{}) { // no file: nothing prepared
+		s.mu.Lock()
+		s.claims, s.seen = map[Key]*Claim{}, st
+		s.mu.Unlock()
+		return nil
+	}
 	data, err := readFile(s.path)
 	if err != nil {
 		return fmt.Errorf("read checkpoint %s: %w", s.path, err)
 	}
-	claims, _, err := Parse(data)
+	claims, version, err := Parse(data)
+	if err == nil && version < Version {
+		// The daemon this one replaces is of the previous release.
+		claims, err = migrateFastpath(data)
+	}
 	if err != nil {
 		return fmt.Errorf("checkpoint %s, written by another daemon: %w", s.path, err)
 	}

@@ -93,3 +93,60 @@ func TestFileLock(t *testing.T) {
 		unlock()
 	}
 }
+
+// A daemon that starts while the other writes (a pod's claim released
+// between the new daemon's Open and its Share) does not keep the claims
+// it read before: Share reads the checkpoint again.
+func TestShareAfterOtherWrites(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoint.json")
+	old := open(t, path)
+	if err := old.Share(); err != nil {
+		t.Fatal(err)
+	}
+	x := netdevClaim("x", "pod1", "dev-x", "net1")
+	if err := old.Admit(x); err != nil {
+		t.Fatal(err)
+	}
+	next := open(t, path)
+	if err := old.Delete(x.Key()); err != nil {
+		t.Fatal(err)
+	}
+	if err := next.Share(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := next.Get(x.Key()); ok {
+		t.Error("the new daemon still holds a claim the old one released before it shared the store")
+	}
+	if err := next.Admit(netdevClaim("y", "pod2", "dev-x", "net1")); err != nil {
+		t.Errorf("the released device cannot be prepared for another claim: %v", err)
+	}
+}
+
+// Every write of the store's files gets its own modification time, to the
+// nanosecond, even two writes of one size within one clock tick of the
+// kernel: a daemon sharing the store tells them apart (stampOf).
+func TestWritesStampedApart(t *testing.T) {
+	dir := t.TempDir()
+	for name, write := range map[string]func(string, []byte) error{
+		"atomic":   func(p string, d []byte) error { return WriteFileAtomic(p, d, 0o600) },
+		"unsynced": func(p string, d []byte) error { return WriteFileUnsynced(p, d, 0o600) },
+	} {
+		path := filepath.Join(dir, name)
+		var stamps []stamp
+		for i := range 20 {
+			if err := write(path, []byte{'a' + byte(i%2)}); err != nil {
+				t.Fatal(err)
+			}
+			st, err := stampOf(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range stamps {
+				if o.mtime.Equal(st.mtime) {
+					t.Fatalf("%s: write %d has the modification time of an earlier one (%s)", name, i, st.mtime)
+				}
+			}
+			stamps = append(stamps, st)
+		}
+	}
+}
