@@ -90,15 +90,16 @@ generated: ## regenerate, and fail if anything generated differs from what is co
 		git status --short -- bpf devices/testdata deploy dra/netapi >&2; \
 		echo "generated files differ from what is committed: run make generate and commit" >&2; exit 1; fi
 
+.PHONY: arrows
+arrows: ## the import arrows between packages (the table in test/arrows.sh), after testing the check itself (test/arrows_test.sh)
+	GO=$(GO) test/arrows_test.sh
+	GO=$(GO) test/arrows.sh
+
 .PHONY: lint
-lint: chart-lint ## go vet, gofmt, golangci-lint, fastpathd validate over deploy/, and the Helm chart (chart-lint)
+lint: chart-lint arrows ## go vet, gofmt, golangci-lint, the import arrows (arrows), fastpathd validate over deploy/, and the Helm chart (chart-lint)
 	$(DEPS) lint
 	$(GO) vet -tags privileged,e2e,benche2e,sriov,faultinject ./...
 	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod or go.sum are not tidy: run go mod tidy" >&2; $(GO) mod tidy -diff; exit 1; }
-	@bad=$$($(GO) list -deps ./dataplane/... | grep '^github.com/fastpath-dra/fastpath/dra'); \
-		if [ -n "$$bad" ]; then echo "dataplane must not import package dra:" $$bad >&2; exit 1; fi
-	@bad=$$($(GO) list -deps ./dra/api/... | grep -E 'kubeletplugin|vishvananda/netlink|cilium/ebpf|containerd/nri'); \
-		if [ -n "$$bad" ]; then echo "the config API must not import:" $$bad >&2; exit 1; fi
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
 		if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(DEPS_ENV); "$$FASTPATH_GOLANGCI_LINT" run ./...
@@ -113,7 +114,7 @@ faults: ## kill the daemon at every fault point of a claim's life, restart it an
 		grep -v -e '^=== RUN' -e '^ *--- PASS' -e '^=== NAME' -e '^=== PAUSE' -e '^=== CONT'
 
 .PHONY: unit
-unit: ## unit tests (discovery needs the pci.ids package: make deps)
+unit: ## unit tests (discovery needs the pci.ids package: test/deps.sh apt, which make fast and make deps run)
 	$(GO) test -race -count=1 $(PKGS)
 
 .PHONY: privileged
@@ -123,8 +124,9 @@ privileged: ## unit and privileged tests (root: netns, veth, BPF)
 
 FUZZTIME ?= 10s
 
-# make test fuzzes each target briefly (the warm run's budget); make fuzz
-# alone, or with FUZZTIME=10m, for longer.
+# make test fuzzes each target briefly (the warm run's budget; its recipe
+# hands FUZZTIME to make fuzz); make fuzz alone, or with FUZZTIME=10m, for
+# longer.
 test: FUZZTIME = 4s
 
 .PHONY: fuzz
@@ -183,8 +185,30 @@ e2e-sriov: ## real SR-IOV VFs: boot the igb VM (QEMU) once and run the sriov-tag
 	$(DEPS) vm
 	set -a && $(DEPS_ENV) && set +a && $(GO) run ./test/vm/cmd/fastpath-vm test $(SRIOV_PKGS)
 
+# make test runs in two tiers, each target by a make of its own, one after
+# the other (so make -j cannot start the slow tier, or reorder it, before the
+# fast one has passed): the fast tier installs only what lint and the unit
+# tests need (test/deps.sh fast, minutes on a cold machine) and reports their
+# failures first; then the rest, from deps (the test bed's builds, up to an
+# hour cold) on.
+.PHONY: fast
+fast: ## the fast tier of make test alone: install only what it needs (test/deps.sh fast), then generated, lint, unit
+	$(DEPS) fast
+	$(MAKE) --no-print-directory generated
+	$(MAKE) --no-print-directory lint
+	$(MAKE) --no-print-directory unit
+
 .PHONY: test
-test: deps generated lint privileged faults fuzz image-reproducible newcomer bench-smoke e2e-sriov ## what CI runs: deps, regenerated code unchanged, lint, unit + privileged tests, the fault suite, fuzzing, the image reproducible, e2e between two demos (newcomer), benchmarks once, real SR-IOV in a VM
+test: ## what CI runs: the fast tier first (make fast: regenerated code unchanged, lint, unit tests), then deps, unit + privileged tests, the fault suite, fuzzing, the image reproducible, e2e between two demos (newcomer), benchmarks once, real SR-IOV in a VM
+	$(MAKE) --no-print-directory fast
+	$(MAKE) --no-print-directory deps
+	$(MAKE) --no-print-directory privileged
+	$(MAKE) --no-print-directory faults
+	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
+	$(MAKE) --no-print-directory image-reproducible
+	$(MAKE) --no-print-directory newcomer
+	$(MAKE) --no-print-directory bench-smoke
+	$(MAKE) --no-print-directory e2e-sriov
 
 .PHONY: cluster-up
 cluster-up: ## start the test bed and print its KUBECONFIG (root)

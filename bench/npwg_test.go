@@ -25,11 +25,11 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/fastpath-dra/fastpath/dataplane"
-	"github.com/fastpath-dra/fastpath/dra"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/npwg"
 	"github.com/fastpath-dra/fastpath/dra/nri"
 	"github.com/fastpath-dra/fastpath/dra/status"
+	"github.com/fastpath-dra/fastpath/dra/watch"
 	"github.com/fastpath-dra/fastpath/test/netnstest"
 )
 
@@ -57,11 +57,11 @@ func npwgPod(sandbox, netNS string) nri.Pod {
 		Networks: fmt.Sprintf(`[{"name": %q, "ips": [%q]}]`, npwgNetwork, npwgAddress), IPs: []string{"10.244.0.5"}}
 }
 
-// npwgNADs is the daemon's getter (dra.NADCache) over a client holding
+// npwgNADs is the daemon's getter (watch.NADCache) over a client holding
 // nad, once its watch has listed it: what a pod's hook reads its network
 // with. Reading from the watch, the hook makes no round trip to the API
 // server.
-func npwgNADs(b *testing.B, nad *nadv1.NetworkAttachmentDefinition) dra.NADCache {
+func npwgNADs(b *testing.B, nad *nadv1.NetworkAttachmentDefinition) watch.NADCache {
 	b.Helper()
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(nad)
 	if err != nil {
@@ -71,12 +71,12 @@ func npwgNADs(b *testing.B, nad *nadv1.NetworkAttachmentDefinition) dra.NADCache
 	u.SetAPIVersion("k8s.cni.cncf.io/v1")
 	u.SetKind("NetworkAttachmentDefinition")
 	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{dra.NADResource: "NetworkAttachmentDefinitionList"})
+		map[schema.GroupVersionResource]string{watch.NADResource: "NetworkAttachmentDefinitionList"})
 	// By its resource: the kind's guessed plural is not the CRD's.
-	if err := client.Tracker().Create(dra.NADResource, u, nad.Namespace); err != nil {
+	if err := client.Tracker().Create(watch.NADResource, u, nad.Namespace); err != nil {
 		b.Fatal(err)
 	}
-	nads, err := dra.NewNADCache(client)
+	nads, err := watch.NewNADCache(client)
 	if err != nil {
 		b.Fatal(err)
 	}

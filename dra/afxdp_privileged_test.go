@@ -13,8 +13,8 @@ import (
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/fastpath-dra/fastpath/bpf"
+	"github.com/fastpath-dra/fastpath/dra/attach"
 	"github.com/fastpath-dra/fastpath/dra/claims"
-	"github.com/fastpath-dra/fastpath/dra/nri"
 )
 
 // TestKubeletAFXDP: Prepare of an afxdp claim loads xsk-redirect and pins
@@ -24,8 +24,8 @@ import (
 // program. Unprepare removes the directory. A claim for a program that is
 // not shipped pins nothing.
 func TestKubeletAFXDP(t *testing.T) {
-	good := testClaim("xsk", []alloc{{"xsk", vfNetdev}}, fromClaim(config(`"mode": "afxdp", "interface": {"name": "xsk0"}, "xdp": {"queues": 2}`)))
-	bad := testClaim("bad", []alloc{{"xsk", vfNetdev}}, fromClaim(config(`"mode": "afxdp", "xdp": {"program": "xdp-pwn"}`)))
+	good := testClaim("xsk", []alloc{{Request: "xsk", Device: vfNetdev}}, fromClaim(config(`"mode": "afxdp", "interface": {"name": "xsk0"}, "xdp": {"queues": 2}`)))
+	bad := testClaim("bad", []alloc{{Request: "xsk", Device: vfNetdev}}, fromClaim(config(`"mode": "afxdp", "xdp": {"program": "xdp-pwn"}`)))
 	d, k, ctx := startTestDriver(t, &fakeObject{good}, &fakeObject{bad})
 	t.Cleanup(func() { _ = unix.Unmount(d.opts.BPFDir, unix.MNT_DETACH) })
 	channels := &fakeChannels{cur: 8, max: 16}
@@ -70,7 +70,7 @@ func TestKubeletAFXDP(t *testing.T) {
 		t.Errorf("first mount = %+v, want the pin directory", m)
 	}
 	rec, _ := d.store.Get(claims.Key{Driver: claims.DriverFastpath, UID: good.UID})
-	if nd, ok := nri.Netdev(rec.Devices[0]); !ok || nd.XDP == nil || nd.XDP.Dir != dir || nd.XDP.Mode != bpf.Native {
+	if nd, ok := attach.Netdev(rec.Devices[0]); !ok || nd.XDP == nil || nd.XDP.Dir != dir || nd.XDP.Mode != bpf.Native {
 		t.Errorf("the pod's netdev = %+v, want one with the program to attach", nd)
 	}
 

@@ -40,7 +40,7 @@ func (b *slowBinder) BindVFIO(ctx context.Context, addr string, group int) error
 // completes: each claim has its own lock, and the hooks read the store in
 // memory.
 func TestHookDuringSlowPrepare(t *testing.T) {
-	slow := testClaim("slow", []alloc{{"dpdk", vfNetdev}}, fromClaim(config(`"mode": "vfio"`)))
+	slow := testClaim("slow", []alloc{{Request: "dpdk", Device: vfNetdev}}, fromClaim(config(`"mode": "vfio"`)))
 	d, k, ctx := startTestDriver(t, &fakeObject{slow})
 	binder := &slowBinder{PCIBinder: d.Driver.opts.PCI, started: make(chan struct{}), release: make(chan struct{})}
 	d.Driver.opts.PCI = binder

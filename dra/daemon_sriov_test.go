@@ -104,7 +104,7 @@ func TestSRIOVDaemonDownPodGone(t *testing.T) {
 	wasVF := readVF(t, pf.Name, vf.ID)
 	inv := discoverSRIOV(t)
 	const mac = "02:fa:57:00:02:03"
-	claim := testClaim("gone", []alloc{{"nic", devices.PCIDeviceName(vf.Address)}},
+	claim := testClaim("gone", []alloc{{Request: "nic", Device: devices.PCIDeviceName(vf.Address)}},
 		fromClaim(config(`"interface": {"name": "net1", "mtu": 1400, "mac": "`+mac+`"}, "vf": {"vlan": 70, "trust": true}`)))
 	client := fake.NewClientset(claim)
 	dir, err := os.MkdirTemp("", "fp") // short: unix socket paths are limited

@@ -2,8 +2,6 @@ package dra
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -22,9 +20,10 @@ import (
 	"github.com/fastpath-dra/fastpath/dataplane/fault"
 	"github.com/fastpath-dra/fastpath/dataplane/hostdir"
 	"github.com/fastpath-dra/fastpath/devices"
+	"github.com/fastpath-dra/fastpath/dra/attach"
 	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/kubelet"
 	"github.com/fastpath-dra/fastpath/dra/metrics"
-	"github.com/fastpath-dra/fastpath/dra/nri"
 	"github.com/fastpath-dra/fastpath/dra/status"
 )
 
@@ -47,13 +46,6 @@ type VFCounter interface {
 
 var _ VFCounter = dataplane.PCIBinder{}
 
-// Runtime releases what the runtime's hooks put in place for a claim
-// (nri.Plugin): Unprepare calls it first, for pods whose sandbox stopped
-// without fastpath.
-type Runtime interface {
-	ReleaseClaim(ctx context.Context, key claims.Key) error
-}
-
 // Options configure the driver.
 type Options struct {
 	NodeName string
@@ -67,7 +59,7 @@ type Options struct {
 	Store  *claims.Store
 	Status *status.Writer
 	// Runtime releases claims the runtime's hooks did not; nil for none.
-	Runtime Runtime
+	Runtime kubelet.Runtime
 	// PF makes VF settings through PFs. Default: netlink.
 	PF dataplane.PF
 	// PCI binds functions to vfio-pci. Default: sysfs and /dev of this node.
@@ -113,7 +105,7 @@ type Options struct {
 	DeviceInfoDir string
 	// PodNetworks reads the PodNetworks (and PodNetworkAttachments) claims'
 	// configs name (--podnetworks); nil: such claims are refused.
-	PodNetworks nri.PodNetworkGetter
+	PodNetworks attach.PodNetworkGetter
 }
 
 // Driver is fastpath's DRA kubelet plugin for driver fastpath.dev.
@@ -125,8 +117,8 @@ type Driver struct {
 	inventory map[string]devices.Device
 	published *devices.Inventory
 	health    *health
-	errs      backgroundErrors
-	slices    *publisher
+	errs      kubelet.Errors
+	slices    *kubelet.Publisher
 }
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
@@ -169,8 +161,8 @@ func New(opts Options) (*Driver, error) {
 		}
 		opts.BootID = id
 	}
-	d := &Driver{opts: opts, inventory: map[string]devices.Device{}, errs: backgroundErrors{metrics: opts.Metrics}}
-	d.slices = newPublisher(opts.Client, devices.DriverName, opts.NodeName, d.publishResult)
+	d := &Driver{opts: opts, inventory: map[string]devices.Device{}, errs: kubelet.Errors{Metrics: opts.Metrics}}
+	d.slices = kubelet.NewPublisher(opts.Client, devices.DriverName, opts.NodeName, d.publishResult)
 	d.health = newHealth(opts.Health, opts.NodeName, opts.Store, opts.HealthChecks, opts.Events)
 	d.health.changed = d.republish
 	opts.Metrics.GaugeByLabel("unhealthy_devices", "Devices reported unhealthy (tainted), by reason.", "reason", d.health.unhealthyByReason)
@@ -180,71 +172,13 @@ func New(opts Options) (*Driver, error) {
 // Start registers the plugin with the kubelet and serves the DRA API until
 // ctx ends or Stop is called.
 func (d *Driver) Start(ctx context.Context) error {
-	h, err := startPlugin(ctx, d, devices.DriverName, d.opts.Client, d.opts.NodeName, d.opts.PluginDir, d.opts.RegistryDir, d.opts.PodUID, true)
+	h, err := kubelet.Start(ctx, d, devices.DriverName, d.opts.Client, d.opts.NodeName, d.opts.PluginDir, d.opts.RegistryDir, d.opts.PodUID, true)
 	d.helper = h
 	if err == nil {
-		go d.slices.run(ctx)
+		go d.slices.Run(ctx)
 		go d.health.run(ctx)
 	}
 	return err
-}
-
-// startPlugin starts the kubelet plugin helper for one driver.
-func startPlugin(ctx context.Context, p kubeletplugin.DRAPlugin, driver string, client kubernetes.Interface, node, pluginDir, registryDir string, podUID types.UID, health bool) (*kubeletplugin.Helper, error) {
-	h, err := kubeletplugin.Start(ctx, p,
-		// Two daemons of the node serve at once while one replaces the
-		// other; the helper serializes the kubelet's calls across them,
-		// and the claim store is shared between them.
-		kubeletplugin.RollingUpdate(podUID),
-		kubeletplugin.DriverName(driver),
-		kubeletplugin.KubeClient(client),
-		kubeletplugin.NodeName(node),
-		kubeletplugin.PluginDataDirectoryPath(pluginDir),
-		kubeletplugin.PluginSocket(pluginSocket(pluginDir, podUID)),
-		kubeletplugin.RegistrarDirectoryPath(registryDir),
-		// A driver without device health says so: the kubelet does not
-		// subscribe (else it logs an error at every pod start).
-		kubeletplugin.HealthService(health),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("start the kubelet plugin of %s: %w", driver, err)
-	}
-	return h, nil
-}
-
-// maxSocketPath is the longest path a unix socket can be bound at
-// (sun_path, less its NUL).
-const maxSocketPath = 107
-
-// pluginSocket names the DRA socket in pluginDir: dra.sock, and with
-// rolling updates dra-<pod UID>.sock as the helper would; if that path is
-// too long for a socket (a deep kubelet root), a hash of the UID stands in
-// for it.
-func pluginSocket(pluginDir string, podUID types.UID) string {
-	if podUID == "" {
-		return "dra.sock"
-	}
-	name := "dra-" + string(podUID) + ".sock"
-	if len(filepath.Join(pluginDir, name)) <= maxSocketPath {
-		return name
-	}
-	sum := sha256.Sum256([]byte(podUID))
-	return "dra-" + base64.RawURLEncoding.EncodeToString(sum[:12]) + ".sock"
-}
-
-// registrationStatus is the kubelet's answer to a helper's registration.
-func registrationStatus(h *kubeletplugin.Helper, driver string) error {
-	if h == nil {
-		return fmt.Errorf("%s: not started", driver)
-	}
-	st := h.RegistrationStatus()
-	switch {
-	case st == nil:
-		return fmt.Errorf("%s: the kubelet has not answered the registration yet", driver)
-	case !st.PluginRegistered:
-		return fmt.Errorf("%s: the kubelet refused the registration: %s", driver, st.Error)
-	}
-	return nil
 }
 
 // Stop stops serving.
@@ -276,13 +210,13 @@ func (d *Driver) republish(context.Context) {
 		return // nothing discovered yet
 	}
 	taints := d.health.taints()
-	d.slices.publish(func() resourceslice.DriverResources { return Resources(d.opts.NodeName, *inv, taints) })
+	d.slices.Publish(func() resourceslice.DriverResources { return Resources(d.opts.NodeName, *inv, taints) })
 }
 
 // publishResult is told how each write of the slices went.
 func (d *Driver) publishResult(ctx context.Context, err error) {
 	if err != nil {
-		d.errs.publishFailed(ctx, err, "Publishing the node's devices")
+		d.errs.PublishFailed(ctx, err, "Publishing the node's devices")
 		return
 	}
 	d.mu.Lock()
@@ -316,7 +250,9 @@ func (d *Driver) inventoryMap() map[string]devices.Device {
 }
 
 // RegistrationStatus is the kubelet's answer to the registration, nil before.
-func (d *Driver) RegistrationStatus() error { return registrationStatus(d.helper, devices.DriverName) }
+func (d *Driver) RegistrationStatus() error {
+	return kubelet.RegistrationStatus(d.helper, devices.DriverName)
+}
 
 // PrepareResourceClaims prepares each claim on its own: one bad claim does
 // not fail the others, and claims of other calls are prepared at the same
@@ -441,7 +377,7 @@ func (d *Driver) reconcile(ctx context.Context, key claims.Key) error {
 
 // HandleError is called for errors in the background (publishing slices).
 func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
-	d.errs.handle(ctx, err, msg)
+	d.errs.Handle(ctx, err, msg)
 }
 
 // WatchHealthStatus streams the health of the node's prepared devices to

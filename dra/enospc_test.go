@@ -153,7 +153,7 @@ func listDir(dir string) []string {
 // with room again, prepares and unprepares the claim exactly as without
 // the failure.
 func TestFullDisk(t *testing.T) {
-	claim := testClaim("disk", []alloc{{"nic", vfNetdev}, {"dpdk", vfNetdev2}},
+	claim := testClaim("disk", []alloc{{Request: "nic", Device: vfNetdev}, {Request: "dpdk", Device: vfNetdev2}},
 		fromClaimFor("nic", config(`"interface": {"name": "net1", "mac": "02:00:00:00:00:0a"}, "vf": {"vlan": 10, "spoofChk": true}`)),
 		fromClaimFor("dpdk", config(`"mode": "vfio", "vf": {"vlan": 20}`)))
 	_, ctx := ktesting.NewTestContext(t)

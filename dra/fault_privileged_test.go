@@ -39,6 +39,8 @@ import (
 	"github.com/fastpath-dra/fastpath/devices"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/cnidriver"
+	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
 	"github.com/fastpath-dra/fastpath/dra/npwg"
 	"github.com/fastpath-dra/fastpath/dra/nri"
 	"github.com/fastpath-dra/fastpath/dra/status"
@@ -113,9 +115,9 @@ func (j job) run() error {
 		return err
 	}
 	d.UseInventory(devices.Inventory{Devices: r.Inventory})
-	cniDriver, err := NewCNIDriver(CNIOptions{NodeName: testNode, Client: client, PluginDir: filepath.Join(r.Dir, "cniplugin"), Devices: 4,
+	cniDriver, err := cnidriver.New(cnidriver.Options{NodeName: testNode, Client: client, PluginDir: filepath.Join(r.Dir, "cniplugin"), Devices: 4,
 		Store: store, Status: writer, Runtime: plugin, Attributes: map[string]string{"name": r.MasterLink, "ipamDir": r.IPAMDir},
-		Policy: CNIPolicy{Plugins: []string{"macvlan", "host-local"}}})
+		Policy: cnipolicy.Options{Plugins: []string{"macvlan", "host-local"}}})
 	if err != nil {
 		return err
 	}
@@ -322,7 +324,7 @@ func newRig(t *testing.T) *rig {
 		Share: &devices.Share{Interfaces: 8}}
 	r.Inventory = []devices.Device{vfDev, xskDev, vfioDev, memifDev, sharedDev}
 
-	r.Claim = testClaim("all", []alloc{{"nic", vfNetdev}, {"xsk", xskDev.Name}, {"dpdk", vfNetdev2}, {"vs", memifMaster}, {"fast", sharedDev.Name}},
+	r.Claim = testClaim("all", []alloc{{Request: "nic", Device: vfNetdev}, {Request: "xsk", Device: xskDev.Name}, {Request: "dpdk", Device: vfNetdev2}, {Request: "vs", Device: memifMaster}, {Request: "fast", Device: sharedDev.Name}},
 		fromClaimFor("nic", config(`"interface": {"name": "net1", "mtu": 9000, "mac": "02:00:00:fa:0f:01", "addresses": ["10.90.1.2/24"],
 			"routes": [{"destination": "10.91.0.0/16", "gateway": "10.90.1.1"}]}, "vf": {"vlan": 100, "spoofChk": true}`)),
 		fromClaimFor("xsk", config(`"mode": "afxdp", "interface": {"name": "xsk0"}, "xdp": {"attachMode": "native", "queues": 2}`)),

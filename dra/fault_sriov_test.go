@@ -231,7 +231,7 @@ func TestSRIOVFaults(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			l := vfLives{pf: pf, vf: c.vf, inv: inv,
-				claim: testClaim("fault", []alloc{{"nic", devices.PCIDeviceName(c.vf.Address)}}, fromClaim(config(c.config)))}
+				claim: testClaim("fault", []alloc{{Request: "nic", Device: devices.PCIDeviceName(c.vf.Address)}}, fromClaim(config(c.config)))}
 			ref := l.dir(t)
 			initial := l.node(t, ref)
 			l.do(t, ref, "prepare", "")

@@ -21,8 +21,8 @@ import (
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/devices"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
+	"github.com/fastpath-dra/fastpath/dra/attach"
 	"github.com/fastpath-dra/fastpath/dra/claims"
-	"github.com/fastpath-dra/fastpath/dra/nri"
 )
 
 // TaintKey is the taint fastpath puts on an unhealthy device in its
@@ -329,7 +329,7 @@ func (h *health) find() map[string]devices.Health {
 func (h *health) check(inv map[string]devices.Device, d claims.Device) devices.Health {
 	dev, inInventory := inv[d.Device]
 	inPod := false
-	if nd, isNetdev := nri.Netdev(d); isNetdev && d.Attached != nil && h.checks != nil {
+	if nd, isNetdev := attach.Netdev(d); isNetdev && d.Attached != nil && h.checks != nil {
 		a := d.Attached
 		in, err := h.checks.InPod(a.NetNS, nd)
 		if err == nil && !in {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
@@ -344,25 +343,5 @@ func TestHealthEvict(t *testing.T) {
 	ts := b.h.taints()[vfNetdev]
 	if len(ts) != 2 || ts[1].Effect != resourceapi.DeviceTaintEffectNoExecute {
 		t.Errorf("taints %+v, want NoSchedule and NoExecute", ts)
-	}
-}
-
-// TestPluginSocket: the DRA socket carries the pod UID for rolling updates,
-// and stays short enough to bind below a deep kubelet root.
-func TestPluginSocket(t *testing.T) {
-	uid := types.UID("3f0aed38-e122-4666-9d6b-4ab4fb3ce270")
-	if got := pluginSocket("/var/lib/kubelet/plugins/fastpath.dev", ""); got != "dra.sock" {
-		t.Errorf("without a pod UID: %s", got)
-	}
-	if got := pluginSocket("/var/lib/kubelet/plugins/fastpath.dev", uid); got != "dra-"+string(uid)+".sock" {
-		t.Errorf("on a usual node: %s", got)
-	}
-	deep := "/var/lib/fastpath-testbed/kubelet/plugins/cni.dra.networking.x-k8s.io"
-	got := pluginSocket(deep, uid)
-	if len(filepath.Join(deep, got)) > maxSocketPath || got == "dra.sock" {
-		t.Errorf("below %s: %s", deep, got)
-	}
-	if other := pluginSocket(deep, "0b5f7a91-0000-4666-9d6b-4ab4fb3ce270"); other == got {
-		t.Errorf("two pods share socket %s", got)
 	}
 }

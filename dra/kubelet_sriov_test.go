@@ -100,10 +100,10 @@ func TestSRIOVKubeletVFSettings(t *testing.T) {
 	macA, macB := netdevMAC(t, a.Address), netdevMAC(t, b.Address)
 	const mac = "02:fa:57:00:02:01"
 
-	claim := testClaim("vf", []alloc{{"a", devices.PCIDeviceName(a.Address)}, {"b", devices.PCIDeviceName(b.Address)}},
+	claim := testClaim("vf", []alloc{{Request: "a", Device: devices.PCIDeviceName(a.Address)}, {Request: "b", Device: devices.PCIDeviceName(b.Address)}},
 		fromClaimFor("a", config(`"interface": {"name": "net1", "mac": "`+mac+`"}, "vf": {"vlan": 10, "qos": 1, "spoofChk": false}`)),
 		fromClaimFor("b", config(`"interface": {"name": "net2"}, "vf": {"vlan": 20, "trust": true, "maxTxRateMbps": 100}`)))
-	refused := testClaim("refused", []alloc{{"a", devices.PCIDeviceName(a.Address)}, {"b", devices.PCIDeviceName(b.Address)}},
+	refused := testClaim("refused", []alloc{{Request: "a", Device: devices.PCIDeviceName(a.Address)}, {Request: "b", Device: devices.PCIDeviceName(b.Address)}},
 		fromClaimFor("a", config(`"interface": {"name": "net1", "mac": "`+mac+`"}, "vf": {"vlan": 30}`)),
 		fromClaimFor("b", config(`"interface": {"name": "net2"}, "vf": {"vlan": 40, "trust": true, "linkState": "enable"}`)))
 	d, k, ctx := startSRIOVDriver(t, &fakeObject{claim}, &fakeObject{refused})
@@ -173,7 +173,7 @@ func TestSRIOVKubeletVFIO(t *testing.T) {
 		t.Fatalf("VF %s has no IOMMU group", vf.Address)
 	}
 	was := readVF(t, pf.Name, vf.ID)
-	claim := testClaim("dpdk", []alloc{{"dpdk", devices.PCIDeviceName(vf.Address)}}, fromClaim(config(`"mode": "vfio", "vf": {"vlan": 50}`)))
+	claim := testClaim("dpdk", []alloc{{Request: "dpdk", Device: devices.PCIDeviceName(vf.Address)}}, fromClaim(config(`"mode": "vfio", "vf": {"vlan": 50}`)))
 	d, k, ctx := startSRIOVDriver(t, &fakeObject{claim})
 	if e := prepare(t, ctx, k, claim); e != "" {
 		t.Fatalf("prepare: %s", e)

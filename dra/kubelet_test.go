@@ -13,7 +13,6 @@ import (
 	"time"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
-
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	resourceapi "k8s.io/api/resource/v1"
@@ -166,7 +165,7 @@ func startDriver(t *testing.T, pf dataplane.PF, pci PCIBinder, inv devices.Inven
 type fakeObject struct{ claim *resourceapi.ResourceClaim }
 
 func TestKubeletPrepareUnprepare(t *testing.T) {
-	claim := testClaim("web", []alloc{{"nic", vfNetdev}, {"dpdk", vfVFIO}},
+	claim := testClaim("web", []alloc{{Request: "nic", Device: vfNetdev}, {Request: "dpdk", Device: vfVFIO}},
 		fromClaimFor("nic", config(`"interface": {"name": "net1", "mtu": 9000}`)),
 		fromClaimFor("dpdk", config(`"mode": "vfio"`)))
 	d, k, ctx := startTestDriver(t, &fakeObject{claim})
@@ -229,8 +228,8 @@ func TestKubeletPrepareUnprepare(t *testing.T) {
 }
 
 func TestKubeletPrepareInvalidLeavesNothing(t *testing.T) {
-	good := testClaim("good", []alloc{{"nic", vfNetdev}})
-	bad := testClaim("bad", []alloc{{"nic", vfNetdev2}}, fromClaim(config(`"interface": {"mtu": 70000}`)))
+	good := testClaim("good", []alloc{{Request: "nic", Device: vfNetdev}})
+	bad := testClaim("bad", []alloc{{Request: "nic", Device: vfNetdev2}}, fromClaim(config(`"interface": {"mtu": 70000}`)))
 	d, k, ctx := startTestDriver(t, &fakeObject{good}, &fakeObject{bad})
 	resp, err := k.dra.NodePrepareResources(ctx, &drapb.NodePrepareResourcesRequest{Claims: []*drapb.Claim{
 		{Namespace: "default", Name: "bad", Uid: string(bad.UID)},
@@ -350,7 +349,7 @@ func (f *fakePF) SetLinkState(pf string, vf int, state string) error {
 // after the VF's state was saved, and put back at Unprepare; a PF that
 // refuses one leaves the VFs as they were and nothing behind.
 func TestKubeletVFSettings(t *testing.T) {
-	claim := testClaim("vf", []alloc{{"a", vfNetdev}, {"b", vfNetdev2}},
+	claim := testClaim("vf", []alloc{{Request: "a", Device: vfNetdev}, {Request: "b", Device: vfNetdev2}},
 		fromClaimFor("a", config(`"interface": {"name": "net1", "mac": "02:00:00:00:00:0a"}, "vf": {"vlan": 10, "spoofChk": true}`)),
 		fromClaimFor("b", config(`"interface": {"name": "net2"}, "vf": {"vlan": 20, "trust": true}`)))
 	pf := &fakePF{}
@@ -403,7 +402,7 @@ func TestKubeletVFSettings(t *testing.T) {
 // PF's sriov_numvfs lowered, a hot-unplug): Unprepare succeeds, nothing of
 // the claim is left, and the claim's status says the device is gone.
 func TestKubeletVFGone(t *testing.T) {
-	claim := testClaim("gone", []alloc{{"a", vfNetdev}}, fromClaimFor("a", config(`"interface": {"name": "net1"}, "vf": {"vlan": 10}`)))
+	claim := testClaim("gone", []alloc{{Request: "a", Device: vfNetdev}}, fromClaimFor("a", config(`"interface": {"name": "net1"}, "vf": {"vlan": 10}`)))
 	pf := &fakePF{}
 	d, k, ctx := startTestDriverPF(t, pf, &fakeObject{claim})
 	req := []*drapb.Claim{{Namespace: "default", Name: "gone", Uid: string(claim.UID)}}
@@ -437,8 +436,8 @@ func TestKubeletVFGone(t *testing.T) {
 // left; a claim that sets the class's VLAN is prepared with it.
 func TestKubeletPinnedVLAN(t *testing.T) {
 	class := fromClass(config(`"vf": {"vlan": 100}, "pinned": ["vf.vlan", "mode"]`))
-	other := testClaim("other", []alloc{{"nic", vfNetdev}}, class, fromClaim(config(`"vf": {"vlan": 200}`)))
-	same := testClaim("same", []alloc{{"nic", vfNetdev2}}, class, fromClaim(config(`"vf": {"vlan": 100, "trust": true}`)))
+	other := testClaim("other", []alloc{{Request: "nic", Device: vfNetdev}}, class, fromClaim(config(`"vf": {"vlan": 200}`)))
+	same := testClaim("same", []alloc{{Request: "nic", Device: vfNetdev2}}, class, fromClaim(config(`"vf": {"vlan": 100, "trust": true}`)))
 	pf := &fakePF{}
 	d, k, ctx := startTestDriverPF(t, pf, &fakeObject{other}, &fakeObject{same})
 	resp, err := k.dra.NodePrepareResources(ctx, &drapb.NodePrepareResourcesRequest{Claims: []*drapb.Claim{{Namespace: "default", Name: "other", Uid: string(other.UID)}}})

@@ -76,7 +76,7 @@ func TestSRIOVDelegatedToHostDevice(t *testing.T) {
 	pf := sriovtest.RequirePF(t)
 	vf := pf.VFsReady(t, 4)[2]
 	const resource = "intel.com/intel_sriov_netdevice"
-	claim := testClaim("deleg", []alloc{{"vf", devices.PCIDeviceName(vf.Address)}},
+	claim := testClaim("deleg", []alloc{{Request: "vf", Device: devices.PCIDeviceName(vf.Address)}},
 		fromClaim(config(`"mode": "delegate", "resourceName": "`+resource+`"`)))
 	d, k, ctx := startSRIOVDriver(t, &fakeObject{claim})
 	devinfo := t.TempDir()

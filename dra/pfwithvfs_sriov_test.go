@@ -53,7 +53,7 @@ func TestSRIOVPFWithVFs(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := link.Attrs()
-	claim := testClaim("pf", []alloc{{"nic", name}}, fromClaim(config(`"interface": {"name": "net1"}`)))
+	claim := testClaim("pf", []alloc{{Request: "nic", Device: name}}, fromClaim(config(`"interface": {"name": "net1"}`)))
 	d, k, ctx := startSRIOVDriver(t, &fakeObject{claim})
 	d.UseInventory(inv)
 	e := prepare(t, ctx, k, claim)

@@ -86,7 +86,7 @@ func TestPreparePFWithVFs(t *testing.T) {
 				}
 			}
 
-			claim := testClaim("pf", []alloc{{"nic", tc.device}}, fromClaim(config(tc.config)))
+			claim := testClaim("pf", []alloc{{Request: "nic", Device: tc.device}}, fromClaim(config(tc.config)))
 			dir := t.TempDir()
 			client := fake.NewClientset(claim)
 			d, err := New(Options{NodeName: testNode, Client: client, PluginDir: filepath.Join(dir, "plugins"),

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"path/filepath"
-	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -13,44 +12,10 @@ import (
 	"github.com/fastpath-dra/fastpath/devices"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/claimspec"
 	"github.com/fastpath-dra/fastpath/dra/npwg"
 	"github.com/fastpath-dra/fastpath/dra/status"
 )
-
-// ClaimError is a claim fastpath cannot prepare as asked. It names the
-// claim, and the request, device and fields where they are known.
-type ClaimError struct {
-	Claim   string // namespace/name
-	Request string
-	Device  string
-	Errs    field.ErrorList
-	Reason  string
-}
-
-func (e *ClaimError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "claim %s", e.Claim)
-	if e.Request != "" {
-		fmt.Fprintf(&b, ", request %q", e.Request)
-	}
-	if e.Device != "" {
-		fmt.Fprintf(&b, ", device %s", e.Device)
-	}
-	b.WriteString(": ")
-	if e.Reason != "" {
-		b.WriteString(e.Reason)
-	}
-	if len(e.Errs) > 0 {
-		if e.Reason != "" {
-			b.WriteString(": ")
-		}
-		b.WriteString(e.Errs.ToAggregate().Error())
-	}
-	return b.String()
-}
-
-// failFunc makes the error of a claim that cannot be prepared.
-type failFunc func(request, device, reason string, errs field.ErrorList) error
 
 // planPaths are where a claim's files go; pools the node's IP pools that
 // configs name.
@@ -61,25 +26,6 @@ type planPaths struct {
 	deviceInfoDir string
 }
 
-// consumer is the one pod a claim serves: fastpath configures a device for
-// exactly one pod.
-func consumer(claim *resourceapi.ResourceClaim, fail failFunc) (claims.Pod, error) {
-	if claim.Status.Allocation == nil {
-		return claims.Pod{}, fail("", "", "not allocated", nil)
-	}
-	var pods []resourceapi.ResourceClaimConsumerReference
-	for _, r := range claim.Status.ReservedFor {
-		if r.Resource == "pods" && r.APIGroup == "" {
-			pods = append(pods, r)
-		}
-	}
-	if len(pods) != 1 || len(claim.Status.ReservedFor) != 1 {
-		return claims.Pod{}, fail("", "", fmt.Sprintf("reserved for %d consumers (%d pods); a device serves exactly one pod: use a ResourceClaimTemplate, or one claim per pod",
-			len(claim.Status.ReservedFor), len(pods)), nil)
-	}
-	return claims.Pod{UID: pods[0].UID, Name: pods[0].Name}, nil
-}
-
 // plan computes, without side effects, what preparing claim means: per
 // device, the resolved config and what to do with it. It checks everything
 // the design asks of one claim: one pod, exactly one device per request,
@@ -88,9 +34,9 @@ func consumer(claim *resourceapi.ResourceClaim, fail failFunc) (claims.Pod, erro
 func plan(claim *resourceapi.ResourceClaim, inventory map[string]devices.Device, nodeName string, paths planPaths) (*claims.Claim, error) {
 	name := klog.KObj(claim).String()
 	fail := func(request, device, reason string, errs field.ErrorList) error {
-		return &ClaimError{Claim: name, Request: request, Device: device, Reason: reason, Errs: errs}
+		return &claimspec.ClaimError{Claim: name, Request: request, Device: device, Reason: reason, Errs: errs}
 	}
-	pod, err := consumer(claim, fail)
+	pod, err := claimspec.Consumer(claim, fail)
 	if err != nil {
 		return nil, err
 	}
@@ -101,16 +47,16 @@ func plan(claim *resourceapi.ResourceClaim, inventory map[string]devices.Device,
 		if res.Driver != devices.DriverName {
 			continue
 		}
-		if err := checkResult(claim, res, nodeName, fail); err != nil {
+		if err := claimspec.CheckResult(claim, res, nodeName, fail); err != nil {
 			return nil, err
 		}
 		dev, ok := inventory[res.Device]
 		if !ok {
 			return nil, fail(res.Request, res.Device, "the device is not (or no longer) on this node", nil)
 		}
-		cfg, errs := resolveConfig(claim, res.Request)
+		cfg, errs := claimspec.ResolveConfig(claim, res.Request)
 		if len(errs) == 0 {
-			cfg, errs = configFor(cfg, res.Request, dev)
+			cfg, errs = claimspec.ConfigFor(cfg, res.Request, dev)
 		}
 		if len(errs) == 0 {
 			errs = append(paths.pools.checkPool(cfg), paths.pools.checkAddresses(cfg)...)
@@ -161,7 +107,7 @@ func planDevice(claim *resourceapi.ResourceClaim, res resourceapi.DeviceRequestA
 		d.PFPCIAddress = dev.VF.PFPCIAddress
 		if set := vfSettings(cfg); set != nil {
 			if dev.VF.PFName == "" {
-				return d, &ClaimError{Claim: klog.KObj(claim).String(), Request: res.Request, Device: dev.Name, Errs: field.ErrorList{field.Forbidden(field.NewPath("vf"),
+				return d, &claimspec.ClaimError{Claim: klog.KObj(claim).String(), Request: res.Request, Device: dev.Name, Errs: field.ErrorList{field.Forbidden(field.NewPath("vf"),
 					fmt.Sprintf("the PF %s of this VF has no netdev to set it through", dev.VF.PFPCIAddress))}}
 			}
 			d.VF = &claims.VF{PFName: dev.VF.PFName, ID: dev.VF.ID, Set: *set}
@@ -212,7 +158,7 @@ func planDelegate(claim *resourceapi.ResourceClaim, res resourceapi.DeviceReques
 	d := claims.Device{Request: res.Request, Pool: res.Pool, Device: res.Device, Kind: string(dev.Kind), Mode: cfg.Mode,
 		CDIDevice: cdiKind + "=" + cdiDeviceName(claim.UID, res.Request), ResourceName: cmp.Or(cfg.ResourceName, dev.ResourceName)}
 	fail := func(reason string) error {
-		return &ClaimError{Claim: klog.KObj(claim).String(), Request: res.Request, Device: dev.Name, Reason: reason}
+		return &claimspec.ClaimError{Claim: klog.KObj(claim).String(), Request: res.Request, Device: dev.Name, Reason: reason}
 	}
 	switch {
 	case paths.deviceInfoDir == "":
@@ -249,59 +195,4 @@ func vfSettings(cfg v1alpha1.InterfaceConfig) *claims.VFSettings {
 		return nil
 	}
 	return &s
-}
-
-// checkResult checks an allocated device of this node's driver: one
-// device for its request, from this node's pool.
-func checkResult(claim *resourceapi.ResourceClaim, res resourceapi.DeviceRequestAllocationResult, nodeName string, fail failFunc) error {
-	if why := exactlyOne(claim, res.Request); why != "" {
-		return fail(res.Request, "", why, nil)
-	}
-	if res.Pool != nodeName {
-		return fail(res.Request, res.Device, fmt.Sprintf("allocated from pool %q, but this node's pool is %q", res.Pool, nodeName), nil)
-	}
-	return nil
-}
-
-// requestBase is the request of a request or subrequest name (req/sub).
-func requestBase(request string) string {
-	base, _, _ := strings.Cut(request, "/")
-	return base
-}
-
-// exactlyOne says what is wrong unless the request asks for exactly one
-// device: each device is configured on its own.
-func exactlyOne(claim *resourceapi.ResourceClaim, request string) string {
-	base, sub, hasSub := strings.Cut(request, "/")
-	for _, r := range claim.Spec.Devices.Requests {
-		if r.Name != base {
-			continue
-		}
-		var exact *resourceapi.ExactDeviceRequest
-		if hasSub {
-			for i := range r.FirstAvailable {
-				if r.FirstAvailable[i].Name == sub {
-					s := r.FirstAvailable[i]
-					exact = &resourceapi.ExactDeviceRequest{AllocationMode: s.AllocationMode, Count: s.Count}
-				}
-			}
-		} else {
-			exact = r.Exactly
-		}
-		if exact == nil {
-			return "request not found in the claim's spec"
-		}
-		mode, count := exact.AllocationMode, exact.Count
-		if mode == "" {
-			mode = resourceapi.DeviceAllocationModeExactCount
-		}
-		if count == 0 {
-			count = 1
-		}
-		if mode != resourceapi.DeviceAllocationModeExactCount || count != 1 {
-			return fmt.Sprintf("allocationMode %s, count %d: each request must ask for exactly one device (allocationMode ExactCount, count 1); use one request per device", mode, count)
-		}
-		return ""
-	}
-	return "request not found in the claim's spec"
 }

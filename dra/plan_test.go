@@ -19,7 +19,7 @@ func planClaim(t *testing.T, claim *resourceapi.ResourceClaim) (*claims.Claim, e
 }
 
 func TestPlanValid(t *testing.T) {
-	claim := testClaim("good", []alloc{{"nic", vfNetdev}, {"dpdk", vfVFIO}},
+	claim := testClaim("good", []alloc{{Request: "nic", Device: vfNetdev}, {Request: "dpdk", Device: vfVFIO}},
 		fromClass(config(`"mode": "netdev"`)),
 		fromClaim(config(`"interface": {"name": "net1", "mtu": 9000, "mac": "02:00:00:00:00:01", "addresses": ["10.10.1.2/24", "fd00::2/64"], "routes": [{"destination": "10.20.0.0/16", "gateway": "10.10.1.1"}]}, "vf": {"vlan": 100, "qos": 2, "spoofChk": true}`)),
 	)
@@ -63,7 +63,7 @@ func TestPlanValid(t *testing.T) {
 }
 
 func TestPlanDefaults(t *testing.T) {
-	st, err := planClaim(t, testClaim("plain", []alloc{{"eth-fast", vfNetdev}}))
+	st, err := planClaim(t, testClaim("plain", []alloc{{Request: "eth-fast", Device: vfNetdev}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestPlanDefaults(t *testing.T) {
 		t.Errorf("defaulted device = %+v", d)
 	}
 	// afxdp defaults, and where the program is pinned.
-	st, err = planClaim(t, testClaim("xsk", []alloc{{"xsk", vfNetdev}}, fromClaim(config(`"mode": "afxdp"`))))
+	st, err = planClaim(t, testClaim("xsk", []alloc{{Request: "xsk", Device: vfNetdev}}, fromClaim(config(`"mode": "afxdp"`))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestPlanDefaults(t *testing.T) {
 }
 
 func TestPlanClaimWins(t *testing.T) {
-	claim := testClaim("merge", []alloc{{"nic", vfNetdev}},
+	claim := testClaim("merge", []alloc{{Request: "nic", Device: vfNetdev}},
 		fromClaim(config(`"interface": {"mtu": 1400}`)),
 		fromClass(config(`"interface": {"name": "cls0", "mtu": 9000}`)),
 	)
@@ -102,98 +102,98 @@ func TestPlanErrors(t *testing.T) {
 		want  []string // all in the error
 	}{
 		{"unknown field", func() *resourceapi.ResourceClaim {
-			return testClaim("c1", []alloc{{"nic", vfNetdev}}, fromClaim(config(`"interface": {"colour": "red"}`)))
+			return testClaim("c1", []alloc{{Request: "nic", Device: vfNetdev}}, fromClaim(config(`"interface": {"colour": "red"}`)))
 		}, []string{"claim default/c1", `request "nic"`, "device " + vfNetdev, "config[0][FromClaim].parameters", "config[0][FromClaim].parameters.interface.colour: Forbidden: unknown field"}},
 		{"duplicate field", func() *resourceapi.ResourceClaim {
-			return testClaim("c1", []alloc{{"nic", vfNetdev}}, fromClaim(config(`"mode": "netdev", "mode": "vfio"`)))
+			return testClaim("c1", []alloc{{Request: "nic", Device: vfNetdev}}, fromClaim(config(`"mode": "netdev", "mode": "vfio"`)))
 		}, []string{"parameters.mode: Forbidden: duplicate field"}},
 		{"wrong kind", func() *resourceapi.ResourceClaim {
-			return testClaim("c1", []alloc{{"nic", vfNetdev}}, fromClaim(`{"apiVersion": "v1", "kind": "ConfigMap"}`))
+			return testClaim("c1", []alloc{{Request: "nic", Device: vfNetdev}}, fromClaim(`{"apiVersion": "v1", "kind": "ConfigMap"}`))
 		}, []string{"apiVersion", "fastpath.dev/v1alpha1"}},
 		{"MTU above the device's", func() *resourceapi.ResourceClaim {
-			return testClaim("c1", []alloc{{"nic", vfNetdev}}, fromClaim(config(`"interface": {"mtu": 9800}`)))
+			return testClaim("c1", []alloc{{Request: "nic", Device: vfNetdev}}, fromClaim(config(`"interface": {"mtu": 9800}`)))
 		}, []string{"interface.mtu", "between 68 and 9702"}},
 		{"bad interface name", func() *resourceapi.ResourceClaim {
-			return testClaim("c1", []alloc{{"nic", vfNetdev}}, fromClaim(config(`"interface": {"name": "much-too-long-name0"}`)))
+			return testClaim("c1", []alloc{{Request: "nic", Device: vfNetdev}}, fromClaim(config(`"interface": {"name": "much-too-long-name0"}`)))
 		}, []string{"interface.name", "at most 15"}},
 		{"default name too long", func() *resourceapi.ResourceClaim {
-			return testClaim("c1", []alloc{{"a-very-long-request", vfNetdev}})
+			return testClaim("c1", []alloc{{Request: "a-very-long-request", Device: vfNetdev}})
 		}, []string{"interface.name"}},
 		{"slash in name", func() *resourceapi.ResourceClaim {
-			return testClaim("c1", []alloc{{"nic", vfNetdev}}, fromClaim(config(`"interface": {"name": "a/b"}`)))
+			return testClaim("c1", []alloc{{Request: "nic", Device: vfNetdev}}, fromClaim(config(`"interface": {"name": "a/b"}`)))
 		}, []string{"interface.name"}},
 		{"multicast MAC", func() *resourceapi.ResourceClaim {
-			return testClaim("c1", []alloc{{"nic", vfNetdev}}, fromClaim(config(`"interface": {"mac": "01:00:5e:00:00:01"}`)))
+			return testClaim("c1", []alloc{{Request: "nic", Device: vfNetdev}}, fromClaim(config(`"interface": {"mac": "01:00:5e:00:00:01"}`)))
 		}, []string{"interface.mac", "unicast"}},
 		{"non-canonical CIDR", func() *resourceapi.ResourceClaim {
-			return testClaim("c1", []alloc{{"nic", vfNetdev}}, fromClaim(config(`"interface": {"addresses": ["FD00::2/64"]}`)))
+			return testClaim("c1", []alloc{{Request: "nic", Device: vfNetdev}}, fromClaim(config(`"interface": {"addresses": ["FD00::2/64"]}`)))
 		}, []string{"interface.addresses[0]", "canonical: fd00::2/64"}},
 		{"address without prefix", func() *resourceapi.ResourceClaim {
-			return testClaim("c1", []alloc{{"nic", vfNetdev}}, fromClaim(config(`"interface": {"addresses": ["10.0.0.1"]}`)))
+			return testClaim("c1", []alloc{{Request: "nic", Device: vfNetdev}}, fromClaim(config(`"interface": {"addresses": ["10.0.0.1"]}`)))
 		}, []string{"interface.addresses[0]", "CIDR"}},
 		{"VLAN out of range", func() *resourceapi.ResourceClaim {
-			return testClaim("c1", []alloc{{"nic", vfNetdev}}, fromClaim(config(`"vf": {"vlan": 4095}`)))
+			return testClaim("c1", []alloc{{Request: "nic", Device: vfNetdev}}, fromClaim(config(`"vf": {"vlan": 4095}`)))
 		}, []string{"vf.vlan", "4094"}},
 		{"QoS out of range", func() *resourceapi.ResourceClaim {
-			return testClaim("c1", []alloc{{"nic", vfNetdev}}, fromClaim(config(`"vf": {"vlan": 10, "qos": 8}`)))
+			return testClaim("c1", []alloc{{Request: "nic", Device: vfNetdev}}, fromClaim(config(`"vf": {"vlan": 10, "qos": 8}`)))
 		}, []string{"vf.qos"}},
 		{"VF settings on a PF", func() *resourceapi.ResourceClaim {
-			return testClaim("c1", []alloc{{"nic", pfDevice}}, fromClaim(config(`"vf": {"vlan": 10}`)))
+			return testClaim("c1", []alloc{{Request: "nic", Device: pfDevice}}, fromClaim(config(`"vf": {"vlan": 10}`)))
 		}, []string{"vf: Forbidden", "not an SR-IOV VF"}},
 		{"netdev mode without netdev", func() *resourceapi.ResourceClaim {
-			return testClaim("c1", []alloc{{"nic", vfVFIO}})
+			return testClaim("c1", []alloc{{Request: "nic", Device: vfVFIO}})
 		}, []string{"mode", "no kernel netdev", "vfio-pci"}},
 		{"afxdp without XDP", func() *resourceapi.ResourceClaim {
-			return testClaim("c1", []alloc{{"nic", vfNetdev2}}, fromClaim(config(`"mode": "afxdp"`)))
+			return testClaim("c1", []alloc{{Request: "nic", Device: vfNetdev2}}, fromClaim(config(`"mode": "afxdp"`)))
 		}, []string{"mode", "XDP"}},
 		{"unknown XDP program", func() *resourceapi.ResourceClaim {
-			return testClaim("c1", []alloc{{"nic", vfNetdev}}, fromClaim(config(`"mode": "afxdp", "xdp": {"program": "my-prog"}`)))
+			return testClaim("c1", []alloc{{Request: "nic", Device: vfNetdev}}, fromClaim(config(`"mode": "afxdp", "xdp": {"program": "my-prog"}`)))
 		}, []string{"xdp.program", "xsk-redirect"}},
 		{"too many queues", func() *resourceapi.ResourceClaim {
-			return testClaim("c1", []alloc{{"nic", vfNetdev}}, fromClaim(config(`"mode": "afxdp", "xdp": {"queues": 8}`)))
+			return testClaim("c1", []alloc{{Request: "nic", Device: vfNetdev}}, fromClaim(config(`"mode": "afxdp", "xdp": {"queues": 8}`)))
 		}, []string{"xdp.queues", "at most 4"}},
 		{"zero-copy required", func() *resourceapi.ResourceClaim {
-			return testClaim("c1", []alloc{{"nic", vfNetdev}}, fromClaim(config(`"mode": "afxdp", "xdp": {"zeroCopy": "required"}`)))
+			return testClaim("c1", []alloc{{Request: "nic", Device: vfNetdev}}, fromClaim(config(`"mode": "afxdp", "xdp": {"zeroCopy": "required"}`)))
 		}, []string{"xdp.zeroCopy"}},
 		{"unknown mode", func() *resourceapi.ResourceClaim {
-			return testClaim("c1", []alloc{{"nic", vfNetdev}}, fromClaim(config(`"mode": "sriov"`)))
+			return testClaim("c1", []alloc{{Request: "nic", Device: vfNetdev}}, fromClaim(config(`"mode": "sriov"`)))
 		}, []string{"mode", "Unsupported value"}},
 		{"duplicate interface names", func() *resourceapi.ResourceClaim {
-			return testClaim("c1", []alloc{{"a", vfNetdev}, {"b", vfNetdev2}}, fromClaim(config(`"interface": {"name": "net1"}`)))
+			return testClaim("c1", []alloc{{Request: "a", Device: vfNetdev}, {Request: "b", Device: vfNetdev2}}, fromClaim(config(`"interface": {"name": "net1"}`)))
 		}, []string{`request "b"`, "interface.name", "net1"}},
 		{"two pods", func() *resourceapi.ResourceClaim {
-			c := testClaim("c1", []alloc{{"nic", vfNetdev}})
+			c := testClaim("c1", []alloc{{Request: "nic", Device: vfNetdev}})
 			c.Status.ReservedFor = append(c.Status.ReservedFor, c.Status.ReservedFor[0])
 			c.Status.ReservedFor[1].UID = "other"
 			return c
 		}, []string{"claim default/c1", "exactly one pod"}},
 		{"count 2", func() *resourceapi.ResourceClaim {
-			c := testClaim("c1", []alloc{{"nic", vfNetdev}})
+			c := testClaim("c1", []alloc{{Request: "nic", Device: vfNetdev}})
 			c.Spec.Devices.Requests[0].Exactly.Count = 2
 			return c
 		}, []string{`request "nic"`, "exactly one device"}},
 		{"all devices", func() *resourceapi.ResourceClaim {
-			c := testClaim("c1", []alloc{{"nic", vfNetdev}})
+			c := testClaim("c1", []alloc{{Request: "nic", Device: vfNetdev}})
 			c.Spec.Devices.Requests[0].Exactly.AllocationMode = resourceapi.DeviceAllocationModeAll
 			return c
 		}, []string{"allocationMode All"}},
 		{"vfio on a PF with VFs", func() *resourceapi.ResourceClaim {
-			return testClaim("c1", []alloc{{"pf", pfDevice}}, fromClaim(config(`"mode": "vfio"`)))
+			return testClaim("c1", []alloc{{Request: "pf", Device: pfDevice}}, fromClaim(config(`"mode": "vfio"`)))
 		}, []string{`request "pf"`, "mode", "PF with 4 VFs"}},
 		{"vfio without an IOMMU group", func() *resourceapi.ResourceClaim {
-			return testClaim("c1", []alloc{{"dpdk", noIOMMU}}, fromClaim(config(`"mode": "vfio"`)))
+			return testClaim("c1", []alloc{{Request: "dpdk", Device: noIOMMU}}, fromClaim(config(`"mode": "vfio"`)))
 		}, []string{`request "dpdk"`, "device " + noIOMMU, "mode", "no IOMMU group"}},
 		{"memif settings on a VF", func() *resourceapi.ResourceClaim {
-			return testClaim("c1", []alloc{{"nic", vfNetdev}}, fromClaim(config(`"memif": {"uid": 1000}`)))
+			return testClaim("c1", []alloc{{Request: "nic", Device: vfNetdev}}, fromClaim(config(`"memif": {"uid": 1000}`)))
 		}, []string{"memif", "not a memif endpoint"}},
 		{"memif uid not a number", func() *resourceapi.ResourceClaim {
-			return testClaim("c1", []alloc{{"m", memifSlave}}, fromClaim(config(`"memif": {"uid": "builder"}`)))
+			return testClaim("c1", []alloc{{Request: "m", Device: memifSlave}}, fromClaim(config(`"memif": {"uid": "builder"}`)))
 		}, []string{`request "m"`, "memif.uid", "string"}},
 		{"memif uid out of range", func() *resourceapi.ResourceClaim {
-			return testClaim("c1", []alloc{{"m", memifSlave}}, fromClaim(config(`"memif": {"uid": -1}`)))
+			return testClaim("c1", []alloc{{Request: "m", Device: memifSlave}}, fromClaim(config(`"memif": {"uid": -1}`)))
 		}, []string{`request "m"`, "memif.uid", "between 0 and"}},
 		{"device gone", func() *resourceapi.ResourceClaim {
-			return testClaim("c1", []alloc{{"nic", "pci-0000-99-00-0"}})
+			return testClaim("c1", []alloc{{Request: "nic", Device: "pci-0000-99-00-0"}})
 		}, []string{"device pci-0000-99-00-0", "not (or no longer) on this node"}},
 	}
 	for _, tt := range tests {
@@ -222,7 +222,7 @@ func TestPlanDelegate(t *testing.T) {
 		return planPaths{claimDir: "/state/claims/uid-d", cdiSpec: "/cdi/spec.json", deviceInfoDir: dir}
 	}
 	inv := inventoryMap(testInventory(t))
-	claim := testClaim("d", []alloc{{"vf", vfNetdev}, {"vf2", vfVFIO}}, fromClass(config(`"mode": "delegate", "resourceName": "intel.com/sriov_netdevice"`)))
+	claim := testClaim("d", []alloc{{Request: "vf", Device: vfNetdev}, {Request: "vf2", Device: vfVFIO}}, fromClass(config(`"mode": "delegate", "resourceName": "intel.com/sriov_netdevice"`)))
 	c, err := plan(claim, inv, testNode, paths("/run/devinfo"))
 	if err != nil {
 		t.Fatal(err)
@@ -247,7 +247,7 @@ func TestPlanDelegate(t *testing.T) {
 	}
 
 	// The device's own resource name when the config gives none.
-	c, err = plan(testClaim("d", []alloc{{"vf", vfNetdev}}, fromClaim(config(`"mode": "delegate"`))), inv, testNode, paths("/run/devinfo"))
+	c, err = plan(testClaim("d", []alloc{{Request: "vf", Device: vfNetdev}}, fromClaim(config(`"mode": "delegate"`))), inv, testNode, paths("/run/devinfo"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestPlanDelegate(t *testing.T) {
 		{"resource name elsewhere", `"mode": "netdev", "resourceName": "intel.com/x"`, "/run/devinfo", []string{"resourceName: Forbidden: only for mode delegate"}},
 		{"bad resource name", `"mode": "delegate", "resourceName": "sriov"`, "/run/devinfo", []string{"resourceName: Invalid value", "DOMAIN/NAME"}},
 	} {
-		_, err := plan(testClaim("d", []alloc{{"vf", vfNetdev}}, fromClaim(config(tc.config))), inv, testNode, paths(tc.dir))
+		_, err := plan(testClaim("d", []alloc{{Request: "vf", Device: vfNetdev}}, fromClaim(config(tc.config))), inv, testNode, paths(tc.dir))
 		for _, w := range tc.want {
 			if err == nil || !strings.Contains(err.Error(), w) {
 				t.Errorf("%s: error %v, want it to say %q", tc.name, err, w)
@@ -284,11 +284,11 @@ func TestPlanPinned(t *testing.T) {
 		claim *resourceapi.ResourceClaim
 		want  string
 	}{
-		"another mode": {testClaim("mode", []alloc{{"nic", vfNetdev}}, class, fromClaim(config(`"mode": "vfio"`))),
+		"another mode": {testClaim("mode", []alloc{{Request: "nic", Device: vfNetdev}}, class, fromClaim(config(`"mode": "vfio"`))),
 			`claim default/mode, request "nic", device ` + vfNetdev + `: config[1][FromClaim].parameters.mode: Forbidden: DeviceClass netdev.fastpath.dev pins mode to "netdev"`},
-		"a pool the class leaves unset": {testClaim("pool", []alloc{{"nic", vfNetdev}}, class, fromClaim(config(`"ipam": {"pool": "fast"}`))),
+		"a pool the class leaves unset": {testClaim("pool", []alloc{{Request: "nic", Device: vfNetdev}}, class, fromClaim(config(`"ipam": {"pool": "fast"}`))),
 			`config[1][FromClaim].parameters.ipam.pool: Forbidden: DeviceClass netdev.fastpath.dev pins ipam.pool to unset`},
-		"pinned in the claim": {testClaim("pins", []alloc{{"nic", vfNetdev}}, fromClaim(config(`"pinned": ["mode"]`))),
+		"pinned in the claim": {testClaim("pins", []alloc{{Request: "nic", Device: vfNetdev}}, fromClaim(config(`"pinned": ["mode"]`))),
 			`claim default/pins, request "nic", device ` + vfNetdev + `: config[0][FromClaim].parameters.pinned: Forbidden: only a DeviceClass's config pins fields`},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -299,14 +299,14 @@ func TestPlanPinned(t *testing.T) {
 		})
 	}
 
-	sub := testClaim("sub", []alloc{{"nic/vf", vfNetdev}}, class, fromClaim(config(`"mode": "afxdp"`)))
+	sub := testClaim("sub", []alloc{{Request: "nic/vf", Device: vfNetdev}}, class, fromClaim(config(`"mode": "afxdp"`)))
 	sub.Spec.Devices.Requests[0] = resourceapi.DeviceRequest{Name: "nic", FirstAvailable: []resourceapi.DeviceSubRequest{
 		{Name: "vf", DeviceClassName: "vf.example.com", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1}}}
 	if _, err := planClaim(t, sub); err == nil || !strings.Contains(err.Error(), "DeviceClass vf.example.com pins mode") {
 		t.Errorf("subrequest: %v, want its class named", err)
 	}
 
-	same := testClaim("same", []alloc{{"nic", vfNetdev}}, class, fromClaim(config(`"mode": "netdev", "interface": {"name": "fast0"}`)))
+	same := testClaim("same", []alloc{{Request: "nic", Device: vfNetdev}}, class, fromClaim(config(`"mode": "netdev", "interface": {"name": "fast0"}`)))
 	c, err := planClaim(t, same)
 	if err != nil || c.Devices[0].Mode != v1alpha1.ModeNetdev || c.Devices[0].Pod.Name != "fast0" {
 		t.Errorf("the class's own values: %+v, %v", c, err)

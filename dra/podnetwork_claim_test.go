@@ -56,8 +56,8 @@ func TestPrepareNamesPodNetwork(t *testing.T) {
 		"default/fast-att": {ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "fast-att"}, Spec: pnv1.PodNetworkAttachmentSpec{PodNetworkName: "fast"},
 			Status: pnv1.PodNetworkAttachmentStatus{Conditions: readyCondition(true, pnv1.ReasonReady)}},
 	}}
-	direct := testClaim("direct", []alloc{{"nic", vfNetdev}}, fromClaim(config(`"podNetwork": "fast"`)))
-	via := testClaim("via", []alloc{{"nic", vfNetdev2}}, fromClaim(config(`"podNetworkAttachment": "fast-att"`)))
+	direct := testClaim("direct", []alloc{{Request: "nic", Device: vfNetdev}}, fromClaim(config(`"podNetwork": "fast"`)))
+	via := testClaim("via", []alloc{{Request: "nic", Device: vfNetdev2}}, fromClaim(config(`"podNetworkAttachment": "fast-att"`)))
 	bad := []struct{ config, want string }{
 		{`"podNetwork": "pending"`, "PodNetwork pending: not Ready: ParamsNotReady"},
 		{`"podNetwork": "off"`, "PodNetwork off: AdministrativelyDisabled"},
@@ -67,7 +67,7 @@ func TestPrepareNamesPodNetwork(t *testing.T) {
 	}
 	objs := []*fakeObject{{direct}, {via}}
 	for i, b := range bad {
-		objs = append(objs, &fakeObject{testClaim(fmt.Sprintf("bad%d", i), []alloc{{"nic", vfNetdev}}, fromClaim(config(b.config)))})
+		objs = append(objs, &fakeObject{testClaim(fmt.Sprintf("bad%d", i), []alloc{{Request: "nic", Device: vfNetdev}}, fromClaim(config(b.config)))})
 	}
 	d, k, ctx := startTestDriver(t, objs...)
 	if e := prepare(t, ctx, k, direct); !strings.Contains(e, "fastpathd run --podnetworks is off") || !strings.Contains(e, "claim default/direct") {

@@ -9,15 +9,16 @@ import (
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 
 	"github.com/fastpath-dra/fastpath/bpf"
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/dataplane/fault"
+	"github.com/fastpath-dra/fastpath/dra/attach"
 	"github.com/fastpath-dra/fastpath/dra/claims"
-	"github.com/fastpath-dra/fastpath/dra/nri"
+	"github.com/fastpath-dra/fastpath/dra/claimspec"
+	"github.com/fastpath-dra/fastpath/dra/kubelet"
 	"github.com/fastpath-dra/fastpath/dra/status"
 )
 
@@ -33,7 +34,7 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 	switch {
 	case ok && c.Prepared && c.BootID == d.opts.BootID && exists(c.CDISpec):
 		logger.V(2).Info("Claim already prepared")
-		return result(&c)
+		return kubelet.Result(&c)
 	case ok && c.Prepared:
 		// Prepared in another boot, or its CDI spec is gone: do every
 		// step again.
@@ -72,7 +73,7 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 			d.opts.Status.Set(ctx, status.ClaimRef{Namespace: c.Namespace, Name: c.Name, UID: c.UID}, *st)
 		}
 	}
-	return result(&c)
+	return kubelet.Result(&c)
 }
 
 func exists(path string) bool {
@@ -97,7 +98,7 @@ func (d *Driver) observe(ctx context.Context, claim *resourceapi.ResourceClaim, 
 		if errs, err := pfWithVFs(dev, d.opts.VFs, d.opts.AllowPFWithVFs); err != nil {
 			return fail(err)
 		} else if len(errs) > 0 {
-			return &ClaimError{Claim: klog.KObj(claim).String(), Request: dev.Request, Device: dev.Device, Errs: errs}
+			return &claimspec.ClaimError{Claim: klog.KObj(claim).String(), Request: dev.Request, Device: dev.Device, Errs: errs}
 		}
 		if vf := dev.VF; vf != nil {
 			before, err := d.opts.PF.VFState(vf.PFName, vf.ID)
@@ -132,13 +133,13 @@ func (d *Driver) observe(ctx context.Context, claim *resourceapi.ResourceClaim, 
 		if dev.PodNetwork != "" || dev.PodNetworkAttachment != "" {
 			name, err := d.checkPodNetwork(ctx, claim.Namespace, dev.PodNetwork, dev.PodNetworkAttachment)
 			if err != nil {
-				return &ClaimError{Claim: klog.KObj(claim).String(), Request: dev.Request, Device: dev.Device, Reason: err.Error()}
+				return &claimspec.ClaimError{Claim: klog.KObj(claim).String(), Request: dev.Request, Device: dev.Device, Reason: err.Error()}
 			}
 			dev.PodNetwork = name
 		}
 		if dev.Memif != nil {
 			if why := checkMemif(ctx, d.opts.MemifDir, dev.Memif); why != "" {
-				return &ClaimError{Claim: klog.KObj(claim).String(), Request: dev.Request, Device: dev.Device, Reason: why}
+				return &claimspec.ClaimError{Claim: klog.KObj(claim).String(), Request: dev.Request, Device: dev.Device, Reason: why}
 			}
 		}
 	}
@@ -154,7 +155,7 @@ func (d *Driver) checkPodNetwork(ctx context.Context, namespace, name, attachmen
 	if d.opts.PodNetworks == nil {
 		return "", errors.New("config podNetwork or podNetworkAttachment: this node does not attach PodNetworks (fastpathd run --podnetworks is off)")
 	}
-	return nri.CheckPodNetwork(ctx, d.opts.PodNetworks, namespace, name, attachment)
+	return attach.CheckPodNetwork(ctx, d.opts.PodNetworks, namespace, name, attachment)
 }
 
 // steps are a fastpath claim's side effects, in order: the claim's files
@@ -178,7 +179,7 @@ func (d *Driver) steps(c *claims.Claim) []step {
 				return deviceErr(dev, dataplane.ApplyVF(ctx, d.opts.PF, vf.PFName, vf.ID, set, before))
 			},
 			undo: func(ctx context.Context) error {
-				if nd, ok := nri.Netdev(*dev); ok && nd.MACFromPF {
+				if nd, ok := attach.Netdev(*dev); ok && nd.MACFromPF {
 					return deviceErr(dev, dataplane.RestoreVFAndNetdev(ctx, d.opts.PF, vf.PFName, vf.ID, set, before, nd.HostName, nd.HostMAC))
 				}
 				return deviceErr(dev, dataplane.RestoreVF(ctx, d.opts.PF, vf.PFName, vf.ID, set, before))
@@ -326,26 +327,4 @@ func removeFiles(c *claims.Claim) error {
 		errs = append(errs, os.RemoveAll(c.Dir))
 	}
 	return errors.Join(errs...)
-}
-
-// result is what the kubelet gets for a prepared claim.
-func result(c *claims.Claim) kubeletplugin.PrepareResult {
-	var res kubeletplugin.PrepareResult
-	for _, dev := range c.Devices {
-		kd := kubeletplugin.Device{
-			Requests: []string{dev.Request}, PoolName: dev.Pool, DeviceName: dev.Device, CDIDeviceIDs: []string{dev.CDIDevice},
-		}
-		if dev.Shared != nil && dev.Shared.ShareID != "" {
-			kd.ShareID = new(types.UID(dev.Shared.ShareID))
-		}
-		res.Devices = append(res.Devices, kd)
-	}
-	for _, n := range c.Networks {
-		kd := kubeletplugin.Device{Requests: []string{n.Request}, PoolName: n.Pool, DeviceName: n.Device}
-		if n.ShareID != "" {
-			kd.ShareID = new(types.UID(n.ShareID))
-		}
-		res.Devices = append(res.Devices, kd)
-	}
-	return res
 }

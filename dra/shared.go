@@ -13,28 +13,8 @@ import (
 	"github.com/fastpath-dra/fastpath/devices"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/claimspec"
 )
-
-// forSharing checks a valid config's mode against whether the device is
-// shared: a shared device only gives sub-interfaces and is never moved
-// whole; a device of its own gives none. A sub-interface's MTU is at most
-// its parent's.
-func forSharing(c v1alpha1.InterfaceConfig, dev devices.Device) field.ErrorList {
-	mode := field.NewPath("mode")
-	shared := v1alpha1.Shared(c.Mode)
-	switch {
-	case shared && (dev.Share == nil || dev.Netdev == nil):
-		return field.ErrorList{field.Invalid(mode, c.Mode, fmt.Sprintf("device %s is not shared: the operator shares devices with --share (attribute shareable)", dev.Name))}
-	case !shared && dev.Share != nil:
-		return field.ErrorList{field.Invalid(mode, c.Mode, fmt.Sprintf("device %s is shared with other claims and never handed over whole: use mode macvlan, ipvlan or vlan", dev.Name))}
-	case !shared:
-		return nil
-	}
-	if s := c.Interface; s != nil && s.MTU != 0 && dev.Netdev.MTU > 0 && s.MTU > dev.Netdev.MTU {
-		return field.ErrorList{field.Invalid(field.NewPath("interface", "mtu"), s.MTU, fmt.Sprintf("must not exceed the MTU %d of device %s, the parent", dev.Netdev.MTU, dev.Name))}
-	}
-	return nil
-}
 
 // planShared is the record of a sub-interface of a shared device: the
 // parent is not in it as a host netdev (it is not moved, nor restored),
@@ -145,7 +125,7 @@ func (p IPPools) holdStatic(c *claims.Claim, holders map[netip.Addr]*claims.Clai
 				continue
 			}
 			if h, held := holders[prefix.Addr()]; held && h.Key() != c.Key() {
-				return &ClaimError{Claim: c.String(), Request: d.Request, Device: d.Device, Errs: field.ErrorList{field.Invalid(field.NewPath("interface", "addresses").Index(i), a,
+				return &claimspec.ClaimError{Claim: c.String(), Request: d.Request, Device: d.Device, Errs: field.ErrorList{field.Invalid(field.NewPath("interface", "addresses").Index(i), a,
 					fmt.Sprintf("%s is of the node's IP pool %s (%s) and held by %s: an address is given to one claim at a time; choose another, or ipam: {pool: %s} for a free one",
 						prefix.Addr(), pool.Name, pool.Subnet, holderName(h), pool.Name))}}
 			}
@@ -185,12 +165,12 @@ func (p IPPools) assign(c *claims.Claim, others []*claims.Claim) error {
 		}
 		pool, ok := p[d.IPAM.Pool]
 		if !ok {
-			return &ClaimError{Claim: c.String(), Request: d.Request, Device: d.Device,
+			return &claimspec.ClaimError{Claim: c.String(), Request: d.Request, Device: d.Device,
 				Errs: field.ErrorList{field.NotFound(field.NewPath("ipam", "pool"), d.IPAM.Pool)}}
 		}
 		addr, ok := pool.Free(held)
 		if !ok {
-			return &ClaimError{Claim: c.String(), Request: d.Request, Device: d.Device, Errs: field.ErrorList{field.Invalid(field.NewPath("ipam", "pool"), d.IPAM.Pool,
+			return &claimspec.ClaimError{Claim: c.String(), Request: d.Request, Device: d.Device, Errs: field.ErrorList{field.Invalid(field.NewPath("ipam", "pool"), d.IPAM.Pool,
 				"the pool has no free address: every one is held by a prepared claim; it is free again when one is unprepared")}}
 		}
 		held[addr] = true

@@ -14,6 +14,7 @@ import (
 	"github.com/fastpath-dra/fastpath/devices"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/claimspec"
 )
 
 var testPools = IPPools{
@@ -33,7 +34,7 @@ func sharedInventory(t *testing.T) map[string]devices.Device {
 }
 
 func sharedClaim(name string, body string) *resourceapi.ResourceClaim {
-	c := testClaim(name, []alloc{{"fast", pfDevice}}, fromClaim(config(body)))
+	c := testClaim(name, []alloc{{Request: "fast", Device: pfDevice}}, fromClaim(config(body)))
 	c.Status.Allocation.Devices.Results[0].ShareID = new(types.UID("share-" + name))
 	return c
 }
@@ -75,7 +76,7 @@ func TestPlanShared(t *testing.T) {
 	}{
 		"moved whole": {sharedClaim("b", `"mode": "netdev"`),
 			`claim default/b, request "fast", device pci-0000-3b-00-0: mode: Invalid value: "netdev": device pci-0000-3b-00-0 is shared with other claims and never handed over whole`},
-		"not shared": {testClaim("c", []alloc{{"nic", vfNetdev}}, fromClaim(config(`"mode": "macvlan"`))),
+		"not shared": {testClaim("c", []alloc{{Request: "nic", Device: vfNetdev}}, fromClaim(config(`"mode": "macvlan"`))),
 			`claim default/c, request "nic", device pci-0000-3b-01-0: mode: Invalid value: "macvlan": device pci-0000-3b-01-0 is not shared`},
 		"MTU above the parent's": {sharedClaim("d", `"mode": "ipvlan", "interface": {"mtu": 9001}`),
 			`claim default/d, request "fast", device pci-0000-3b-00-0: interface.mtu: Invalid value: 9001: must not exceed the MTU 9000`},
@@ -129,7 +130,7 @@ func TestIPAM(t *testing.T) {
 		t.Errorf("addresses = %v", got)
 	}
 	_, err := admitShared(t, s, "full", "fast")
-	var ce *ClaimError
+	var ce *claimspec.ClaimError
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), `claim default/full, request "fast", device pci-0000-3b-00-0: ipam.pool: Invalid value: "fast": the pool has no free address`) {
 		t.Errorf("full pool: %v", err)
 	}

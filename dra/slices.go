@@ -6,20 +6,17 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"github.com/fastpath-dra/fastpath/devices"
+	"github.com/fastpath-dra/fastpath/dra/kubelet"
 )
-
-// MaxDevicesPerSlice is how many devices one ResourceSlice holds at most
-// (the API allows 128; smaller slices make a change rewrite less).
-const MaxDevicesPerSlice = 64
 
 // Resources turns an inventory into what the node publishes: one pool named
 // after the node, its devices in name order with their taints, split into
-// slices of at most MaxDevicesPerSlice. The split is stable, so a change to one device's
+// slices of at most kubelet.MaxDevicesPerSlice. The split is stable, so a change to one device's
 // attributes changes one slice.
 func Resources(nodeName string, inv devices.Inventory, taints map[string][]resourceapi.DeviceTaint) resourceslice.DriverResources {
 	pool := resourceslice.Pool{}
-	for start := 0; start < len(inv.Devices); start += MaxDevicesPerSlice {
-		end := min(start+MaxDevicesPerSlice, len(inv.Devices))
+	for start := 0; start < len(inv.Devices); start += kubelet.MaxDevicesPerSlice {
+		end := min(start+kubelet.MaxDevicesPerSlice, len(inv.Devices))
 		slice := resourceslice.Slice{Devices: make([]resourceapi.Device, 0, end-start)}
 		for _, d := range inv.Devices[start:end] {
 			dev := resourceapi.Device{Name: d.Name, Attributes: d.Attributes(), Taints: taints[d.Name]}
@@ -60,25 +57,4 @@ func shareable(dev *resourceapi.Device, s devices.Share) {
 		dev.Capacity[CapacityBandwidth] = resourceapi.DeviceCapacity{Value: *resource.NewQuantity(int64(s.BandwidthMbps)*1_000_000, resource.DecimalSI),
 			RequestPolicy: &resourceapi.CapacityRequestPolicy{Default: &zero, ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: &zero}}}
 	}
-}
-
-// ResourceSlices renders resources as the ResourceSlice objects the
-// publisher creates (but for their generation), for `fastpathd inventory -o slices`.
-func ResourceSlices(nodeName string, res resourceslice.DriverResources) []resourceapi.ResourceSlice {
-	var out []resourceapi.ResourceSlice
-	for poolName, pool := range res.Pools {
-		for i, s := range pool.Slices {
-			rs := resourceapi.ResourceSlice{}
-			rs.APIVersion, rs.Kind = "resource.k8s.io/v1", "ResourceSlice"
-			rs.GenerateName = generateName(devices.DriverName, nodeName, i, len(pool.Slices))
-			rs.Spec = resourceapi.ResourceSliceSpec{
-				Driver:   devices.DriverName,
-				Pool:     resourceapi.ResourcePool{Name: poolName, Generation: pool.Generation, ResourceSliceCount: int64(len(pool.Slices))},
-				NodeName: new(nodeName),
-				Devices:  s.Devices,
-			}
-			out = append(out, rs)
-		}
-	}
-	return out
 }

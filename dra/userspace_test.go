@@ -13,7 +13,6 @@ import (
 	"time"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
-
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -78,7 +77,7 @@ func deviceStatus(t *testing.T, ctx context.Context, d *testDriver, claim *resou
 // take the VF, it is given back at once and nothing is left.
 func TestKubeletVFIO(t *testing.T) {
 	const addr, group = "0000:3b:01.0", 41
-	claim := testClaim("dpdk", []alloc{{"dpdk", vfNetdev}}, fromClaim(config(`"mode": "vfio", "vf": {"vlan": 30}`)))
+	claim := testClaim("dpdk", []alloc{{Request: "dpdk", Device: vfNetdev}}, fromClaim(config(`"mode": "vfio", "vf": {"vlan": 30}`)))
 	pf := &fakePF{}
 	d, k, ctx := startTestDriverPF(t, pf, &fakeObject{claim})
 
@@ -208,7 +207,7 @@ func listenMemif(t *testing.T, path string) {
 // side it serves is a directory whose socket the vswitch finds through a
 // link in the memif directory. Unprepare removes both.
 func TestKubeletMemif(t *testing.T) {
-	claim := testClaim("cnf", []alloc{{"fw", memifSlave}, {"vpp", memifMaster}},
+	claim := testClaim("cnf", []alloc{{Request: "fw", Device: memifSlave}, {Request: "vpp", Device: memifMaster}},
 		fromClaimFor("fw", config(`"memif": {"uid": 1000, "gid": 2000}`)))
 	d, k, ctx := startTestDriver(t, &fakeObject{claim})
 	socket := filepath.Join(d.opts.MemifDir, "fw0.sock")
@@ -329,7 +328,7 @@ func TestKubeletMemifBadPaths(t *testing.T) {
 			if tc.master {
 				request, device = "vpp", memifMaster
 			}
-			claim := testClaim("bad", []alloc{{request, device}})
+			claim := testClaim("bad", []alloc{{Request: request, Device: device}})
 			d, k, ctx := startTestDriver(t, &fakeObject{claim})
 			if err := os.MkdirAll(d.opts.MemifDir, 0o755); err != nil {
 				t.Fatal(err)

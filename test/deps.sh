@@ -4,7 +4,11 @@
 # built from the Go module proxy. Builds are cached outside the repository, one directory per component
 # and version, so a warm run only checks that they are there.
 #
-#   test/deps.sh [all|apt|lint|proto|testbed|vm|env]
+#   test/deps.sh [all|apt|fast|lint|proto|testbed|vm|env]
+#
+# fast is what make fast (generated, lint, unit) needs: the Debian packages
+# (clang and libbpf for go generate, pci.ids for the unit tests), the protoc
+# plugins, golangci-lint and helm; not the test bed's nor the VM's builds.
 #
 # FASTPATH_CACHE (default ~/.cache/fastpath) holds the builds.
 set -euo pipefail
@@ -284,10 +288,11 @@ VARS
 case "${1:-all}" in
 all) install_apt; proto; lint; testbed; vm ;;
 apt) install_apt ;;
+fast) install_apt; proto; lint ;;
 proto) install_apt; proto ;;
 lint) lint ;;
 testbed) install_apt; testbed ;;
 vm) vm ;;
 env) env_vars ;;
-*) echo "usage: $0 [all|apt|lint|proto|testbed|vm|env]" >&2; exit 2 ;;
+*) echo "usage: $0 [all|apt|fast|lint|proto|testbed|vm|env]" >&2; exit 2 ;;
 esac

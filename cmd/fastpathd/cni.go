@@ -14,12 +14,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/fastpath-dra/fastpath/dra"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/cnidriver"
+	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
 	"github.com/fastpath-dra/fastpath/dra/metrics"
 	"github.com/fastpath-dra/fastpath/dra/nri"
 	"github.com/fastpath-dra/fastpath/dra/status"
+	"github.com/fastpath-dra/fastpath/dra/watch"
 )
 
 // cniPolicyOptions are the flags of the CNI driver's policy: what claims
@@ -32,7 +34,7 @@ type cniPolicyOptions struct {
 }
 
 func (o *cniPolicyOptions) addFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.plugins, "cni-plugins", strings.Join(dra.DefaultCNIPlugins, ","),
+	fs.StringVar(&o.plugins, "cni-plugins", strings.Join(cnipolicy.DefaultPlugins, ","),
 		"comma-separated plugin types (IPAM included) CNI configs may run")
 	fs.StringVar(&o.configNamespace, "cni-config-namespace", "fastpath-system",
 		"namespace approved configs (CNIConfig objects) read ConfigMaps from (configMapKeyRef)")
@@ -56,8 +58,8 @@ func (o *cniPolicyOptions) validate(cmd string) error {
 	return nil
 }
 
-func (o *cniPolicyOptions) policy() dra.CNIPolicy {
-	return dra.CNIPolicy{Plugins: splitList(o.plugins), ConfigNamespace: o.configNamespace, RequireApproved: o.requireApproved}
+func (o *cniPolicyOptions) policy() cnipolicy.Options {
+	return cnipolicy.Options{Plugins: splitList(o.plugins), ConfigNamespace: o.configNamespace, RequireApproved: o.requireApproved}
 }
 
 // cniOptions are the flags of the CNI DRA driver (cni.dra.networking.x-k8s.io).
@@ -73,8 +75,8 @@ type cniOptions struct {
 }
 
 func (o *cniOptions) addFlags(fs *flag.FlagSet) {
-	fs.BoolVar(&o.enabled, "cni", false, "also serve the CNI DRA driver "+dra.CNIDriverName)
-	fs.StringVar(&o.pluginDir, "cni-plugin-dir", "/var/lib/kubelet/plugins/"+dra.CNIDriverName, "directory for the CNI driver's DRA socket")
+	fs.BoolVar(&o.enabled, "cni", false, "also serve the CNI DRA driver "+cnidriver.DriverName)
+	fs.StringVar(&o.pluginDir, "cni-plugin-dir", "/var/lib/kubelet/plugins/"+cnidriver.DriverName, "directory for the CNI driver's DRA socket")
 	fs.StringVar(&o.binDirs, "cni-bin-dir", "/opt/cni/bin", "comma-separated directories of CNI plugin executables")
 	o.cniPolicyOptions.addFlags(fs)
 	fs.IntVar(&o.devices, "cni-devices", 64, "CNI devices the node publishes: how many CNI networks its pods can have at once")
@@ -112,7 +114,7 @@ func splitList(s string) []string {
 
 // start starts the CNI driver, and the periodic CHECK of its networks.
 func (o *cniOptions) start(ctx context.Context, restConfig *rest.Config, client kubernetes.Interface, nodeName, registryDir string,
-	store *claims.Store, writer *status.Writer, plugin *nri.Plugin, m *metrics.Metrics, podUID types.UID) (*dra.CNIDriver, error) {
+	store *claims.Store, writer *status.Writer, plugin *nri.Plugin, m *metrics.Metrics, podUID types.UID) (*cnidriver.Driver, error) {
 	attrs := map[string]string{}
 	iface := o.iface
 	if iface == "" {
@@ -125,11 +127,11 @@ func (o *cniOptions) start(ctx context.Context, restConfig *rest.Config, client 
 	if err != nil {
 		return nil, err
 	}
-	d, err := dra.NewCNIDriver(dra.CNIOptions{
+	d, err := cnidriver.New(cnidriver.Options{
 		NodeName: nodeName, Client: client, PluginDir: o.pluginDir, RegistryDir: registryDir,
 		Store: store, Status: writer, Runtime: plugin, Metrics: m, PodUID: podUID,
 		Devices: o.devices, SharedDevice: o.sharedDevice, Attributes: attrs,
-		Policy: o.policy(), Approved: dra.NewApprovedConfigs(dyn),
+		Policy: o.policy(), Approved: watch.NewApprovedConfigs(dyn),
 	})
 	if err != nil {
 		return nil, err

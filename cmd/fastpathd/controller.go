@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 
-	"github.com/fastpath-dra/fastpath/dra"
+	"github.com/fastpath-dra/fastpath/controller"
 	"github.com/fastpath-dra/fastpath/dra/metrics"
 	"github.com/fastpath-dra/fastpath/dra/npwg"
 )
@@ -56,8 +56,8 @@ func (o *podNetworkOptions) addFlags(fs *flag.FlagSet) {
 		"as the nodes' flag of that name; one of its own namespace it always may, and one of another namespace is never read")
 }
 
-// controller is one of the controllers that run while a replica leads.
-type controller interface {
+// leaderTask is one of the controllers that run while a replica leads.
+type leaderTask interface {
 	Run(ctx context.Context) error
 	Synced() error
 }
@@ -116,9 +116,9 @@ func controllerCommand(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ctrls := []controller{dra.NewCNIConfigController(dyn, o.cni.policy(), o.resync)}
+	ctrls := []leaderTask{controller.NewCNIConfigController(dyn, o.cni.policy(), o.resync)}
 	if o.podNetworks.enabled {
-		ctrls = append(ctrls, dra.NewPodNetworkController(dra.PodNetworkControllerOptions{
+		ctrls = append(ctrls, controller.NewPodNetworkController(controller.PodNetworkControllerOptions{
 			Client: dyn, Pods: client, Policy: o.cni.policy(), Resync: o.resync,
 			ParamsRecheck: o.podNetworks.paramsRecheck, NoDefault: o.podNetworks.noDefault,
 			AllowedNamespaces: splitList(o.podNetworks.allowedNamespaces),
@@ -130,7 +130,7 @@ func controllerCommand(args []string, stderr io.Writer) error {
 // runController serves health and, while it leads, runs the controllers.
 // It returns when ctx ends, or with an error when it loses the lead or a
 // controller stops (the pod restarts and campaigns again).
-func runController(ctx context.Context, o controllerOptions, client kubernetes.Interface, ctrls []controller) error {
+func runController(ctx context.Context, o controllerOptions, client kubernetes.Interface, ctrls []leaderTask) error {
 	logger := klog.FromContext(ctx)
 	// Ready: a replica that leads has listed every object; one that waits
 	// is ready to take over.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/fastpath-dra/fastpath/devices"
 	"github.com/fastpath-dra/fastpath/dra"
+	"github.com/fastpath-dra/fastpath/dra/kubelet"
 )
 
 type discoveryOptions struct{ devices.Options }
@@ -97,7 +98,7 @@ func inventoryCommand(args []string, stdout, stderr io.Writer) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(inv)
 	case "slices":
-		for _, rs := range dra.ResourceSlices(o.nodeName, dra.Resources(o.nodeName, inv, nil)) {
+		for _, rs := range kubelet.ResourceSlices(devices.DriverName, o.nodeName, dra.Resources(o.nodeName, inv, nil)) {
 			data, err := yaml.Marshal(rs)
 			if err != nil {
 				return err

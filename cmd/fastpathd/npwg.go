@@ -16,6 +16,7 @@ import (
 	"github.com/fastpath-dra/fastpath/dra/npwg"
 	"github.com/fastpath-dra/fastpath/dra/nri"
 	"github.com/fastpath-dra/fastpath/dra/status"
+	"github.com/fastpath-dra/fastpath/dra/watch"
 )
 
 // npwgOptions are the flags of the networks pods select with the Network
@@ -34,8 +35,8 @@ type npwgOptions struct {
 
 	// The watches of the objects pods name (watch).
 	dyn       dynamic.Interface
-	nads      dra.NADCache
-	pnObjects dra.PodNetworkCache
+	nads      watch.NADCache
+	pnObjects watch.PodNetworkCache
 }
 
 func (o *npwgOptions) addFlags(fs *flag.FlagSet) {
@@ -138,12 +139,12 @@ func (o *npwgOptions) watch(ctx context.Context, restConfig *rest.Config) error 
 	if o.dyn, err = dynamic.NewForConfig(restConfig); err != nil {
 		return err
 	}
-	if o.nads, err = dra.NewNADCache(o.dyn); err != nil {
+	if o.nads, err = watch.NewNADCache(o.dyn); err != nil {
 		return err
 	}
 	go o.nads.Run(ctx)
 	if o.podNetworks {
-		if o.pnObjects, err = dra.NewPodNetworkCache(o.dyn); err != nil {
+		if o.pnObjects, err = watch.NewPodNetworkCache(o.dyn); err != nil {
 			return err
 		}
 		go o.pnObjects.Run(ctx)
@@ -167,9 +168,9 @@ func (o *npwgOptions) networkSources() []netapi.Source {
 	if !o.enabled {
 		return nil
 	}
-	sources := []netapi.Source{dra.NADSource{NADs: o.nads, ConfDir: o.confDirRules()}}
+	sources := []netapi.Source{netapi.NADSource{NADs: o.nads, ConfDir: o.confDirRules()}}
 	if o.podNetworks {
-		sources = append(sources, dra.PodNetworkSource{Objects: o.pnObjects, NADs: o.nads, ConfDir: o.confDirRules()})
+		sources = append(sources, netapi.PodNetworkSource{Objects: o.pnObjects, NADs: o.nads, ConfDir: o.confDirRules()})
 	}
 	return sources
 }
@@ -235,7 +236,7 @@ func (o *npwgOptions) options(client kubernetes.Interface, cni *cniOptions, pool
 	opts := &nri.NPWGOptions{NADs: o.nads, ConfDir: o.confDir, ConfNamespaces: splitList(o.confNamespaces), Policy: o.policy(), Plugins: splitList(cni.plugins),
 		Status: status.PodNetworkStatus{Client: client}, DefaultNetwork: o.defaultNetwork, DefaultInterface: o.defaultInterface, Limits: o.limits.limits()}
 	if o.ipamClaims {
-		opts.IPAMClaims = nri.NewIPAMClaimOptions(dra.IPAMClaims{Dynamic: o.dyn, Client: client}, pools, o.ipamClaimInterval)
+		opts.IPAMClaims = nri.NewIPAMClaimOptions(watch.IPAMClaims{Dynamic: o.dyn, Client: client}, pools, o.ipamClaimInterval)
 	}
 	return opts
 }

@@ -35,7 +35,9 @@ import (
 	"github.com/fastpath-dra/fastpath/devices"
 	"github.com/fastpath-dra/fastpath/dra"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
+	"github.com/fastpath-dra/fastpath/dra/attach"
 	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/cnidriver"
 	"github.com/fastpath-dra/fastpath/dra/metrics"
 	"github.com/fastpath-dra/fastpath/dra/nri"
 	"github.com/fastpath-dra/fastpath/dra/status"
@@ -250,7 +252,7 @@ func (o *apiOptions) restConfig() (*rest.Config, error) {
 
 // podNetworkGetter is what the driver reads the PodNetworks claims name
 // with: the NRI plugin's, nil when --podnetworks is off.
-func podNetworkGetter(o *nri.PodNetworkOptions) nri.PodNetworkGetter {
+func podNetworkGetter(o *nri.PodNetworkOptions) attach.PodNetworkGetter {
 	if o == nil {
 		return nil
 	}
@@ -282,7 +284,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	}
 	drivers := []string{devices.DriverName}
 	if o.cni.enabled {
-		drivers = append(drivers, dra.CNIDriverName)
+		drivers = append(drivers, cnidriver.DriverName)
 	}
 	cniNamespace := ""
 	if o.cni.enabled {

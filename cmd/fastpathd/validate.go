@@ -24,10 +24,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
-	"github.com/fastpath-dra/fastpath/dra"
 	pnv1 "github.com/fastpath-dra/fastpath/dra/api/podnetwork/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
+	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
 	"github.com/fastpath-dra/fastpath/dra/npwg"
+	"github.com/fastpath-dra/fastpath/dra/validate"
 )
 
 // stringList is a flag that may be given many times.
@@ -94,7 +95,7 @@ Exit codes: 0 no problem, 1 problems found, 2 unreadable input or bad flags.
 	}
 	rules := npwg.ConfigRules{ConfDir: nadConf.confDirRules(), Plugins: splitList(policy.plugins),
 		Policy: nadConf.hostPolicy()}
-	problems, skipped := checkManifests(docs, dra.StaticCheck{Policy: policy.policy()}, rules)
+	problems, skipped := checkManifests(docs, validate.Check{Policy: policy.policy()}, rules)
 	byPlace := func(a, b *manifest) int {
 		if c := strings.Compare(a.file, b.file); c != 0 {
 			return c
@@ -327,7 +328,7 @@ type decoded struct {
 // among them first, as the claims' classes and approved configs;
 // NetworkAttachmentDefinitions as the node judges their configuration
 // (nads). It says which objects it does not judge.
-func checkManifests(docs []*manifest, check dra.StaticCheck, nads npwg.ConfigRules) ([]problem, []skip) {
+func checkManifests(docs []*manifest, check validate.Check, nads npwg.ConfigRules) ([]problem, []skip) {
 	var problems []problem
 	var skipped []skip
 	report := func(d *manifest, request string, errs field.ErrorList) {
@@ -340,8 +341,8 @@ func checkManifests(docs []*manifest, check dra.StaticCheck, nads npwg.ConfigRul
 	}
 	var all []decoded
 	// The chart's classes, unless the inputs have their own.
-	check.Classes = dra.ChartDeviceClasses()
-	check.Approved = dra.ApprovedConfigSet{}
+	check.Classes = validate.ChartDeviceClasses()
+	check.Approved = cnipolicy.ApprovedSet{}
 	for _, d := range docs {
 		dec, errs := decode(d)
 		report(d, "", errs)
@@ -362,7 +363,7 @@ func checkManifests(docs []*manifest, check dra.StaticCheck, nads npwg.ConfigRul
 	// The interfaces each claim (by namespace/name) and template gives its
 	// pod, and whether it has devices of fastpath's drivers.
 	type claimInfo struct {
-		ifaces []dra.Interface
+		ifaces []validate.Interface
 		ours   bool
 	}
 	claims, templates := map[string]claimInfo{}, map[string]claimInfo{}
@@ -374,7 +375,7 @@ func checkManifests(docs []*manifest, check dra.StaticCheck, nads npwg.ConfigRul
 				report(d, p.Request, field.ErrorList{p.Err})
 			}
 		case dec.approved != nil:
-			report(d, "", dra.CNIConfigProblems(dec.approved, check.Policy))
+			report(d, "", cnipolicy.ConfigProblems(dec.approved, check.Policy))
 		case dec.nad != nil:
 			errs, why := nadProblems(dec.nad, nads)
 			report(d, "", errs)
@@ -543,7 +544,7 @@ func networkProblems(namespace string, pod *corev1.Pod, taken map[string]bool) f
 
 // ours says whether a claim has a request of fastpath.dev or the CNI
 // driver.
-func ours(check dra.StaticCheck, spec resourceapi.ResourceClaimSpec) bool {
+func ours(check validate.Check, spec resourceapi.ResourceClaimSpec) bool {
 	for _, r := range spec.Devices.Requests {
 		classes := []string{}
 		if r.Exactly != nil {

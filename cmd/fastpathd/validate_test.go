@@ -10,8 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fastpath-dra/fastpath/dra"
+	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
 	"github.com/fastpath-dra/fastpath/dra/npwg"
+	"github.com/fastpath-dra/fastpath/dra/validate"
 )
 
 func runValidate(t *testing.T, stdin string, args ...string) (int, string, string) {
@@ -99,7 +100,7 @@ func skippedLines(stderr string) []string {
 // examplesFlags are the flags of the nodes deploy/examples are written
 // for (make lint validates them so): delegate.yaml's network runs
 // sriov-cni.
-var examplesFlags = []string{"--cni-plugins", strings.Join(append(slices.Clone(dra.DefaultCNIPlugins), "sriov"), ",")}
+var examplesFlags = []string{"--cni-plugins", strings.Join(append(slices.Clone(cnipolicy.DefaultPlugins), "sriov"), ",")}
 
 // Every example fastpath ships, the manifests deploy/ renders, and the
 // good manifests (the CNI DRA driver design's examples verbatim among
@@ -234,7 +235,7 @@ func FuzzValidateManifests(f *testing.F) {
 	f.Add(`{"apiVersion": "v1", "kind": "List", "items": [{"kind": "Pod"}, 3]}`)
 	f.Fuzz(func(t *testing.T, input string) {
 		docs, _ := splitManifests("in.yaml", []byte(input))
-		problems, _ := checkManifests(docs, dra.StaticCheck{Policy: dra.CNIPolicy{Plugins: dra.DefaultCNIPlugins}}, npwg.ConfigRules{Plugins: dra.DefaultCNIPlugins})
+		problems, _ := checkManifests(docs, validate.Check{Policy: cnipolicy.Options{Plugins: cnipolicy.DefaultPlugins}}, npwg.ConfigRules{Plugins: cnipolicy.DefaultPlugins})
 		for _, p := range problems {
 			s := p.String()
 			if !strings.HasPrefix(s, "in.yaml:") || p.doc.line < 1 || p.err == nil {

@@ -11,7 +11,7 @@ import (
 // The drivers whose claims the store holds.
 const (
 	DriverFastpath = "fastpath.dev"
-	DriverCNI      = "cni.dra.networking.x-k8s.io"
+	DriverCNI      = "cni.dra.networking.x-k8s.io" // v1alpha1.CNIDriver
 	// DriverNPWG is not a DRA driver: its records are the networks a pod
 	// selects with the NPWG annotation (fastpathd run --npwg), one record
 	// per pod, keyed by the pod's UID, named after the pod. No

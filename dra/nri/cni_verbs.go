@@ -12,6 +12,7 @@ import (
 
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
 	"github.com/fastpath-dra/fastpath/dra/status"
 )
 
@@ -33,7 +34,7 @@ func redacted(n claims.Network, err error) error {
 	if err == nil || len(n.Redact) == 0 {
 		return err
 	}
-	return &redactedError{msg: n.Redacted(err.Error()), err: err}
+	return &redactedError{msg: cnipolicy.Redacted(err.Error(), n.Redact), err: err}
 }
 
 type redactedError struct {

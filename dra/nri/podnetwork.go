@@ -8,25 +8,14 @@ import (
 	"strings"
 
 	cnitypes100 "github.com/containernetworking/cni/pkg/types/100"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	pnv1 "github.com/fastpath-dra/fastpath/dra/api/podnetwork/v1alpha1"
+	"github.com/fastpath-dra/fastpath/dra/attach"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/npwg"
 )
-
-// Provider is the PodNetwork provider fastpath is (domain-prefixed, as the
-// KEP has providers): it attaches the PodNetworks that name it, or none.
-const Provider = "fastpath.dev/fastpathd"
-
-// PodNetworkGetter reads PodNetworks and PodNetworkAttachments.
-type PodNetworkGetter interface {
-	GetPodNetwork(ctx context.Context, name string) (*pnv1.PodNetwork, error)
-	GetPodNetworkAttachment(ctx context.Context, namespace, name string) (*pnv1.PodNetworkAttachment, error)
-}
 
 // NetworkConfigs are the node's network configurations by name: the CRI
 // Network API's networks.
@@ -46,7 +35,7 @@ type PodNetworkStatusPatcher interface {
 // They are attached as the networks of the NPWG annotation are, in the
 // pod's one record of selected networks, after those.
 type PodNetworkOptions struct {
-	Objects PodNetworkGetter
+	Objects attach.PodNetworkGetter
 	// Networks are the node's networks by name (the CRI Network API); a
 	// PodNetwork of that name is attached with that configuration. Nil:
 	// none.
@@ -97,16 +86,16 @@ func (p *Plugin) podNetworkAttachments(pod Pod) ([]pnv1.Network, []npwg.Attachme
 // attachment's) parametersRefs. ok is false for a PodNetwork of another
 // provider.
 func (p *Plugin) resolvePodNetwork(ctx context.Context, pod Pod, n pnv1.Network, a *npwg.Attachment) (_ claims.Network, ok bool, _ error) {
-	pn, refs, err := lookupPodNetwork(ctx, p.opts.PodNetworks.Objects, pod.Namespace, n.PodNetworkName, n.PodNetworkAttachmentName)
+	pn, refs, err := attach.LookupPodNetwork(ctx, p.opts.PodNetworks.Objects, pod.Namespace, n.PodNetworkName, n.PodNetworkAttachmentName)
 	if err != nil {
 		return claims.Network{}, false, err
 	}
 	name, tenantRefs := pn.Name, len(refs) > 0
-	if !ourProvider(pn) {
+	if !attach.OurProvider(pn) {
 		klog.FromContext(ctx).V(2).Info("Not attaching a PodNetwork of another provider", "pod", pod.String(), "podNetwork", name, "provider", pn.Spec.Provider)
 		return claims.Network{}, false, nil
 	}
-	if err := usable(pn); err != nil {
+	if err := attach.Usable(pn); err != nil {
 		return claims.Network{}, false, err
 	}
 	if len(refs) == 0 {
@@ -125,76 +114,8 @@ func (p *Plugin) resolvePodNetwork(ctx context.Context, pod Pod, n pnv1.Network,
 		DefaultRoute: n.IsDefaultGW, PodNetwork: name}, true, nil
 }
 
-// CheckPodNetwork is the name of the PodNetwork named directly or through
-// the PodNetworkAttachment namespace/attachment, once both pass the KEP's
-// active validation (exist, Ready, enabled) and the PodNetwork is of
-// fastpath's provider or none; else the error says why.
-func CheckPodNetwork(ctx context.Context, objects PodNetworkGetter, namespace, name, attachment string) (string, error) {
-	pn, _, err := lookupPodNetwork(ctx, objects, namespace, name, attachment)
-	if err != nil {
-		return "", err
-	}
-	if !ourProvider(pn) {
-		return "", fmt.Errorf("PodNetwork %s: its provider is %s, not %s", pn.Name, pn.Spec.Provider, Provider)
-	}
-	if err := usable(pn); err != nil {
-		return "", err
-	}
-	return pn.Name, nil
-}
-
-// lookupPodNetwork reads the PodNetwork named directly or through the
-// PodNetworkAttachment namespace/attachment, which must exist and be
-// Ready; refs are the attachment's parametersRefs.
-func lookupPodNetwork(ctx context.Context, objects PodNetworkGetter, namespace, name, attachment string) (*pnv1.PodNetwork, []pnv1.ParametersRef, error) {
-	var refs []pnv1.ParametersRef
-	if attachment != "" {
-		pna, err := objects.GetPodNetworkAttachment(ctx, namespace, attachment)
-		if err != nil {
-			return nil, nil, fmt.Errorf("PodNetworkAttachment %s/%s: %w", namespace, attachment, err)
-		}
-		if err := ready(pna.Status.Conditions); err != nil {
-			return nil, nil, fmt.Errorf("PodNetworkAttachment %s/%s: %w", namespace, attachment, err)
-		}
-		name, refs = pna.Spec.PodNetworkName, pna.Spec.ParametersRefs
-	}
-	pn, err := objects.GetPodNetwork(ctx, name)
-	if err != nil {
-		return nil, nil, fmt.Errorf("PodNetwork %s: %w", name, err)
-	}
-	return pn, refs, nil
-}
-
-// ourProvider says whether fastpath attaches the PodNetwork: its provider is
-// fastpath's, or none.
-func ourProvider(pn *pnv1.PodNetwork) bool {
-	return pn.Spec.Provider == "" || pn.Spec.Provider == Provider
-}
-
-// usable is nil when a pod may attach to the PodNetwork now: enabled and
-// Ready.
-func usable(pn *pnv1.PodNetwork) error {
-	if !pn.Spec.IsEnabled() {
-		return fmt.Errorf("PodNetwork %s: %s: enabled is false, no new pod attaches to it", pn.Name, pnv1.ReasonAdministrativelyDisabled)
-	}
-	if err := ready(pn.Status.Conditions); err != nil {
-		return fmt.Errorf("PodNetwork %s: %w", pn.Name, err)
-	}
-	return nil
-}
-
 // ready is nil when the conditions say Ready, else the error of the
 // KEP's reason and message.
-func ready(conds []metav1.Condition) error {
-	c := meta.FindStatusCondition(conds, pnv1.ConditionReady)
-	switch {
-	case c == nil:
-		return errors.New("not Ready yet (no Ready condition)")
-	case c.Status != metav1.ConditionTrue:
-		return fmt.Errorf("not Ready: %s: %s", c.Reason, c.Message)
-	}
-	return nil
-}
 
 // podNetworkConfig is the CNI configuration of a PodNetwork on this node,
 // and where it comes from.

@@ -5,16 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
-	"github.com/fastpath-dra/fastpath/bpf"
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/dataplane/fault"
+	"github.com/fastpath-dra/fastpath/dra/attach"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/metrics"
 	"github.com/fastpath-dra/fastpath/dra/npwg"
@@ -161,28 +160,13 @@ type podNetdev struct {
 // podDevice is the claim's device i as the hooks handle it, false for
 // devices without a kernel interface in the pod.
 func podDevice(c claims.Claim, i int) (podNetdev, bool) {
-	if nd, ok := Netdev(c.Devices[i]); ok {
+	if nd, ok := attach.Netdev(c.Devices[i]); ok {
 		return podNetdev{claim: c, index: i, nd: nd}, true
 	}
-	if s, ok := SubInterface(c, c.Devices[i]); ok {
+	if s, ok := attach.SubInterface(c, c.Devices[i]); ok {
 		return podNetdev{claim: c, index: i, sub: &s}, true
 	}
 	return podNetdev{}, false
-}
-
-// SubInterface is the sub-interface a device of a shared device gives its
-// pod, false for other devices. Its alias names the claim and request.
-func SubInterface(c claims.Claim, d claims.Device) (dataplane.SubInterface, bool) {
-	sh := d.Shared
-	if sh == nil || d.Pod == nil {
-		return dataplane.SubInterface{}, false
-	}
-	s := dataplane.SubInterface{Parent: sh.Parent, Kind: sh.Kind, Mode: sh.Mode, VLANID: sh.VLANID, VLANProto: sh.VLANProto, MaxTxRate: uint64(max(sh.MaxTxRate, 0)),
-		Name: d.Pod.Name, MTU: d.Pod.MTU, MAC: d.Pod.MAC, Addresses: d.Pod.Addresses, Alias: "fastpath/" + string(c.UID) + "/" + d.Request}
-	for _, r := range d.Pod.Routes {
-		s.Routes = append(s.Routes, dataplane.Route{Destination: r.Destination, Gateway: r.Gateway})
-	}
-	return s, true
 }
 
 func (n podNetdev) device() claims.Device { return n.claim.Devices[n.index] }
@@ -194,30 +178,6 @@ func (n podNetdev) String() string {
 
 func ref(c claims.Claim) status.ClaimRef {
 	return status.ClaimRef{Namespace: c.Namespace, Name: c.Name, UID: c.UID}
-}
-
-// Netdev is the attach plan of a device handed over as a kernel
-// interface, false for other devices.
-func Netdev(d claims.Device) (dataplane.Netdev, bool) {
-	if d.Host == nil || d.Pod == nil {
-		return dataplane.Netdev{}, false
-	}
-	nd := dataplane.Netdev{
-		HostName: d.Host.Name, HostMTU: d.Host.MTU, HostMAC: d.Host.MAC, HostAlias: d.Host.Alias, PCIAddress: d.PCIAddress,
-		Name: d.Pod.Name, MTU: d.Pod.MTU, MAC: d.Pod.MAC, Addresses: d.Pod.Addresses,
-	}
-	for _, r := range d.Pod.Routes {
-		nd.Routes = append(nd.Routes, dataplane.Route{Destination: r.Destination, Gateway: r.Gateway})
-	}
-	// Prepare had the PF set the interface's MAC as the VF's.
-	nd.MACFromPF = d.VF != nil && d.Pod.MAC != "" && strings.EqualFold(d.VF.Set.MAC, d.Pod.MAC)
-	if x := d.XDP; x != nil {
-		nd.XDP = &dataplane.XDP{Dir: x.PinDir, Mode: bpf.Mode(x.AttachMode), Fallback: x.Fallback}
-	}
-	if d.Attached != nil {
-		nd.HostUp = d.Attached.HostUp
-	}
-	return nd, true
 }
 
 // AttachPod puts the pod's prepared devices into its network namespace,

@@ -21,9 +21,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/fastpath-dra/fastpath/dra"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
+	"github.com/fastpath-dra/fastpath/dra/validate"
 	"github.com/fastpath-dra/fastpath/test/testbed"
 )
 
@@ -73,7 +74,7 @@ func TestCNIAttacks(t *testing.T) {
 	})
 
 	// What fastpathd validate checks, with the node's defaults.
-	validate := dra.StaticCheck{Policy: dra.CNIPolicy{Plugins: dra.DefaultCNIPlugins, ConfigNamespace: testbed.ChartNamespace}}
+	validate := validate.Check{Policy: cnipolicy.Options{Plugins: cnipolicy.DefaultPlugins, ConfigNamespace: testbed.ChartNamespace}}
 	for _, tc := range []struct {
 		name   string
 		params string // the request's parameters, JSON

@@ -23,8 +23,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
-	"github.com/fastpath-dra/fastpath/dra"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
+	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
+	"github.com/fastpath-dra/fastpath/dra/watch"
 	"github.com/fastpath-dra/fastpath/test/testbed"
 )
 
@@ -102,7 +103,7 @@ spec:
 
 var (
 	claimsV1beta1 = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1beta1", Resource: "resourceclaims"}
-	cniConfigs    = dra.CNIConfigResource
+	cniConfigs    = watch.CNIConfigResource
 )
 
 func dynamicClient(t *testing.T) dynamic.Interface {
@@ -151,7 +152,7 @@ func accepted(t *testing.T, ctx context.Context, name string, want metav1.Condit
 		if err != nil {
 			return false, nil
 		}
-		o, err := dra.CNIConfigFromUnstructured(u)
+		o, err := cnipolicy.FromUnstructured(u)
 		if err != nil {
 			return false, err
 		}

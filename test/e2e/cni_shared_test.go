@@ -15,8 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/fastpath-dra/fastpath/dra"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
+	"github.com/fastpath-dra/fastpath/dra/cnidriver"
 )
 
 // TestCNISharedDevice: with --cni-shared-device the CNI driver publishes
@@ -36,8 +36,8 @@ func TestCNISharedDevice(t *testing.T) {
 			return false, nil
 		}
 		d := list.Items[0].Spec.Devices[0]
-		c := d.Capacity[dra.CapacityNetworks]
-		return d.Name == dra.CNISharedDevice && d.AllowMultipleAllocations != nil && *d.AllowMultipleAllocations && c.Value.Value() == 2, nil
+		c := d.Capacity[cnidriver.CapacityNetworks]
+		return d.Name == cnidriver.SharedDevice && d.AllowMultipleAllocations != nil && *d.AllowMultipleAllocations && c.Value.Value() == 2, nil
 	})
 	if err != nil {
 		t.Fatal("the CNI driver's shared device was never published")
@@ -81,7 +81,7 @@ func TestCNISharedDevice(t *testing.T) {
 		st := claimStatus(t, ctx, *p.Status.ResourceClaimStatuses[0].ResourceClaimName, func(s resourceapi.AllocatedDeviceStatus) bool {
 			return s.Driver == cniDriver && s.ShareID != nil
 		})
-		if st.Device != dra.CNISharedDevice {
+		if st.Device != cnidriver.SharedDevice {
 			t.Errorf("%s: status of device %s", name, st.Device)
 		}
 		// One goes: the one waiting gets its network.

@@ -19,8 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/fastpath-dra/fastpath/dra"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
+	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
 )
 
 const cniDriver = "cni.dra.networking.x-k8s.io"
@@ -92,7 +92,7 @@ func ipamDir(t *testing.T, ctx context.Context, pod, podClaim, request string) s
 	if err != nil {
 		t.Fatalf("pod %s never had its claim %s", pod, podClaim)
 	}
-	dir := filepath.Join(hostLocalDir, dra.CNINetworkName("default", claim, request))
+	dir := filepath.Join(hostLocalDir, cnipolicy.NetworkName("default", claim, request))
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	return dir
 }

@@ -10,7 +10,9 @@ import (
 // The CNI DRA driver's API group: the kind of its parameters (CNI) and the
 // cluster-scoped kind of the operator's approved configs (CNIConfig).
 const (
-	CNIGroup          = "cni.networking.x-k8s.io"
+	CNIGroup = "cni.networking.x-k8s.io"
+	// CNIDriver is the DRA driver of the CNI DRA driver API.
+	CNIDriver         = "cni.dra.networking.x-k8s.io"
 	CNIVersion        = "v1alpha1"
 	KindCNIConfig     = "CNIConfig"
 	CNIConfigResource = "cniconfigs"

@@ -47,6 +47,11 @@ const (
 // deleted. A pod with no networks attaches to it.
 const DefaultPodNetworkName = "default"
 
+// FastpathProvider is the provider fastpath is (domain-prefixed, as the
+// KEP has providers): fastpathd attaches the PodNetworks that name it, or
+// none.
+const FastpathProvider = "fastpath.dev/fastpathd"
+
 // FinalizerInUse is the InUse finalizer: on a PodNetwork while a
 // PodNetworkAttachment or a pod not Succeeded or Failed references it, on
 // a PodNetworkAttachment while such a pod references it.

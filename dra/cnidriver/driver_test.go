@@ -1,0 +1,72 @@
+package cnidriver
+
+import (
+	"strings"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+)
+
+// testDriver is a driver not serving, with the tests' device attributes.
+func testDriver(t *testing.T, opts Options) *Driver {
+	t.Helper()
+	opts.Attributes, opts.PluginDir, opts.Store = testAttributes, t.TempDir(), testStore(t)
+	if opts.Devices == 0 {
+		opts.Devices = 1
+	}
+	d, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func macvlan(ifName string) string {
+	return `{` + strings.Replace(cniHead, `"net1"`, `"`+ifName+`"`, 1) + `, "plugins": [{"type": "macvlan", "config": {"mode": "bridge"}, "arguments": [{"fieldPath": "master", "attributeRef": "name"}]}]}`
+}
+
+func TestCNIPlan(t *testing.T) {
+	d := testDriver(t, Options{NodeName: testNode, Policy: testPolicy})
+	st, err := d.plan(t.Context(), cniTestClaim([]string{"a", "b"}, fromClaimFor("a", macvlan("net1")), fromClaimFor("b", macvlan("net2"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Networks) != 2 || st.Networks[0].IfName != "net1" || st.Networks[1].IfName != "net2" ||
+		!strings.Contains(string(st.Networks[1].Conflist), `"name":"default_net_b"`) {
+		t.Errorf("planned networks = %+v", st.Networks)
+	}
+
+	for name, tc := range map[string]struct {
+		claim *resourceapi.ResourceClaim
+		want  []string
+	}{
+		"no config":   {cniTestClaim([]string{"a"}), []string{`request "a"`, "has 0 CNI configs"}},
+		"two configs": {cniTestClaim([]string{"a"}, fromClaim(macvlan("net1")), fromClaimFor("a", macvlan("net2"))), []string{"has 2 CNI configs"}},
+		"same ifName": {cniTestClaim([]string{"a", "b"}, fromClaimFor("a", macvlan("net1")), fromClaimFor("b", macvlan("net1"))),
+			[]string{`request "b"`, "ifName: Duplicate value", `request \"a\"`}},
+		"count 2": {func() *resourceapi.ResourceClaim {
+			c := cniTestClaim([]string{"a"}, fromClaim(macvlan("net1")))
+			c.Spec.Devices.Requests[0].Exactly.Count = 2
+			return c
+		}(), []string{"exactly one device"}},
+		"two pods": {func() *resourceapi.ResourceClaim {
+			c := cniTestClaim([]string{"a"}, fromClaim(macvlan("net1")))
+			c.Status.ReservedFor = append(c.Status.ReservedFor, c.Status.ReservedFor[0])
+			return c
+		}(), []string{"exactly one pod"}},
+		"not allowed": {cniTestClaim([]string{"a"}, fromClaim(strings.Replace(macvlan("net1"), "macvlan", "ptp", 1))),
+			[]string{"claim default/net", `request "a"`, "device cni-0", "allowlist"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := d.plan(t.Context(), tc.claim)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,91 @@
+package cnipolicy
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// hostObjects checks a plugin's config, read as the plugin reads it
+// (Inspect), its arguments set (set: the dotted field path each
+// argument set, and from where): an object of the host, named or taken by
+// default, may be in a claim's own config only when an argument takes it
+// from the allocated device (attributeRef); a host-changing option not at
+// all; a field spelled twice never. The operator's approved configs are
+// not checked.
+func hostObjects(view View, set map[string]argSource, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, p := range view.Problems {
+		errs = append(errs, field.Invalid(path.Child("config"), "", p))
+	}
+	for _, r := range view.Refs {
+		src, ok := argumentOf(set, r.Path)
+		if ok && src.kind == sourceAttribute && !r.Omitted {
+			continue
+		}
+		var blame *argSource
+		if ok {
+			blame = &src
+		}
+		errs = append(errs, refuseHostObject(path, r, blame))
+	}
+	return errs
+}
+
+// argumentOf is the argument that set the field at the dotted path p, or
+// a field p is below; field names compared as the plugin compares them.
+func argumentOf(set map[string]argSource, p string) (argSource, bool) {
+	fp := Fold(p)
+	var best string
+	var src argSource
+	found := false
+	for at, s := range set {
+		fa := Fold(at)
+		if (fp == fa || strings.HasPrefix(fp, fa+".") || strings.HasPrefix(fp, fa+"[")) && len(at) >= len(best) {
+			best, src, found = at, s, true
+		}
+	}
+	return src, found
+}
+
+// refuseHostObject is the error of a plugin's config at path taking r,
+// set by the config itself or by the argument blame.
+func refuseHostObject(path *field.Path, r Ref, blame *argSource) *field.Error {
+	const rule = "in a claim's own config it may only come from the allocated device (an argument with valueFrom.attributeRef), " +
+		"or from an approved CNIConfig (configName)"
+	at := path.Child("config")
+	for _, k := range strings.Split(r.Path, ".") {
+		at = at.Child(k)
+	}
+	what := r.Field
+	if what == "" {
+		what = "a path"
+	}
+	switch {
+	case r.Omitted:
+		return field.Required(at, fmt.Sprintf("left out, the plugin takes %s (a %s): set %s from the allocated device (an argument with valueFrom.attributeRef), "+
+			"or name an approved CNIConfig (configName)", r.Value, r.Kind, r.Field))
+	case r.Kind == HostOption:
+		return field.Forbidden(at, fmt.Sprintf("changes the node (the plugin's %s): a claim's own config may not; only an approved CNIConfig (configName) may", r.Field))
+	case blame != nil:
+		return field.Forbidden(blame.field(path), fmt.Sprintf("sets config.%s, which names an object of the host (%s): %s", r.Path, what, rule))
+	case Fold(LastKey(r.Path)) == Fold(r.Field) && LastKey(r.Path) != r.Field:
+		return field.Forbidden(at, fmt.Sprintf("read by the plugin as %s, names an object of the host (%s): %s", r.Field, what, rule))
+	}
+	return field.Forbidden(at, fmt.Sprintf("names an object of the host (%s): %s", what, rule))
+}
+
+// redactErrs removes values read from ConfigMaps from errors.
+func redactErrs(errs field.ErrorList, secrets []string) field.ErrorList {
+	if len(secrets) == 0 {
+		return errs
+	}
+	for _, e := range errs {
+		e.Detail = Redacted(e.Detail, secrets)
+		if s, ok := e.BadValue.(string); ok {
+			e.BadValue = Redacted(s, secrets)
+		}
+	}
+	return errs
+}

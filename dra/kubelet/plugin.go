@@ -1,0 +1,102 @@
+package kubelet
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"path/filepath"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+
+	"github.com/fastpath-dra/fastpath/dra/claims"
+)
+
+// Runtime releases what the runtime's hooks put in place for a claim
+// (nri.Plugin): Unprepare calls it first, for pods whose sandbox stopped
+// without fastpath.
+type Runtime interface {
+	ReleaseClaim(ctx context.Context, key claims.Key) error
+}
+
+// Start starts the kubelet plugin helper for one driver.
+func Start(ctx context.Context, p kubeletplugin.DRAPlugin, driver string, client kubernetes.Interface, node, pluginDir, registryDir string, podUID types.UID, health bool) (*kubeletplugin.Helper, error) {
+	h, err := kubeletplugin.Start(ctx, p,
+		// Two daemons of the node serve at once while one replaces the
+		// other; the helper serializes the kubelet's calls across them,
+		// and the claim store is shared between them.
+		kubeletplugin.RollingUpdate(podUID),
+		kubeletplugin.DriverName(driver),
+		kubeletplugin.KubeClient(client),
+		kubeletplugin.NodeName(node),
+		kubeletplugin.PluginDataDirectoryPath(pluginDir),
+		kubeletplugin.PluginSocket(PluginSocket(pluginDir, podUID)),
+		kubeletplugin.RegistrarDirectoryPath(registryDir),
+		// A driver without device health says so: the kubelet does not
+		// subscribe (else it logs an error at every pod start).
+		kubeletplugin.HealthService(health),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("start the kubelet plugin of %s: %w", driver, err)
+	}
+	return h, nil
+}
+
+// maxSocketPath is the longest path a unix socket can be bound at
+// (sun_path, less its NUL).
+const maxSocketPath = 107
+
+// PluginSocket names the DRA socket in pluginDir: dra.sock, and with
+// rolling updates dra-<pod UID>.sock as the helper would; if that path is
+// too long for a socket (a deep kubelet root), a hash of the UID stands in
+// for it.
+func PluginSocket(pluginDir string, podUID types.UID) string {
+	if podUID == "" {
+		return "dra.sock"
+	}
+	name := "dra-" + string(podUID) + ".sock"
+	if len(filepath.Join(pluginDir, name)) <= maxSocketPath {
+		return name
+	}
+	sum := sha256.Sum256([]byte(podUID))
+	return "dra-" + base64.RawURLEncoding.EncodeToString(sum[:12]) + ".sock"
+}
+
+// RegistrationStatus is the kubelet's answer to a helper's registration.
+func RegistrationStatus(h *kubeletplugin.Helper, driver string) error {
+	if h == nil {
+		return fmt.Errorf("%s: not started", driver)
+	}
+	st := h.RegistrationStatus()
+	switch {
+	case st == nil:
+		return fmt.Errorf("%s: the kubelet has not answered the registration yet", driver)
+	case !st.PluginRegistered:
+		return fmt.Errorf("%s: the kubelet refused the registration: %s", driver, st.Error)
+	}
+	return nil
+}
+
+// Result is what the kubelet gets for a prepared claim.
+func Result(c *claims.Claim) kubeletplugin.PrepareResult {
+	var res kubeletplugin.PrepareResult
+	for _, dev := range c.Devices {
+		kd := kubeletplugin.Device{
+			Requests: []string{dev.Request}, PoolName: dev.Pool, DeviceName: dev.Device, CDIDeviceIDs: []string{dev.CDIDevice},
+		}
+		if dev.Shared != nil && dev.Shared.ShareID != "" {
+			kd.ShareID = new(types.UID(dev.Shared.ShareID))
+		}
+		res.Devices = append(res.Devices, kd)
+	}
+	for _, n := range c.Networks {
+		kd := kubeletplugin.Device{Requests: []string{n.Request}, PoolName: n.Pool, DeviceName: n.Device}
+		if n.ShareID != "" {
+			kd.ShareID = new(types.UID(n.ShareID))
+		}
+		res.Devices = append(res.Devices, kd)
+	}
+	return res
+}
