@@ -16,7 +16,9 @@ import (
 var CNIConfigResource = schema.GroupVersionResource{Group: v1alpha1.CNIGroup, Version: v1alpha1.CNIVersion, Resource: v1alpha1.CNIConfigResource}
 
 // NewApprovedConfigs reads approved configs from the API server.
-func NewApprovedConfigs(client dynamic.Interface) cnipolicy.ApprovedConfigs { return apiApproved{client} }
+func NewApprovedConfigs(client dynamic.Interface) cnipolicy.ApprovedConfigs {
+	return apiApproved{client}
+}
 
 type apiApproved struct{ client dynamic.Interface }
 
