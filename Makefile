@@ -114,12 +114,12 @@ faults: ## kill the daemon at every fault point of a claim's life, restart it an
 		grep -v -e '^=== RUN' -e '^ *--- PASS' -e '^=== NAME' -e '^=== PAUSE' -e '^=== CONT'
 
 .PHONY: unit
-unit: ## unit tests (discovery needs the pci.ids package: test/deps.sh apt, which make fast and make deps run)
+unit: ## unit tests without root (discovery needs the pci.ids package: test/deps.sh apt, which make fast and make deps run)
 	$(GO) test -race -count=1 $(PKGS)
 
 .PHONY: privileged
 privileged: ## unit and privileged tests (root: netns, veth, BPF)
-	$(DEPS) apt
+	$(DEPS) unit
 	$(GO) test -race -count=1 -tags privileged $(PKGS)
 
 FUZZTIME ?= 10s
@@ -192,17 +192,16 @@ e2e-sriov: ## real SR-IOV VFs: boot the igb VM (QEMU) once and run the sriov-tag
 # failures first; then the rest, from deps (the test bed's builds, up to an
 # hour cold) on.
 .PHONY: fast
-fast: ## the fast tier of make test alone: install only what it needs (test/deps.sh fast), then generated, lint, unit
+fast: ## the fast tier of make test alone: install only what it needs (test/deps.sh fast), then generated, lint, the unit and privileged tests
 	$(DEPS) fast
 	$(MAKE) --no-print-directory generated
 	$(MAKE) --no-print-directory lint
-	$(MAKE) --no-print-directory unit
+	$(MAKE) --no-print-directory privileged
 
 .PHONY: test
-test: ## what CI runs: the fast tier first (make fast: regenerated code unchanged, lint, unit tests), then deps, unit + privileged tests, the fault suite, fuzzing, the image reproducible, e2e between two demos (newcomer), benchmarks once, real SR-IOV in a VM
+test: ## what CI runs: the fast tier first (make fast: regenerated code unchanged, lint, unit + privileged tests), then deps, the fault suite, fuzzing, the image reproducible, e2e between two demos (newcomer), benchmarks once, real SR-IOV in a VM
 	$(MAKE) --no-print-directory fast
 	$(MAKE) --no-print-directory deps
-	$(MAKE) --no-print-directory privileged
 	$(MAKE) --no-print-directory faults
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
 	$(MAKE) --no-print-directory image-reproducible

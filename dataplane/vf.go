@@ -13,31 +13,34 @@ import (
 )
 
 // VFSettings are settings of an SR-IOV VF that are made through its PF. A
-// nil or empty field is left as it is.
+// nil or empty field is left as it is. VFSettings and VFState are the one
+// form in which the driver hands VF settings to the dataplane; the claim
+// record keeps its own copies of them (its checkpoint's format), converted
+// in one place in package dra.
 type VFSettings struct {
-	VLAN      *int   `json:"vlan,omitempty"`
-	QoS       *int   `json:"qos,omitempty"`
-	VLANProto string `json:"vlanProto,omitempty"` // 802.1q | 802.1ad
-	MAC       string `json:"mac,omitempty"`
-	SpoofChk  *bool  `json:"spoofChk,omitempty"`
-	Trust     *bool  `json:"trust,omitempty"`
-	MinTxRate *int   `json:"minTxRateMbps,omitempty"`
-	MaxTxRate *int   `json:"maxTxRateMbps,omitempty"`
-	LinkState string `json:"linkState,omitempty"` // auto | enable | disable
+	VLAN      *int
+	QoS       *int
+	VLANProto string // 802.1q | 802.1ad
+	MAC       string
+	SpoofChk  *bool
+	Trust     *bool
+	MinTxRate *int   // Mb/s
+	MaxTxRate *int   // Mb/s
+	LinkState string // auto | enable | disable
 }
 
 // VFState is everything VFSettings can change, as the PF reports it: what
 // Restore puts back.
 type VFState struct {
-	VLAN      int    `json:"vlan"`
-	QoS       int    `json:"qos"`
-	VLANProto string `json:"vlanProto"`
-	MAC       string `json:"mac"`
-	SpoofChk  bool   `json:"spoofChk"`
-	Trust     bool   `json:"trust"`
-	MinTxRate int    `json:"minTxRateMbps"`
-	MaxTxRate int    `json:"maxTxRateMbps"`
-	LinkState string `json:"linkState"`
+	VLAN      int
+	QoS       int
+	VLANProto string
+	MAC       string
+	SpoofChk  bool
+	Trust     bool
+	MinTxRate int // Mb/s
+	MaxTxRate int // Mb/s
+	LinkState string
 }
 
 // PF is what setting a VF needs of its PF: the netlink calls, behind a

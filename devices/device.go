@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-
-	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 )
 
 // Kind says what a device is and so how it can be handed to a pod.
@@ -124,13 +122,14 @@ type XDP struct {
 	ZeroCopy *bool `json:"zeroCopy,omitempty"`
 }
 
-// Memif roles and modes.
+// Memif roles (master: the pod serves the socket; slave: it connects) and
+// modes, the values of the config API's (v1alpha1.MemifEndpoint).
 const (
-	MemifRoleMaster   = v1alpha1.MemifRoleMaster
-	MemifRoleSlave    = v1alpha1.MemifRoleSlave
-	MemifModeEthernet = v1alpha1.MemifModeEthernet
-	MemifModeIP       = v1alpha1.MemifModeIP
-	MemifModePunt     = v1alpha1.MemifModePunt
+	MemifRoleMaster   = "master"
+	MemifRoleSlave    = "slave"
+	MemifModeEthernet = "ethernet"
+	MemifModeIP       = "ip"
+	MemifModePunt     = "punt"
 )
 
 // Memif is a memif endpoint.

@@ -266,12 +266,11 @@ func TestRDMADevice(t *testing.T) {
 
 func TestBadOptions(t *testing.T) {
 	for name, opts := range map[string]Options{
-		"missing root":         {SysfsRoot: "/no/such/root"},
-		"root is a file":       {SysfsRoot: "devices_test.go"},
-		"no sys/bus/pci":       {SysfsRoot: t.TempDir()},
-		"invalid CEL":          {SysfsRoot: fixture("e810"), Filter: `device.attributes["fastpath.dev"].kind ==`},
-		"non-bool CEL":         {SysfsRoot: fixture("e810"), Filter: `"sriov-vf"`},
-		"missing memif config": {SysfsRoot: fixture("e810"), MemifConfig: "/no/such/file"},
+		"missing root":   {SysfsRoot: "/no/such/root"},
+		"root is a file": {SysfsRoot: "devices_test.go"},
+		"no sys/bus/pci": {SysfsRoot: t.TempDir()},
+		"invalid CEL":    {SysfsRoot: fixture("e810"), Filter: `device.attributes["fastpath.dev"].kind ==`},
+		"non-bool CEL":   {SysfsRoot: fixture("e810"), Filter: `"sriov-vf"`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := New(opts)
@@ -360,14 +359,11 @@ func TestMemif(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "not-a-socket"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := filepath.Join(t.TempDir(), "memif.yaml")
-	writeFile(t, cfg, fmt.Sprintf(`apiVersion: fastpath.dev/v1alpha1
-kind: MemifConfig
-endpoints:
-- {name: vpp1, role: master, mode: ip, socketPath: %s/vpp1.sock}
-- {name: fw0, role: master}
-`, dir))
-	inv := discover(t, Options{SysfsRoot: fixture("plain"), MemifDir: dir, MemifConfig: cfg})
+	endpoints := []MemifEndpoint{
+		{Name: "vpp1", Role: MemifRoleMaster, Mode: MemifModeIP, SocketPath: filepath.Join(dir, "vpp1.sock")},
+		{Name: "fw0", Role: MemifRoleMaster, Mode: MemifModeEthernet},
+	}
+	inv := discover(t, Options{SysfsRoot: fixture("plain"), MemifDir: dir, MemifEndpoints: endpoints, MemifSource: "memif.yaml"})
 	memifs := map[string]*Memif{}
 	for _, d := range inv.Devices {
 		if d.Kind == KindMemif {
@@ -404,7 +400,7 @@ endpoints:
 	}
 }
 
-// A memif config's sockets must be in --memif-dir.
+// The configured endpoints' sockets must be in --memif-dir.
 func TestMemifConfigOutsideDir(t *testing.T) {
 	dir := t.TempDir()
 	for name, tc := range map[string]struct{ dir, socket, want string }{
@@ -413,45 +409,14 @@ func TestMemifConfigOutsideDir(t *testing.T) {
 		"no dir":    {"", dir + "/a.sock", "give --memif-dir"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			cfg := filepath.Join(t.TempDir(), "memif.yaml")
-			writeFile(t, cfg, "apiVersion: fastpath.dev/v1alpha1\nkind: MemifConfig\nendpoints:\n- {name: a, role: slave, socketPath: "+tc.socket+"}\n")
-			_, err := New(Options{SysfsRoot: fixture("plain"), MemifDir: tc.dir, MemifConfig: cfg})
-			if !errors.Is(err, ErrBadOptions) || !strings.Contains(err.Error(), "endpoints[0].socketPath") || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error = %v, want ErrBadOptions naming endpoints[0].socketPath and %q", err, tc.want)
+			const source = "/etc/fastpath/memif.yaml"
+			endpoints := []MemifEndpoint{{Name: "a", Role: MemifRoleSlave, Mode: MemifModeEthernet, SocketPath: tc.socket}}
+			_, err := New(Options{SysfsRoot: fixture("plain"), MemifDir: tc.dir, MemifEndpoints: endpoints, MemifSource: source})
+			if !errors.Is(err, ErrBadOptions) || !strings.Contains(err.Error(), source) ||
+				!strings.Contains(err.Error(), "endpoints[0].socketPath") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error = %v, want ErrBadOptions naming %s, endpoints[0].socketPath and %q", err, source, tc.want)
 			}
 		})
-	}
-}
-
-func TestMemifConfigErrors(t *testing.T) {
-	head := "apiVersion: fastpath.dev/v1alpha1\nkind: MemifConfig\nendpoints:\n"
-	for name, tc := range map[string]struct{ body, want string }{
-		"unknown field": {head + "- {name: a, role: slave, socketPath: /a, colour: red}\n", "colour"},
-		"field case":    {head + "- {nAme: a, role: slave, socketPath: /a}\n", "nAme"},
-		"duplicate key": {head + "- {name: a, name: b, role: slave, socketPath: /a}\n", "name"},
-		"bad role":      {head + "- {name: a, role: boss, socketPath: /a}\n", "endpoints[0].role"},
-		"bad mode":      {head + "- {name: a, role: slave, mode: tun, socketPath: /a}\n", "endpoints[0].mode"},
-		"relative path": {head + "- {name: a, role: slave, socketPath: a.sock}\n", "endpoints[0].socketPath"},
-		"slave no path": {head + "- {name: a, role: slave}\n", "endpoints[0].socketPath"},
-		"bad name":      {head + "- {name: A_1, role: slave, socketPath: /a}\n", "endpoints[0].name"},
-		"duplicate":     {head + "- {name: a, role: slave, socketPath: /a}\n- {name: a, role: slave, socketPath: /b}\n", "endpoints[1].name"},
-		"wrong kind":    {"apiVersion: v1\nkind: ConfigMap\n", "apiVersion: Invalid value: \"v1/ConfigMap\""},
-	} {
-		t.Run(name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "memif.yaml")
-			writeFile(t, path, tc.body)
-			_, err := LoadMemifConfig(path)
-			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path) {
-				t.Errorf("error = %v, want it to name %s and %q", err, path, tc.want)
-			}
-		})
-	}
-}
-
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -9,9 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/klog/v2"
-
-	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 )
 
 // Options configure discovery.
@@ -22,8 +21,14 @@ type Options struct {
 	SysfsRoot string
 	// MemifDir is scanned for memif sockets; empty: none.
 	MemifDir string
-	// MemifConfig is a MemifConfig file; empty: none.
-	MemifConfig string
+	// MemifEndpoints are the operator's static memif endpoints, already
+	// decoded, defaulted and validated by the caller (fastpathd reads them
+	// from --memif-config, a v1alpha1.MemifConfig); their sockets must be in
+	// MemifDir. A configured endpoint wins over a socket of the same name.
+	MemifEndpoints []MemifEndpoint
+	// MemifSource says where MemifEndpoints were read (the file's path),
+	// for errors.
+	MemifSource string
 	// Filter is a CEL expression over a device, as in a DeviceClass selector.
 	// Without one, virtual netdevs are not published.
 	Filter string
@@ -91,7 +96,7 @@ type Discoverer struct {
 	share  *Filter
 	// resourceNames are Options.ResourceNames compiled, in order.
 	resourceNames []resourceName
-	memif         *MemifConfig
+	memif         []MemifEndpoint
 	names         *pciNames
 }
 
@@ -136,14 +141,10 @@ func New(opts Options) (*Discoverer, error) {
 	if opts.ShareBandwidthMbps < 0 {
 		return nil, fmt.Errorf("%w: share bandwidth %d Mbit/s: must not be negative", ErrBadOptions, opts.ShareBandwidthMbps)
 	}
-	if opts.MemifConfig != "" {
-		if d.memif, err = LoadMemifConfig(opts.MemifConfig); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
-		}
-		if err := checkMemifDir(d.memif, opts.MemifConfig, opts.MemifDir); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
-		}
+	if err := checkMemifDir(opts.MemifEndpoints, opts.MemifSource, opts.MemifDir); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
 	}
+	d.memif = slices.Clone(opts.MemifEndpoints)
 	d.names = newPCINames()
 	return d, nil
 }
@@ -265,8 +266,18 @@ func (d *Discoverer) nameResource(ctx context.Context, dev *Device) error {
 	return errors.Join(errs...)
 }
 
-// ValidResourceName says why name cannot be a resource name, or nil.
-func ValidResourceName(name string) error { return v1alpha1.ValidResourceName(name) }
+// ValidResourceName says why name cannot be a resource name, or nil: as
+// a device plugin's, a qualified name with a domain (vendor.com/name).
+func ValidResourceName(name string) error {
+	domain, rest, ok := strings.Cut(name, "/")
+	if !ok || domain == "" || rest == "" {
+		return errors.New("must be DOMAIN/NAME, e.g. intel.com/sriov_netdevice")
+	}
+	if errs := validation.IsQualifiedName(name); len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
 
 func (d Device) equal(o Device) bool {
 	return d.Name == o.Name && d.Kind == o.Kind && eqPtr(d.PCI, o.PCI, (*PCI).equal) &&

@@ -10,51 +10,42 @@ import (
 	"time"
 
 	"github.com/fastpath-dra/fastpath/devices/memif"
-	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// MemifConfig is the operator's file of static memif endpoints
-// (--memif-config); see v1alpha1.MemifConfig.
-type MemifConfig = v1alpha1.MemifConfig
-
-// LoadMemifConfig reads, decodes (strictly: unknown, misspelt and duplicate
-// fields are errors) and checks a memif config file. Every error names the
-// file and the field.
-func LoadMemifConfig(path string) (*MemifConfig, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("memif config: %w", err)
-	}
-	return parseMemifConfig(path, data)
+// MemifEndpoint is a statically defined memif endpoint: one the operator
+// configured (--memif-config), for a socket not (yet) in Options.MemifDir.
+type MemifEndpoint struct {
+	// Name makes the device name, memif-NAME.
+	Name string
+	// Role is the role the pod takes: MemifRoleSlave connects, MemifRoleMaster
+	// serves.
+	Role string
+	// Mode is MemifModeEthernet, MemifModeIP or MemifModePunt.
+	Mode string
+	// SocketPath is the socket, in Options.MemifDir: the vswitch's, which
+	// the pod connects to (slave); where the pod's is linked (master,
+	// optional).
+	SocketPath string
 }
 
-// parseMemifConfig is LoadMemifConfig of data, read from path.
-func parseMemifConfig(path string, data []byte) (*MemifConfig, error) {
-	c, errs := v1alpha1.DecodeMemifConfig(data, field.NewPath("memifConfig"))
-	if len(errs) == 0 {
-		c.Default()
-		errs = c.Validate(field.NewPath("memifConfig"))
+// checkMemifDir checks that every socket path of the endpoints is in dir,
+// without following symlinks (Prepare follows them, when the sockets
+// exist). source names where the endpoints were read, for errors.
+func checkMemifDir(endpoints []MemifEndpoint, source, dir string) error {
+	where := "memif config"
+	if source != "" {
+		where += " " + source
 	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("memif config %s: %w", path, errs.ToAggregate())
-	}
-	return &c, nil
-}
-
-// checkDir checks that every socket path of the config is in dir, without
-// following symlinks (Prepare follows them, when the sockets exist).
-func checkMemifDir(c *MemifConfig, path, dir string) error {
-	for i, e := range c.Endpoints {
+	for i, e := range endpoints {
 		if e.SocketPath == "" {
 			continue
 		}
 		if dir == "" {
-			return fmt.Errorf("memif config %s: endpoints[%d].socketPath %q: give --memif-dir, the directory endpoint sockets live in", path, i, e.SocketPath)
+			return fmt.Errorf("%s: endpoints[%d].socketPath %q: give --memif-dir, the directory endpoint sockets live in", where, i, e.SocketPath)
 		}
 		rel, err := filepath.Rel(filepath.Clean(dir), filepath.Clean(e.SocketPath))
 		if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
-			return fmt.Errorf("memif config %s: endpoints[%d].socketPath %q: outside --memif-dir %s", path, i, e.SocketPath, dir)
+			return fmt.Errorf("%s: endpoints[%d].socketPath %q: outside --memif-dir %s", where, i, e.SocketPath, dir)
 		}
 	}
 	return nil
@@ -85,7 +76,7 @@ func probeMemif(ctx context.Context, devs []Device) {
 // discoverMemif lists the endpoints: sockets served in dir (the pod
 // connects to them as slave, in ethernet mode) and the configured ones. A
 // configured endpoint wins over a socket of the same name.
-func discoverMemif(dir string, cfg *MemifConfig) ([]Device, []error) {
+func discoverMemif(dir string, endpoints []MemifEndpoint) ([]Device, []error) {
 	byName := map[string]Device{}
 	var warnings []error
 	if dir != "" {
@@ -108,12 +99,10 @@ func discoverMemif(dir string, cfg *MemifConfig) ([]Device, []error) {
 			}}
 		}
 	}
-	if cfg != nil {
-		for _, e := range cfg.Endpoints {
-			byName[e.Name] = Device{Name: MemifDeviceName(e.Name), Kind: KindMemif, Memif: &Memif{
-				Role: e.Role, Mode: e.Mode, SocketPath: e.SocketPath, Source: "config",
-			}}
-		}
+	for _, e := range endpoints {
+		byName[e.Name] = Device{Name: MemifDeviceName(e.Name), Kind: KindMemif, Memif: &Memif{
+			Role: e.Role, Mode: e.Mode, SocketPath: e.SocketPath, Source: "config",
+		}}
 	}
 	names := make([]string, 0, len(byName))
 	for n := range byName {

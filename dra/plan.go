@@ -181,7 +181,9 @@ func planDelegate(claim *resourceapi.ResourceClaim, res resourceapi.DeviceReques
 
 // vfSettings are the settings to make on a VF through its PF: the vf
 // section, and the interface MAC (so that the PF's spoof check lets the
-// pod's MAC through). Nil when there are none.
+// pod's MAC through). Nil when there are none. It is the one conversion of
+// the config API's VF settings (v1alpha1.VFConfig) to the record's;
+// pfSettings takes the record's on to the dataplane (TestVFConversions).
 func vfSettings(cfg v1alpha1.InterfaceConfig) *claims.VFSettings {
 	var s claims.VFSettings
 	if v := cfg.VF; v != nil {

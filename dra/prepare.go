@@ -105,8 +105,7 @@ func (d *Driver) observe(ctx context.Context, claim *resourceapi.ResourceClaim, 
 			if err != nil {
 				return fail(fmt.Errorf("read VF %d of PF %s: %w", vf.ID, vf.PFName, err))
 			}
-			vf.Before = &claims.VFState{VLAN: before.VLAN, QoS: before.QoS, VLANProto: before.VLANProto, MAC: before.MAC, SpoofChk: before.SpoofChk,
-				Trust: before.Trust, MinTxRate: before.MinTxRate, MaxTxRate: before.MaxTxRate, LinkState: before.LinkState}
+			vf.Before = recordVFState(before)
 		}
 		if v := dev.VFIO; v != nil {
 			drv, err := d.opts.PCI.Driver(dev.PCIAddress)
@@ -247,13 +246,24 @@ func deviceErr(dev *claims.Device, err error) error {
 	return fmt.Errorf("request %q, device %s: %w", dev.Request, dev.Device, err)
 }
 
-// pfSettings are a VF's record as the PF's settings.
+// The record's VF settings and state (claims.VFSettings, claims.VFState)
+// are the checkpoint's format and the dataplane's (dataplane.VFSettings,
+// dataplane.VFState) what ApplyVF and RestoreVF take: the same fields, in
+// types of their own. pfSettings and recordVFState are the one place they
+// are converted. They are Go conversions, so a field on one side only does
+// not compile; TestVFConversions checks that every field is carried.
+
+// pfSettings are a VF's record as the PF's settings: what to set, and what
+// the VF had before. vf.Before must not be nil.
 func pfSettings(vf *claims.VF) (dataplane.VFSettings, dataplane.VFState) {
-	s, b := vf.Set, vf.Before
-	return dataplane.VFSettings{VLAN: s.VLAN, QoS: s.QoS, VLANProto: s.VLANProto, MAC: s.MAC, SpoofChk: s.SpoofChk, Trust: s.Trust,
-			MinTxRate: s.MinTxRate, MaxTxRate: s.MaxTxRate, LinkState: s.LinkState},
-		dataplane.VFState{VLAN: b.VLAN, QoS: b.QoS, VLANProto: b.VLANProto, MAC: b.MAC, SpoofChk: b.SpoofChk, Trust: b.Trust,
-			MinTxRate: b.MinTxRate, MaxTxRate: b.MaxTxRate, LinkState: b.LinkState}
+	return dataplane.VFSettings(vf.Set), dataplane.VFState(*vf.Before)
+}
+
+// recordVFState is a VF's state, as the PF reports it, as the record keeps
+// it.
+func recordVFState(st dataplane.VFState) *claims.VFState {
+	rec := claims.VFState(st)
+	return &rec
 }
 
 // pinXDP loads the device's XDP program and pins it, with its maps, in its

@@ -23,7 +23,7 @@ M=github.com/fastpath-dra/fastpath
 # imports (an import path, or path/... for it and every package below it) |
 # why, printed with a violation. Add a line to add a rule.
 RULES_TABLE="
-kubelet-no-nri      | $M/dra $M/dra/cnidriver | $M/dra/nri/... | the kubelet drivers run without the NRI plugin
+kubelet-no-nri      | $M/dra $M/dra/cnidriver $M/dra/kubelet | $M/dra/nri/... | the kubelet drivers run without the NRI plugin
 controller-no-node  | $M/controller | github.com/vishvananda/netlink/... github.com/vishvananda/netns/... github.com/cilium/ebpf/... github.com/containerd/nri/... $M/dra/nri/... k8s.io/dynamic-resource-allocation/kubeletplugin/... $M/dataplane/... $M/bpf/... | the controller runs off the node: no netlink, eBPF, NRI, kubelet plugin or data plane
 cnipolicy-pure      | $M/dra/cnipolicy | k8s.io/dynamic-resource-allocation/kubeletplugin/... github.com/vishvananda/netlink/... github.com/vishvananda/netns/... k8s.io/client-go/... | the CNI policy is pure: no kubelet plugin, netlink or API client
 api-lean            | $M/dra/api/... | k8s.io/dynamic-resource-allocation/kubeletplugin/... github.com/vishvananda/netlink/... github.com/cilium/ebpf/... github.com/containerd/nri/... | the config API is imported by clients and the controller

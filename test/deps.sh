@@ -171,6 +171,13 @@ testbed() {
 	cached helm "$HELM_VERSION" build_helm
 }
 
+# unit: what the unit and privileged tests need beyond apt's packages: the
+# reference CNI plugins their runs of libcni execute.
+unit() {
+	command -v go >/dev/null || die "go is not on PATH"
+	cached cni-plugins "$CNI_PLUGINS_VERSION" build_cni_plugins
+}
+
 lint() {
 	cached golangci-lint "$GOLANGCI_LINT_VERSION" build_golangci_lint
 	cached helm "$HELM_VERSION" build_helm
@@ -288,11 +295,12 @@ VARS
 case "${1:-all}" in
 all) install_apt; proto; lint; testbed; vm ;;
 apt) install_apt ;;
-fast) install_apt; proto; lint ;;
+fast) install_apt; proto; lint; unit ;;
+unit) install_apt; unit ;;
 proto) install_apt; proto ;;
 lint) lint ;;
 testbed) install_apt; testbed ;;
 vm) vm ;;
 env) env_vars ;;
-*) echo "usage: $0 [all|apt|fast|lint|proto|testbed|vm|env]" >&2; exit 2 ;;
+*) echo "usage: $0 [all|apt|fast|unit|lint|proto|testbed|vm|env]" >&2; exit 2 ;;
 esac

@@ -18,15 +18,21 @@ import (
 
 	"github.com/fastpath-dra/fastpath/devices"
 	"github.com/fastpath-dra/fastpath/dra"
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/kubelet"
 )
 
-type discoveryOptions struct{ devices.Options }
+type discoveryOptions struct {
+	devices.Options
+	// memifConfig is --memif-config, the file discoverer loads into
+	// Options.MemifEndpoints.
+	memifConfig string
+}
 
 func (o *discoveryOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.SysfsRoot, "sysfs-root", "/", "directory that holds sys/ (a fixture tree in tests)")
 	fs.StringVar(&o.MemifDir, "memif-dir", "", "directory scanned for memif sockets")
-	fs.StringVar(&o.MemifConfig, "memif-config", "", "file of static memif endpoints (kind MemifConfig)")
+	fs.StringVar(&o.memifConfig, "memif-config", "", "file of static memif endpoints (kind MemifConfig)")
 	fs.StringVar(&o.Filter, "filter", "", `CEL expression choosing the devices to publish, as in a DeviceClass selector, e.g. device.attributes["fastpath.dev"].kind == "sriov-vf"`)
 	fs.StringVar(&o.Share, "share", "", `CEL expression, as --filter, choosing the published netdevs that pods share through sub-interfaces (macvlan, ipvlan, vlan), never moved whole, e.g. device.attributes["fastpath.dev"].ifName == "ens1f0"`)
 	fs.Func("resource-name", `NAME=CEL: the devices the CEL expression (as --filter) admits have resource name NAME, which NetworkAttachmentDefinitions ask for with the annotation k8s.v1.cni.cncf.io/resourceName (published as attribute k8s.cni.cncf.io/resourceName); may be repeated, the first that admits a device names it; default fastpath.dev/KIND, e.g. intel.com/sriov_netdevice=device.attributes["fastpath.dev"].pfName == "ens1f0"`,
@@ -45,8 +51,20 @@ func (o *discoveryOptions) addFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.ShareBandwidthMbps, "share-bandwidth-mbps", 0, "bandwidth a shared device gives in Mbit/s (its capacity \"bandwidth\"): a claim asking for some has its transmit rate limited to it; 0: not published")
 }
 
-// discoverer builds the Discoverer; bad options are usage errors (exit 2).
+// discoverer builds the Discoverer, with the endpoints of --memif-config;
+// bad options and a bad memif config are usage errors (exit 2).
 func (o *discoveryOptions) discoverer(cmd string) (*devices.Discoverer, error) {
+	if o.memifConfig != "" {
+		cfg, err := v1alpha1.LoadMemifConfig(o.memifConfig)
+		if err != nil {
+			return nil, usagef("%s: %v", cmd, err)
+		}
+		o.MemifEndpoints = make([]devices.MemifEndpoint, 0, len(cfg.Endpoints))
+		for _, e := range cfg.Endpoints {
+			o.MemifEndpoints = append(o.MemifEndpoints, devices.MemifEndpoint{Name: e.Name, Role: e.Role, Mode: e.Mode, SocketPath: e.SocketPath})
+		}
+		o.MemifSource = o.memifConfig
+	}
 	d, err := devices.New(o.Options)
 	if errors.Is(err, devices.ErrBadOptions) {
 		return nil, usagef("%s: %v", cmd, err)

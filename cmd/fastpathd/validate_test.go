@@ -11,8 +11,6 @@ import (
 	"testing"
 
 	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
-	"github.com/fastpath-dra/fastpath/dra/npwg"
-	"github.com/fastpath-dra/fastpath/dra/validate"
 )
 
 func runValidate(t *testing.T, stdin string, args ...string) (int, string, string) {
@@ -218,31 +216,6 @@ func TestValidateInputs(t *testing.T) {
 			}
 		})
 	}
-}
-
-// FuzzValidateManifests: any input is read and checked without panicking,
-// and every problem names its file, line and object.
-func FuzzValidateManifests(f *testing.F) {
-	for _, dir := range []string{"testdata/validate/good", "testdata/validate/bad", "../../deploy/examples"} {
-		files, _ := filepath.Glob(filepath.Join(dir, "*"))
-		for _, file := range files {
-			if data, err := os.ReadFile(file); err == nil {
-				f.Add(string(data))
-			}
-		}
-	}
-	f.Add("---\n---\n")
-	f.Add(`{"apiVersion": "v1", "kind": "List", "items": [{"kind": "Pod"}, 3]}`)
-	f.Fuzz(func(t *testing.T, input string) {
-		docs, _ := splitManifests("in.yaml", []byte(input))
-		problems, _ := checkManifests(docs, validate.Check{Policy: cnipolicy.Options{Plugins: cnipolicy.DefaultPlugins}}, npwg.ConfigRules{Plugins: cnipolicy.DefaultPlugins})
-		for _, p := range problems {
-			s := p.String()
-			if !strings.HasPrefix(s, "in.yaml:") || p.doc.line < 1 || p.err == nil {
-				t.Errorf("problem %q", s)
-			}
-		}
-	})
 }
 
 // A pod's k8s.v1.cni.cncf.io/networks annotation: each malformed element

@@ -1,4 +1,4 @@
-package dra
+package claimspec
 
 import (
 	"testing"
@@ -6,26 +6,26 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
-	"github.com/fastpath-dra/fastpath/dra/claimspec"
+	"github.com/fastpath-dra/fastpath/dra/dratest"
 )
 
 // FuzzDecodeConfig: any opaque parameters decode without panicking, and a
 // config that decodes and validates has the shape the dataplane relies on.
 func FuzzDecodeConfig(f *testing.F) {
-	f.Add(config(`"mode": "netdev", "interface": {"name": "net1", "mtu": 9000, "addresses": ["10.0.0.2/24"]}`))
-	f.Add(config(`"mode": "afxdp", "xdp": {"program": "xsk-redirect", "queues": 2}`))
-	f.Add(config(`"vf": {"vlan": 100, "qos": 3, "vlanProto": "802.1ad", "minTxRateMbps": 10, "maxTxRateMbps": 5}`))
-	f.Add(config(`"interface": {"routes": [{"destination": "::/0", "gateway": "fd00::1"}]}`))
+	f.Add(dratest.InterfaceConfig(`"mode": "netdev", "interface": {"name": "net1", "mtu": 9000, "addresses": ["10.0.0.2/24"]}`))
+	f.Add(dratest.InterfaceConfig(`"mode": "afxdp", "xdp": {"program": "xsk-redirect", "queues": 2}`))
+	f.Add(dratest.InterfaceConfig(`"vf": {"vlan": 100, "qos": 3, "vlanProto": "802.1ad", "minTxRateMbps": 10, "maxTxRateMbps": 5}`))
+	f.Add(dratest.InterfaceConfig(`"interface": {"routes": [{"destination": "::/0", "gateway": "fd00::1"}]}`))
 	f.Add(`{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig", "mode": "netdev", "mode": "vfio"}`)
 	f.Add(`[1, 2]`)
-	inv := inventoryMap(testInventory(f))
-	dev := inv[vfNetdev]
+	inv := dratest.InventoryMap(dratest.Inventory(f))
+	dev := inv[dratest.VFNetdev]
 	f.Fuzz(func(t *testing.T, raw string) {
 		var cfg v1alpha1.InterfaceConfig
 		if errs := v1alpha1.DecodeInterfaceConfig([]byte(raw), &cfg, field.NewPath("parameters")); len(errs) > 0 {
 			return
 		}
-		cfg, errs := claimspec.ConfigFor(cfg, "nic", dev)
+		cfg, errs := ConfigFor(cfg, "nic", dev)
 		if len(errs) > 0 {
 			return
 		}
