@@ -22,7 +22,10 @@ for pkg in "$@"; do
 			# A failing input is written to the corpus directory, which may
 			# hold committed seeds: a new file there is a crasher.
 			before=$(ls "$corpus" 2>/dev/null || true)
-			if out=$("$go" test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg" 2>&1); then
+			# Minimizing an interesting input is not counted in the run's
+			# executions, and within seconds of fuzzing it would take most
+			# of them: a second at most.
+			if out=$("$go" test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" -fuzzminimizetime 1s "$pkg" 2>&1); then
 				echo "$out" | tail -n 2
 				break
 			fi
