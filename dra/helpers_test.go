@@ -21,6 +21,7 @@ type (
 
 var (
 	testClaim     = dratest.Claim
+	cniTestClaim  = dratest.CNIClaim
 	testInventory = dratest.Inventory
 	inventoryMap  = dratest.InventoryMap
 	testStore     = dratest.Store
