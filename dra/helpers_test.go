@@ -16,7 +16,6 @@ const (
 
 type (
 	alloc = dratest.Alloc
-	cfg   = dratest.Config
 )
 
 var (
