@@ -1,6 +1,6 @@
 //go:build privileged
 
-package dra
+package dra_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 
 	"github.com/fastpath-dra/fastpath/dataplane"
+	"github.com/fastpath-dra/fastpath/dra"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/nri"
 	"github.com/fastpath-dra/fastpath/test/netnstest"
@@ -21,7 +22,7 @@ import (
 // slowBinder is a PCI binder whose vfio binds wait for the test (at most
 // 3 s), telling it when one started.
 type slowBinder struct {
-	PCIBinder
+	dra.PCIBinder
 	started chan struct{}
 	release chan struct{}
 }
@@ -41,9 +42,9 @@ func (b *slowBinder) BindVFIO(ctx context.Context, addr string, group int) error
 // memory.
 func TestHookDuringSlowPrepare(t *testing.T) {
 	slow := testClaim("slow", []alloc{{Request: "dpdk", Device: vfNetdev}}, fromClaim(config(`"mode": "vfio"`)))
-	d, k, ctx := startTestDriver(t, &fakeObject{slow})
-	binder := &slowBinder{PCIBinder: d.Driver.opts.PCI, started: make(chan struct{}), release: make(chan struct{})}
-	d.Driver.opts.PCI = binder
+	d, k, ctx := startTestDriver(t, dra.NewFakeObject(slow))
+	binder := &slowBinder{PCIBinder: d.DriverOptions().PCI, started: make(chan struct{}), release: make(chan struct{})}
+	d.DriverOptions().PCI = binder
 
 	// Another pod's claim, prepared: a veth standing in for its VF.
 	name := fmt.Sprintf("fpc%d", os.Getpid()%100000)
@@ -53,7 +54,7 @@ func TestHookDuringSlowPrepare(t *testing.T) {
 		Devices: []claims.Device{{Request: "nic", Pool: testNode, Device: "netdev-" + host.Attrs().Name, Mode: "netdev",
 			Host: &claims.HostNetdev{Name: host.Attrs().Name, MTU: host.Attrs().MTU, MAC: host.Attrs().HardwareAddr.String()},
 			Pod:  &claims.PodInterface{Name: "net1", Addresses: []string{"10.68.0.2/24"}}}}}
-	if err := d.store.Admit(ready); err != nil {
+	if err := d.Store().Admit(ready); err != nil {
 		t.Fatal(err)
 	}
 	attacher, err := dataplane.NewAttacher()
@@ -61,12 +62,12 @@ func TestHookDuringSlowPrepare(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = attacher.Close() })
-	plugin := nri.New(nri.Options{Store: d.store, Attacher: attacher, Status: d.opts.Status})
+	plugin := nri.New(nri.Options{Store: d.Store(), Attacher: attacher, Status: d.Opts().Status})
 	podNS := netnstest.New(t, name)
 
 	prepared := make(chan string, 1)
 	go func() {
-		resp, err := k.dra.NodePrepareResources(ctx, &drapb.NodePrepareResourcesRequest{Claims: []*drapb.Claim{
+		resp, err := k.DRA().NodePrepareResources(ctx, &drapb.NodePrepareResourcesRequest{Claims: []*drapb.Claim{
 			{Namespace: slow.Namespace, Name: slow.Name, Uid: string(slow.UID)}}})
 		if err != nil {
 			prepared <- err.Error()

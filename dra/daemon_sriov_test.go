@@ -1,6 +1,6 @@
 //go:build sriov
 
-package dra
+package dra_test
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/devices"
+	"github.com/fastpath-dra/fastpath/dra"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/nri"
 	"github.com/fastpath-dra/fastpath/dra/status"
@@ -33,7 +34,7 @@ type sriovDaemon struct {
 	ctx     context.Context
 	store   *claims.Store
 	plugin  *nri.Plugin
-	kubelet *fakeKubelet
+	kubelet *dra.FakeKubelet
 	stop    func()
 }
 
@@ -56,13 +57,13 @@ func startSRIOVDaemon(t *testing.T, dir string, life int, client *fake.Clientset
 	plugin := nri.New(nri.Options{Store: store, Attacher: attacher, Status: writer})
 	plugin.Synchronize(ctx, nil)
 	run := filepath.Join(dir, fmt.Sprint(life))
-	opts := Options{NodeName: testNode, Client: client, PluginDir: filepath.Join(run, "plugins"), RegistryDir: filepath.Join(run, "registry"),
+	opts := dra.Options{NodeName: testNode, Client: client, PluginDir: filepath.Join(run, "plugins"), RegistryDir: filepath.Join(run, "registry"),
 		StateDir: filepath.Join(dir, "state"), CDIDir: filepath.Join(dir, "cdi"), BPFDir: filepath.Join(dir, "bpf"), MemifDir: filepath.Join(dir, "memif"),
 		Store: store, Status: writer, Runtime: plugin, PCI: dataplane.PCIBinder{SysfsRoot: "/", DevRoot: "/"}}
 	if err := os.MkdirAll(opts.RegistryDir, 0o750); err != nil {
 		t.Fatal(err)
 	}
-	d, err := New(opts)
+	d, err := dra.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func startSRIOVDaemon(t *testing.T, dir string, life int, client *fake.Clientset
 		})
 	}
 	t.Cleanup(stop)
-	return &sriovDaemon{ctx: ctx, store: store, plugin: plugin, kubelet: startFakeKubelet(t, ctx, opts.RegistryDir), stop: stop}
+	return &sriovDaemon{ctx: ctx, store: store, plugin: plugin, kubelet: dra.StartFakeKubelet(t, ctx, opts.RegistryDir), stop: stop}
 }
 
 // TestSRIOVDaemonDownPodGone is what veths cannot show, at the daemon's

@@ -1,6 +1,6 @@
 //go:build privileged && faultinject
 
-package dra
+package dra_test
 
 import (
 	"context"
@@ -37,10 +37,12 @@ import (
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/dataplane/fault"
 	"github.com/fastpath-dra/fastpath/devices"
+	"github.com/fastpath-dra/fastpath/dra"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/cnidriver"
 	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
+	"github.com/fastpath-dra/fastpath/dra/dratest"
 	"github.com/fastpath-dra/fastpath/dra/npwg"
 	"github.com/fastpath-dra/fastpath/dra/nri"
 	"github.com/fastpath-dra/fastpath/dra/status"
@@ -83,7 +85,7 @@ type rig struct {
 
 // faultPools is the rig's node IP pool, from which the shared device's
 // sub-interface gets its address.
-var faultPools = IPPools{"fast": {Name: "fast", Subnet: "10.93.0.0/29", Gateway: "10.93.0.1",
+var faultPools = dra.IPPools{"fast": {Name: "fast", Subnet: "10.93.0.0/29", Gateway: "10.93.0.1",
 	Routes: []v1alpha1.Route{{Destination: "10.94.0.0/16"}}}}
 
 func (j job) run() error {
@@ -107,7 +109,7 @@ func (j job) run() error {
 		CNI: dataplane.NewCNI([]string{r.CNIBin}, r.CNICache),
 		NPWG: &nri.NPWGOptions{NADs: nad, ConfDir: r.Dir, Plugins: []string{"macvlan", "host-local"}, DefaultInterface: "eth0",
 			Policy: npwg.Policy{HostDevices: []string{r.MasterLink}, HostPaths: []string{r.Dir}}}})
-	d, err := New(Options{NodeName: testNode, Client: client, PluginDir: filepath.Join(r.Dir, "plugin"), StateDir: r.StateDir,
+	d, err := dra.New(dra.Options{NodeName: testNode, Client: client, PluginDir: filepath.Join(r.Dir, "plugin"), StateDir: r.StateDir,
 		CDIDir: r.CDIDir, BPFDir: r.BPFDir, MemifDir: r.MemifDir, Store: store, Status: writer, Runtime: plugin, BootID: r.BootID,
 		PF: filePF(r.PFFile), Channels: fileChannels(r.ChannelsFile), PCI: dataplane.PCIBinder{SysfsRoot: r.SysfsRoot, DevRoot: r.SysfsRoot},
 		IPPools: faultPools})
@@ -316,7 +318,7 @@ func newRig(t *testing.T) *rig {
 	vfDev.Netdev = &devices.Netdev{Name: r.VFLink, MTU: vf.Attrs().MTU, MAC: vf.Attrs().HardwareAddr.String(), MinMTU: 68, MaxMTU: 9000}
 	xskDev := devices.Device{Name: "netdev-" + r.XSKLink, Kind: devices.KindNetdev, Netdev: &devices.Netdev{Name: r.XSKLink, MTU: xsk.Attrs().MTU,
 		MAC: xsk.Attrs().HardwareAddr.String(), MaxCombinedChannels: 8, XDP: devices.XDP{Supported: new(true), ZeroCopy: new(false)}}}
-	vfioDev := fixture[vfNetdev2]
+	vfioDev := fixture[dratest.VFNetdev2]
 	vfioDev.Netdev = nil
 	memifDev := devices.Device{Name: memifMaster, Kind: devices.KindMemif, Memif: &devices.Memif{Role: devices.MemifRoleMaster,
 		Mode: devices.MemifModeIP, SocketPath: filepath.Join(r.MemifDir, "vpp1.sock"), Source: "config", Healthy: true}}
@@ -324,7 +326,7 @@ func newRig(t *testing.T) *rig {
 		Share: &devices.Share{Interfaces: 8}}
 	r.Inventory = []devices.Device{vfDev, xskDev, vfioDev, memifDev, sharedDev}
 
-	r.Claim = testClaim("all", []alloc{{Request: "nic", Device: vfNetdev}, {Request: "xsk", Device: xskDev.Name}, {Request: "dpdk", Device: vfNetdev2}, {Request: "vs", Device: memifMaster}, {Request: "fast", Device: sharedDev.Name}},
+	r.Claim = testClaim("all", []alloc{{Request: "nic", Device: vfNetdev}, {Request: "xsk", Device: xskDev.Name}, {Request: "dpdk", Device: dratest.VFNetdev2}, {Request: "vs", Device: memifMaster}, {Request: "fast", Device: sharedDev.Name}},
 		fromClaimFor("nic", config(`"interface": {"name": "net1", "mtu": 9000, "mac": "02:00:00:fa:0f:01", "addresses": ["10.90.1.2/24"],
 			"routes": [{"destination": "10.91.0.0/16", "gateway": "10.90.1.1"}]}, "vf": {"vlan": 100, "spoofChk": true}`)),
 		fromClaimFor("xsk", config(`"mode": "afxdp", "interface": {"name": "xsk0"}, "xdp": {"attachMode": "native", "queues": 2}`)),

@@ -1,6 +1,6 @@
 //go:build sriov && faultinject
 
-package dra
+package dra_test
 
 // The fault suite's kills on the VF paths, on the VM's igb PF (make
 // e2e-sriov): a worker runs the driver as the daemon builds it (VF
@@ -31,6 +31,7 @@ import (
 
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/devices"
+	"github.com/fastpath-dra/fastpath/dra"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/status"
 	"github.com/fastpath-dra/fastpath/test/sriovtest"
@@ -55,7 +56,7 @@ func (j vfJob) run() error {
 		return err
 	}
 	client := fake.NewClientset(j.Claim)
-	d, err := New(Options{NodeName: testNode, Client: client, PluginDir: filepath.Join(j.Dir, "plugin"),
+	d, err := dra.New(dra.Options{NodeName: testNode, Client: client, PluginDir: filepath.Join(j.Dir, "plugin"),
 		StateDir: filepath.Join(j.Dir, "state"), CDIDir: filepath.Join(j.Dir, "cdi"), BPFDir: filepath.Join(j.Dir, "bpf"),
 		MemifDir: filepath.Join(j.Dir, "memif"), Store: store, Status: status.NewWriter(client),
 		PCI: dataplane.PCIBinder{SysfsRoot: "/", DevRoot: "/"}})

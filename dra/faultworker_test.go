@@ -1,6 +1,6 @@
 //go:build faultinject
 
-package dra
+package dra_test
 
 import (
 	"bytes"

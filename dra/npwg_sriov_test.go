@@ -1,6 +1,6 @@
 //go:build sriov
 
-package dra
+package dra_test
 
 // A network's device from the pod's claim, on a real SR-IOV VF in the test
 // VM (make e2e-sriov): the VF claimed in mode delegate gets its device-info
@@ -31,6 +31,7 @@ import (
 
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/devices"
+	"github.com/fastpath-dra/fastpath/dra"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/npwg"
 	"github.com/fastpath-dra/fastpath/dra/nri"
@@ -78,9 +79,9 @@ func TestSRIOVDelegatedToHostDevice(t *testing.T) {
 	const resource = "intel.com/intel_sriov_netdevice"
 	claim := testClaim("deleg", []alloc{{Request: "vf", Device: devices.PCIDeviceName(vf.Address)}},
 		fromClaim(config(`"mode": "delegate", "resourceName": "`+resource+`"`)))
-	d, k, ctx := startSRIOVDriver(t, &fakeObject{claim})
+	d, k, ctx := startSRIOVDriver(t, dra.NewFakeObject(claim))
 	devinfo := t.TempDir()
-	d.Driver.opts.DeviceInfoDir = devinfo
+	d.DriverOptions().DeviceInfoDir = devinfo
 
 	if e := prepare(t, ctx, k, claim); e != "" {
 		t.Fatalf("prepare: %s", e)
@@ -90,7 +91,7 @@ func TestSRIOVDelegatedToHostDevice(t *testing.T) {
 	if data, err := os.ReadFile(infoPath); err != nil || json.Unmarshal(data, &info) != nil || info.Type != "pci" || info.Pci.PciAddress != vf.Address {
 		t.Errorf("device-info %s: %+v (%v), want the VF's PCI address", infoPath, info, err)
 	}
-	rec, _ := d.store.Get(claims.Key{Driver: claims.DriverFastpath, UID: claim.UID})
+	rec, _ := d.Store().Get(claims.Key{Driver: claims.DriverFastpath, UID: claim.UID})
 	spec, err := cdi.ReadSpec(rec.CDISpec, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +104,7 @@ func TestSRIOVDelegatedToHostDevice(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "sriov-net", Annotations: map[string]string{npwg.ResourceNameAnnot: resource}},
 		Spec: nadv1.NetworkAttachmentDefinitionSpec{Config: `{"cniVersion": "1.0.0", "name": "sriov-net", "plugins": [` +
 			`{"type": "host-device", "ipam": {"type": "static"}, "capabilities": {"ips": true}}]}`}}
-	plugin := nri.New(nri.Options{Store: d.store, Status: d.opts.Status, CNI: dataplane.NewCNI([]string{referencePlugins(t)}, t.TempDir()),
+	plugin := nri.New(nri.Options{Store: d.Store(), Status: d.Opts().Status, CNI: dataplane.NewCNI([]string{referencePlugins(t)}, t.TempDir()),
 		NPWG: &nri.NPWGOptions{NADs: oneNAD{nad}, ConfDir: t.TempDir(), Plugins: []string{"host-device", "static"}, DefaultInterface: "eth0"}})
 	podNS := netnstest.New(t, fmt.Sprintf("fpsr-%d", os.Getpid()))
 	pod := nri.Pod{UID: "pod-uid-deleg", Namespace: "default", Name: "pod-deleg", SandboxID: "sandbox-deleg", NetNS: podNS,
