@@ -26,7 +26,9 @@ for pkg in "$@"; do
 			# executions, and within seconds of fuzzing it would take most
 			# of them: a second at most.
 			if out=$("$go" test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" -fuzzminimizetime 1s "$pkg" 2>&1); then
-				echo "$out" | tail -n 2
+				# The run's executions, then its verdict.
+				echo "$out" | grep 'execs:' | tail -n 1 || true
+				echo "$out" | tail -n 1
 				break
 			fi
 			if [ "$attempt" -lt 3 ] && [ "$(ls "$corpus" 2>/dev/null || true)" = "$before" ] &&
