@@ -24,8 +24,8 @@ for pkg in "$@"; do
 			before=$(ls "$corpus" 2>/dev/null || true)
 			# Minimizing an interesting input is not counted in the run's
 			# executions, and within seconds of fuzzing it would take most
-			# of them: a second at most.
-			if out=$("$go" test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" -fuzzminimizetime 1s "$pkg" 2>&1); then
+			# of them: ten executions at most.
+			if out=$("$go" test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" -fuzzminimizetime 10x "$pkg" 2>&1); then
 				# The run's executions, then its verdict.
 				echo "$out" | grep 'execs:' | tail -n 1 || true
 				echo "$out" | tail -n 1
