@@ -255,8 +255,10 @@ func (d *Driver) RegistrationStatus() error {
 }
 
 // PrepareResourceClaims prepares each claim on its own: one bad claim does
-// not fail the others, and claims of other calls are prepared at the same
-// time (each claim has its own lock).
+// not fail the others. The kubelet plugin helper runs one call of the
+// driver at a time (across the two daemons of a rolling update too), so a
+// slow vfio bind delays the claims after it; each claim also has its own
+// lock, which the runtime's hooks take.
 func (d *Driver) PrepareResourceClaims(ctx context.Context, cls []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(cls))
 	for _, claim := range cls {
