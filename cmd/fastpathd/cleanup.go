@@ -54,7 +54,13 @@ func leaveNoTrace(ctx context.Context, store *claims.Store, st hostState) {
 		}
 	}
 	var errs []error
-	for _, name := range []string{"checkpoint.json", "checkpoint.json.pending", "checkpoint.json.lock", "nri.lock"} {
+	names := []string{"checkpoint.json", "checkpoint.json.pending", "checkpoint.json.lock", "nri.lock"}
+	// And the temporary files of checkpoint writes that were killed.
+	temps, _ := filepath.Glob(filepath.Join(st.stateDir, ".checkpoint.json.*"))
+	for _, t := range temps {
+		names = append(names, filepath.Base(t))
+	}
+	for _, name := range names {
 		errs = append(errs, removeIfThere(filepath.Join(st.stateDir, name)))
 	}
 	// With no claim, the CNI cache and the claims' directories hold

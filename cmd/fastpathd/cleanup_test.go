@@ -86,6 +86,10 @@ func TestLeaveNoTrace(t *testing.T) {
 	t.Run("no claim", func(t *testing.T) {
 		store, st := node(t, false)
 		socket(t, filepath.Join(st.pluginDirs[0], "dra-killed.sock"), false)
+		// A checkpoint write killed before its rename.
+		if err := os.WriteFile(filepath.Join(st.stateDir, ".checkpoint.json.k1lled"), []byte("{"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		leaveNoTrace(ctx, store, st)
 		if got := listDir(t, st.stateDir); !slices.Equal(got, []string{"operator-notes.txt"}) {
 			t.Errorf("state directory after: %v, want only the file fastpathd does not know", got)

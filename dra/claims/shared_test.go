@@ -3,6 +3,7 @@ package claims
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -148,5 +149,51 @@ func TestWritesStampedApart(t *testing.T) {
 			}
 			stamps = append(stamps, st)
 		}
+	}
+}
+
+// A daemon of the previous release, beside this one in a rolling update,
+// writes its version-1 checkpoint: the shared store reads it migrated, and
+// neither empties itself nor writes the other's claims away.
+func TestSharedStoreReadsPreviousRelease(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoint.json")
+	s := open(t, path)
+	if err := s.Share(); err != nil {
+		t.Fatal(err)
+	}
+	copyFile(t, "testdata/v1/checkpoint.json", path)
+	if n := len(s.Claims()); n != 4 {
+		t.Fatalf("the store reads %d claims of the previous release's checkpoint, want its 4", n)
+	}
+	if err := s.Admit(netdevClaim("new", "pod9", "dev-new", "net1")); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Open(path, Legacy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(again.Claims()); n != 5 {
+		t.Errorf("after a write the checkpoint holds %d claims, want the previous release's 4 and the new one", n)
+	}
+}
+
+// The temporary files of writes killed before their rename are removed
+// when the store opens; other files of the directory are left.
+func TestOpenRemovesKilledWrites(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "checkpoint.json")
+	stale := filepath.Join(dir, ".checkpoint.json.k1llled")
+	other := filepath.Join(dir, ".other.json.1")
+	for _, f := range []string{stale, other} {
+		if err := os.WriteFile(f, []byte(`{"version": 2, "cl`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open(t, path)
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the temporary file of a killed write is still there: %v", err)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("a file that is not the store's went: %v", err)
 	}
 }

@@ -67,6 +67,9 @@ func Open(path string, legacy Legacy) (*Store, error) {
 	if err := adoptPending(path); err != nil {
 		return nil, err
 	}
+	if err := removeTemps(path); err != nil {
+		return nil, err
+	}
 	data, err := readFile(path)
 	exists := true
 	switch {
@@ -356,6 +359,38 @@ func commitPending(path string) error {
 		return errors.Join(syncErr, fmt.Errorf("rename %s: %w", pending, err))
 	}
 	return errors.Join(syncErr, SyncDir(filepath.Dir(path)))
+}
+
+// removeTemps removes the temporary files of the checkpoint's writes
+// (ReplaceFile) that a process killed before its rename left beside it.
+// The file lock is held: a live daemon sharing the store writes its
+// temporary files under it.
+func removeTemps(path string) error {
+	dir, prefix := filepath.Dir(path), "."+filepath.Base(path)+"."
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("checkpoint directory: %w", err)
+	}
+	var stale []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix) && e.Type().IsRegular() {
+			stale = append(stale, filepath.Join(dir, e.Name()))
+		}
+	}
+	if len(stale) == 0 {
+		return nil
+	}
+	unlock, err := FileLock(path + ".lock").Lock(context.Background())
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	for _, f := range stale {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove %s, left by a write that was killed: %w", f, err)
+		}
+	}
+	return nil
 }
 
 // adoptPending completes the pending write (AdmitPending) of a process
