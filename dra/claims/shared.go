@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"syscall"
 	"time"
@@ -59,6 +60,12 @@ func (s *Store) Share() error {
 
 // FileLock is an exclusive lock on a file, shared by the processes of a
 // node. The zero path is no lock.
+//
+// It is two locks of the file, taken in one order: an open file
+// description's fcntl lock (F_OFD_SETLK), the kind the kubelet plugin
+// helper takes on its serialize.lock, and a flock, the kind the previous
+// release took. Linux keeps the two kinds apart: a lock of one kind only
+// would not exclude a holder of the other.
 type FileLock string
 
 // Lock takes the lock, waiting for another process to release it until
@@ -71,19 +78,33 @@ func (l FileLock) Lock(ctx context.Context) (unlock func(), _ error) {
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", l, err)
 	}
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			return func() { _ = f.Close() }, nil // closing releases the lock
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) {
+	for _, try := range []func() error{
+		func() error { return unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) },
+		func() error {
+			return unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart})
+		},
+	} {
+		if err := waitFor(ctx, try); err != nil {
 			_ = f.Close()
 			return nil, fmt.Errorf("lock %s: %w", l, err)
 		}
+	}
+	return func() { _ = f.Close() }, nil // closing releases both
+}
+
+// waitFor tries to take a lock until it is taken, or ctx ends.
+func waitFor(ctx context.Context, try func() error) error {
+	for {
+		err := try()
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EACCES) {
+			return err
+		}
 		select {
 		case <-ctx.Done():
-			_ = f.Close()
-			return nil, fmt.Errorf("lock %s: held by another process: %w", l, ctx.Err())
+			return fmt.Errorf("held by another process: %w", ctx.Err())
 		case <-time.After(2 * time.Millisecond):
 		}
 	}

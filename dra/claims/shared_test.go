@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/fileutil"
 )
 
 // Two daemons sharing a store (a rolling update) see each other's changes,
@@ -196,4 +198,32 @@ func TestOpenRemovesKilledWrites(t *testing.T) {
 	if _, err := os.Stat(other); err != nil {
 		t.Errorf("a file that is not the store's went: %v", err)
 	}
+}
+
+// The lock excludes the kubelet plugin helper's lock of the same file (an
+// open file description's fcntl lock, which a flock alone does not see).
+func TestFileLockExcludesHelper(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "serialize.lock")
+	held, err := fileutil.LockFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if unlock, err := FileLock(path).Lock(ctx); err == nil {
+		unlock()
+		t.Fatal("the lock was taken while the helper holds the file")
+	}
+	if err := held.Close(); err != nil {
+		t.Fatal(err)
+	}
+	unlock, err := FileLock(path).Lock(t.Context())
+	if err != nil {
+		t.Fatalf("after the helper's release: %v", err)
+	}
+	// And the helper waits for it in turn.
+	if _, err := fileutil.TryLockFile(path, os.O_RDWR, 0o600); err == nil {
+		t.Error("the helper took the file while the lock is held")
+	}
+	unlock()
 }
