@@ -29,7 +29,9 @@ type ClaimRef struct {
 // Writer writes the status of claims' devices in the background: callers
 // (the runtime's hooks among them) never wait for the API server. The
 // latest status of each (claim, driver, pool, device) wins. A write is
-// retried with backoff a bounded number of times; it stops for good when
+// retried with backoff for as long as the claim is prepared on the node
+// (an API server down for an hour gets the status when it is back: the
+// writer keeps only the latest status of each claim); it stops for good when
 // the claim is gone (NotFound, or replaced by another of the same name),
 // when the device is no longer allocated to the claim, and when the daemon
 // may not write claims' status (Forbidden: logged as an error once, with
@@ -41,8 +43,9 @@ type ClaimRef struct {
 // refuses that change to an immutable field.
 type Writer struct {
 	client kubernetes.Interface
-	// Attempts bounds the writes of one change; Backoff is the first wait
-	// between them, doubled up to MaxBackoff.
+	// Attempts bounds the writes of one change (0: no bound, until the
+	// claim is forgotten); Backoff is the first wait between them, doubled
+	// up to MaxBackoff.
 	Attempts            int
 	Backoff, MaxBackoff time.Duration
 	// Metrics counts the writes given up; nil for none.
@@ -67,7 +70,7 @@ type deviceKey struct{ driver, pool, device, share string }
 
 // NewWriter returns a writer; Start gives it the context its writes run in.
 func NewWriter(client kubernetes.Interface) *Writer {
-	return &Writer{client: client, Attempts: 12, Backoff: 100 * time.Millisecond, MaxBackoff: 10 * time.Second,
+	return &Writer{client: client, Backoff: 100 * time.Millisecond, MaxBackoff: 30 * time.Second,
 		base: context.Background(), claims: map[types.UID]*claimStatus{}}
 }
 
@@ -123,8 +126,12 @@ func (w *Writer) Pending() int {
 // Wait waits for the writes under way (tests).
 func (w *Writer) Wait() { w.running.Wait() }
 
+// retryLogEvery: a failed write is logged at its first attempt and every
+// retryLogEvery after (about 10 minutes apart at the longest backoff).
+const retryLogEvery = 20
+
 // write writes the claim's device statuses until the latest one landed,
-// the claim is gone or forgotten, or the attempts are spent.
+// the claim is gone or forgotten, or the attempts (if bounded) are spent.
 func (w *Writer) write(ctx context.Context, c *claimStatus) {
 	defer w.running.Done()
 	logger := klog.FromContext(ctx)
@@ -152,6 +159,9 @@ func (w *Writer) write(ctx context.Context, c *claimStatus) {
 			w.mu.Unlock()
 			return
 		case err == nil && c.generation == gen:
+			if attempt > 1 {
+				logger.Info("Wrote claim status after failed attempts", "attempts", attempt)
+			}
 			c.writing = false
 			w.mu.Unlock()
 			return
@@ -168,7 +178,7 @@ func (w *Writer) write(ctx context.Context, c *claimStatus) {
 			c.writing = false
 			w.mu.Unlock()
 			return
-		case attempt >= w.Attempts:
+		case w.Attempts > 0 && attempt >= w.Attempts:
 			logger.Error(err, "Writing claim status failed; giving up", "attempts", attempt)
 			w.Metrics.StatusWriteFailed("attempts")
 			c.writing = false
@@ -176,8 +186,14 @@ func (w *Writer) write(ctx context.Context, c *claimStatus) {
 			return
 		}
 		w.mu.Unlock()
+		// An outage is said when it begins and every retryLogEvery
+		// attempts after, not at every retry of every claim.
 		if !apierrors.IsConflict(err) {
-			logger.Info("Writing claim status failed; retrying", "err", err.Error(), "in", backoff)
+			verbosity := 4
+			if attempt%retryLogEvery == 1 {
+				verbosity = 0
+			}
+			logger.V(verbosity).Info("Writing claim status failed; retrying until it lands or the claim is unprepared", "err", err.Error(), "attempt", attempt, "in", backoff)
 		}
 		select {
 		case <-ctx.Done():

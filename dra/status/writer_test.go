@@ -144,3 +144,30 @@ func TestWriterForgetStops(t *testing.T) {
 		t.Errorf("%d attempts after the claim was forgotten", n)
 	}
 }
+
+// An API server that refuses writes for longer than any bound (here forty
+// attempts) gets the status once it is back: the writer retries for as
+// long as the claim is prepared.
+func TestWriterRetriesThroughOutage(t *testing.T) {
+	client := fake.NewClientset(allocatedClaim("c", "uid-c", "dev-a"))
+	var n atomic.Int32
+	client.PrependReactor("update", "resourceclaims", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "status" && n.Add(1) <= 40 {
+			return true, nil, apierrors.NewServiceUnavailable("the API server is down")
+		}
+		return false, nil, nil
+	})
+	_, ctx := ktesting.NewTestContext(t)
+	w := NewWriter(client)
+	w.Backoff, w.MaxBackoff = time.Millisecond, time.Millisecond
+	w.Start(ctx)
+	w.Set(ctx, ClaimRef{Namespace: "default", Name: "c", UID: "uid-c"}, ready("dev-a"))
+	w.Wait()
+	got, _ := client.ResourceV1().ResourceClaims("default").Get(ctx, "c", metav1.GetOptions{})
+	if len(got.Status.Devices) != 1 || got.Status.Devices[0].Device != "dev-a" {
+		t.Errorf("after the outage the status is %+v, want dev-a's", got.Status.Devices)
+	}
+	if n.Load() != 41 {
+		t.Errorf("%d writes, want 40 refused and the one that landed", n.Load())
+	}
+}
