@@ -174,8 +174,14 @@ func (p *Publisher) Run(ctx context.Context) {
 			stop()
 			events, stop = nil, func() {}
 			if w, err := p.client.ResourceV1().ResourceSlices().Watch(ctx, p.listOptions(listRV)); err != nil {
-				logger.Error(err, "Watching this node's ResourceSlices; listing them again at the next publish")
+				// Without a watch a slice someone else deletes stays
+				// deleted: list and watch again after a backoff.
+				logger.Error(err, "Watching this node's ResourceSlices; listing them and watching again", "in", retryIn)
 				dirty = true
+				if retry == nil {
+					retry = time.NewTimer(retryIn)
+					retryIn = min(2*retryIn, publishRetryMax)
+				}
 			} else {
 				events, stop = w.ResultChan(), w.Stop
 			}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
@@ -276,4 +277,38 @@ func TestPublisherRunRepairs(t *testing.T) {
 	}
 	poll("a changed slice is put back", func() bool { s := srv.slices(t); return len(s) == 3 && len(s[2].Spec.Devices) == 2 })
 	checkPool(t, srv.slices(t), 3, 2)
+}
+
+// A watch the API server refuses is tried again after a backoff, without
+// a new publish: a slice deleted by someone else after it is put back.
+func TestPublisherRetriesWatch(t *testing.T) {
+	srv := newSliceServer(t)
+	var watches atomic.Int32
+	srv.PrependWatchReactor("resourceslices", func(k8stesting.Action) (bool, watch.Interface, error) {
+		if watches.Add(1) == 1 {
+			return true, nil, apierrors.NewServiceUnavailable("the API server is restarting")
+		}
+		return false, nil, nil
+	})
+	p := NewPublisher(srv, "fastpath.dev", "node-a", func(context.Context, error) {})
+	p.retryFirst = 10 * time.Millisecond
+	ctx, cancel := context.WithCancel(klog.NewContext(t.Context(), ktesting.NewLogger(t, ktesting.NewConfig())))
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	p.Publish(func() resourceslice.DriverResources { return pool(10, "a", "") })
+	go func() { defer close(done); p.Run(ctx) }()
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return watches.Load() >= 2, nil
+	}); err != nil {
+		t.Fatalf("the refused watch was not tried again: %d watches", watches.Load())
+	}
+	victim := srv.slices(t)[0]
+	if err := srv.ResourceV1().ResourceSlices().Delete(ctx, victim.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return len(srv.slices(t)) == 1, nil
+	}); err != nil {
+		t.Fatal("a slice deleted after the refused watch was not put back")
+	}
 }
