@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -278,7 +279,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 		return err
 	}
 	logger.Info("Starting fastpathd", "version", version)
-	granular, err := checkCluster(ctx, client, o.nodeName)
+	granular, err := waitForCluster(ctx, client, o.nodeName, time.Second)
 	if err != nil {
 		return err
 	}
@@ -468,13 +469,54 @@ func waitForRuntime(ctx context.Context, plugin *nri.Plugin, socket string) erro
 	}
 }
 
+// waitForCluster checks the cluster (checkCluster) until the API server
+// answers: while it cannot be reached, or answers that it cannot serve now
+// (a restart, an overloaded or starting control plane), the daemon waits,
+// saying why, with backoff from first up to 30s, rather than exit and
+// crash-loop. An answer that no wait changes (resource.k8s.io/v1 not
+// served, the node unknown, no permission) is the error.
+func waitForCluster(ctx context.Context, client kubernetes.Interface, node string, first time.Duration) (bool, error) {
+	logger := klog.FromContext(ctx)
+	backoff := first
+	for {
+		granular, err := checkCluster(ctx, client, node)
+		if err == nil || !transient(err) {
+			return granular, err
+		}
+		logger.Info("Waiting for the API server", "err", err.Error(), "retryIn", backoff)
+		select {
+		case <-ctx.Done():
+			return false, fmt.Errorf("%w (waiting for the API server: %w)", err, ctx.Err())
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
+}
+
+// transient says whether an API error may go away by itself: not an
+// answer that the resource or object does not exist, or that the daemon
+// may not have it.
+func transient(err error) bool {
+	var p permanentError
+	return !errors.As(err, &p) && !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) && !apierrors.IsUnauthorized(err) &&
+		!apierrors.IsBadRequest(err) && !apierrors.IsInvalid(err)
+}
+
+// permanentError is an answer of the cluster that no wait changes.
+type permanentError struct{ error }
+
+func (e permanentError) Unwrap() error { return e.error }
+
 // checkCluster fails unless the API server serves resource.k8s.io/v1
 // (Kubernetes 1.34 or newer) and knows this node. It says whether the API
 // server authorizes claim status writes per driver and node
 // (resourceclaims/driver, Kubernetes 1.36 and newer).
 func checkCluster(ctx context.Context, client kubernetes.Interface, node string) (granularStatus bool, _ error) {
-	if _, err := client.Discovery().ServerResourcesForGroupVersion("resource.k8s.io/v1"); err != nil {
+	switch _, err := client.Discovery().ServerResourcesForGroupVersion("resource.k8s.io/v1"); {
+	case apierrors.IsNotFound(err):
 		return false, fmt.Errorf("the API server does not serve resource.k8s.io/v1 (fastpath needs Kubernetes 1.34 or newer): %w", err)
+	case err != nil:
+		return false, fmt.Errorf("the API server: %w", err)
 	}
 	if _, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err != nil {
 		return false, fmt.Errorf("node %q: %w (is --node-name right?)", node, err)
@@ -485,7 +527,7 @@ func checkCluster(ctx context.Context, client kubernetes.Interface, node string)
 	}
 	sv, err := utilversion.ParseGeneric(v.GitVersion)
 	if err != nil {
-		return false, fmt.Errorf("the API server's version %q: %w", v.GitVersion, err)
+		return false, permanentError{fmt.Errorf("the API server's version %q: %w", v.GitVersion, err)}
 	}
 	return sv.AtLeast(utilversion.MajorMinor(1, 36)), nil
 }
