@@ -34,6 +34,10 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 	switch {
 	case ok && c.Prepared && c.BootID == d.opts.BootID && exists(c.CDISpec):
 		logger.V(2).Info("Claim already prepared")
+		// A daemon killed after the final record did not write the
+		// status of the devices ready at Prepare: the kubelet's retry
+		// does (a status already there is not written again).
+		d.reportPrepared(ctx, &c)
 		return kubelet.Result(&c)
 	case ok && c.Prepared:
 		// Prepared in another boot, or its CDI spec is gone: do every
@@ -68,12 +72,19 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 	d.health.prepared(c.Devices)
 	d.health.notify()
 	logger.Info("Prepared claim", "pod", c.Pod.Name, "devices", len(c.Devices))
+	d.reportPrepared(ctx, &c)
+	return kubelet.Result(&c)
+}
+
+// reportPrepared writes the status of the claim's devices that are ready
+// once prepared (vfio, memif, delegate); the others' is the runtime
+// hooks', at the pod's sandbox.
+func (d *Driver) reportPrepared(ctx context.Context, c *claims.Claim) {
 	for _, dev := range c.Devices {
 		if st := status.PreparedReady(dev); st != nil {
 			d.opts.Status.Set(ctx, status.ClaimRef{Namespace: c.Namespace, Name: c.Name, UID: c.UID}, *st)
 		}
 	}
-	return kubelet.Result(&c)
 }
 
 func exists(path string) bool {

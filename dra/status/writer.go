@@ -8,6 +8,7 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -222,7 +223,7 @@ func (w *Writer) update(ctx context.Context, ref ClaimRef, want []resourceapi.Al
 	case claim.Status.Allocation == nil:
 		return "the claim is no longer allocated", nil
 	}
-	n := 0
+	n, changed := 0, false
 	for _, st := range want {
 		if !allocated(claim, st) {
 			continue
@@ -233,6 +234,7 @@ func (w *Writer) update(ctx context.Context, ref ClaimRef, want []resourceapi.Al
 		})
 		if i < 0 {
 			claim.Status.Devices = append(claim.Status.Devices, st)
+			changed = true
 			continue
 		}
 		// Keep the transition times of conditions that do not change.
@@ -242,10 +244,15 @@ func (w *Writer) update(ctx context.Context, ref ClaimRef, want []resourceapi.Al
 				st.Conditions[j].LastTransitionTime = old[k].LastTransitionTime
 			}
 		}
-		claim.Status.Devices[i] = st
+		if !equality.Semantic.DeepEqual(claim.Status.Devices[i], st) {
+			claim.Status.Devices[i], changed = st, true
+		}
 	}
 	if n == 0 {
 		return fmt.Sprintf("none of its %d devices is allocated to the claim any more", len(want)), nil
+	}
+	if !changed {
+		return "", nil // the claim has this status already
 	}
 	_, err = w.client.ResourceV1().ResourceClaims(ref.Namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{FieldManager: fieldManager})
 	return "", err
