@@ -474,6 +474,8 @@ func (r *rig) snapshot(t *testing.T) snapshot {
 	s["channels"] = string(ch)
 	drv, _ := dataplane.PCIBinder{SysfsRoot: r.SysfsRoot, DevRoot: r.SysfsRoot}.Driver("0000:3b:01.1")
 	s["vfio function driver"] = drv
+	override, _ := os.ReadFile(filepath.Join(r.SysfsRoot, "sys", "bus", "pci", "devices", "0000:3b:01.1", "driver_override"))
+	s["vfio function driver_override"] = strings.TrimSpace(string(override))
 	all := func(string, fs.DirEntry) bool { return true }
 	s["pins"] = tree(r.BPFDir, all)
 	s["cdi"] = tree(r.CDIDir, all)

@@ -230,10 +230,10 @@ func (d *Driver) steps(c *claims.Claim) []step {
 			apply: func(ctx context.Context) error {
 				return deviceErr(dev, d.opts.PCI.BindVFIO(ctx, dev.PCIAddress, v.IOMMUGroup))
 			},
+			// Restore also when the function has its driver still: a
+			// bind killed after writing driver_override left it, and it
+			// would bind the function to vfio-pci at the next probe.
 			undo: func(ctx context.Context) error {
-				if cur, err := d.opts.PCI.Driver(dev.PCIAddress); err == nil && cur == v.DriverBefore {
-					return nil // never bound, or given back already
-				}
 				return deviceErr(dev, d.opts.PCI.Restore(ctx, dev.PCIAddress, v.DriverBefore))
 			},
 		})

@@ -16,6 +16,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2/ktesting"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 
@@ -372,5 +373,34 @@ func TestKubeletMemifBadPaths(t *testing.T) {
 			}
 			assertNothingLeft(t, d)
 		})
+	}
+}
+
+// A vfio bind killed after it wrote driver_override, before the unbind,
+// is undone whole: the function keeps its driver and the override is
+// cleared (it would otherwise bind the function to vfio-pci at the next
+// probe).
+func TestVFIOUndoClearsOverride(t *testing.T) {
+	const addr = "0000:3b:01.0"
+	d, _, _ := startTestDriver(t)
+	_, ctx := ktesting.NewTestContext(t)
+	c := claims.Claim{Driver: claims.DriverFastpath, UID: "uid-dpdk", Namespace: "default", Name: "dpdk",
+		Devices: []claims.Device{{Request: "dpdk", Pool: testNode, Device: vfNetdev, PCIAddress: addr, VFIO: &claims.VFIO{IOMMUGroup: 41, DriverBefore: "iavf"}}}}
+	override := filepath.Join(d.opts.PCI.(dataplane.PCIBinder).SysfsRoot, "sys", "bus", "pci", "devices", addr, "driver_override")
+	if err := os.WriteFile(override, []byte(dataplane.VFIODriver), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range d.steps(&c) {
+		if s.name == "vfio dpdk" {
+			if err := s.undo(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got, _ := os.ReadFile(override); strings.TrimSpace(string(got)) != "" {
+		t.Errorf("driver_override after the undo = %q, want it cleared", got)
+	}
+	if got := d.kernel.Driver(addr); got != "iavf" {
+		t.Errorf("driver after the undo = %q, want iavf", got)
 	}
 }
