@@ -109,6 +109,7 @@ func (b PCIBinder) BindVFIO(ctx context.Context, addr string, group int) (err er
 		if err := b.write(b.device(addr, "driver_override"), VFIODriver); err != nil {
 			return err
 		}
+		fault.Point("vfio.override")
 		if before != "" {
 			if err := b.write(b.sys("bus", "pci", "drivers", before, "unbind"), addr); err != nil {
 				return err

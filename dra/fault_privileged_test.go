@@ -475,7 +475,9 @@ func (r *rig) snapshot(t *testing.T) snapshot {
 	drv, _ := dataplane.PCIBinder{SysfsRoot: r.SysfsRoot, DevRoot: r.SysfsRoot}.Driver("0000:3b:01.1")
 	s["vfio function driver"] = drv
 	override, _ := os.ReadFile(filepath.Join(r.SysfsRoot, "sys", "bus", "pci", "devices", "0000:3b:01.1", "driver_override"))
-	s["vfio function driver_override"] = strings.TrimSpace(string(override))
+	// The kernel shows a cleared override as "(null)"; the fixture keeps
+	// what was written.
+	s["vfio function driver_override"] = strings.TrimSuffix(strings.TrimSpace(string(override)), "(null)")
 	all := func(string, fs.DirEntry) bool { return true }
 	s["pins"] = tree(r.BPFDir, all)
 	s["cdi"] = tree(r.CDIDir, all)
@@ -597,7 +599,7 @@ type references struct{ initial, prepared, running, stopped, final snapshot }
 
 // phases of a claim's life, in order, and the points each may be killed at.
 var phases = map[string][]string{
-	"prepare":   {"ipam.assigned", "prepare.recorded", "prepare.files.before", "prepare.files.applied", "prepare.vf.before", "vf.setting", "vf.setting#2", "prepare.vf.applied", "prepare.channels.before", "prepare.channels.applied", "prepare.xdp.before", "prepare.xdp.applied", "prepare.vfio.before", "vfio.unbound", "prepare.vfio.applied", "prepare.cdi.before", "prepare.cdi.applied"},
+	"prepare":   {"ipam.assigned", "prepare.recorded", "prepare.files.before", "prepare.files.applied", "prepare.vf.before", "vf.setting", "vf.setting#2", "prepare.vf.applied", "prepare.channels.before", "prepare.channels.applied", "prepare.xdp.before", "prepare.xdp.applied", "prepare.vfio.before", "vfio.override", "vfio.unbound", "prepare.vfio.applied", "prepare.cdi.before", "prepare.cdi.applied"},
 	"run":       {"npwg.admitted", "attach.recorded", "attach.moved", "attach.moved#2", "attach.addressed", "attach.shared.created", "cni.add.recorded", "cni.add.done", "cni.add.done#2"},
 	"stop":      {"detach.moved", "detach.moved#2", "detach.shared.deleted", "detach.returned", "cni.del.done", "cni.del.done#2"},
 	"unprepare": {"unprepare.released", "unprepare.undone"},

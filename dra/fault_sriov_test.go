@@ -228,7 +228,7 @@ func TestSRIOVFaults(t *testing.T) {
 		// spoof check, trust; killed after the first and the second.
 		{"VF settings", settings, `"interface": {"name": "net1"}, "vf": {"vlan": 60, "qos": 2, "spoofChk": false, "trust": true, "maxTxRateMbps": 200}`,
 			[]string{"vf.setting", "vf.setting#2"}},
-		{"vfio", vfio, `"mode": "vfio", "vf": {"vlan": 50}`, []string{"vfio.unbound"}},
+		{"vfio", vfio, `"mode": "vfio", "vf": {"vlan": 50}`, []string{"vfio.override", "vfio.unbound"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			l := vfLives{pf: pf, vf: c.vf, inv: inv,

@@ -28,7 +28,7 @@ var Points = []string{
 	"prepare.vf.before", "prepare.vf.applied", "vf.setting",
 	"prepare.channels.before", "prepare.channels.applied",
 	"prepare.xdp.before", "prepare.xdp.applied",
-	"prepare.vfio.before", "vfio.unbound", "prepare.vfio.applied",
+	"prepare.vfio.before", "vfio.override", "vfio.unbound", "prepare.vfio.applied",
 	"prepare.cdi.before", "prepare.cdi.applied",
 	// The runtime's hooks: the record of the networks a pod selects (NPWG)
 	// written, not yet synced nor committed; a netdev's attachment
