@@ -9,6 +9,7 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
@@ -119,6 +120,9 @@ type Driver struct {
 	health    *health
 	errs      kubelet.Errors
 	slices    *kubelet.Publisher
+	// adoptTaints: the first Publish reads the taints of the slices as
+	// they are.
+	adoptTaints sync.Once
 }
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
@@ -193,12 +197,29 @@ func (d *Driver) Stop() {
 // publisher writes in the background, and only slices whose content
 // changed; the metrics and the log say how it went.
 func (d *Driver) Publish(ctx context.Context, inv devices.Inventory) {
+	d.adoptTaints.Do(func() { d.adoptSliceTaints(ctx) })
 	d.UseInventory(inv)
 	d.mu.Lock()
 	d.published = &inv
 	d.mu.Unlock()
 	d.health.setInventory(ctx, inv)
 	d.republish(ctx)
+}
+
+// adoptSliceTaints gives health the taints of the node's slices as the
+// daemon before this one published them (health.adopt). Without the API
+// server, the devices are judged afresh.
+func (d *Driver) adoptSliceTaints(ctx context.Context) {
+	if d.opts.Client == nil {
+		return
+	}
+	list, err := d.opts.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
+		FieldSelector: "spec.nodeName=" + d.opts.NodeName + ",spec.driver=" + devices.DriverName})
+	if err != nil {
+		klog.FromContext(ctx).Info("Reading the node's ResourceSlices for their taints; the devices are judged afresh", "err", err.Error())
+		return
+	}
+	d.health.adopt(list.Items)
 }
 
 // republish publishes the last inventory with the devices' taints now.

@@ -132,6 +132,30 @@ func newHealth(opts HealthOptions, node string, store *claims.Store, checks Heal
 		preparedAt: map[string]time.Time{}}
 }
 
+// adopt takes the taints of this daemon's kind from the node's slices as a
+// previous daemon left them, before the first look: a device still
+// unhealthy for the same reason keeps its taint, and the taint's
+// TimeAdded, instead of being published untainted and tainted again a
+// grace period later. A device healthy now loses it at the first look.
+func (h *health) adopt(slices []resourceapi.ResourceSlice) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, s := range slices {
+		if s.Spec.Driver != devices.DriverName || s.Spec.NodeName == nil || *s.Spec.NodeName != h.node {
+			continue
+		}
+		for _, dev := range s.Spec.Devices {
+			for _, t := range dev.Taints {
+				if t.Key != TaintKey || t.Value == "" || t.TimeAdded == nil {
+					continue
+				}
+				p := problem{Health: devices.Health{Reason: t.Value}, since: t.TimeAdded.Add(-h.opts.Grace)}
+				h.problems[dev.Name], h.reported[dev.Name] = p, p
+			}
+		}
+	}
+}
+
 // prepared records that devs were just prepared (their drivers may have
 // changed).
 func (h *health) prepared(devs []claims.Device) {
@@ -242,7 +266,7 @@ func (h *health) look(ctx context.Context) bool {
 	reported := map[string]problem{}
 	for dev, p := range next {
 		if old, ok := h.reported[dev]; ok && old.Reason == p.Reason {
-			reported[dev] = old
+			reported[dev] = problem{Health: p.Health, since: old.since}
 		} else if now.Sub(p.since) >= h.opts.Grace {
 			reported[dev] = p
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
@@ -343,5 +344,37 @@ func TestHealthEvict(t *testing.T) {
 	ts := b.h.taints()[vfNetdev]
 	if len(ts) != 2 || ts[1].Effect != resourceapi.DeviceTaintEffectNoExecute {
 		t.Errorf("taints %+v, want NoSchedule and NoExecute", ts)
+	}
+}
+
+// A restarted daemon keeps the taints its predecessor published: a device
+// still unhealthy for the same reason keeps its taint and the taint's
+// TimeAdded from the first publish on, without a grace period untainted;
+// one healthy now loses its taint at once.
+func TestHealthAdoptsTaints(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	clock := clocktesting.NewFakeClock(time.Unix(5000, 0))
+	h := newHealth(HealthOptions{Grace: 2 * time.Second, Interval: time.Second, Clock: clock}, testNode, testStore(t), &fakeChecks{inPod: true, xdp: true}, record.NewFakeRecorder(100))
+	h.changed = func(context.Context) {}
+	added := metav1.NewTime(time.Unix(1002, 0))
+	taint := func(dev, reason string) resourceapi.Device {
+		return resourceapi.Device{Name: dev, Taints: []resourceapi.DeviceTaint{{Key: TaintKey, Value: reason, Effect: resourceapi.DeviceTaintEffectNoSchedule, TimeAdded: &added}}}
+	}
+	node := testNode
+	h.adopt([]resourceapi.ResourceSlice{{Spec: resourceapi.ResourceSliceSpec{Driver: "fastpath.dev", NodeName: &node,
+		Devices: []resourceapi.Device{taint(vfNetdev2, devices.ReasonPFLinkDown), taint(vfVFIO, devices.ReasonPFLinkDown)}}}})
+	inv := testInventory(t)
+	for i := range inv.Devices {
+		if inv.Devices[i].Name == vfNetdev2 {
+			inv.Devices[i].Health = devices.Health{Reason: devices.ReasonPFLinkDown, Message: "the link of PF ens1f0 is down"}
+		}
+	}
+	h.setInventory(ctx, inv)
+	ts := h.taints()
+	if got := ts[vfNetdev2]; len(got) != 1 || got[0].Value != devices.ReasonPFLinkDown || !got[0].TimeAdded.Equal(&added) {
+		t.Errorf("the still unhealthy device's taints: %+v, want its taint as published, added at %s", got, added)
+	}
+	if got := ts[vfVFIO]; len(got) != 0 {
+		t.Errorf("the device healthy now keeps taints %+v", got)
 	}
 }
