@@ -20,7 +20,6 @@ type (
 
 var (
 	testClaim     = dratest.Claim
-	cniTestClaim  = dratest.CNIClaim
 	testInventory = dratest.Inventory
 	inventoryMap  = dratest.InventoryMap
 	testStore     = dratest.Store
