@@ -6,12 +6,14 @@ import (
 	"slices"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 )
 
 // The drivers whose claims the store holds.
 const (
 	DriverFastpath = "fastpath.dev"
-	DriverCNI      = "cni.dra.networking.x-k8s.io" // v1alpha1.CNIDriver
+	DriverCNI      = v1alpha1.CNIDriver
 	// DriverNPWG is not a DRA driver: its records are the networks a pod
 	// selects with the NPWG annotation (fastpathd run --npwg), one record
 	// per pod, keyed by the pod's UID, named after the pod. No
