@@ -17,6 +17,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/deviceattribute"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/fastpath-dra/fastpath/devices/filter"
 	"github.com/fastpath-dra/fastpath/devices/memif"
 	"github.com/fastpath-dra/fastpath/test/sysfsfixture"
 )
@@ -25,7 +26,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/go
 
 func discover(t testing.TB, opts Options) Inventory {
 	t.Helper()
-	d, err := New(opts)
+	d, err := New(withCEL(opts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,6 +265,15 @@ func TestRDMADevice(t *testing.T) {
 	}
 }
 
+// compileCEL compiles the operator's expressions, as fastpathd does.
+func compileCEL(expr string) (Selector, error) { return filter.Compile(expr) }
+
+// withCEL is opts with fastpathd's compiler.
+func withCEL(opts Options) Options {
+	opts.Compile = compileCEL
+	return opts
+}
+
 func TestBadOptions(t *testing.T) {
 	for name, opts := range map[string]Options{
 		"missing root":   {SysfsRoot: "/no/such/root"},
@@ -273,11 +283,23 @@ func TestBadOptions(t *testing.T) {
 		"non-bool CEL":   {SysfsRoot: fixture("e810"), Filter: `"sriov-vf"`},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := New(opts)
+			_, err := New(withCEL(opts))
 			if !errors.Is(err, ErrBadOptions) {
 				t.Errorf("New(%+v) = %v, want ErrBadOptions", opts, err)
 			}
 		})
+	}
+}
+
+func TestFilterNeedsCompiler(t *testing.T) {
+	for name, opts := range map[string]Options{
+		"filter":        {SysfsRoot: fixture("e810"), Filter: "true"},
+		"share":         {SysfsRoot: fixture("e810"), Share: "true"},
+		"resource name": {SysfsRoot: fixture("e810"), ResourceNames: []ResourceName{{Name: "intel.com/sriov", Filter: "true"}}},
+	} {
+		if _, err := New(opts); !errors.Is(err, ErrBadOptions) || !strings.Contains(err.Error(), "no CEL compiler") {
+			t.Errorf("%s without a compiler: New = %v, want ErrBadOptions naming the missing compiler", name, err)
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/klog/v2"
 )
@@ -49,6 +50,15 @@ type Options struct {
 	// filter admits a device names it. A device none admits has
 	// DefaultResourceName.
 	ResourceNames []ResourceName
+	// Compile compiles Filter, Share and the ResourceNames' filters
+	// (fastpathd's is filter.Compile); required when any is set.
+	Compile func(expr string) (Selector, error)
+}
+
+// A Selector is a compiled expression admitting devices by their
+// attributes, as a DeviceClass selector does.
+type Selector interface {
+	Admits(ctx context.Context, driver string, attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute) (bool, error)
 }
 
 // ResourceName is a resource name and the devices that have it.
@@ -92,8 +102,8 @@ func (inv Inventory) Equal(other Inventory) bool {
 type Discoverer struct {
 	opts   Options
 	sysfs  sysfs
-	filter *Filter
-	share  *Filter
+	filter Selector
+	share  Selector
 	// resourceNames are Options.ResourceNames compiled, in order.
 	resourceNames []resourceName
 	memif         []MemifEndpoint
@@ -113,22 +123,22 @@ func New(opts Options) (*Discoverer, error) {
 	}
 	d := &Discoverer{opts: opts, sysfs: sysfs{opts.SysfsRoot}}
 	var err error
-	if d.filter, err = NewFilter(opts.Filter); err != nil {
+	if d.filter, err = opts.compile(opts.Filter); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
 	}
-	if d.share, err = NewFilter(opts.Share); err != nil {
+	if d.share, err = opts.compile(opts.Share); err != nil {
 		return nil, fmt.Errorf("%w: share: %w", ErrBadOptions, err)
 	}
 	for _, rn := range opts.ResourceNames {
 		if err := ValidResourceName(rn.Name); err != nil {
 			return nil, fmt.Errorf("%w: resource name %q: %w", ErrBadOptions, rn.Name, err)
 		}
-		f, err := NewFilter(rn.Filter)
+		if rn.Filter == "" {
+			return nil, fmt.Errorf("%w: resource name %s: needs a filter (\"true\" for every device)", ErrBadOptions, rn.Name)
+		}
+		f, err := opts.compile(rn.Filter)
 		if err != nil {
 			return nil, fmt.Errorf("%w: resource name %s: %w", ErrBadOptions, rn.Name, err)
-		}
-		if f == nil {
-			return nil, fmt.Errorf("%w: resource name %s: needs a filter (\"true\" for every device)", ErrBadOptions, rn.Name)
 		}
 		d.resourceNames = append(d.resourceNames, resourceName{rn.Name, f})
 	}
@@ -202,7 +212,7 @@ func (d *Discoverer) Discover(ctx context.Context) (Inventory, error) {
 			}
 			continue
 		}
-		ok, err := d.filter.Admits(ctx, dev)
+		ok, err := admits(ctx, d.filter, dev)
 		if err != nil {
 			warn(err)
 			continue
@@ -217,7 +227,7 @@ func (d *Discoverer) Discover(ctx context.Context) (Inventory, error) {
 			if dev.Netdev == nil || dev.Kind == KindMemif {
 				continue
 			}
-			ok, err := d.share.Admits(ctx, *dev)
+			ok, err := admits(ctx, d.share, *dev)
 			if err != nil {
 				warn(err)
 				continue
@@ -239,7 +249,27 @@ func (d *Discoverer) Discover(ctx context.Context) (Inventory, error) {
 // resourceName is a ResourceName compiled.
 type resourceName struct {
 	name   string
-	filter *Filter
+	filter Selector
+}
+
+// compile is expr compiled; nil for none.
+func (o Options) compile(expr string) (Selector, error) {
+	switch {
+	case expr == "":
+		return nil, nil
+	case o.Compile == nil:
+		return nil, fmt.Errorf("filter %q: no CEL compiler (Options.Compile)", expr)
+	}
+	return o.Compile(expr)
+}
+
+// admits evaluates s on dev; its errors name the device.
+func admits(ctx context.Context, s Selector, dev Device) (bool, error) {
+	ok, err := s.Admits(ctx, DriverName, dev.Attributes())
+	if err != nil {
+		return false, fmt.Errorf("device %s: %w", dev.Name, err)
+	}
+	return ok, nil
 }
 
 // nameResource gives a device with a PCI function or a netdev its
@@ -252,7 +282,7 @@ func (d *Discoverer) nameResource(ctx context.Context, dev *Device) error {
 	}
 	var errs []error
 	for _, rn := range d.resourceNames {
-		ok, err := rn.filter.Admits(ctx, *dev)
+		ok, err := admits(ctx, rn.filter, *dev)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("resource name %s: %w", rn.name, err))
 			continue

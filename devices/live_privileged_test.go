@@ -60,7 +60,7 @@ func TestLiveWatch(t *testing.T) {
 	memifDir := t.TempDir()
 	d, err := New(Options{MemifDir: memifDir, Filter: fmt.Sprintf(
 		`device.attributes["fastpath.dev"].kind == "memif" || (device.attributes["fastpath.dev"].kind == "netdev" && device.attributes["fastpath.dev"].ifName.startsWith(%q))`,
-		linkPrefix)})
+		linkPrefix), Compile: compileCEL})
 	if err != nil {
 		t.Fatal(err)
 	}

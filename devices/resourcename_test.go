@@ -42,7 +42,7 @@ func TestResourceNames(t *testing.T) {
 		{Name: "intel.com/sriov", Filter: ""},
 		{Name: "intel.com/sriov", Filter: "device.nope("},
 	} {
-		if _, err := New(Options{SysfsRoot: fixture("e810"), ResourceNames: []ResourceName{bad}}); !errors.Is(err, ErrBadOptions) {
+		if _, err := New(withCEL(Options{SysfsRoot: fixture("e810"), ResourceNames: []ResourceName{bad}})); !errors.Is(err, ErrBadOptions) {
 			t.Errorf("resource name %+v: error %v, want a bad option", bad, err)
 		}
 	}

@@ -56,7 +56,7 @@ func TestShare(t *testing.T) {
 		"negative interfaces": {SysfsRoot: fixture("e810"), Share: "true", ShareInterfaces: -1},
 		"negative bandwidth":  {SysfsRoot: fixture("e810"), Share: "true", ShareBandwidthMbps: -1},
 	} {
-		if _, err := New(opts); !errors.Is(err, ErrBadOptions) {
+		if _, err := New(withCEL(opts)); !errors.Is(err, ErrBadOptions) {
 			t.Errorf("%s: New = %v, want ErrBadOptions", name, err)
 		}
 	}

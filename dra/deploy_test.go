@@ -16,6 +16,7 @@ import (
 
 	"github.com/fastpath-dra/fastpath/bpf"
 	"github.com/fastpath-dra/fastpath/devices"
+	"github.com/fastpath-dra/fastpath/devices/filter"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/status"
 )
@@ -61,13 +62,13 @@ func TestDeployDeviceClasses(t *testing.T) {
 				t.Errorf("%s sets mode %q, want %q", class.Name, cfg.Mode, mode)
 			}
 		}
-		filter, err := devices.NewFilter(class.Spec.Selectors[0].CEL.Expression)
+		selector, err := filter.Compile(class.Spec.Selectors[0].CEL.Expression)
 		if err != nil {
 			t.Fatalf("%s: %v", class.Name, err)
 		}
 		var got []string
 		for _, d := range inv.Devices {
-			if ok, _ := filter.Admits(t.Context(), d); ok {
+			if ok, _ := selector.Admits(t.Context(), devices.DriverName, d.Attributes()); ok {
 				got = append(got, d.Name)
 			}
 		}

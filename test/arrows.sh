@@ -29,6 +29,7 @@ cnipolicy-pure      | $M/dra/cnipolicy | k8s.io/dynamic-resource-allocation/kube
 api-lean            | $M/dra/api/... | k8s.io/dynamic-resource-allocation/kubeletplugin/... github.com/vishvananda/netlink/... github.com/cilium/ebpf/... github.com/containerd/nri/... | the config API is imported by clients and the controller
 dataplane-below-dra | $M/dataplane/... | $M/dra/... | the data plane is below the driver
 devices-below-dra   | $M/devices/... | $M/dra/... | device discovery is below the driver
+checks-without-cel  | $M/devices $M/dra/claimspec $M/dra/validate $M/dra/cnipolicy $M/dra/npwg | k8s.io/dynamic-resource-allocation/cel github.com/google/cel-go/... | the CEL interpreter is fastpathd's (devices/filter): the checks of configs and manifests stay small, and their fuzz targets fast
 "
 
 # Each rule holds under each of these build tag sets ("" is none; faultinject

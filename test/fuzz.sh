@@ -8,6 +8,10 @@
 set -euo pipefail
 go=${GO:-go}
 fuzztime=${FUZZTIME:-10s}
+# The executions of each target, printed at the end: a target well below
+# 10,000 in the default 10s explores little (a large test binary's coverage
+# counters cost every execution; see docs/development.md#fuzzing).
+summary=()
 for pkg in "$@"; do
 	dir=$("$go" list -f '{{.Dir}}' "$pkg")
 	# Listing a package's tests links its test binary: only where a test
@@ -27,8 +31,11 @@ for pkg in "$@"; do
 			# of them: ten executions at most.
 			if out=$("$go" test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" -fuzzminimizetime 10x "$pkg" 2>&1); then
 				# The run's executions, then its verdict.
-				echo "$out" | grep 'execs:' | tail -n 1 || true
+				execs=$(echo "$out" | grep 'execs:' | tail -n 1 || true)
+				echo "$execs"
 				echo "$out" | tail -n 1
+				execs=$(echo "$execs" | sed -n 's/.*execs: \([0-9]*\).*/\1/p')
+				summary+=("$(printf '%-24s %10s' "$target" "${execs:-unreported}")")
 				break
 			fi
 			if [ "$attempt" -lt 3 ] && [ "$(ls "$corpus" 2>/dev/null || true)" = "$before" ] &&
@@ -41,3 +48,5 @@ for pkg in "$@"; do
 		done
 	done
 done
+echo "executions in $fuzztime:"
+printf '  %s\n' "${summary[@]}"

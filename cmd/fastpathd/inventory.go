@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/fastpath-dra/fastpath/devices"
+	"github.com/fastpath-dra/fastpath/devices/filter"
 	"github.com/fastpath-dra/fastpath/dra"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/kubelet"
@@ -65,6 +66,7 @@ func (o *discoveryOptions) discoverer(cmd string) (*devices.Discoverer, error) {
 		}
 		o.MemifSource = o.memifConfig
 	}
+	o.Compile = func(expr string) (devices.Selector, error) { return filter.Compile(expr) }
 	d, err := devices.New(o.Options)
 	if errors.Is(err, devices.ErrBadOptions) {
 		return nil, usagef("%s: %v", cmd, err)

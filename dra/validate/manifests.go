@@ -172,21 +172,10 @@ func SplitManifests(file string, data []byte) ([]*Manifest, error) {
 			errs = append(errs, fmt.Errorf("%s:%d: not YAML: %w", file, start, err))
 			return
 		}
-		if t := bytes.TrimSpace(js); len(t) == 0 || string(t) == "null" {
-			return
-		}
-		items, err := listItems(js)
+		objects, err := objectsOf(file, start, js)
+		docs = append(docs, objects...)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s:%d: %w", file, start, err))
-			return
-		}
-		for _, item := range items {
-			m := &Manifest{file: file, line: start, js: item}
-			if err := json.Unmarshal(item, &m.meta); err != nil {
-				errs = append(errs, fmt.Errorf("%s:%d: not a Kubernetes object: %w", file, start, err))
-				continue
-			}
-			docs = append(docs, m)
+			errs = append(errs, err)
 		}
 	}
 	sc := bufio.NewScanner(bytes.NewReader(data))
@@ -207,6 +196,29 @@ func SplitManifests(file string, data []byte) ([]*Manifest, error) {
 		return docs, fmt.Errorf("%s: %w", file, err)
 	}
 	flush(start, lines)
+	return docs, errors.Join(errs...)
+}
+
+// objectsOf are the objects of one document, as JSON: none for an empty
+// document, the items of a List, or the document itself.
+func objectsOf(file string, line int, js []byte) ([]*Manifest, error) {
+	if t := bytes.TrimSpace(js); len(t) == 0 || string(t) == "null" {
+		return nil, nil
+	}
+	items, err := listItems(js)
+	if err != nil {
+		return nil, fmt.Errorf("%s:%d: %w", file, line, err)
+	}
+	var docs []*Manifest
+	var errs []error
+	for _, item := range items {
+		m := &Manifest{file: file, line: line, js: item}
+		if err := json.Unmarshal(item, &m.meta); err != nil {
+			errs = append(errs, fmt.Errorf("%s:%d: not a Kubernetes object: %w", file, line, err))
+			continue
+		}
+		docs = append(docs, m)
+	}
 	return docs, errors.Join(errs...)
 }
 

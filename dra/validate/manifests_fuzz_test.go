@@ -1,11 +1,14 @@
 package validate
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 
 	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
 	"github.com/fastpath-dra/fastpath/dra/npwg"
@@ -14,46 +17,118 @@ import (
 // docBoundary is a line that separates YAML documents.
 var docBoundary = regexp.MustCompile(`(?m)^---.*$`)
 
-// FuzzValidateManifests: any input is read and checked without panicking,
-// and every problem names its file, line and object. The seeds are the
-// documents of the test and example manifests, one by one: a mutation of a
-// small input runs in a fraction of the time of a large one (the engine
-// traces every comparison of the YAML parser), so that the target tries
-// thousands of inputs in the seconds make test gives it.
-func FuzzValidateManifests(f *testing.F) {
-	seen := map[string]bool{}
-	seed := func(s string) {
-		if strings.TrimSpace(s) != "" && !seen[s] {
-			seen[s] = true
-			f.Add(s)
+// seedManifests are the documents of the test and example manifests, one
+// by one, and each file whole.
+func seedManifests(f *testing.F) (docs, files []string) {
+	for _, dir := range []string{"../../cmd/fastpathd/testdata/validate/good", "../../cmd/fastpathd/testdata/validate/bad", "../../deploy/examples"} {
+		names, err := filepath.Glob(filepath.Join(dir, "*"))
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, name := range names {
+			data, err := os.ReadFile(name)
+			if err != nil {
+				f.Fatal(err)
+			}
+			files = append(files, string(data))
+			for _, doc := range docBoundary.Split(string(data), -1) {
+				if strings.TrimSpace(doc) != "" {
+					docs = append(docs, strings.TrimSpace(doc)+"\n")
+				}
+			}
 		}
 	}
-	for _, dir := range []string{"../../cmd/fastpathd/testdata/validate/good", "../../cmd/fastpathd/testdata/validate/bad", "../../deploy/examples"} {
-		files, _ := filepath.Glob(filepath.Join(dir, "*"))
-		for _, file := range files {
-			data, err := os.ReadFile(file)
-			if err != nil {
-				continue
-			}
-			docs := docBoundary.Split(string(data), -1)
-			for _, doc := range docs {
-				seed(strings.TrimSpace(doc) + "\n")
-			}
-		}
+	if len(docs) == 0 {
+		f.Fatal("no seed manifests")
+	}
+	return docs, files
+}
+
+// FuzzSplitManifests: any input splits into documents without panicking;
+// every document and every error names the file and a line of the input.
+// The seeds are single documents: the engine traces every comparison of
+// the YAML parser, and a mutation of a small input runs in a fraction of
+// the time of a large one.
+func FuzzSplitManifests(f *testing.F) {
+	docs, _ := seedManifests(f)
+	for _, doc := range docs {
+		f.Add(doc)
 	}
 	f.Add("---\n---\n")
-	f.Add(`{"apiVersion": "v1", "kind": "List", "items": [{"kind": "Pod"}, 3]}`)
+	f.Add("# a comment\n---\nkind: List\nitems: [{kind: Pod}, 3]\n")
 	f.Fuzz(func(t *testing.T, input string) {
 		// The engine grows inputs by repeating parts of them; a large one
 		// parses slowly and finds nothing a small one does not.
 		if len(input) > 4<<10 {
 			return
 		}
-		docs, _ := SplitManifests("in.yaml", []byte(input))
-		problems, _ := CheckManifests(docs, Check{Policy: cnipolicy.Options{Plugins: cnipolicy.DefaultPlugins}}, npwg.ConfigRules{Plugins: cnipolicy.DefaultPlugins})
+		lines := strings.Count(input, "\n") + 1
+		docs, err := SplitManifests("in.yaml", []byte(input))
+		for _, d := range docs {
+			if d.file != "in.yaml" || d.line < 1 || d.line > lines+1 || !json.Valid(d.js) {
+				t.Errorf("document %s: %q", d.Where(), d.js)
+			}
+		}
+		var errs []error
+		if joined, ok := err.(interface{ Unwrap() []error }); ok {
+			errs = joined.Unwrap()
+		} else if err != nil {
+			errs = []error{err}
+		}
+		for _, err := range errs {
+			if !strings.HasPrefix(err.Error(), "in.yaml:") {
+				t.Errorf("error without its place: %q", err)
+			}
+		}
+	})
+}
+
+// FuzzValidateManifests: any set of objects is checked without panicking,
+// and every problem names its file, line and object. An input is one JSON
+// document, an object or a List of them (so that claims meet their classes,
+// approved configurations and pods); the seeds are the test and example
+// manifests, by document and by file. Splitting YAML is FuzzSplitManifests'.
+func FuzzValidateManifests(f *testing.F) {
+	docs, files := seedManifests(f)
+	for _, file := range files {
+		objects, err := SplitManifests("seed.yaml", []byte(file))
+		if err != nil {
+			continue
+		}
+		list := struct {
+			APIVersion string            `json:"apiVersion"`
+			Kind       string            `json:"kind"`
+			Items      []json.RawMessage `json:"items"`
+		}{APIVersion: "v1", Kind: "List"}
+		for _, o := range objects {
+			list.Items = append(list.Items, o.js)
+		}
+		js, err := json.Marshal(list)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(string(js))
+	}
+	for _, doc := range docs {
+		if js, err := yaml.YAMLToJSON([]byte(doc)); err == nil {
+			f.Add(string(js))
+		}
+	}
+	f.Add(`{"apiVersion": "v1", "kind": "List", "items": [{"kind": "Pod"}, 3]}`)
+	check := Check{Policy: cnipolicy.Options{Plugins: cnipolicy.DefaultPlugins}}
+	rules := npwg.ConfigRules{Plugins: cnipolicy.DefaultPlugins}
+	f.Fuzz(func(t *testing.T, input string) {
+		if len(input) > 16<<10 {
+			return
+		}
+		docs, err := objectsOf("in.yaml", 1, []byte(input))
+		if err != nil && !strings.HasPrefix(err.Error(), "in.yaml:1: ") {
+			t.Errorf("error without its place: %v", err)
+		}
+		problems, _ := CheckManifests(docs, check, rules)
 		for _, p := range problems {
 			s := p.String()
-			if !strings.HasPrefix(s, "in.yaml:") || p.Doc.line < 1 || p.Err == nil {
+			if !strings.HasPrefix(s, "in.yaml:1: ") || p.Doc.line != 1 || p.Err == nil {
 				t.Errorf("problem %q", s)
 			}
 		}

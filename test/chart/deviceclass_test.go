@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/fastpath-dra/fastpath/devices"
+	"github.com/fastpath-dra/fastpath/devices/filter"
 )
 
 // deviceClasses are the DeviceClasses the chart renders with args, by name.
@@ -76,12 +77,12 @@ func TestDeviceClassesPFWithVFs(t *testing.T) {
 			for name, class := range classes {
 				var got []string
 				for _, sel := range class.Spec.Selectors {
-					filter, err := devices.NewFilter(sel.CEL.Expression)
+					selector, err := filter.Compile(sel.CEL.Expression)
 					if err != nil {
 						t.Fatalf("%s: %v", name, err)
 					}
 					for _, dev := range []devices.Device{withVFs, withoutVFs, vf} {
-						ok, err := filter.Admits(t.Context(), dev)
+						ok, err := selector.Admits(t.Context(), devices.DriverName, dev.Attributes())
 						if err != nil {
 							t.Errorf("%s on %s: %v", name, dev.Name, err)
 						}
