@@ -41,6 +41,7 @@ Usage:
   fastpathd validate -f FILE... check claims, classes, CNIConfigs, pods and networks as the node would
   fastpathd controller [flags]  write the status of CNIConfig objects (one per cluster, leader-elected)
   fastpathd networks list|set|remove  the node's networks, through the daemon's CRI Network API
+  fastpathd checkpoint migrate --to N  rewrite the node's checkpoint for an earlier release
   fastpathd --version           print the version
   fastpathd COMMAND --help      show a command's flags
 
@@ -76,6 +77,8 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		err = controllerCommand(args[1:], stderr)
 	case "networks":
 		err = networksCommand(args[1:], stdout, stderr)
+	case "checkpoint":
+		err = checkpointCommand(args[1:], stdout, stderr)
 	default:
 		err = usagef("unknown command %q; see fastpathd --help", args[0])
 	}

@@ -304,7 +304,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	if err := checkPermissions(ctx, client, ps); err != nil {
 		return err
 	}
-	store, err := claims.Open(filepath.Join(o.stateDir, "checkpoint.json"), claims.Legacy{CNI: filepath.Join(o.stateDir, "cni", "cni-checkpoint.json")})
+	store, err := claims.Open(filepath.Join(o.stateDir, "checkpoint.json"), checkpointLegacy(o.stateDir))
 	if err != nil {
 		return err
 	}

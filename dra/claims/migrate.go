@@ -110,25 +110,28 @@ type (
 		DeviceInfoFile string       `json:"deviceInfoFile"`
 	}
 	v1Config struct {
-		Mode      string `json:"mode"`
-		Interface *struct {
-			Name      string   `json:"name"`
-			MTU       int      `json:"mtu"`
-			MAC       string   `json:"mac"`
-			Addresses []string `json:"addresses"`
-			Routes    []Route  `json:"routes"`
-		} `json:"interface"`
-		XDP *struct {
-			Program           string `json:"program"`
-			AttachMode        string `json:"attachMode"`
-			FallbackToGeneric bool   `json:"fallbackToGeneric"`
-			Queues            int    `json:"queues"`
-			ZeroCopy          string `json:"zeroCopy"`
-		} `json:"xdp"`
-		Memif *struct {
-			UID *int64 `json:"uid"`
-			GID *int64 `json:"gid"`
-		} `json:"memif"`
+		Mode      string       `json:"mode"`
+		Interface *v1Interface `json:"interface"`
+		XDP       *v1XDP       `json:"xdp"`
+		Memif     *v1MemifIDs  `json:"memif"`
+	}
+	v1Interface struct {
+		Name      string   `json:"name"`
+		MTU       int      `json:"mtu"`
+		MAC       string   `json:"mac"`
+		Addresses []string `json:"addresses"`
+		Routes    []Route  `json:"routes"`
+	}
+	v1XDP struct {
+		Program           string `json:"program"`
+		AttachMode        string `json:"attachMode"`
+		FallbackToGeneric bool   `json:"fallbackToGeneric"`
+		Queues            int    `json:"queues"`
+		ZeroCopy          string `json:"zeroCopy"`
+	}
+	v1MemifIDs struct {
+		UID *int64 `json:"uid"`
+		GID *int64 `json:"gid"`
 	}
 	v1CNICheckpoint struct {
 		Version int                    `json:"version"`
@@ -157,21 +160,30 @@ func migrateFastpath(data []byte) (map[Key]*Claim, error) {
 		if oc == nil {
 			return nil, fmt.Errorf("claim %q: no record (null)", k)
 		}
-		c := &Claim{Driver: DriverFastpath, UID: oc.UID, Namespace: oc.Namespace, Name: oc.Name,
-			Pod: Pod{UID: oc.PodUID, Name: oc.PodName}, Prepared: true}
-		// That release wrote the CDI spec and the claim's directory first.
-		if len(oc.Files) > 1 {
-			c.CDISpec, c.Dir = oc.Files[0], oc.Files[1]
-		}
-		for _, od := range oc.Devices {
-			c.Devices = append(c.Devices, od.migrate())
-		}
-		if err := c.check(c.Key().String()); err != nil {
+		c, err := migrateFastpathClaim(oc)
+		if err != nil {
 			return nil, fmt.Errorf("claim %q: %w", k, err)
 		}
 		out[c.Key()] = c
 	}
 	return out, nil
+}
+
+// migrateFastpathClaim is one record of that checkpoint.
+func migrateFastpathClaim(oc *v1Claim) (*Claim, error) {
+	c := &Claim{Driver: DriverFastpath, UID: oc.UID, Namespace: oc.Namespace, Name: oc.Name,
+		Pod: Pod{UID: oc.PodUID, Name: oc.PodName}, Prepared: true}
+	// That release wrote the CDI spec and the claim's directory first.
+	if len(oc.Files) > 1 {
+		c.CDISpec, c.Dir = oc.Files[0], oc.Files[1]
+	}
+	for _, od := range oc.Devices {
+		c.Devices = append(c.Devices, od.migrate())
+	}
+	if err := c.check(c.Key().String()); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 func (od v1Device) migrate() Device {

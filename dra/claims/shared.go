@@ -140,16 +140,19 @@ func (s *Store) refresh() error {
 	if err != nil {
 		return fmt.Errorf("read checkpoint %s: %w", s.path, err)
 	}
-	claims, version, err := Parse(data)
+	claims, version, extra, err := parse(data)
 	if err == nil && version < Version {
 		// The daemon this one replaces is of the previous release.
 		claims, err = migrateFastpath(data)
+	}
+	if _, newer := errors.AsType[*NewerError](err); newer {
+		return withPath(err, s.path, s.path)
 	}
 	if err != nil {
 		return fmt.Errorf("checkpoint %s, written by another daemon: %w", s.path, err)
 	}
 	s.mu.Lock()
-	s.claims, s.seen = claims, st
+	s.claims, s.seen, s.extra = claims, st, extra
 	s.mu.Unlock()
 	return nil
 }

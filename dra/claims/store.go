@@ -1,12 +1,14 @@
 package claims
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -51,6 +53,11 @@ type Store struct {
 	// version of the file this store has. Both under mu.
 	shared bool
 	seen   stamp
+
+	// extra is the checkpoint as read when it has top-level fields this
+	// build does not know (a newer build wrote it), to write them back.
+	// Under mu.
+	extra json.RawMessage
 }
 
 // Open loads the checkpoint at path, migrating the files of the previous
@@ -96,7 +103,10 @@ func Open(path string, legacy Legacy) (*Store, error) {
 func (s *Store) load(data []byte, exists bool, legacy Legacy) error {
 	s.claims = map[Key]*Claim{}
 	if exists {
-		claims, version, err := Parse(data)
+		claims, version, extra, err := parse(data)
+		if _, newer := errors.AsType[*NewerError](err); newer {
+			return withPath(err, s.path, s.path)
+		}
 		if err != nil {
 			return fmt.Errorf("checkpoint %s: %w", s.path, err)
 		}
@@ -105,7 +115,7 @@ func (s *Store) load(data []byte, exists bool, legacy Legacy) error {
 				return fmt.Errorf("checkpoint %s (version %d): %w", s.path, version, err)
 			}
 		}
-		s.claims = claims
+		s.claims, s.extra = claims, extra
 	}
 	return s.migrate(legacy, data)
 }
@@ -114,37 +124,50 @@ func (s *Store) load(data []byte, exists bool, legacy Legacy) error {
 // record, and says which version it is. An older version is not decoded
 // (nil claims, its version, no error).
 func Parse(data []byte) (map[Key]*Claim, int, error) {
+	claims, version, _, err := parse(data)
+	return claims, version, err
+}
+
+// parse is Parse, and the checkpoint whole when it has top-level fields
+// this build does not know (extra).
+func parse(data []byte) (_ map[Key]*Claim, version int, extra json.RawMessage, _ error) {
 	var head struct {
 		Version *int `json:"version"`
 	}
 	if len(data) == 0 {
-		return nil, 0, errors.New("the file is empty")
+		return nil, 0, nil, errors.New("the file is empty")
 	}
 	if err := json.Unmarshal(data, &head); err != nil {
-		return nil, 0, fmt.Errorf("not a checkpoint: %w", err)
+		return nil, 0, nil, fmt.Errorf("not a checkpoint: %w", err)
 	}
 	switch {
 	case head.Version == nil:
-		return nil, 0, errors.New("not a checkpoint: no version")
+		return nil, 0, nil, errors.New("not a checkpoint: no version")
 	case *head.Version > Version:
-		return nil, *head.Version, fmt.Errorf("version %d is newer than this fastpathd, which reads versions 1 to %d: use a newer fastpathd", *head.Version, Version)
+		return nil, *head.Version, nil, &NewerError{Version: *head.Version}
 	case *head.Version < 1:
-		return nil, *head.Version, fmt.Errorf("version %d is not a checkpoint version", *head.Version)
+		return nil, *head.Version, nil, fmt.Errorf("version %d is not a checkpoint version", *head.Version)
 	case *head.Version < Version:
-		return nil, *head.Version, nil
+		return nil, *head.Version, nil, nil
 	}
 	var cp checkpoint
-	if err := json.Unmarshal(data, &cp); err != nil {
-		return nil, Version, fmt.Errorf("corrupt: %w", err)
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if dec.Decode(&cp) != nil {
+		cp = checkpoint{}
+		if err := json.Unmarshal(data, &cp); err != nil {
+			return nil, Version, nil, fmt.Errorf("corrupt: %w", err)
+		}
+		extra = bytes.Clone(data)
 	}
 	claims := make(map[Key]*Claim, len(cp.Claims))
 	for k, c := range cp.Claims {
 		if err := c.check(k); err != nil {
-			return nil, Version, fmt.Errorf("claim %q: %w", k, err)
+			return nil, Version, nil, fmt.Errorf("claim %q: %w", k, err)
 		}
 		claims[c.Key()] = c
 	}
-	return claims, Version, nil
+	return claims, Version, extra, nil
 }
 
 // check says what is wrong with a record read from a file stored under key.
@@ -313,7 +336,7 @@ func (s *Store) writePending(f func(map[Key]*Claim) error) (release func(), _ er
 		release()
 		return nil, err
 	}
-	data, err := marshalCheckpoint(next)
+	data, err := s.marshal(next)
 	if err == nil {
 		err = s.WriteFile(PendingPath(s.path), data, false)
 	}
@@ -430,7 +453,7 @@ func adoptPendingLocked(path string) error {
 	}
 	if _, version, err := Parse(data); err != nil {
 		if version > Version {
-			return fmt.Errorf("checkpoint %s: %w", pending, err)
+			return withPath(err, path, pending)
 		}
 		if err := os.Remove(pending); err != nil {
 			return fmt.Errorf("remove the unfinished checkpoint %s: %w", pending, err)
@@ -577,7 +600,7 @@ func (s *Store) copyClaims() map[Key]*Claim {
 
 // save writes claims to the checkpoint.
 func (s *Store) save(claims map[Key]*Claim) error {
-	data, err := marshalCheckpoint(claims)
+	data, err := s.marshal(claims)
 	if err != nil {
 		return err
 	}
@@ -585,6 +608,19 @@ func (s *Store) save(claims map[Key]*Claim) error {
 		return fmt.Errorf("write checkpoint %s: %w", s.path, err)
 	}
 	return nil
+}
+
+// marshal encodes the checkpoint of claims, with the top-level fields this
+// build does not know of the checkpoint it read.
+func (s *Store) marshal(claims map[Key]*Claim) ([]byte, error) {
+	data, err := marshalCheckpoint(claims)
+	s.mu.RLock()
+	extra := s.extra
+	s.mu.RUnlock()
+	if err != nil || extra == nil {
+		return data, err
+	}
+	return keepUnknown(extra, data, reflect.TypeFor[checkpoint]())
 }
 
 func marshalCheckpoint(claims map[Key]*Claim) ([]byte, error) {

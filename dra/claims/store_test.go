@@ -173,7 +173,7 @@ func TestOpenRefuses(t *testing.T) {
 		{"garbage", "\x00garbage", "not a checkpoint"},
 		{"truncated", `{"version": 2, "claims": {"fastpath.dev/a": {"driver": "fastpath.dev"`, "not a checkpoint"},
 		{"no version", `{"claims": {}}`, "no version"},
-		{"newer", `{"version": 3, "claims": {}}`, "version 3 is newer than this fastpathd, which reads versions 1 to 2"},
+		{"newer", `{"version": 3, "claims": {}}`, "is version 3, newer than this fastpathd reads (versions 1 to 2)"},
 		{"null claim", `{"version": 2, "claims": {"x": null}}`, `claim "x": no record (null)`},
 		{"null v1 claim", `{"version": 1, "claims": {"x": null}}`, `claim "x": no record (null)`},
 		{"wrong key", `{"version": 2, "claims": {"fastpath.dev/b": {"driver": "fastpath.dev", "uid": "a", "namespace": "n", "name": "a", "pod": {"uid": "p"}}}}`, "stored under the key of another claim"},

@@ -65,6 +65,10 @@ type Claim struct {
 	// BootID is the node's boot the steps were done in: after a reboot
 	// their effects are gone and are done again.
 	BootID string `json:"bootID,omitempty"`
+
+	// unknown is the record as read, when it holds fields this build does
+	// not know (a newer build wrote it): they are written back with it.
+	unknown json.RawMessage
 }
 
 // Key is the claim's key.
