@@ -117,7 +117,7 @@ func TestNewerVersionRefused(t *testing.T) {
 // Fields a newer build of the same version wrote are kept when this build
 // rewrites its records: at the top, in a record, in its devices.
 func TestKeepsUnknownFields(t *testing.T) {
-	s, path, _ := v1Store(t)
+	_, path, _ := v1Store(t)
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -137,7 +137,7 @@ func TestKeepsUnknownFields(t *testing.T) {
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err = Open(path, Legacy{})
+	s, err := Open(path, Legacy{})
 	if err != nil {
 		t.Fatal(err)
 	}
