@@ -363,7 +363,15 @@ func (d *Driver) Reconcile(ctx context.Context) error {
 	}
 	var errs []error
 	for _, c := range d.opts.Store.Claims() {
-		if c.Driver != claims.DriverFastpath || (c.Prepared && c.BootID == d.opts.BootID) {
+		if c.Driver != claims.DriverFastpath {
+			continue
+		}
+		if c.Prepared && c.BootID == d.opts.BootID {
+			// Said again: a daemon killed after Prepare returned, before
+			// its status write, left the claim without it, and the
+			// kubelet does not prepare a prepared claim again. The
+			// writer reads the claim first and writes only a change.
+			d.reportPrepared(ctx, &c)
 			continue
 		}
 		action := "reapplied"

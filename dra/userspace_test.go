@@ -78,6 +78,34 @@ func TestKubeletPreparedAgainWritesStatus(t *testing.T) {
 	unprepare(t, ctx, k, claim)
 }
 
+// A daemon killed after Prepare returned, before its status write, leaves
+// a claim the kubelet does not prepare again: the restarted daemon's
+// Reconcile says the status of the devices ready at Prepare again.
+func TestReconcileWritesPreparedStatus(t *testing.T) {
+	claim := testClaim("dpdk", []alloc{{Request: "dpdk", Device: vfNetdev}}, fromClaim(config(`"mode": "vfio"`)))
+	d, k, ctx := startTestDriver(t, &fakeObject{claim})
+	if e := prepare(t, ctx, k, claim); e != "" {
+		t.Fatalf("prepare: %s", e)
+	}
+	deviceStatus(t, ctx, d, claim, vfNetdev)
+	d.opts.Status.Wait()
+	c, err := d.client.ResourceV1().ResourceClaims(claim.Namespace).Get(ctx, claim.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Status.Devices = nil
+	if _, err := d.client.ResourceV1().ResourceClaims(claim.Namespace).UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := deviceStatus(t, ctx, d, claim, vfNetdev); len(st.Conditions) == 0 || st.Conditions[0].Status != metav1.ConditionTrue {
+		t.Errorf("status after Reconcile: %+v", st)
+	}
+	unprepare(t, ctx, k, claim)
+}
+
 // deviceStatus waits for the claim's status of device and returns it.
 func deviceStatus(t *testing.T, ctx context.Context, d *testDriver, claim *resourceapi.ResourceClaim, device string) resourceapi.AllocatedDeviceStatus {
 	t.Helper()
