@@ -69,13 +69,18 @@ func (nopPF) SetLinkState(string, int, string) error      { return nil }
 // full config: validation, plan, the VF's state saved, checkpoint (fsync'd),
 // device-info file, CDI spec and VF settings (through a PF that does
 // nothing), then their removal.
-func BenchmarkPrepare(b *testing.B) {
+func BenchmarkPrepare(b *testing.B) { benchPrepare(b, 0) }
+
+// benchPrepare is BenchmarkPrepare with others claims of other pods
+// prepared in the store.
+func benchPrepare(b *testing.B, others int) {
 	inv := generatedInventory(b, 8)
 	dir := b.TempDir()
 	store, err := claims.Open(dir+"/state/checkpoint.json", claims.Legacy{})
 	if err != nil {
 		b.Fatal(err)
 	}
+	fillStore(b, store, others)
 	d, err := dra.New(dra.Options{NodeName: "node-a", PluginDir: dir + "/plugin", StateDir: dir + "/state", CDIDir: dir + "/cdi", PF: nopPF{}, Store: store})
 	if err != nil {
 		b.Fatal(err)

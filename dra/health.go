@@ -331,7 +331,7 @@ func (h *health) find() map[string]devices.Health {
 	if inv == nil || h.store == nil {
 		return found
 	}
-	for _, c := range h.store.Claims() {
+	for _, c := range h.store.View() {
 		if c.Driver != claims.DriverFastpath || !c.Prepared {
 			continue
 		}
@@ -405,7 +405,7 @@ func (h *health) event(dev, kind, reason, msg string) {
 	if h.store == nil {
 		return
 	}
-	for _, c := range h.store.Claims() {
+	for _, c := range h.store.View() {
 		if c.Driver != claims.DriverFastpath {
 			continue
 		}
@@ -475,7 +475,7 @@ func (h *health) report() kubeletplugin.DeviceHealthReport {
 		return r
 	}
 	seen := map[string]bool{}
-	for _, c := range h.store.Claims() {
+	for _, c := range h.store.View() {
 		if c.Driver != claims.DriverFastpath || !c.Prepared {
 			continue
 		}

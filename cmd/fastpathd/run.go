@@ -538,7 +538,7 @@ func checkCluster(ctx context.Context, client kubernetes.Interface, node string)
 func registerGauges(m *metrics.Metrics, store *claims.Store, writer *status.Writer) {
 	m.GaugeByLabel("prepared_claims", "Claims prepared on the node, by driver.", "driver", func() map[string]float64 {
 		out := map[string]float64{claims.DriverFastpath: 0}
-		for _, c := range store.Claims() {
+		for _, c := range store.View() {
 			// A pod's NPWG record, or an IPAMClaim's, is no claim.
 			if c.Prepared && c.Driver != claims.DriverNPWG && c.Driver != claims.DriverIPAMClaim {
 				out[c.Driver]++
@@ -548,7 +548,7 @@ func registerGauges(m *metrics.Metrics, store *claims.Store, writer *status.Writ
 	})
 	m.Gauge("attached_devices", "Netdevs in pods and CNI networks added to pods now.", func() float64 {
 		n := 0
-		for _, c := range store.Claims() {
+		for _, c := range store.View() {
 			for _, d := range c.Devices {
 				if d.Attached != nil {
 					n++

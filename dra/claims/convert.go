@@ -131,8 +131,9 @@ func sameInV1(c Claim, back *Claim) bool {
 	if back == nil {
 		return false
 	}
-	c.BootID, c.unknown = "", nil
-	return reflect.DeepEqual(&c, back)
+	b := *back
+	c.BootID, c.unknown, c.encoded, b.encoded = "", nil, nil, nil
+	return reflect.DeepEqual(c, b)
 }
 
 // toV1 is a prepared fastpath.dev record as the previous release wrote it.

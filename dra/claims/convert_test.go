@@ -176,3 +176,18 @@ func TestKeepsUnknownFields(t *testing.T) {
 		t.Errorf("a record without unknown fields keeps its bytes: %s", plain.unknown)
 	}
 }
+
+// View holds what Claims holds, in the same order, without copies.
+func TestView(t *testing.T) {
+	s, _, _ := v1Store(t)
+	all, view := s.Claims(), s.View()
+	if len(view) != len(all) {
+		t.Fatalf("View has %d claims, Claims %d", len(view), len(all))
+	}
+	for i, c := range view {
+		got := clone(c)
+		if !reflect.DeepEqual(got, all[i]) {
+			t.Errorf("View[%d] = %+v, want %+v", i, got, all[i])
+		}
+	}
+}

@@ -183,7 +183,9 @@ func migrateFastpathClaim(oc *v1Claim) (*Claim, error) {
 	if err := c.check(c.Key().String()); err != nil {
 		return nil, err
 	}
-	return c, nil
+	var err error
+	c.encoded, err = encode(c)
+	return c, err
 }
 
 func (od v1Device) migrate() Device {
@@ -237,6 +239,10 @@ func migrateCNI(data []byte) (map[Key]*Claim, error) {
 		c := &Claim{Driver: DriverCNI, UID: oc.UID, Namespace: oc.Namespace, Name: oc.Name,
 			Pod: Pod{UID: oc.PodUID, Name: oc.PodName}, Networks: oc.Networks, Prepared: true}
 		if err := c.check(c.Key().String()); err != nil {
+			return nil, fmt.Errorf("claim %q: %w", k, err)
+		}
+		var err error
+		if c.encoded, err = encode(c); err != nil {
 			return nil, fmt.Errorf("claim %q: %w", k, err)
 		}
 		out[c.Key()] = c

@@ -2,13 +2,14 @@ package claims
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -54,9 +55,9 @@ type Store struct {
 	shared bool
 	seen   stamp
 
-	// extra is the checkpoint as read when it has top-level fields this
-	// build does not know (a newer build wrote it), to write them back.
-	// Under mu.
+	// extra holds the top-level fields of the checkpoint this build does
+	// not know (a newer build wrote them), to write them back; nil for
+	// none. Under mu.
 	extra json.RawMessage
 }
 
@@ -158,11 +159,18 @@ func parse(data []byte) (_ map[Key]*Claim, version int, extra json.RawMessage, _
 		if err := json.Unmarshal(data, &cp); err != nil {
 			return nil, Version, nil, fmt.Errorf("corrupt: %w", err)
 		}
-		extra = bytes.Clone(data)
+		var err error
+		if extra, err = topLevelUnknown(data); err != nil {
+			return nil, Version, nil, fmt.Errorf("corrupt: %w", err)
+		}
 	}
 	claims := make(map[Key]*Claim, len(cp.Claims))
 	for k, c := range cp.Claims {
 		if err := c.check(k); err != nil {
+			return nil, Version, nil, fmt.Errorf("claim %q: %w", k, err)
+		}
+		var err error
+		if c.encoded, err = encode(c); err != nil {
 			return nil, Version, nil, fmt.Errorf("claim %q: %w", k, err)
 		}
 		claims[c.Key()] = c
@@ -250,8 +258,11 @@ func (s *Store) Get(k Key) (Claim, bool) {
 // written, the store is left as it was and the error says why.
 func (s *Store) Put(c Claim) error {
 	return s.change(func(claims map[Key]*Claim) error {
-		cp := clone(&c)
-		claims[c.Key()] = &cp
+		cp, err := stored(&c)
+		if err != nil {
+			return err
+		}
+		claims[c.Key()] = cp
 		return nil
 	})
 }
@@ -474,17 +485,21 @@ func admit(c Claim, assign func(c *Claim, others []*Claim) error) func(map[Key]*
 		}
 		if assign != nil {
 			var others []*Claim
-			for _, o := range sortedClaims(claims) {
+			for _, o := range claims {
 				if o.Key() != c.Key() {
 					others = append(others, o)
 				}
 			}
+			sortedClaims(others)
 			if err := assign(&c, others); err != nil {
 				return err
 			}
 		}
-		cp := clone(&c)
-		claims[c.Key()] = &cp
+		cp, err := stored(&c)
+		if err != nil {
+			return err
+		}
+		claims[c.Key()] = cp
 		return nil
 	}
 }
@@ -503,40 +518,55 @@ func (e *ConflictError) Error() string {
 	return fmt.Sprintf("claim %s, request %q: device %s is already prepared for claim %s", e.Claim, e.Request, e.Device, e.Other)
 }
 
+// conflicts is the conflict of c with the first other claim (in sortedClaims
+// order) it conflicts with, nil for none.
 func conflicts(claims map[Key]*Claim, c *Claim) error {
-	for _, o := range sortedClaims(claims) {
-		if o.Key() == c.Key() {
-			continue
+	var first *Claim
+	var firstErr error
+	for _, o := range claims {
+		if first != nil && claimOrder(first, o) < 0 {
+			continue // a conflict with o would not be the first
 		}
-		for _, d := range c.Devices {
-			for _, od := range o.Devices {
-				if o.Driver == c.Driver && od.Pool == d.Pool && od.Device == d.Device && (d.Shared == nil || od.Shared == nil) {
-					return &ConflictError{Claim: c.String(), Other: o.String(), Request: d.Request, Device: d.Device}
-				}
+		if err := conflictWith(o, c); err != nil {
+			first, firstErr = o, err
+		}
+	}
+	return firstErr
+}
+
+// conflictWith is the conflict of c with o, nil for none.
+func conflictWith(o, c *Claim) error {
+	if o.Key() == c.Key() {
+		return nil
+	}
+	for _, d := range c.Devices {
+		for _, od := range o.Devices {
+			if o.Driver == c.Driver && od.Pool == d.Pool && od.Device == d.Device && (d.Shared == nil || od.Shared == nil) {
+				return &ConflictError{Claim: c.String(), Other: o.String(), Request: d.Request, Device: d.Device}
 			}
 		}
-		for _, n := range c.Networks {
-			for _, on := range o.Networks {
-				// An NPWG record's networks are no devices: many pods
-				// attach to one network.
-				if o.Driver == c.Driver && c.Driver != DriverNPWG && on.Pool == n.Pool && on.Device == n.Device && (n.ShareID == "" || on.ShareID == "") {
-					return &ConflictError{Claim: c.String(), Other: o.String(), Request: n.Request, Device: n.Device}
-				}
+	}
+	for _, n := range c.Networks {
+		for _, on := range o.Networks {
+			// An NPWG record's networks are no devices: many pods
+			// attach to one network.
+			if o.Driver == c.Driver && c.Driver != DriverNPWG && on.Pool == n.Pool && on.Device == n.Device && (n.ShareID == "" || on.ShareID == "") {
+				return &ConflictError{Claim: c.String(), Other: o.String(), Request: n.Request, Device: n.Device}
 			}
 		}
-		if o.Pod.UID != c.Pod.UID {
-			continue
+	}
+	if o.Pod.UID != c.Pod.UID {
+		return nil
+	}
+	taken := o.InterfaceNames()
+	for _, d := range c.Devices {
+		if d.Pod != nil && slices.Contains(taken, d.Pod.Name) {
+			return &ConflictError{Claim: c.String(), Other: o.String(), Request: d.Request, Interface: d.Pod.Name}
 		}
-		taken := o.InterfaceNames()
-		for _, d := range c.Devices {
-			if d.Pod != nil && slices.Contains(taken, d.Pod.Name) {
-				return &ConflictError{Claim: c.String(), Other: o.String(), Request: d.Request, Interface: d.Pod.Name}
-			}
-		}
-		for _, n := range c.Networks {
-			if slices.Contains(taken, n.IfName) {
-				return &ConflictError{Claim: c.String(), Other: o.String(), Request: n.Request, Interface: n.IfName}
-			}
+	}
+	for _, n := range c.Networks {
+		if slices.Contains(taken, n.IfName) {
+			return &ConflictError{Claim: c.String(), Other: o.String(), Request: n.Request, Interface: n.IfName}
 		}
 	}
 	return nil
@@ -620,15 +650,98 @@ func (s *Store) marshal(claims map[Key]*Claim) ([]byte, error) {
 	if err != nil || extra == nil {
 		return data, err
 	}
-	return keepUnknown(extra, data, reflect.TypeFor[checkpoint]())
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(extra, &fields); err != nil {
+		return nil, err
+	}
+	// data ends with the object's closing brace.
+	buf := bytes.NewBuffer(data[:len(data)-1])
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
+		buf.WriteByte(',')
+		if err := writeJSONString(buf, k); err != nil {
+			return nil, err
+		}
+		buf.WriteByte(':')
+		buf.Write(fields[k])
+	}
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
 }
 
-func marshalCheckpoint(claims map[Key]*Claim) ([]byte, error) {
-	cp := checkpoint{Version: Version, Claims: make(map[string]*Claim, len(claims))}
-	for k, c := range claims {
-		cp.Claims[k.String()] = c
+// topLevelUnknown is the fields of a checkpoint other than its version
+// and claims, nil for none.
+func topLevelUnknown(data []byte) (json.RawMessage, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return nil, err
 	}
-	return json.Marshal(cp)
+	for k := range fields {
+		// encoding/json matches names regardless of case.
+		if l := strings.ToLower(k); l == "version" || l == "claims" {
+			delete(fields, k)
+		}
+	}
+	if len(fields) == 0 {
+		return nil, nil
+	}
+	return json.Marshal(fields)
+}
+
+// marshalCheckpoint is the checkpoint of claims, as json.Marshal of a
+// checkpoint writes it (claims in key order), from the records' encodings.
+func marshalCheckpoint(claims map[Key]*Claim) ([]byte, error) {
+	keys := make([]string, 0, len(claims))
+	byKey := make(map[string]*Claim, len(claims))
+	size := 64
+	for k, c := range claims {
+		s := k.String()
+		keys = append(keys, s)
+		byKey[s] = c
+		size += len(s) + len(c.encoded) + 4
+	}
+	slices.Sort(keys)
+	buf := bytes.NewBuffer(make([]byte, 0, size))
+	fmt.Fprintf(buf, `{"version":%d,"claims":{`, Version)
+	for i, k := range keys {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		if err := writeJSONString(buf, k); err != nil {
+			return nil, err
+		}
+		buf.WriteByte(':')
+		c := byKey[k]
+		data := c.encoded
+		if data == nil { // a record the store did not make (tests)
+			var err error
+			if data, err = encode(c); err != nil {
+				return nil, fmt.Errorf("claim %s: %w", k, err)
+			}
+		}
+		buf.Write(data)
+	}
+	buf.WriteString("}}")
+	return buf.Bytes(), nil
+}
+
+// writeJSONString writes s as a JSON string: as it is, quoted, when it
+// needs no escape (a key: a driver's name and a UID), else as json.Marshal
+// writes it.
+func writeJSONString(buf *bytes.Buffer, s string) error {
+	plain := true
+	for i := 0; i < len(s) && plain; i++ {
+		c := s[i]
+		plain = c >= 0x20 && c < 0x7f && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	if plain {
+		buf.WriteByte('"')
+		buf.WriteString(s)
+		buf.WriteByte('"')
+		return nil
+	}
+	data, err := json.Marshal(s)
+	buf.Write(data)
+	return err
 }
 
 // Claims lists every claim, in namespace, name and driver order.
@@ -637,10 +750,22 @@ func (s *Store) Claims() []Claim {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []Claim
-	for _, c := range sortedClaims(s.claims) {
+	for _, c := range sortedClaims(slices.Collect(maps.Values(s.claims))) {
 		out = append(out, clone(c))
 	}
 	return out
+}
+
+// View lists every claim as the store holds it, in namespace, name and
+// driver order, for reading only: without the copy Claims makes, so that
+// the periodic readers (metrics, health, checks) cost no more than a
+// pointer per claim. Nothing may change a record View returns.
+func (s *Store) View() []*Claim {
+	s.current()
+	s.mu.RLock()
+	out := slices.Collect(maps.Values(s.claims))
+	s.mu.RUnlock()
+	return sortedClaims(out)
 }
 
 // PodClaims lists the claims of the pod with this UID, in namespace, name
@@ -649,11 +774,15 @@ func (s *Store) PodClaims(pod types.UID) []Claim {
 	s.current()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	var out []Claim
-	for _, c := range sortedClaims(s.claims) {
+	var mine []*Claim
+	for _, c := range s.claims {
 		if c.Pod.UID == pod {
-			out = append(out, clone(c))
+			mine = append(mine, c)
 		}
+	}
+	var out []Claim
+	for _, c := range sortedClaims(mine) {
+		out = append(out, clone(c))
 	}
 	return out
 }
@@ -673,26 +802,49 @@ func (s *Store) Pods() []types.UID {
 	return out
 }
 
-func sortedClaims(m map[Key]*Claim) []*Claim {
-	out := make([]*Claim, 0, len(m))
-	for _, c := range m {
-		out = append(out, c)
-	}
-	slices.SortFunc(out, func(a, b *Claim) int {
-		return strings.Compare(a.Namespace+"/"+a.Name+"/"+a.Driver, b.Namespace+"/"+b.Name+"/"+b.Driver)
-	})
+// sortedClaims sorts claims in namespace, name and driver order.
+func sortedClaims(out []*Claim) []*Claim {
+	slices.SortFunc(out, claimOrder)
 	return out
+}
+
+// claimOrder orders claims by namespace, name and driver.
+func claimOrder(a, b *Claim) int {
+	return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name), strings.Compare(a.Driver, b.Driver))
 }
 
 // clone deep-copies a record: callers change their copy and Put it.
 func clone(c *Claim) Claim {
-	data, err := json.Marshal(c)
-	if err != nil {
-		panic(fmt.Sprintf("claims: a record does not marshal: %v", err))
+	data := c.encoded
+	if data == nil {
+		var err error
+		if data, err = json.Marshal(c); err != nil {
+			panic(fmt.Sprintf("claims: a record does not marshal: %v", err))
+		}
 	}
-	var out Claim
+	// Decoded as a plain struct: the unknown fields are c's own, below.
+	type plain Claim
+	var out plain
 	if err := json.Unmarshal(data, &out); err != nil {
 		panic(fmt.Sprintf("claims: a record does not unmarshal: %v", err))
 	}
-	return out
+	out.unknown = c.unknown
+	out.encoded = nil
+	return Claim(out)
+}
+
+// stored is the store's copy of c, with its encoding.
+func stored(c *Claim) (*Claim, error) {
+	data, err := encode(c)
+	if err != nil {
+		return nil, fmt.Errorf("claim %s: %w", c, err)
+	}
+	type plain Claim
+	var out plain
+	if err := json.Unmarshal(data, &out); err != nil {
+		return nil, fmt.Errorf("claim %s: %w", c, err)
+	}
+	cp := Claim(out)
+	cp.unknown, cp.encoded = c.unknown, data
+	return &cp, nil
 }

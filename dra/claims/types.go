@@ -69,6 +69,10 @@ type Claim struct {
 	// unknown is the record as read, when it holds fields this build does
 	// not know (a newer build wrote it): they are written back with it.
 	unknown json.RawMessage
+	// encoded is the record's encoding (encode), when it is the store's:
+	// the store never changes a record it holds, and writes the checkpoint
+	// from its records' encodings.
+	encoded []byte
 }
 
 // Key is the claim's key.

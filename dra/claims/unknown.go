@@ -29,25 +29,106 @@ func (c *Claim) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	*c = Claim(p)
-	c.unknown = bytes.Clone(data)
+	unknown, err := onlyUnknown(data, reflect.TypeFor[Claim]())
+	if err != nil {
+		return err
+	}
+	c.unknown = unknown
 	return nil
 }
 
-// MarshalJSON encodes a record with the fields it was read with that this
-// build does not know.
-func (c Claim) MarshalJSON() ([]byte, error) {
-	type plain Claim
-	data, err := json.Marshal(plain(c))
+// onlyUnknown is data, an encoding of a value of type t, pruned to the
+// fields t does not have (at any depth, as keepUnknown finds them), in one
+// form (compact, keys sorted) whichever way data was written; nil when
+// there are none.
+func onlyUnknown(data []byte, t reflect.Type) (json.RawMessage, error) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		var o map[string]json.RawMessage
+		if json.Unmarshal(data, &o) != nil {
+			return nil, nil
+		}
+		fields := jsonFields(t)
+		out := map[string]json.RawMessage{}
+		for k, v := range o {
+			f, known := fields[strings.ToLower(k)]
+			if !known {
+				out[k] = v
+				continue
+			}
+			inner, err := onlyUnknown(v, f)
+			if err != nil {
+				return nil, err
+			}
+			if inner != nil {
+				out[k] = inner
+			}
+		}
+		if len(out) == 0 {
+			return nil, nil
+		}
+		return json.Marshal(out)
+	case reflect.Slice, reflect.Array:
+		var o []json.RawMessage
+		if t.Elem().Kind() == reflect.Uint8 || json.Unmarshal(data, &o) != nil {
+			return nil, nil
+		}
+		out, any := make([]json.RawMessage, len(o)), false
+		for i, v := range o {
+			inner, err := onlyUnknown(v, t.Elem())
+			if err != nil {
+				return nil, err
+			}
+			out[i], any = inner, any || inner != nil
+			if inner == nil {
+				out[i] = json.RawMessage("{}")
+			}
+		}
+		if !any {
+			return nil, nil
+		}
+		return json.Marshal(out)
+	case reflect.Map:
+		var o map[string]json.RawMessage
+		if json.Unmarshal(data, &o) != nil {
+			return nil, nil
+		}
+		out := map[string]json.RawMessage{}
+		for k, v := range o {
+			inner, err := onlyUnknown(v, t.Elem())
+			if err != nil {
+				return nil, err
+			}
+			if inner != nil {
+				out[k] = inner
+			}
+		}
+		if len(out) == 0 {
+			return nil, nil
+		}
+		return json.Marshal(out)
+	}
+	return nil, nil
+}
+
+// encode is the record's encoding, with the fields it was read with that
+// this build does not know. (Not a MarshalJSON method: encoding/json
+// compacts what one returns, which doubled the cost of a checkpoint.)
+func encode(c *Claim) ([]byte, error) {
+	data, err := json.Marshal(c)
 	if err != nil || c.unknown == nil {
 		return data, err
 	}
-	return keepUnknown(c.unknown, data, reflect.TypeFor[plain]())
+	return keepUnknown(c.unknown, data, reflect.TypeFor[Claim]())
 }
 
 // keepUnknown is next, an encoding of a value of type t, with the fields of
-// old (an earlier encoding, by another build) that t does not have, at any
-// depth: in objects, in the elements of lists of the same length, and in
-// the values of maps under the same key.
+// old (an earlier encoding, by another build, or its onlyUnknown) that t
+// does not have, at any depth: in objects, in the elements of lists of the
+// same length, and in the values of maps under the same key.
 func keepUnknown(old, next []byte, t reflect.Type) ([]byte, error) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()

@@ -79,7 +79,7 @@ type checkKey struct {
 func (p *Plugin) CheckOnce(ctx context.Context, reported map[checkKey]string) {
 	seen := map[checkKey]bool{}
 	pods := map[types.UID]bool{}
-	for _, c := range p.opts.Store.Claims() {
+	for _, c := range p.opts.Store.View() {
 		if c.Driver != claims.DriverCNI || pods[c.Pod.UID] {
 			continue
 		}

@@ -411,7 +411,7 @@ func (p *Plugin) RunIPAMClaims(ctx context.Context) {
 
 // CheckIPAMClaims checks every IPAMClaim record of the node once.
 func (p *Plugin) CheckIPAMClaims(ctx context.Context) {
-	for _, c := range p.opts.Store.Claims() {
+	for _, c := range p.opts.Store.View() {
 		if c.Driver != claims.DriverIPAMClaim {
 			continue
 		}
