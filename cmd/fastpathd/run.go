@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -279,31 +280,9 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 		return err
 	}
 	logger.Info("Starting fastpathd", "version", version)
-	granular, err := waitForCluster(ctx, client, o.nodeName, time.Second)
-	if err != nil {
-		return err
-	}
-	drivers := []string{devices.DriverName}
-	if o.cni.enabled {
-		drivers = append(drivers, cnidriver.DriverName)
-	}
-	cniNamespace := ""
-	if o.cni.enabled {
-		cniNamespace = o.cni.configNamespace
-	}
-	ps := permissions(drivers, cniNamespace, granular)
-	if o.npwg.enabled {
-		ps = append(ps, npwgPermissions...)
-	}
-	if o.npwg.ipamClaims {
-		ps = append(ps, ipamClaimPermissions...)
-	}
-	if o.npwg.podNetworks {
-		ps = append(ps, podNetworkPermissions...)
-	}
-	if err := checkPermissions(ctx, client, ps); err != nil {
-		return err
-	}
+	// The node's part first: the runtime's hooks of the claims prepared
+	// before a restart are served while the API server cannot be reached
+	// (a restart during an outage), from the store and the node.
 	store, err := claims.Open(filepath.Join(o.stateDir, "checkpoint.json"), checkpointLegacy(o.stateDir))
 	if err != nil {
 		return err
@@ -355,11 +334,47 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	go plugin.Run(ctx)
 	go plugin.RunIPAMClaims(ctx)
 	var ready readiness
+	// Not ready until the cluster is reached and the drivers registered: a
+	// rolling update stops the daemon this one replaces once it is ready.
+	var reached atomic.Bool
+	ready.add(func() error {
+		if !reached.Load() {
+			return errors.New("waiting for the API server")
+		}
+		return nil
+	})
 	ready.add(plugin.Connected)
 	srv, err := serveHealth(ctx, o.metricsAddr, o.healthSocket, o.profiling, ready.check, m.Handler())
 	if err != nil {
 		return err
 	}
+
+	granular, err := waitForCluster(ctx, client, o.nodeName, time.Second)
+	if err != nil {
+		return err
+	}
+	drivers := []string{devices.DriverName}
+	if o.cni.enabled {
+		drivers = append(drivers, cnidriver.DriverName)
+	}
+	cniNamespace := ""
+	if o.cni.enabled {
+		cniNamespace = o.cni.configNamespace
+	}
+	ps := permissions(drivers, cniNamespace, granular)
+	if o.npwg.enabled {
+		ps = append(ps, npwgPermissions...)
+	}
+	if o.npwg.ipamClaims {
+		ps = append(ps, ipamClaimPermissions...)
+	}
+	if o.npwg.podNetworks {
+		ps = append(ps, podNetworkPermissions...)
+	}
+	if err := checkPermissions(ctx, client, ps); err != nil {
+		return err
+	}
+	reached.Store(true)
 	// The runtime first: the kubelet may prepare claims as soon as the
 	// plugin registers, and a pod whose sandbox starts before fastpath
 	// hears of it would run without its devices.
