@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -344,7 +345,10 @@ func newRig(t *testing.T) *rig {
 	r.CNIClaim = cniTestClaim([]string{"macvlan"}, fromClaim(string(cniCfg)))
 	r.CNIClaim.Name, r.CNIClaim.UID = "cni", "uid-cni"
 	r.CNIClaim.Status.ReservedFor[0].UID = "pod-fault"
-	r.Pod = nri.Pod{UID: "pod-fault", Namespace: "default", Name: "pod-fault", SandboxID: "sandbox-1", Networks: "fault-net"}
+	// Its NPWG network is the pod's default route (made after the
+	// network's ADD: fault point npwg.route).
+	r.Pod = nri.Pod{UID: "pod-fault", Namespace: "default", Name: "pod-fault", SandboxID: "sandbox-1",
+		Networks: `[{"name": "fault-net", "default-route": ["10.95.0.1"]}]`}
 	return r
 }
 
@@ -460,7 +464,11 @@ func (r *rig) snapshot(t *testing.T) snapshot {
 			routes, _ := h.RouteList(l, netlink.FAMILY_V4)
 			var rs []string
 			for _, rt := range routes {
-				if rt.Dst != nil && rt.Gw != nil {
+				switch {
+				case rt.Gw == nil:
+				case rt.Dst == nil || rt.Dst.String() == "0.0.0.0/0":
+					rs = append(rs, "default via "+rt.Gw.String())
+				default:
 					rs = append(rs, rt.Dst.String()+" via "+rt.Gw.String())
 				}
 			}
@@ -600,7 +608,7 @@ type references struct{ initial, prepared, running, stopped, final snapshot }
 // phases of a claim's life, in order, and the points each may be killed at.
 var phases = map[string][]string{
 	"prepare":   {"ipam.assigned", "prepare.recorded", "prepare.files.before", "prepare.files.applied", "prepare.vf.before", "vf.setting", "vf.setting#2", "prepare.vf.applied", "prepare.channels.before", "prepare.channels.applied", "prepare.xdp.before", "prepare.xdp.applied", "prepare.vfio.before", "vfio.override", "vfio.unbound", "prepare.vfio.applied", "prepare.cdi.before", "prepare.cdi.applied"},
-	"run":       {"npwg.admitted", "attach.recorded", "attach.moved", "attach.moved#2", "attach.addressed", "attach.shared.created", "cni.add.recorded", "cni.add.done", "cni.add.done#2"},
+	"run":       {"npwg.admitted", "attach.recorded", "attach.moved", "attach.moved#2", "attach.addressed", "attach.shared.created", "cni.add.recorded", "cni.add.done", "cni.add.done#2", "npwg.route"},
 	"stop":      {"detach.moved", "detach.moved#2", "detach.shared.deleted", "detach.returned", "cni.del.done", "cni.del.done#2"},
 	"unprepare": {"unprepare.released", "unprepare.undone"},
 }
@@ -746,6 +754,9 @@ func referenceRun(t *testing.T) references {
 	if refs.running["pod link net1"] == "" || refs.running["pod link xsk0"] == "" || refs.running["pod link net2"] == "" || refs.running["pod link fast0"] == "" ||
 		refs.running["pod link net3"] == "" {
 		t.Fatalf("the pod lacks its interfaces: %v", refs.running)
+	}
+	if !slices.ContainsFunc(slices.Collect(maps.Values(refs.running)), func(v string) bool { return strings.Contains(v, "default via 10.95.0.1") }) {
+		t.Fatalf("the pod lacks the default route its NPWG network asks for: %v", refs.running)
 	}
 	r.must(t, "stop", true, true)
 	refs.stopped = r.snapshot(t)

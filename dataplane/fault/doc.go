@@ -34,10 +34,11 @@ var Points = []string{
 	// written, not yet synced nor committed; a netdev's attachment
 	// recorded, moved into the pod, given its addresses; a shared device's
 	// sub-interface made in the pod; moved back, the sub-interface deleted;
-	// a CNI network recorded, added, deleted.
+	// a CNI network recorded, added, deleted; the default route an NPWG
+	// element asks for not yet made.
 	"npwg.admitted", "attach.recorded", "attach.moved", "attach.addressed", "attach.shared.created",
 	"detach.moved", "detach.shared.deleted", "detach.returned",
-	"cni.add.recorded", "cni.add.done", "cni.del.done",
+	"cni.add.recorded", "cni.add.done", "cni.del.done", "npwg.route",
 	// Unprepare: the runtime's part released, each step undone.
 	"unprepare.released", "unprepare.undone",
 }

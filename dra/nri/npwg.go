@@ -514,6 +514,7 @@ func (p *Plugin) defaultRouteNPWG(ctx context.Context, pod Pod) error {
 		if len(gws) == 0 {
 			return fmt.Errorf("%s, default-route (annotation %s): the element names no gateway, and the network's CNI result has none", networkOf(rec, n), nadv1.NetworkAttachmentAnnot)
 		}
+		fault.Point("npwg.route")
 		if err := p.opts.NPWG.SetDefaultRoute(pod.NetNS, n.IfName, gws); err != nil {
 			return fmt.Errorf("%s, default-route %v (annotation %s): %w", networkOf(rec, n), gws, nadv1.NetworkAttachmentAnnot, err)
 		}
