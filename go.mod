@@ -3,6 +3,7 @@ module github.com/fastpath-dra/fastpath
 go 1.26.0
 
 require (
+	github.com/bufbuild/protocompile v0.14.1
 	github.com/cilium/ebpf v0.22.0
 	github.com/containerd/nri v0.12.5
 	github.com/containernetworking/cni v1.3.0

@@ -230,7 +230,7 @@ func networkFromFile(name, namespace, file string, ranges []string) (*netapi.Net
 	return cfg, nil
 }
 
-func printNetworks(w io.Writer, networks []*netapi.PodNetwork) error {
+func printNetworks(w io.Writer, networks []*netapi.PodNetworkResponse) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tGENERATION\tPLUGINS\tSANDBOX\tCONNECTIVITY\tMESSAGE")
 	for _, n := range networks {

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 
 	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
+	"github.com/fastpath-dra/fastpath/dra/npwg"
 )
 
 // Parameters a plugin's configuration has outside CNIv1PluginConfig's
@@ -47,11 +49,39 @@ func Conflist(cfg *NetworkConfig) ([]byte, error) {
 		}
 		plugins = append(plugins, conf)
 	}
+	if ranges := cfg.GetIpRanges(); len(ranges) > 0 {
+		var cidrs []string
+		for _, r := range ranges {
+			cidrs = append(cidrs, r.GetCidr())
+		}
+		for i, p := range c.GetPlugins() {
+			if !slices.Contains(p.GetCapabilities(), npwg.CapabilityIPRanges) {
+				plugins[i] = withHostLocalRanges(plugins[i], cidrs)
+			}
+		}
+	}
 	list := map[string]any{"cniVersion": c.GetCniVersion(), "name": name, "plugins": plugins}
 	if c.GetDisableCheck() {
 		list["disableCheck"] = true
 	}
 	return json.Marshal(list)
+}
+
+// withHostLocalRanges gives a plugin's host-local IPAM that names no
+// subnet of its own the network's IP ranges (a plugin that declares the
+// ipRanges capability gets them at ADD instead, as runtimeConfig).
+func withHostLocalRanges(conf map[string]any, cidrs []string) map[string]any {
+	raw, ok := conf["ipam"].(json.RawMessage)
+	if !ok {
+		return conf
+	}
+	var ipam map[string]any
+	if json.Unmarshal(raw, &ipam) != nil || ipam["type"] != "host-local" || ipam["ranges"] != nil || ipam["subnet"] != nil {
+		return conf
+	}
+	ipam["ranges"] = npwg.IPRangeSets(cidrs)
+	conf["ipam"] = ipam
+	return conf
 }
 
 func pluginConf(p *CNIv1PluginConfig) (map[string]any, error) {

@@ -64,7 +64,7 @@ func fallbackFromFile(path string) (fallback, error) {
 	if err != nil {
 		return fallback{}, err
 	}
-	cfg := &NetworkConfig{Metadata: &NetworkMetadata{Name: FallbackName}, Type: NetworkType_CNIv1, Cniv1Config: c}
+	cfg := &NetworkConfig{Metadata: &NetworkMetadata{Name: FallbackName}, NetworkType: NetworkType_CNIv1, Cniv1Config: c}
 	conflist, err := Conflist(cfg)
 	if err != nil {
 		return fallback{}, err
@@ -75,9 +75,9 @@ func fallbackFromFile(path string) (fallback, error) {
 	return fallback{config: cfg, conflist: conflist, source: path}, nil
 }
 
-func (fb fallback) podNetwork(ctx context.Context, c checker) *PodNetwork {
+func (fb fallback) podNetwork(ctx context.Context, c checker) *PodNetworkResponse {
 	if fb.config == nil {
-		return &PodNetwork{
+		return &PodNetworkResponse{
 			Config: &NetworkConfig{Metadata: &NetworkMetadata{Name: FallbackName}},
 			Status: &NetworkStatus{Message: fb.problem},
 		}
@@ -91,7 +91,7 @@ func (fb fallback) podNetwork(ctx context.Context, c checker) *PodNetwork {
 		msg = append(msg, fb.problem)
 	}
 	st.Message = strings.Join(msg, "; ")
-	return &PodNetwork{Config: proto.CloneOf(fb.config), Status: st}
+	return &PodNetworkResponse{Config: proto.CloneOf(fb.config), Status: st}
 }
 
 func (r *Registry) reloadFallback(ctx context.Context) {

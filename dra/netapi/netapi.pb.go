@@ -322,11 +322,12 @@ func (x *IPRange) GetCidr() string {
 // The NetworkConfig message represents a desired network configuration
 // that a CRI-compliant runtime is able to manage.
 type NetworkConfig struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Metadata      *NetworkMetadata       `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
-	Type          NetworkType            `protobuf:"varint,2,opt,name=type,proto3,enum=fastpath.netapi.v1alpha1.NetworkType" json:"type,omitempty"`
-	IpRanges      []*IPRange             `protobuf:"bytes,3,rep,name=ip_ranges,json=ipRanges,proto3" json:"ip_ranges,omitempty"`
-	Cniv1Config   *CNIv1Config           `protobuf:"bytes,4,opt,name=cniv1_config,json=cniv1Config,proto3" json:"cniv1_config,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Metadata *NetworkMetadata       `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// the IP range is optional
+	IpRanges      []*IPRange   `protobuf:"bytes,2,rep,name=ip_ranges,json=ipRanges,proto3" json:"ip_ranges,omitempty"`
+	NetworkType   NetworkType  `protobuf:"varint,3,opt,name=network_type,json=networkType,proto3,enum=fastpath.netapi.v1alpha1.NetworkType" json:"network_type,omitempty"`
+	Cniv1Config   *CNIv1Config `protobuf:"bytes,4,opt,name=cniv1_config,json=cniv1Config,proto3" json:"cniv1_config,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -368,18 +369,18 @@ func (x *NetworkConfig) GetMetadata() *NetworkMetadata {
 	return nil
 }
 
-func (x *NetworkConfig) GetType() NetworkType {
-	if x != nil {
-		return x.Type
-	}
-	return NetworkType_CNIv1
-}
-
 func (x *NetworkConfig) GetIpRanges() []*IPRange {
 	if x != nil {
 		return x.IpRanges
 	}
 	return nil
+}
+
+func (x *NetworkConfig) GetNetworkType() NetworkType {
+	if x != nil {
+		return x.NetworkType
+	}
+	return NetworkType_CNIv1
 }
 
 func (x *NetworkConfig) GetCniv1Config() *CNIv1Config {
@@ -456,8 +457,8 @@ func (x *NetworkStatus) GetMessage() string {
 	return ""
 }
 
-// PodNetwork is one network of the node and its status.
-type PodNetwork struct {
+// PodNetworkResponse is one network of the node and its status.
+type PodNetworkResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Config        *NetworkConfig         `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
 	Status        *NetworkStatus         `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
@@ -465,20 +466,20 @@ type PodNetwork struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *PodNetwork) Reset() {
-	*x = PodNetwork{}
+func (x *PodNetworkResponse) Reset() {
+	*x = PodNetworkResponse{}
 	mi := &file_netapi_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *PodNetwork) String() string {
+func (x *PodNetworkResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*PodNetwork) ProtoMessage() {}
+func (*PodNetworkResponse) ProtoMessage() {}
 
-func (x *PodNetwork) ProtoReflect() protoreflect.Message {
+func (x *PodNetworkResponse) ProtoReflect() protoreflect.Message {
 	mi := &file_netapi_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -490,30 +491,31 @@ func (x *PodNetwork) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use PodNetwork.ProtoReflect.Descriptor instead.
-func (*PodNetwork) Descriptor() ([]byte, []int) {
+// Deprecated: Use PodNetworkResponse.ProtoReflect.Descriptor instead.
+func (*PodNetworkResponse) Descriptor() ([]byte, []int) {
 	return file_netapi_proto_rawDescGZIP(), []int{6}
 }
 
-func (x *PodNetwork) GetConfig() *NetworkConfig {
+func (x *PodNetworkResponse) GetConfig() *NetworkConfig {
 	if x != nil {
 		return x.Config
 	}
 	return nil
 }
 
-func (x *PodNetwork) GetStatus() *NetworkStatus {
+func (x *PodNetworkResponse) GetStatus() *NetworkStatus {
 	if x != nil {
 		return x.Status
 	}
 	return nil
 }
 
-// PodNetworkAttachment is a pod's request for a network: the interface
+// PodSandboxNetworkConfig is a pod's request for a network: the interface
 // to create in the pod, the network's name, and parameters for the
 // network's plugins. The calls of NetworkService do not carry it; it is
-// the shape pods ask for networks in.
-type PodNetworkAttachment struct {
+// the shape pods ask for networks in (the proposal's list of them in
+// CRI's PodSandboxConfig).
+type PodSandboxNetworkConfig struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	InterfaceName string                 `protobuf:"bytes,1,opt,name=interface_name,json=interfaceName,proto3" json:"interface_name,omitempty"`
 	NetworkName   string                 `protobuf:"bytes,2,opt,name=network_name,json=networkName,proto3" json:"network_name,omitempty"`
@@ -522,20 +524,20 @@ type PodNetworkAttachment struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *PodNetworkAttachment) Reset() {
-	*x = PodNetworkAttachment{}
+func (x *PodSandboxNetworkConfig) Reset() {
+	*x = PodSandboxNetworkConfig{}
 	mi := &file_netapi_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *PodNetworkAttachment) String() string {
+func (x *PodSandboxNetworkConfig) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*PodNetworkAttachment) ProtoMessage() {}
+func (*PodSandboxNetworkConfig) ProtoMessage() {}
 
-func (x *PodNetworkAttachment) ProtoReflect() protoreflect.Message {
+func (x *PodSandboxNetworkConfig) ProtoReflect() protoreflect.Message {
 	mi := &file_netapi_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -547,26 +549,26 @@ func (x *PodNetworkAttachment) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use PodNetworkAttachment.ProtoReflect.Descriptor instead.
-func (*PodNetworkAttachment) Descriptor() ([]byte, []int) {
+// Deprecated: Use PodSandboxNetworkConfig.ProtoReflect.Descriptor instead.
+func (*PodSandboxNetworkConfig) Descriptor() ([]byte, []int) {
 	return file_netapi_proto_rawDescGZIP(), []int{7}
 }
 
-func (x *PodNetworkAttachment) GetInterfaceName() string {
+func (x *PodSandboxNetworkConfig) GetInterfaceName() string {
 	if x != nil {
 		return x.InterfaceName
 	}
 	return ""
 }
 
-func (x *PodNetworkAttachment) GetNetworkName() string {
+func (x *PodSandboxNetworkConfig) GetNetworkName() string {
 	if x != nil {
 		return x.NetworkName
 	}
 	return ""
 }
 
-func (x *PodNetworkAttachment) GetParameters() map[string]string {
+func (x *PodSandboxNetworkConfig) GetParameters() map[string]string {
 	if x != nil {
 		return x.Parameters
 	}
@@ -781,7 +783,7 @@ func (*ListPodNetworkRequest) Descriptor() ([]byte, []int) {
 
 type ListPodNetworkResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Networks      []*PodNetwork          `protobuf:"bytes,1,rep,name=networks,proto3" json:"networks,omitempty"`
+	Networks      []*PodNetworkResponse  `protobuf:"bytes,1,rep,name=networks,proto3" json:"networks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -816,7 +818,7 @@ func (*ListPodNetworkResponse) Descriptor() ([]byte, []int) {
 	return file_netapi_proto_rawDescGZIP(), []int{13}
 }
 
-func (x *ListPodNetworkResponse) GetNetworks() []*PodNetwork {
+func (x *ListPodNetworkResponse) GetNetworks() []*PodNetworkResponse {
 	if x != nil {
 		return x.Networks
 	}
@@ -851,25 +853,24 @@ const file_netapi_proto_rawDesc = "" +
 	"\rdisable_check\x18\x03 \x01(\bR\fdisableCheck\x12E\n" +
 	"\aplugins\x18\x04 \x03(\v2+.fastpath.netapi.v1alpha1.CNIv1PluginConfigR\aplugins\"\x1d\n" +
 	"\aIPRange\x12\x12\n" +
-	"\x04cidr\x18\x01 \x01(\tR\x04cidr\"\x9b\x02\n" +
+	"\x04cidr\x18\x01 \x01(\tR\x04cidr\"\xaa\x02\n" +
 	"\rNetworkConfig\x12E\n" +
-	"\bmetadata\x18\x01 \x01(\v2).fastpath.netapi.v1alpha1.NetworkMetadataR\bmetadata\x129\n" +
-	"\x04type\x18\x02 \x01(\x0e2%.fastpath.netapi.v1alpha1.NetworkTypeR\x04type\x12>\n" +
-	"\tip_ranges\x18\x03 \x03(\v2!.fastpath.netapi.v1alpha1.IPRangeR\bipRanges\x12H\n" +
+	"\bmetadata\x18\x01 \x01(\v2).fastpath.netapi.v1alpha1.NetworkMetadataR\bmetadata\x12>\n" +
+	"\tip_ranges\x18\x02 \x03(\v2!.fastpath.netapi.v1alpha1.IPRangeR\bipRanges\x12H\n" +
+	"\fnetwork_type\x18\x03 \x01(\x0e2%.fastpath.netapi.v1alpha1.NetworkTypeR\vnetworkType\x12H\n" +
 	"\fcniv1_config\x18\x04 \x01(\v2%.fastpath.netapi.v1alpha1.CNIv1ConfigR\vcniv1Config\"|\n" +
 	"\rNetworkStatus\x12-\n" +
 	"\x12sandbox_management\x18\x01 \x01(\bR\x11sandboxManagement\x12\"\n" +
 	"\fconnectivity\x18\x02 \x01(\bR\fconnectivity\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage\"\x8e\x01\n" +
-	"\n" +
-	"PodNetwork\x12?\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\x96\x01\n" +
+	"\x12PodNetworkResponse\x12?\n" +
 	"\x06config\x18\x01 \x01(\v2'.fastpath.netapi.v1alpha1.NetworkConfigR\x06config\x12?\n" +
-	"\x06status\x18\x02 \x01(\v2'.fastpath.netapi.v1alpha1.NetworkStatusR\x06status\"\xff\x01\n" +
-	"\x14PodNetworkAttachment\x12%\n" +
+	"\x06status\x18\x02 \x01(\v2'.fastpath.netapi.v1alpha1.NetworkStatusR\x06status\"\x85\x02\n" +
+	"\x17PodSandboxNetworkConfig\x12%\n" +
 	"\x0einterface_name\x18\x01 \x01(\tR\rinterfaceName\x12!\n" +
-	"\fnetwork_name\x18\x02 \x01(\tR\vnetworkName\x12^\n" +
+	"\fnetwork_name\x18\x02 \x01(\tR\vnetworkName\x12a\n" +
 	"\n" +
-	"parameters\x18\x03 \x03(\v2>.fastpath.netapi.v1alpha1.PodNetworkAttachment.ParametersEntryR\n" +
+	"parameters\x18\x03 \x03(\v2A.fastpath.netapi.v1alpha1.PodSandboxNetworkConfig.ParametersEntryR\n" +
 	"parameters\x1a=\n" +
 	"\x0fParametersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -881,9 +882,9 @@ const file_netapi_proto_rawDesc = "" +
 	"\x17RemovePodNetworkRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x1a\n" +
 	"\x18RemovePodNetworkResponse\"\x17\n" +
-	"\x15ListPodNetworkRequest\"Z\n" +
-	"\x16ListPodNetworkResponse\x12@\n" +
-	"\bnetworks\x18\x01 \x03(\v2$.fastpath.netapi.v1alpha1.PodNetworkR\bnetworks*\x18\n" +
+	"\x15ListPodNetworkRequest\"b\n" +
+	"\x16ListPodNetworkResponse\x12H\n" +
+	"\bnetworks\x18\x01 \x03(\v2,.fastpath.netapi.v1alpha1.PodNetworkResponseR\bnetworks*\x18\n" +
 	"\vNetworkType\x12\t\n" +
 	"\x05CNIv1\x10\x002\xf8\x02\n" +
 	"\x0eNetworkService\x12r\n" +
@@ -913,8 +914,8 @@ var file_netapi_proto_goTypes = []any{
 	(*IPRange)(nil),                  // 4: fastpath.netapi.v1alpha1.IPRange
 	(*NetworkConfig)(nil),            // 5: fastpath.netapi.v1alpha1.NetworkConfig
 	(*NetworkStatus)(nil),            // 6: fastpath.netapi.v1alpha1.NetworkStatus
-	(*PodNetwork)(nil),               // 7: fastpath.netapi.v1alpha1.PodNetwork
-	(*PodNetworkAttachment)(nil),     // 8: fastpath.netapi.v1alpha1.PodNetworkAttachment
+	(*PodNetworkResponse)(nil),       // 7: fastpath.netapi.v1alpha1.PodNetworkResponse
+	(*PodSandboxNetworkConfig)(nil),  // 8: fastpath.netapi.v1alpha1.PodSandboxNetworkConfig
 	(*SetPodNetworkRequest)(nil),     // 9: fastpath.netapi.v1alpha1.SetPodNetworkRequest
 	(*SetPodNetworkResponse)(nil),    // 10: fastpath.netapi.v1alpha1.SetPodNetworkResponse
 	(*RemovePodNetworkRequest)(nil),  // 11: fastpath.netapi.v1alpha1.RemovePodNetworkRequest
@@ -922,21 +923,21 @@ var file_netapi_proto_goTypes = []any{
 	(*ListPodNetworkRequest)(nil),    // 13: fastpath.netapi.v1alpha1.ListPodNetworkRequest
 	(*ListPodNetworkResponse)(nil),   // 14: fastpath.netapi.v1alpha1.ListPodNetworkResponse
 	nil,                              // 15: fastpath.netapi.v1alpha1.CNIv1PluginConfig.ParametersEntry
-	nil,                              // 16: fastpath.netapi.v1alpha1.PodNetworkAttachment.ParametersEntry
+	nil,                              // 16: fastpath.netapi.v1alpha1.PodSandboxNetworkConfig.ParametersEntry
 }
 var file_netapi_proto_depIdxs = []int32{
 	15, // 0: fastpath.netapi.v1alpha1.CNIv1PluginConfig.parameters:type_name -> fastpath.netapi.v1alpha1.CNIv1PluginConfig.ParametersEntry
 	2,  // 1: fastpath.netapi.v1alpha1.CNIv1Config.plugins:type_name -> fastpath.netapi.v1alpha1.CNIv1PluginConfig
 	1,  // 2: fastpath.netapi.v1alpha1.NetworkConfig.metadata:type_name -> fastpath.netapi.v1alpha1.NetworkMetadata
-	0,  // 3: fastpath.netapi.v1alpha1.NetworkConfig.type:type_name -> fastpath.netapi.v1alpha1.NetworkType
-	4,  // 4: fastpath.netapi.v1alpha1.NetworkConfig.ip_ranges:type_name -> fastpath.netapi.v1alpha1.IPRange
+	4,  // 3: fastpath.netapi.v1alpha1.NetworkConfig.ip_ranges:type_name -> fastpath.netapi.v1alpha1.IPRange
+	0,  // 4: fastpath.netapi.v1alpha1.NetworkConfig.network_type:type_name -> fastpath.netapi.v1alpha1.NetworkType
 	3,  // 5: fastpath.netapi.v1alpha1.NetworkConfig.cniv1_config:type_name -> fastpath.netapi.v1alpha1.CNIv1Config
-	5,  // 6: fastpath.netapi.v1alpha1.PodNetwork.config:type_name -> fastpath.netapi.v1alpha1.NetworkConfig
-	6,  // 7: fastpath.netapi.v1alpha1.PodNetwork.status:type_name -> fastpath.netapi.v1alpha1.NetworkStatus
-	16, // 8: fastpath.netapi.v1alpha1.PodNetworkAttachment.parameters:type_name -> fastpath.netapi.v1alpha1.PodNetworkAttachment.ParametersEntry
+	5,  // 6: fastpath.netapi.v1alpha1.PodNetworkResponse.config:type_name -> fastpath.netapi.v1alpha1.NetworkConfig
+	6,  // 7: fastpath.netapi.v1alpha1.PodNetworkResponse.status:type_name -> fastpath.netapi.v1alpha1.NetworkStatus
+	16, // 8: fastpath.netapi.v1alpha1.PodSandboxNetworkConfig.parameters:type_name -> fastpath.netapi.v1alpha1.PodSandboxNetworkConfig.ParametersEntry
 	5,  // 9: fastpath.netapi.v1alpha1.SetPodNetworkRequest.config:type_name -> fastpath.netapi.v1alpha1.NetworkConfig
 	6,  // 10: fastpath.netapi.v1alpha1.SetPodNetworkResponse.status:type_name -> fastpath.netapi.v1alpha1.NetworkStatus
-	7,  // 11: fastpath.netapi.v1alpha1.ListPodNetworkResponse.networks:type_name -> fastpath.netapi.v1alpha1.PodNetwork
+	7,  // 11: fastpath.netapi.v1alpha1.ListPodNetworkResponse.networks:type_name -> fastpath.netapi.v1alpha1.PodNetworkResponse
 	9,  // 12: fastpath.netapi.v1alpha1.NetworkService.SetPodNetwork:input_type -> fastpath.netapi.v1alpha1.SetPodNetworkRequest
 	11, // 13: fastpath.netapi.v1alpha1.NetworkService.RemovePodNetwork:input_type -> fastpath.netapi.v1alpha1.RemovePodNetworkRequest
 	13, // 14: fastpath.netapi.v1alpha1.NetworkService.ListPodNetwork:input_type -> fastpath.netapi.v1alpha1.ListPodNetworkRequest

@@ -62,7 +62,7 @@ func network(name, pluginType string) *NetworkConfig {
 	}
 }
 
-func find(list []*PodNetwork, name string) *PodNetwork {
+func find(list []*PodNetworkResponse, name string) *PodNetworkResponse {
 	for _, n := range list {
 		if n.GetConfig().GetMetadata().GetName() == name {
 			return n
@@ -71,7 +71,7 @@ func find(list []*PodNetwork, name string) *PodNetwork {
 	return nil
 }
 
-func names(list []*PodNetwork) []string {
+func names(list []*PodNetworkResponse) []string {
 	var out []string
 	for _, n := range list {
 		out = append(out, n.GetConfig().GetMetadata().GetName())
@@ -129,7 +129,7 @@ func TestServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = conn.Close() }()
-	list := func() []*PodNetwork {
+	list := func() []*PodNetworkResponse {
 		t.Helper()
 		resp, err := client.ListPodNetwork(ctx, &ListPodNetworkRequest{})
 		if err != nil {
@@ -321,7 +321,7 @@ func TestValidateConfig(t *testing.T) {
 		{"no name", mod(func(c *NetworkConfig) { c.Metadata = nil }), "config.metadata.name: must not be empty"},
 		{"bad name", mod(func(c *NetworkConfig) { c.Metadata.Name = "a/b" }), "config.metadata.name"},
 		{"reserved", mod(func(c *NetworkConfig) { c.Metadata.Name = "_mine" }), "reserved network"},
-		{"bad type", mod(func(c *NetworkConfig) { c.Type = 7 }), "config.type: 7"},
+		{"bad type", mod(func(c *NetworkConfig) { c.NetworkType = 7 }), "config.network_type: 7"},
 		{"bad range", mod(func(c *NetworkConfig) { c.IpRanges[0].Cidr = "10.0.0.1/8" }), "config.ip_ranges[0].cidr: \"10.0.0.1/8\": must be the subnet's address: 10.0.0.0/8"},
 		{"not a range", mod(func(c *NetworkConfig) { c.IpRanges[0].Cidr = "ten" }), "config.ip_ranges[0].cidr"},
 		{"no CNI config", mod(func(c *NetworkConfig) { c.Cniv1Config = nil }), "config.cniv1_config: required"},

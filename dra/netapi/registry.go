@@ -153,10 +153,22 @@ func (r *Registry) Get(name string) (*NetworkConfig, []byte, error) {
 	return proto.CloneOf(cfg), data, err
 }
 
+// IPRanges are the subnets of the network set through the API, nil for
+// none (and for a network the node has not).
+func (r *Registry) IPRanges(name string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, rg := range r.networks[name].GetIpRanges() {
+		out = append(out, rg.GetCidr())
+	}
+	return out
+}
+
 // List is every network with its status, in name order: "_fallback"
 // first (when there is a CNI configuration directory), then those set
 // through the API.
-func (r *Registry) List(ctx context.Context) []*PodNetwork {
+func (r *Registry) List(ctx context.Context) []*PodNetworkResponse {
 	r.mu.Lock()
 	configs := make([]*NetworkConfig, 0, len(r.networks))
 	for _, cfg := range r.networks {
@@ -165,12 +177,12 @@ func (r *Registry) List(ctx context.Context) []*PodNetwork {
 	fb := r.fallback
 	r.mu.Unlock()
 	sort.Slice(configs, func(i, j int) bool { return configs[i].GetMetadata().GetName() < configs[j].GetMetadata().GetName() })
-	var out []*PodNetwork
+	var out []*PodNetworkResponse
 	if r.opts.CNIConfDir != "" {
 		out = append(out, fb.podNetwork(ctx, r.checker))
 	}
 	for _, cfg := range configs {
-		out = append(out, &PodNetwork{Config: proto.CloneOf(cfg), Status: r.statusOf(ctx, cfg)})
+		out = append(out, &PodNetworkResponse{Config: proto.CloneOf(cfg), Status: r.statusOf(ctx, cfg)})
 	}
 	for _, src := range r.opts.Sources {
 		nets, err := src.Networks(ctx)
@@ -187,8 +199,8 @@ func (r *Registry) List(ctx context.Context) []*PodNetwork {
 
 // sourceNetwork is a Source's network as the API lists it: its
 // configuration as NetworkConfig, and its status, saying where it is from.
-func sourceNetwork(ctx context.Context, c checker, n SourceNetwork) *PodNetwork {
-	pn := &PodNetwork{Config: &NetworkConfig{Metadata: &NetworkMetadata{Name: n.Name}}}
+func sourceNetwork(ctx context.Context, c checker, n SourceNetwork) *PodNetworkResponse {
+	pn := &PodNetworkResponse{Config: &NetworkConfig{Metadata: &NetworkMetadata{Name: n.Name}}}
 	if n.Problem != "" || n.Conflist == nil {
 		pn.Status = &NetworkStatus{Message: n.From + ": " + n.Problem}
 		return pn

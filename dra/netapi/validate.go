@@ -68,8 +68,8 @@ func ValidateConfig(cfg *NetworkConfig) error {
 	if err := validName(name); err != nil {
 		return &FieldError{"config.metadata.name", err.Error()}
 	}
-	if cfg.GetType() != NetworkType_CNIv1 {
-		return &FieldError{"config.type", fmt.Sprintf("%d: the one type is CNIv1 (0)", cfg.GetType())}
+	if cfg.GetNetworkType() != NetworkType_CNIv1 {
+		return &FieldError{"config.network_type", fmt.Sprintf("%d: the one type is CNIv1 (0)", cfg.GetNetworkType())}
 	}
 	for i, r := range cfg.GetIpRanges() {
 		p, err := netip.ParsePrefix(r.GetCidr())

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -23,7 +24,35 @@ const (
 	CapabilityInfinibandGUID = "infinibandGUID"
 	CapabilityPortMappings   = "portMappings"
 	CapabilityBandwidth      = "bandwidth"
+	CapabilityIPRanges       = "ipRanges"
 )
+
+// IPRangeSets are subnets as CNI's ipRanges runtimeConfig, and host-local's
+// "ranges", hold them: one range set per address family (host-local gives
+// an address from each set), the subnets of a family as its ranges, in
+// order. A subnet that does not parse is in its own set.
+func IPRangeSets(cidrs []string) [][]map[string]any {
+	var v4, v6 []map[string]any
+	var out [][]map[string]any
+	for _, c := range cidrs {
+		r := map[string]any{"subnet": c}
+		p, err := netip.ParsePrefix(c)
+		switch {
+		case err != nil:
+			out = append(out, []map[string]any{r})
+		case p.Addr().Is4():
+			v4 = append(v4, r)
+		default:
+			v6 = append(v6, r)
+		}
+	}
+	for _, set := range [][]map[string]any{v4, v6} {
+		if len(set) > 0 {
+			out = append(out, set)
+		}
+	}
+	return out
+}
 
 // ErrCapability is the error of an attachment asking for what no plugin
 // of its network declares the capability for: the attachment fails.

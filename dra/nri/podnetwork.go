@@ -23,6 +23,10 @@ type NetworkConfigs interface {
 	// Conflist is the CNI configuration list of the network, false when
 	// the node has none of that name.
 	Conflist(name string) ([]byte, bool)
+	// IPRanges are the network's subnets (the CRI Network API's
+	// ip_ranges), given to its plugins that declare the ipRanges
+	// capability; nil for none.
+	IPRanges(name string) []string
 }
 
 // PodNetworkStatusPatcher writes a pod's network.fastpath.dev/network-status.
@@ -110,8 +114,16 @@ func (p *Plugin) resolvePodNetwork(ctx context.Context, pod Pod, n pnv1.Network,
 	if err != nil {
 		return claims.Network{}, false, fmt.Errorf("PodNetwork %s (%s): %w", name, source, err)
 	}
-	return claims.Network{Request: podNetworkRequest(name), Device: a.InterfaceRequest, IfName: a.InterfaceRequest, Conflist: inv.List.Bytes,
-		DefaultRoute: n.IsDefaultGW, PodNetwork: name}, true, nil
+	net := claims.Network{Request: podNetworkRequest(name), Device: a.InterfaceRequest, IfName: a.InterfaceRequest, Conflist: inv.List.Bytes,
+		DefaultRoute: n.IsDefaultGW, PodNetwork: name}
+	// A network of the CRI Network API (it wins over parametersRefs)
+	// gives its subnets to the plugins that declare ipRanges.
+	if nets := p.opts.PodNetworks.Networks; nets != nil {
+		if ranges := nets.IPRanges(name); len(ranges) > 0 {
+			net.CapabilityArgs = map[string]any{npwg.CapabilityIPRanges: npwg.IPRangeSets(ranges)}
+		}
+	}
+	return net, true, nil
 }
 
 // ready is nil when the conditions say Ready, else the error of the

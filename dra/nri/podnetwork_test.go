@@ -40,6 +40,8 @@ func (f fakePodNetworks) GetPodNetworkAttachment(_ context.Context, namespace, n
 // fakeConfigs are the node's networks of the CRI Network API.
 type fakeConfigs map[string]string
 
+func (f fakeConfigs) IPRanges(string) []string { return nil }
+
 func (f fakeConfigs) Conflist(name string) ([]byte, bool) {
 	c, ok := f[name]
 	return []byte(c), ok
