@@ -105,8 +105,9 @@ func TestPodNetworks(t *testing.T) {
 		Networks: fakeConfigs{"dataplane1": fmt.Sprintf(macvlanConf, "dataplane1")}}
 
 	pod := npwgPod("")
-	pod.PodNetworks = `[{"podNetworkName": "default"}, {"podNetworkName": "dataplane1", "interfaceName": "net1"},
-		{"podNetworkAttachmentName": "att", "interfaceName": "net2", "isDefaultGW": true}, {"podNetworkName": "elsewhere"}]`
+	// The KEP's names (name, attachmentName) and fastpath's aliases.
+	pod.PodNetworks = `[{"podNetworkName": "default"}, {"name": "dataplane1", "interfaceName": "net1"},
+		{"attachmentName": "att", "interfaceName": "net2", "isDefaultGW": true}, {"podNetworkName": "elsewhere"}]`
 	if err := r.plugin.AttachPod(r.ctx, pod); err != nil {
 		t.Fatal(err)
 	}

@@ -25,10 +25,22 @@ func errTooLong(n int) error {
 }
 
 // Network defines what PodNetwork to attach to the Pod: one element of
-// the KEP's Pod.spec.networks. The names are those of the KEP's list as
-// its auto-population writes it (podNetworkName), with the single
-// isDefaultGW of its later revision.
+// the KEP's Pod.spec.networks. It is read by the names of the KEP's Go
+// type and Pod example (name, attachmentName) and by those of its
+// auto-population (podNetworkName, and podNetworkAttachmentName beside
+// it), which fastpath wrote first and keeps as aliases; ParseNetworks
+// leaves the names in PodNetworkName and PodNetworkAttachmentName.
 type Network struct {
+	// Name is the KEP's name of PodNetworkName.
+	//
+	// +optional
+	Name string `json:"name,omitempty"`
+
+	// AttachmentName is the KEP's name of PodNetworkAttachmentName.
+	//
+	// +optional
+	AttachmentName string `json:"attachmentName,omitempty"`
+
 	// PodNetworkName is the name of the PodNetwork to attach.
 	// Only one of: [PodNetworkName, PodNetworkAttachmentName] can be set.
 	//
@@ -81,7 +93,7 @@ func parseNetworks(value string) ([]Network, error) {
 	dec.DisallowUnknownFields()
 	var nets []Network
 	if err := dec.Decode(&nets); err != nil {
-		return nil, fmt.Errorf("want a JSON list of {podNetworkName | podNetworkAttachmentName, interfaceName, isDefaultGW}: %w", err)
+		return nil, fmt.Errorf("want a JSON list of {name | attachmentName (or podNetworkName | podNetworkAttachmentName), interfaceName, isDefaultGW}: %w", err)
 	}
 	if dec.More() {
 		return nil, errors.New("data after the list")
@@ -89,7 +101,33 @@ func parseNetworks(value string) ([]Network, error) {
 	if nets == nil {
 		return nil, errors.New("want a JSON list, not null")
 	}
+	for i := range nets {
+		if err := nets[i].unalias(); err != nil {
+			return nil, fmt.Errorf("element %d: %w", i, err)
+		}
+	}
 	return nets, nil
+}
+
+// unalias moves the KEP's names into the fields fastpath reads; an
+// element that gives one name twice, differently, is an error.
+func (n *Network) unalias() error {
+	for _, a := range []struct {
+		kep, alias string
+		from, into *string
+	}{
+		{"name", "podNetworkName", &n.Name, &n.PodNetworkName},
+		{"attachmentName", "podNetworkAttachmentName", &n.AttachmentName, &n.PodNetworkAttachmentName},
+	} {
+		if *a.from == "" {
+			continue
+		}
+		if *a.into != "" && *a.into != *a.from {
+			return fmt.Errorf("%s %q and %s %q name different objects: give one (%s is the KEP's, %s fastpath's alias)", a.kep, *a.from, a.alias, *a.into, a.kep, a.alias)
+		}
+		*a.into, *a.from = *a.from, ""
+	}
+	return nil
 }
 
 // PodNetworks is the networks a pod with annotations attaches to:
@@ -142,9 +180,9 @@ func ValidateNetworks(path *field.Path, nets []Network, hostNetwork bool) field.
 		p := path.Index(i)
 		switch {
 		case n.PodNetworkName == "" && n.PodNetworkAttachmentName == "":
-			errs = append(errs, field.Required(p, "one of podNetworkName and podNetworkAttachmentName"))
+			errs = append(errs, field.Required(p, "one of name (podNetworkName) and attachmentName (podNetworkAttachmentName)"))
 		case n.PodNetworkName != "" && n.PodNetworkAttachmentName != "":
-			errs = append(errs, field.Invalid(p.Child("podNetworkAttachmentName"), n.PodNetworkAttachmentName, "only one of podNetworkName and podNetworkAttachmentName may be set"))
+			errs = append(errs, field.Invalid(p.Child("attachmentName"), n.PodNetworkAttachmentName, "only one of name (podNetworkName) and attachmentName (podNetworkAttachmentName) may be set"))
 		case n.PodNetworkName != "":
 			errs = append(errs, uniqueName(p.Child("podNetworkName"), n.PodNetworkName, i, podNetworks, "PodNetwork")...)
 		default:

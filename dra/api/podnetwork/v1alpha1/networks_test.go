@@ -42,9 +42,9 @@ func TestValidateNetworks(t *testing.T) {
 		"interface name with a no-break space": {nets: []Network{{PodNetworkName: "a", InterfaceName: "nà"}}, want: []string{"whitespace"}},
 		"interface name dot":                   {nets: []Network{{PodNetworkName: "a", InterfaceName: ".."}}, want: []string{`must not be "." or ".."`}},
 		"interface name NUL":                   {nets: []Network{{PodNetworkName: "a", InterfaceName: "a\x00"}}, want: []string{"NUL"}},
-		"neither name":                         {nets: []Network{{InterfaceName: "net1"}}, want: []string{"[0]: Required value: one of podNetworkName and podNetworkAttachmentName"}},
+		"neither name":                         {nets: []Network{{InterfaceName: "net1"}}, want: []string{"[0]: Required value: one of name (podNetworkName) and attachmentName (podNetworkAttachmentName)"}},
 		"both names": {nets: []Network{{PodNetworkName: "a", PodNetworkAttachmentName: "b"}},
-			want: []string{"[0].podNetworkAttachmentName: Invalid value: \"b\": only one of podNetworkName and podNetworkAttachmentName may be set"}},
+			want: []string{"[0].attachmentName: Invalid value: \"b\": only one of name (podNetworkName) and attachmentName (podNetworkAttachmentName) may be set"}},
 		"not an object name": {nets: []Network{{PodNetworkName: "Dataplane"}}, want: []string{"[0].podNetworkName: Invalid value: \"Dataplane\": must be a PodNetwork's name"}},
 		"host network":       {nets: []Network{{PodNetworkName: "a"}}, hostNetwork: true, want: []string{"Forbidden: a pod with hostNetwork attaches to no PodNetwork"}},
 		"empty list":         {nets: []Network{}, want: []string{"Required value: at least one network"}},
@@ -75,14 +75,15 @@ func TestParseNetworks(t *testing.T) {
 	}{
 		"the KEP's fields": {value: `[{"podNetworkName":"default","interfaceName":"eth0","isDefaultGW":true},{"podNetworkAttachmentName":"fast","interfaceName":"net2"}]`,
 			want: []Network{{PodNetworkName: "default", InterfaceName: "eth0", IsDefaultGW: true}, {PodNetworkAttachmentName: "fast", InterfaceName: "net2"}}},
-		"empty list":      {value: `[]`, want: []Network{}},
-		"unknown field":   {value: `[{"name":"default"}]`, err: `unknown field "name"`},
-		"not a list":      {value: `{"podNetworkName":"a"}`, err: "cannot unmarshal object"},
-		"null":            {value: `null`, err: "not null"},
-		"trailing data":   {value: `[] []`, err: "data after the list"},
-		"not JSON":        {value: `dataplane`, err: "invalid character"},
-		"wrong type":      {value: `[{"isDefaultGW":"yes"}]`, err: "cannot unmarshal string"},
-		"names the KEP's": {value: `[{"podNetworkName":"a"}]`, want: []Network{{PodNetworkName: "a"}}},
+		"empty list":     {value: `[]`, want: []Network{}},
+		"unknown field":  {value: `[{"network":"default"}]`, err: `unknown field "network"`},
+		"the KEP's name": {value: `[{"name":"default"}]`, want: []Network{{PodNetworkName: "default"}}},
+		"not a list":     {value: `{"podNetworkName":"a"}`, err: "cannot unmarshal object"},
+		"null":           {value: `null`, err: "not null"},
+		"trailing data":  {value: `[] []`, err: "data after the list"},
+		"not JSON":       {value: `dataplane`, err: "invalid character"},
+		"wrong type":     {value: `[{"isDefaultGW":"yes"}]`, err: "cannot unmarshal string"},
+		"the alias":      {value: `[{"podNetworkName":"a"}]`, want: []Network{{PodNetworkName: "a"}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got, err := ParseNetworks(tc.value)
@@ -283,5 +284,39 @@ func TestNetworksTooLong(t *testing.T) {
 	atLimit := `[{"podNetworkName": "x"}]` + strings.Repeat(" ", pad)
 	if nets, err := ParseNetworks(atLimit); err != nil || len(nets) != 1 {
 		t.Errorf("a list of %d bytes: %v, %v", len(atLimit), nets, err)
+	}
+}
+
+// The KEP's field names and fastpath's aliases read the same; one element
+// naming two objects by both is refused.
+func TestParseNetworksKEPNames(t *testing.T) {
+	kep, err := ParseNetworks(`[{"name": "default", "interfaceName": "eth0", "isDefaultGW": true}, {"name": "dataplane1", "interfaceName": "net1"},
+		{"attachmentName": "my-interface-fast-net", "interfaceName": "net2"}]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alias, err := ParseNetworks(`[{"podNetworkName": "default", "interfaceName": "eth0", "isDefaultGW": true}, {"podNetworkName": "dataplane1", "interfaceName": "net1"},
+		{"podNetworkAttachmentName": "my-interface-fast-net", "interfaceName": "net2"}]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(kep, alias) {
+		t.Errorf("the KEP's names read %+v, the aliases %+v", kep, alias)
+	}
+	same, err := ParseNetworks(`[{"name": "a", "podNetworkName": "a"}]`)
+	if err != nil || same[0].PodNetworkName != "a" {
+		t.Errorf("both names, the same: %+v, %v", same, err)
+	}
+	for value, want := range map[string]string{
+		`[{"name": "a", "podNetworkName": "b"}]`:                     `element 0: name "a" and podNetworkName "b" name different objects`,
+		`[{"attachmentName": "a", "podNetworkAttachmentName": "b"}]`: `element 0: attachmentName "a" and podNetworkAttachmentName "b" name different objects`,
+	} {
+		if _, err := ParseNetworks(value); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", value, err, want)
+		}
+	}
+	if _, errs := PodNetworks(map[string]string{AnnotationNetworks: `[{"name": "a", "attachmentName": "b"}]`}, false); len(errs) != 1 ||
+		!strings.Contains(errs[0].Error(), "only one of name (podNetworkName) and attachmentName (podNetworkAttachmentName)") {
+		t.Errorf("name and attachmentName in one element: %v", errs)
 	}
 }
