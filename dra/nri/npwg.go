@@ -178,16 +178,31 @@ func (p *Plugin) resolveNPWG(ctx context.Context, pod Pod) (claims.Claim, error)
 		return rec, errNPWG(pod, nil, err)
 	}
 	used := map[string]bool{}
+	// The element that attached each PodNetwork: a pod references one
+	// once, also through PodNetworkAttachments (the KEP's active
+	// validation).
+	attached := map[string]int{}
 	for i := range atts {
 		a := &atts[i]
 		if i >= nNPWG {
-			n, ok, err := p.resolvePodNetwork(ctx, pod, kep[i-nNPWG], a)
+			el := kep[i-nNPWG]
+			n, ok, err := p.resolvePodNetwork(ctx, pod, el, a)
 			if err != nil {
 				return rec, fmt.Errorf("pod %s, annotation %s, element %d (interface %s): %w", pod, pnv1.AnnotationNetworks, a.Index, a.InterfaceRequest, err)
 			}
-			if ok {
-				rec.Networks = append(rec.Networks, n)
+			if !ok {
+				continue
 			}
+			if first, dup := attached[n.PodNetwork]; dup {
+				via := ""
+				if el.PodNetworkAttachmentName != "" {
+					via = " through PodNetworkAttachment " + el.PodNetworkAttachmentName
+				}
+				return rec, fmt.Errorf("pod %s, annotation %s: elements %d and %d both attach PodNetwork %s (element %d%s): a pod references a PodNetwork once",
+					pod, pnv1.AnnotationNetworks, first, a.Index, n.PodNetwork, a.Index, via)
+			}
+			attached[n.PodNetwork] = a.Index
+			rec.Networks = append(rec.Networks, n)
 			continue
 		}
 		n, err := p.resolveAttachment(ctx, pod, a, used)

@@ -148,6 +148,8 @@ func TestPodNetworks(t *testing.T) {
 		{`[{"podNetworkName": "off"}]`, "PodNetwork off: AdministrativelyDisabled"},
 		{`[{"podNetworkAttachmentName": "gone"}]`, "PodNetworkAttachment default/gone"},
 		{`[{"podNetworkName": "dataplane1"}, {"podNetworkName": "dataplane1"}]`, "Duplicate value"},
+		{`[{"name": "storage", "interfaceName": "net1"}, {"attachmentName": "att", "interfaceName": "net2"}]`,
+			"elements 0 and 1 both attach PodNetwork storage (element 1 through PodNetworkAttachment att): a pod references a PodNetwork once"},
 	} {
 		pod := npwgPod("")
 		pod.PodNetworks = tc.networks

@@ -338,6 +338,14 @@ func CheckManifests(docs []*Manifest, check Check, nads npwg.ConfigRules) ([]Fin
 			}
 		}
 	}
+	// The PodNetwork of each PodNetworkAttachment among the inputs, by
+	// namespace/name.
+	attachments := map[string]string{}
+	for _, dec := range all {
+		if dec.attach != nil {
+			attachments[dec.doc.Namespace()+"/"+dec.attach.Name] = dec.attach.Spec.PodNetworkName
+		}
+	}
 	// Pods: a claim of fastpath's drivers serves one pod, and interface
 	// names are unique in a pod across its claims.
 	usedBy := map[string]string{}
@@ -387,7 +395,7 @@ func CheckManifests(docs []*Manifest, check Check, nads npwg.ConfigRules) ([]Fin
 			taken[name] = true
 		}
 		report(d, "", networkProblems(d.Namespace(), pod, taken))
-		report(d, "", podNetworkProblems(pod, taken))
+		report(d, "", podNetworkProblems(d.Namespace(), pod, taken, attachments))
 		report(d, "", limitProblems(d.Namespace(), pod, len(seen)))
 	}
 	return problems, skipped
@@ -436,7 +444,7 @@ func nadConfigProblem(nad *nadv1.NetworkAttachmentDefinition, err error) field.E
 // default gateway, valid and unique interface names, none with
 // hostNetwork; and no interface name the pod has already (taken) but the
 // default PodNetwork's own.
-func podNetworkProblems(pod *corev1.Pod, taken map[string]bool) field.ErrorList {
+func podNetworkProblems(namespace string, pod *corev1.Pod, taken map[string]bool, attachments map[string]string) field.ErrorList {
 	if _, ok := pod.Annotations[pnv1.AnnotationNetworks]; !ok {
 		return nil
 	}
@@ -445,10 +453,27 @@ func podNetworkProblems(pod *corev1.Pod, taken map[string]bool) field.ErrorList 
 		return errs
 	}
 	path := field.NewPath("metadata", "annotations").Key(pnv1.AnnotationNetworks)
+	// A pod references a PodNetwork once, also through the attachments
+	// among the inputs (the KEP's active validation, where the inputs
+	// tell).
+	byNetwork := map[string]int{}
 	for i, n := range nets {
 		if n.InterfaceName != "" && taken[n.InterfaceName] && n.PodNetworkName != pnv1.DefaultPodNetworkName {
 			errs = append(errs, field.Duplicate(path.Index(i).Child("interfaceName"), n.InterfaceName+" (the pod has it already: its primary network's, or a claim's)"))
 		}
+		network, via := n.PodNetworkName, ""
+		if n.PodNetworkAttachmentName != "" {
+			var known bool
+			if network, known = attachments[namespace+"/"+n.PodNetworkAttachmentName]; !known {
+				continue
+			}
+			via = " through PodNetworkAttachment " + n.PodNetworkAttachmentName
+		}
+		if first, dup := byNetwork[network]; dup {
+			errs = append(errs, field.Duplicate(path.Index(i), fmt.Sprintf("PodNetwork %s%s (element %d attaches it too: a pod references a PodNetwork once)", network, via, first)))
+			continue
+		}
+		byNetwork[network] = i
 	}
 	return errs
 }
