@@ -156,7 +156,7 @@ func (p *Plugin) resolveNPWG(ctx context.Context, pod Pod) (claims.Claim, error)
 	}
 	// The PodNetworks the pod names come after, their names given with
 	// the same rules.
-	kep, kepAtts, err := p.podNetworkAttachments(pod)
+	kep, kepAtts, err := p.podNetworkAttachments(ctx, pod)
 	if err != nil {
 		return rec, err
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	cnitypes100 "github.com/containernetworking/cni/pkg/types/100"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
@@ -58,7 +59,7 @@ func podNetworkRequest(name string) string { return "podnetworks/" + name }
 // the default PodNetwork is the runtime's (the pod's eth0) and is not
 // among them. Their Attachment has the PodNetwork's name, and the
 // interface the element asks for.
-func (p *Plugin) podNetworkAttachments(pod Pod) ([]pnv1.Network, []npwg.Attachment, error) {
+func (p *Plugin) podNetworkAttachments(ctx context.Context, pod Pod) ([]pnv1.Network, []npwg.Attachment, error) {
 	if p.opts.PodNetworks == nil || strings.TrimSpace(pod.PodNetworks) == "" {
 		return nil, nil, nil
 	}
@@ -70,6 +71,9 @@ func (p *Plugin) podNetworkAttachments(pod Pod) ([]pnv1.Network, []npwg.Attachme
 	var atts []npwg.Attachment
 	for i, n := range nets {
 		if n.PodNetworkName == pnv1.DefaultPodNetworkName {
+			if err := p.checkDefault(ctx, n); err != nil {
+				return nil, nil, fmt.Errorf("pod %s, annotation %s, element %d: %w", pod, pnv1.AnnotationNetworks, i, err)
+			}
 			continue
 		}
 		var a npwg.Attachment
@@ -79,6 +83,28 @@ func (p *Plugin) podNetworkAttachments(pod Pod) ([]pnv1.Network, []npwg.Attachme
 		atts = append(atts, a)
 	}
 	return keep, atts, nil
+}
+
+// checkDefault refuses what fastpath cannot do with the default
+// PodNetwork, the runtime's network on the pod's default interface: put it
+// on another interface, or attach a new pod to it while it is disabled
+// (the KEP's AdministrativelyDisabled). With no default PodNetwork object
+// the runtime's network is the default, as it is.
+func (p *Plugin) checkDefault(ctx context.Context, n pnv1.Network) error {
+	if def := p.opts.NPWG.DefaultInterface; n.InterfaceName != "" && n.InterfaceName != def {
+		return fmt.Errorf("PodNetwork %s is the runtime's network, on the pod's %s: interfaceName %s cannot move it (leave it out, or give %s)",
+			pnv1.DefaultPodNetworkName, def, n.InterfaceName, def)
+	}
+	pn, err := p.opts.PodNetworks.Objects.GetPodNetwork(ctx, pnv1.DefaultPodNetworkName)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("PodNetwork %s: %w", pnv1.DefaultPodNetworkName, err)
+	case !pn.Spec.IsEnabled():
+		return fmt.Errorf("PodNetwork %s: %s: enabled is false, no new pod attaches to it", pnv1.DefaultPodNetworkName, pnv1.ReasonAdministrativelyDisabled)
+	}
+	return nil
 }
 
 // resolvePodNetwork is the record of an attachment to a PodNetwork, directly
@@ -176,8 +202,8 @@ func (p *Plugin) podNetworkConfig(ctx context.Context, pod Pod, name string, ref
 // default PodNetwork on the pod's default interface with the runtime's
 // IPs, then each PodNetwork the pod is attached to by fastpath, from the
 // results libcni cached, with the one that holds the default gateway
-// marked (the default PodNetwork when none is). Nil when the pod is
-// attached to no PodNetwork of fastpath's.
+// marked (the default PodNetwork when none is). Nil when the pod lists no
+// PodNetwork and none of its claims' devices is an attachment to one.
 func (p *Plugin) PodNetworkStatus(ctx context.Context, pod Pod) ([]pnv1.NetworkStatus, error) {
 	if p.opts.PodNetworks == nil || p.opts.NPWG == nil {
 		return nil, nil
@@ -214,7 +240,9 @@ func (p *Plugin) PodNetworkStatus(ctx context.Context, pod Pod) ([]pnv1.NetworkS
 		out = append(out, pnv1.NewNetworkStatus(n.PodNetwork, n.IfName, n.DefaultRoute, addrs))
 		gw = gw || n.DefaultRoute
 	}
-	if len(out) == 0 {
+	// A pod that lists its PodNetworks has the default's status at least;
+	// one that lists none has a status only for its claims' devices.
+	if len(out) == 0 && strings.TrimSpace(pod.PodNetworks) == "" {
 		return nil, errors.Join(errs...)
 	}
 	var addrs []netip.Addr

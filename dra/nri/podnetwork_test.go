@@ -185,3 +185,38 @@ func TestPodNetworkStatusOfClaims(t *testing.T) {
 		t.Errorf("PodNetwork status %+v", sts)
 	}
 }
+
+// The default PodNetwork is the runtime's network on eth0: a pod that
+// lists only it gets its status; it cannot be put on another interface,
+// and a disabled one holds new pods that list it.
+func TestDefaultPodNetwork(t *testing.T) {
+	r := newNPWGRig(t)
+	pns := fakePodNetworks{networks: map[string]*pnv1.PodNetwork{"default": podNetwork("default", true)}}
+	status := &fakePodNetworkStatus{}
+	r.plugin.opts.PodNetworks = &PodNetworkOptions{Objects: pns, Status: status}
+	pod := npwgPod("")
+	pod.PodNetworks = `[{"name": "default", "interfaceName": "eth0", "isDefaultGW": true}]`
+	if err := r.plugin.AttachPod(r.ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	r.plugin.reports.Wait()
+	if len(status.entries) != 1 || len(status.entries[0]) != 1 {
+		t.Fatalf("PodNetwork status %+v, want one write of the default's", status.entries)
+	}
+	if st := status.entries[0][0]; st.Name != "default" || st.InterfaceName != "eth0" || !st.IsDefaultGW || st.IP != "10.244.0.5" {
+		t.Errorf("the default's status %+v", st)
+	}
+	if err := r.plugin.DetachPod(r.ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+
+	pod.PodNetworks = `[{"name": "default", "interfaceName": "net5"}]`
+	if err := r.plugin.AttachPod(r.ctx, pod); err == nil || !strings.Contains(err.Error(), "element 0: PodNetwork default is the runtime's network, on the pod's eth0: interfaceName net5 cannot move it") {
+		t.Errorf("default on net5: %v", err)
+	}
+	pns.networks["default"].Spec.Enabled = new(false)
+	pod.PodNetworks = `[{"name": "default"}]`
+	if err := r.plugin.AttachPod(r.ctx, pod); err == nil || !strings.Contains(err.Error(), "PodNetwork default: AdministrativelyDisabled") {
+		t.Errorf("a disabled default: %v", err)
+	}
+}

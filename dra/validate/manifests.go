@@ -458,6 +458,10 @@ func podNetworkProblems(namespace string, pod *corev1.Pod, taken map[string]bool
 	// tell).
 	byNetwork := map[string]int{}
 	for i, n := range nets {
+		if n.PodNetworkName == pnv1.DefaultPodNetworkName && n.InterfaceName != "" && n.InterfaceName != "eth0" {
+			errs = append(errs, field.Invalid(path.Index(i).Child("interfaceName"), n.InterfaceName,
+				"the default PodNetwork is the runtime's network, on the pod's eth0: it cannot be moved (leave interfaceName out, or give eth0)"))
+		}
 		if n.InterfaceName != "" && taken[n.InterfaceName] && n.PodNetworkName != pnv1.DefaultPodNetworkName {
 			errs = append(errs, field.Duplicate(path.Index(i).Child("interfaceName"), n.InterfaceName+" (the pod has it already: its primary network's, or a claim's)"))
 		}
