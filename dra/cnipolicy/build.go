@@ -138,7 +138,11 @@ func Build(ctx context.Context, cfg v1alpha1.CNIConfig, name string, policy Opti
 		}
 		conf["type"] = p.Type
 		set := map[string]argSource{}
-		for j, a := range p.Arguments {
+		args := p.Arguments
+		if cfg.Upstream && !trusted {
+			args = append(slices.Clone(args), deviceDefaults(p.Type, conf)...)
+		}
+		for j, a := range args {
 			apath := path.Child("arguments").Index(j)
 			v, src, err := c.resolve(a, ns, apath)
 			if err != nil {
@@ -174,6 +178,9 @@ func Build(ctx context.Context, cfg v1alpha1.CNIConfig, name string, policy Opti
 		out = append(out, conf)
 	}
 	if len(errs) > 0 {
+		if cfg.Upstream && !trusted {
+			errs = upstreamPaths(errs)
+		}
 		return Network{}, redactErrs(errs, net.Redact)
 	}
 	data, err := json.Marshal(map[string]any{"cniVersion": cniVersion, "name": name, "plugins": out})
@@ -376,4 +383,42 @@ func attributeString(a resourceapi.DeviceAttribute) string {
 		return *a.VersionValue
 	}
 	return ""
+}
+
+// deviceDefaults are the arguments that give a plugin of the upstream form
+// (which has none) the host device it would take by default, the node's
+// default-route interface (macvlan's, ipvlan's, vlan's master), from the
+// allocated device instead: its attribute "name", as the upstream
+// driver's own example sets master.
+func deviceDefaults(pluginType string, conf map[string]any) []v1alpha1.CNIArgument {
+	var out []v1alpha1.CNIArgument
+	for _, d := range referencePlugins[pluginType].defaults {
+		if d.kind != HostDevice || d.value != DefaultRouteLink {
+			continue
+		}
+		if slices.ContainsFunc(slices.Collect(maps.Keys(conf)), func(k string) bool { return Fold(k) == Fold(d.field) }) {
+			continue
+		}
+		out = append(out, v1alpha1.CNIArgument{FieldPath: d.field, ValueFrom: &v1alpha1.CNIValueSource{AttributeRef: "name"}})
+	}
+	return out
+}
+
+// upstreamPlugin is a path into a plugin of the plugins form.
+var upstreamPlugin = regexp.MustCompile(`^plugins\[(\d+)\](\.config)?`)
+
+// upstreamPaths are errors of a claim of the upstream form at the paths
+// of that form (config.plugins[0].master for plugins[0].config.master),
+// saying what that form, which has no arguments, does instead.
+func upstreamPaths(errs field.ErrorList) field.ErrorList {
+	out := make(field.ErrorList, 0, len(errs))
+	for _, e := range errs {
+		c := *e
+		c.Field = upstreamPlugin.ReplaceAllString(c.Field, "config.plugins[$1]")
+		if strings.Contains(c.Detail, "(an argument with valueFrom.attributeRef)") {
+			c.Detail += "; this form has no arguments: leave the field out where the node fills it from the allocated device (macvlan's, ipvlan's and vlan's master)"
+		}
+		out = append(out, &c)
+	}
+	return out
 }

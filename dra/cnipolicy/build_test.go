@@ -277,3 +277,27 @@ func TestAcceptCNIConfig(t *testing.T) {
 		})
 	}
 }
+
+// A claim in the upstream CNI DRA driver's form (ifName and config) runs
+// with the same checks as the plugins form: a master left out comes from
+// the allocated device (its attribute name), not from the plugin's
+// default; a master written into the config names an object of the host
+// and is refused.
+func TestBuildUpstreamForm(t *testing.T) {
+	const head = `"apiVersion": "cni.dra.networking.x-k8s.io/v1alpha1", "kind": "CNI", "ifName": "net1"`
+	cfg := decodeCNI(t, `{`+head+`, "config": {"cniVersion": "1.0.0", "name": "macvlan0", "plugins": [
+		{"type": "macvlan", "mode": "bridge"}, {"type": "tuning", "mtu": 1400}]}}`)
+	net, errs := Build(context.Background(), cfg, "default-c-r", testPolicy, testCNIContext(t))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if !strings.Contains(string(net.Conflist), `"master":"eth7"`) || net.IfName != "net1" {
+		t.Errorf("conflist %s (ifName %s), want master eth7 from the device", net.Conflist, net.IfName)
+	}
+	cfg = decodeCNI(t, `{`+head+`, "config": {"cniVersion": "1.0.0", "plugins": [{"type": "macvlan", "master": "eth0", "mode": "bridge"}]}}`)
+	if _, errs := Build(context.Background(), cfg, "default-c-r", testPolicy, testCNIContext(t)); len(errs) == 0 ||
+		!strings.Contains(errs.ToAggregate().Error(), "config.plugins[0].master: Forbidden: names an object of the host") ||
+		!strings.Contains(errs.ToAggregate().Error(), "leave the field out where the node fills it from the allocated device") {
+		t.Errorf("master eth0 in the upstream form: %v", errs)
+	}
+}

@@ -264,7 +264,10 @@ plugins:
 		"namespace":       {`{"ifName": "net1", "plugins": [{"type": "a", "arguments": [{"fieldPath": "x", "valueFrom": {"configMapKeyRef": {"name": "m", "namespace": "kube-system", "key": "k"}}}]}]}`, "configMapKeyRef.namespace: Forbidden: unknown field: a ConfigMap is read from the claim's own namespace"},
 		"keyFrom":         {`{"ifName": "net1", "plugins": [{"type": "a", "arguments": [{"fieldPath": "x", "valueFrom": {"configMapKeyRef": {"name": "m", "keyFrom": {"attributeRef": "a"}}}}]}]}`, "configMapKeyRef.keyFrom: Forbidden: unknown field: a key from a device attribute is configMapKeyRef.attribute"},
 		"string selector": {`{"ifName": "net1", "plugins": [{"type": "a", "arguments": [{"fieldPath": "x", "valueFrom": {"resourceSliceFieldRef": "spec.nodeName"}}]}]}`, "p: Invalid value"},
-		"wrong group":     {`{"apiVersion": "cni.dra.networking.x-k8s.io/v1alpha1", "kind": "CNI", "configName": "x"}`, "p.apiVersion: Invalid value"},
+		"upstream, ours":  {`{"apiVersion": "cni.dra.networking.x-k8s.io/v1alpha1", "kind": "CNI", "configName": "x"}`, "p.configName: Forbidden: unknown field"},
+		"upstream bare":   {`{"apiVersion": "cni.dra.networking.x-k8s.io/v1alpha1", "kind": "CNI", "ifName": "net1"}`, "p.config: Required value"},
+		"upstream extra":  {`{"apiVersion": "cni.dra.networking.x-k8s.io/v1alpha1", "kind": "CNI", "ifName": "net1", "config": {"cniVersion": "1.0.0", "plugins": [], "disableGC": true}}`, "p.config.disableGC: Forbidden: not taken by this driver"},
+		"wrong group":     {`{"apiVersion": "cni.example.com/v1alpha1", "kind": "CNI", "configName": "x"}`, "p.apiVersion: Invalid value"},
 		"kind only":       {`{"kind": "CNI", "configName": "x"}`, "p.apiVersion: Invalid value"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -341,5 +344,33 @@ func TestValidateMemifConfig(t *testing.T) {
 		if !strings.Contains(msg, want) {
 			t.Errorf("errors %q lack %q", msg, want)
 		}
+	}
+}
+
+// The upstream CNI DRA driver's form (ifName and config, a CNI
+// configuration list or one plugin's) reads as the plugins form.
+func TestDecodeUpstreamCNI(t *testing.T) {
+	list := `{"apiVersion": "cni.dra.networking.x-k8s.io/v1alpha1", "kind": "CNI", "ifName": "net1",
+		"config": {"cniVersion": "1.0.0", "name": "macvlan0", "plugins": [
+			{"type": "macvlan", "mode": "bridge", "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.10.1.0/24"}]]}},
+			{"type": "tuning", "mtu": 1400}]}}`
+	cfg, errs := DecodeCNIConfig([]byte(list), field.NewPath("p"))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if !cfg.Upstream || cfg.IfName != "net1" || cfg.CNIVersion != "1.0.0" || len(cfg.Plugins) != 2 ||
+		cfg.Plugins[0].Type != "macvlan" || cfg.Plugins[0].Config["mode"] != "bridge" || cfg.Plugins[0].Config["type"] != nil ||
+		cfg.Plugins[1].Type != "tuning" || cfg.Plugins[1].Config["mtu"] != int64(1400) {
+		t.Errorf("decoded %+v", cfg)
+	}
+	if errs := cfg.Validate(); len(errs) > 0 {
+		t.Errorf("the upstream form does not validate: %v", errs)
+	}
+	single := `{"apiVersion": "cni.dra.networking.x-k8s.io/v1alpha1", "kind": "CNI", "ifName": "net2",
+		"config": {"cniVersion": "1.0.0", "name": "m", "type": "macvlan", "mode": "bridge"}}`
+	cfg, errs = DecodeCNIConfig([]byte(single), field.NewPath("p"))
+	if len(errs) > 0 || len(cfg.Plugins) != 1 || cfg.Plugins[0].Type != "macvlan" || cfg.Plugins[0].Config["mode"] != "bridge" ||
+		cfg.Plugins[0].Config["name"] != nil || cfg.CNIVersion != "1.0.0" {
+		t.Errorf("one plugin's configuration: %+v, %v", cfg, errs)
 	}
 }

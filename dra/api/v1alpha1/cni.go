@@ -53,6 +53,11 @@ type CNIConfig struct {
 	CNIVersion string      `json:"cniVersion,omitempty"`
 	Plugins    []CNIPlugin `json:"plugins,omitempty"`
 	ConfigName string      `json:"configName,omitempty"`
+
+	// Upstream: read from the upstream driver's form (CNIDRAGroupVersion),
+	// which has no arguments: a host device a plugin takes when its field
+	// is left out (macvlan's master) comes from the allocated device.
+	Upstream bool `json:"-"`
 }
 
 // CNIPlugin is one plugin of the chain.

@@ -1,7 +1,9 @@
 package v1alpha1
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -26,11 +28,82 @@ func DecodeCNIConfig(data []byte, path *field.Path) (CNIConfig, field.ErrorList)
 	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(js, &meta); err != nil {
 		return cfg, field.ErrorList{invalid(path, fmt.Sprintf("not a JSON object: %v", err))}
 	}
+	if meta.APIVersion == CNIDRAGroupVersion && meta.Kind == KindCNI {
+		return decodeUpstreamCNI(js, path)
+	}
 	if (meta.APIVersion != "" || meta.Kind != "") && (meta.APIVersion != CNIGroupVersion || meta.Kind != KindCNI) {
 		return cfg, field.ErrorList{field.Invalid(path.Child("apiVersion"), meta.APIVersion+"/"+meta.Kind,
-			fmt.Sprintf("want apiVersion %s, kind %s, or neither", CNIGroupVersion, KindCNI))}
+			fmt.Sprintf("want apiVersion %s or %s, kind %s, or neither", CNIGroupVersion, CNIDRAGroupVersion, KindCNI))}
 	}
 	return cfg, cniHints(decodeStrict(js, &cfg, path), path)
+}
+
+// decodeUpstreamCNI reads the upstream CNI DRA driver's form: ifName and
+// config, a CNI configuration list (cniVersion, name, plugins) or a single
+// plugin's configuration, into the plugins form. The list's name is the
+// driver's to give (the claim's network), and is not kept; a key of the
+// list other than these is refused rather than dropped.
+func decodeUpstreamCNI(js []byte, path *field.Path) (CNIConfig, field.ErrorList) {
+	var up struct {
+		APIVersion string          `json:"apiVersion"`
+		Kind       string          `json:"kind"`
+		IfName     string          `json:"ifName"`
+		Config     json.RawMessage `json:"config"`
+	}
+	cfg := CNIConfig{APIVersion: CNIGroupVersion, Kind: KindCNI, Upstream: true}
+	if errs := decodeStrict(js, &up, path); len(errs) > 0 {
+		return cfg, errs
+	}
+	cfg.IfName = up.IfName
+	at := path.Child("config")
+	if len(up.Config) == 0 || string(up.Config) == "null" {
+		return cfg, field.ErrorList{field.Required(at, "the CNI configuration (cniVersion, plugins)")}
+	}
+	var list map[string]any
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(up.Config, &list); err != nil {
+		return cfg, field.ErrorList{invalid(at, fmt.Sprintf("not a JSON object: %v", err))}
+	}
+	var errs field.ErrorList
+	var plugins []any
+	if _, single := list["type"]; single {
+		conf := maps.Clone(list)
+		delete(conf, "cniVersion")
+		delete(conf, "name")
+		plugins = []any{conf}
+		list = map[string]any{"cniVersion": list["cniVersion"]}
+	}
+	for k, v := range list {
+		switch k {
+		case "cniVersion":
+			if s, ok := v.(string); ok {
+				cfg.CNIVersion = s
+			} else if v != nil {
+				errs = append(errs, field.Invalid(at.Child(k), v, "must be a string"))
+			}
+		case "name":
+		case "plugins":
+			ps, ok := v.([]any)
+			if !ok {
+				errs = append(errs, field.Invalid(at.Child(k), "", "must be a list of plugin configurations"))
+				continue
+			}
+			plugins = ps
+		default:
+			errs = append(errs, field.Forbidden(at.Child(k), "not taken by this driver (it runs cniVersion, name and plugins)"))
+		}
+	}
+	for i, p := range plugins {
+		conf, ok := p.(map[string]any)
+		if !ok {
+			errs = append(errs, field.Invalid(at.Child("plugins").Index(i), "", "must be a plugin configuration (an object)"))
+			continue
+		}
+		t, _ := conf["type"].(string)
+		rest := maps.Clone(conf)
+		delete(rest, "type")
+		cfg.Plugins = append(cfg.Plugins, CNIPlugin{Type: t, Config: rest})
+	}
+	return cfg, errs
 }
 
 // DecodeCNIConfigObject decodes a CNIConfig object (an approved config),

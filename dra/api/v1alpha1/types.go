@@ -15,6 +15,10 @@ const (
 
 	// CNIGroupVersion is the apiVersion of the CNI DRA driver's parameters.
 	CNIGroupVersion = "cni.networking.x-k8s.io/v1alpha1"
+	// CNIDRAGroupVersion is the apiVersion of the upstream CNI DRA
+	// driver's parameters (kubernetes-sigs/cni-dra-driver, apis/v1alpha1):
+	// kind CNI with ifName and config, a whole CNI configuration.
+	CNIDRAGroupVersion = "cni.dra.networking.x-k8s.io/v1alpha1"
 	KindCNI         = "CNI"
 )
 
