@@ -19,7 +19,7 @@ const (
 	// driver's parameters (kubernetes-sigs/cni-dra-driver, apis/v1alpha1):
 	// kind CNI with ifName and config, a whole CNI configuration.
 	CNIDRAGroupVersion = "cni.dra.networking.x-k8s.io/v1alpha1"
-	KindCNI         = "CNI"
+	KindCNI            = "CNI"
 )
 
 // Modes a device can be handed to a pod in.
