@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 
 	"github.com/vishvananda/netlink"
 )
@@ -66,4 +67,36 @@ func isDefault(r netlink.Route) bool {
 	}
 	ones, _ := r.Dst.Mask.Size()
 	return ones == 0
+}
+
+// PodLink is a pod's interface as the node sees it now.
+type PodLink struct {
+	MAC string
+	MTU int
+	// Addresses are its global addresses (no link-local ones).
+	Addresses []netip.Addr
+}
+
+// InspectPodLink reads the interface ifName in the pod's network namespace.
+func InspectPodLink(podNetNS, ifName string) (PodLink, error) {
+	ns, pod, err := podHandle(podNetNS)
+	if err != nil {
+		return PodLink{}, err
+	}
+	defer func() { pod.Close(); _ = ns.Close() }()
+	link, err := pod.LinkByName(ifName)
+	if err != nil {
+		return PodLink{}, fmt.Errorf("interface %s in the pod: %w", ifName, err)
+	}
+	out := PodLink{MAC: link.Attrs().HardwareAddr.String(), MTU: link.Attrs().MTU}
+	addrs, err := pod.AddrList(link, netlink.FAMILY_ALL)
+	if err != nil {
+		return PodLink{}, fmt.Errorf("addresses of %s in the pod: %w", ifName, err)
+	}
+	for _, a := range addrs {
+		if ip, ok := netip.AddrFromSlice(a.IP); ok && !ip.Unmap().IsLinkLocalUnicast() {
+			out.Addresses = append(out.Addresses, ip.Unmap())
+		}
+	}
+	return out, nil
 }

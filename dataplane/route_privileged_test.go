@@ -3,6 +3,7 @@
 package dataplane
 
 import (
+	"fmt"
 	"net"
 	"testing"
 
@@ -81,5 +82,51 @@ func TestSetDefaultRoute(t *testing.T) {
 	}
 	if err := SetDefaultRoute(podNS, "nosuch0", []net.IP{net.ParseIP("10.96.0.1")}); err == nil {
 		t.Error("a default route on an interface the pod lacks was accepted")
+	}
+}
+
+// InspectPodLink reads a pod's interface as the node sees it: its MAC,
+// MTU and global addresses (not its link-local one).
+func TestInspectPodLink(t *testing.T) {
+	requireRoot(t)
+	podNS := newNetNS(t)
+	eth0, _ := newVeth(t)
+	ns, pod, err := podHandle(podNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { pod.Close(); _ = ns.Close() }()
+	l, err := netlink.LinkByName(eth0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := netlink.LinkSetNsFd(l, int(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if l, err = pod.LinkByName(eth0); err != nil {
+		t.Fatal(err)
+	}
+	if err := pod.LinkSetMTU(l, 1450); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []string{"10.244.0.5/24", "fd00:244::5/64"} {
+		addr, _ := netlink.ParseAddr(a)
+		addr.Flags = 0x80 // IFA_F_NODAD
+		if err := pod.AddrAdd(l, addr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pod.LinkSetUp(l); err != nil {
+		t.Fatal(err)
+	}
+	got, err := InspectPodLink(podNS, eth0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.MAC != l.Attrs().HardwareAddr.String() || got.MTU != 1450 || fmt.Sprint(got.Addresses) != "[10.244.0.5 fd00:244::5]" {
+		t.Errorf("InspectPodLink = %+v", got)
+	}
+	if _, err := InspectPodLink(podNS, "nosuch0"); err == nil {
+		t.Error("InspectPodLink of a missing interface succeeded")
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
 
+	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/dataplane/fault"
 	"github.com/fastpath-dra/fastpath/devices"
 	pnv1 "github.com/fastpath-dra/fastpath/dra/api/podnetwork/v1alpha1"
@@ -59,6 +60,9 @@ type NPWGOptions struct {
 	// SetDefaultRoute makes the pod's default route go through gateways
 	// on one of its interfaces (dataplane.SetDefaultRoute, the default).
 	SetDefaultRoute func(podNetNS, ifName string, gateways []net.IP) error
+	// InspectLink reads a pod's interface (dataplane.InspectPodLink, the
+	// default): the default network's entry of its network-status.
+	InspectLink func(podNetNS, ifName string) (dataplane.PodLink, error)
 	// IPAMClaims, when set, gives attachments the addresses of the
 	// IPAMClaims their elements name (npwg_ipamclaim.go).
 	IPAMClaims *IPAMClaimOptions
@@ -412,18 +416,45 @@ func (p *Plugin) NetworkStatus(ctx context.Context, pod Pod) ([]nadv1.NetworkSta
 	if len(out) == 0 {
 		return nil, errors.Join(errs...)
 	}
-	// The runtime's NRI (containerd 2) gives the sandbox's IPs, set by the
-	// runtime's CNI before the hook. Without them the default network's
-	// entry is left out rather than written without addresses: it is the
-	// default network's CNI (or Multus) to say.
-	if o.DefaultNetwork != "" && len(pod.IPs) > 0 {
-		var ips []corev1.PodIP
-		for _, ip := range pod.IPs {
-			ips = append(ips, corev1.PodIP{IP: ip})
-		}
-		out = append([]nadv1.NetworkStatus{npwg.DefaultNetworkStatus(o.DefaultNetwork, o.DefaultInterface, ips)}, out...)
+	if def, ok := p.defaultNetworkStatus(pod); ok {
+		out = append([]nadv1.NetworkStatus{def}, out...)
 	}
 	return out, errors.Join(errs...)
+}
+
+// defaultNetworkStatus is the cluster default network's entry (§5.2): the
+// pod's default interface as the node sees it (its addresses, MAC and
+// MTU), the addresses those the runtime's NRI (containerd 2) gives when it
+// does (set by the runtime's CNI before the hook). When neither says an
+// address, the entry is left out rather than written without one: it is
+// the default network's CNI (or Multus) to say.
+func (p *Plugin) defaultNetworkStatus(pod Pod) (nadv1.NetworkStatus, bool) {
+	o := p.opts.NPWG
+	if o.DefaultNetwork == "" {
+		return nadv1.NetworkStatus{}, false
+	}
+	var link dataplane.PodLink
+	if pod.NetNS != "" && o.InspectLink != nil {
+		var err error
+		if link, err = o.InspectLink(pod.NetNS, o.DefaultInterface); err != nil {
+			link = dataplane.PodLink{}
+		}
+	}
+	var ips []corev1.PodIP
+	for _, ip := range pod.IPs {
+		ips = append(ips, corev1.PodIP{IP: ip})
+	}
+	if len(ips) == 0 {
+		for _, a := range link.Addresses {
+			ips = append(ips, corev1.PodIP{IP: a.String()})
+		}
+	}
+	if len(ips) == 0 {
+		return nadv1.NetworkStatus{}, false
+	}
+	st := npwg.DefaultNetworkStatus(o.DefaultNetwork, o.DefaultInterface, ips)
+	st.Mac, st.Mtu = link.MAC, link.MTU
+	return st, true
 }
 
 // podAddrs are the addresses a claim gave the interface, without their

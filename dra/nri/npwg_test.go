@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -171,6 +172,13 @@ func newNPWGRig(t *testing.T, cls ...claims.Claim) *npwgRig {
 		SetDefaultRoute: func(netns, ifName string, gws []net.IP) error {
 			r.routes = append(r.routes, fmt.Sprintf("%s %s via %v", netns, ifName, gws))
 			return nil
+		},
+		InspectLink: func(netns, ifName string) (dataplane.PodLink, error) {
+			if netns != "/var/run/netns/web" || ifName != "eth0" {
+				return dataplane.PodLink{}, fmt.Errorf("no %s in %s", ifName, netns)
+			}
+			return dataplane.PodLink{MAC: "0a:58:0a:f4:00:05", MTU: 1450,
+				Addresses: []netip.Addr{netip.MustParseAddr("10.244.0.5"), netip.MustParseAddr("fd00::5")}}, nil
 		}}})
 	return r
 }
@@ -239,8 +247,18 @@ func TestNPWGAttachDetach(t *testing.T) {
 	if want := []string{"default/cluster-network@eth0", "default/net@net1", "default/net-b@net2", "shared/net-c@net3", "default/net-a@data0"}; !slices.Equal(names, want) {
 		t.Errorf("network-status %v, want %v", names, want)
 	}
-	if !sts[0].Default || !slices.Equal(sts[0].IPs, []string{"10.244.0.5", "fd00::5"}) {
-		t.Errorf("default network's entry %+v: want default, the pod's IPs", sts[0])
+	if !sts[0].Default || !slices.Equal(sts[0].IPs, []string{"10.244.0.5", "fd00::5"}) || sts[0].Mac != "0a:58:0a:f4:00:05" || sts[0].Mtu != 1450 {
+		t.Errorf("default network's entry %+v: want default, the pod's IPs, eth0's MAC and MTU", sts[0])
+	}
+	// Without the runtime's IPs, eth0's addresses.
+	noIPs := pod
+	noIPs.IPs = nil
+	if def, ok := r.plugin.defaultNetworkStatus(noIPs); !ok || !slices.Equal(def.IPs, []string{"10.244.0.5", "fd00::5"}) || def.Mac == "" {
+		t.Errorf("default network's entry without the runtime's IPs: %+v, %v", def, ok)
+	}
+	noIPs.NetNS = "/var/run/netns/gone"
+	if def, ok := r.plugin.defaultNetworkStatus(noIPs); ok {
+		t.Errorf("an entry with no address at all: %+v", def)
 	}
 	if len(sts[1].IPs) != 1 || sts[1].Mac == "" {
 		t.Errorf("the CNI claim's entry %+v: want the result's IP and MAC", sts[1])

@@ -128,9 +128,14 @@ func New(opts Options) *Plugin {
 	if opts.Name == "" {
 		opts.Name = "fastpath"
 	}
-	if opts.NPWG != nil && opts.NPWG.SetDefaultRoute == nil {
+	if opts.NPWG != nil && (opts.NPWG.SetDefaultRoute == nil || opts.NPWG.InspectLink == nil) {
 		npwg := *opts.NPWG
-		npwg.SetDefaultRoute = dataplane.SetDefaultRoute
+		if npwg.SetDefaultRoute == nil {
+			npwg.SetDefaultRoute = dataplane.SetDefaultRoute
+		}
+		if npwg.InspectLink == nil {
+			npwg.InspectLink = dataplane.InspectPodLink
+		}
 		opts.NPWG = &npwg
 	}
 	return &Plugin{opts: opts, conn: connection{synced: make(chan struct{})}}
