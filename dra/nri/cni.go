@@ -4,15 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	cnitypes100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/dataplane/fault"
 	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/npwg"
 	"github.com/fastpath-dra/fastpath/dra/status"
 )
 
@@ -93,6 +96,12 @@ func (p *Plugin) addNetworks(ctx context.Context, pod Pod, cls []claims.Claim, f
 			start := time.Now()
 			res, addErr := p.add(ctx, runtimeConf(c, *n))
 			addErr = redacted(*n, addErr)
+			if addErr == nil {
+				// A plugin that gives another address than the one asked
+				// for (an IPAMClaim's, an element's ips) fails the
+				// attachment rather than hand the pod another.
+				addErr = gaveRequested(*n, res.Current)
+			}
 			if addErr == nil {
 				fault.Point("cni.add.done")
 				logger.Info("CNI ADD", "claim", c.String(), "driver", c.Driver, "request", n.Request, "ifName", n.IfName, "duration", time.Since(start))
@@ -236,4 +245,48 @@ func (p *Plugin) del(ctx context.Context, key claims.Key, i, attempts int) error
 	n := &c.Networks[i]
 	n.Added, n.SandboxID, n.NetNS = false, "", ""
 	return p.opts.Store.Put(c)
+}
+
+// gaveRequested is nil when the result has the addresses the network
+// asked for through the ips capability, or no address of their family at
+// all (there is nothing to tell); else an error naming both.
+func gaveRequested(n claims.Network, res *cnitypes100.Result) error {
+	if res == nil {
+		return nil
+	}
+	var asked []string
+	switch v := n.CapabilityArgs[npwg.CapabilityIPs].(type) {
+	case []string:
+		asked = v
+	case []any: // read back from the checkpoint
+		for _, s := range v {
+			if s, ok := s.(string); ok {
+				asked = append(asked, s)
+			}
+		}
+	}
+	for _, a := range asked {
+		want, err := netip.ParsePrefix(a)
+		if err != nil {
+			continue
+		}
+		var gave []string
+		found := false
+		for _, ip := range res.IPs {
+			got, ok := netip.AddrFromSlice(ip.Address.IP)
+			if !ok || got.Unmap().Is4() != want.Addr().Is4() {
+				continue
+			}
+			gave = append(gave, ip.Address.String())
+			found = found || got.Unmap() == want.Addr()
+		}
+		if len(gave) > 0 && !found {
+			what := "the element's ips"
+			if n.IPAMClaim != "" {
+				what = "IPAMClaim " + n.IPAMClaim
+			}
+			return fmt.Errorf("the plugin gave the pod %v, not %s, which %s asks for: it is held elsewhere, or the plugin does not honour the ips capability", gave, want, what)
+		}
+	}
+	return nil
 }

@@ -68,6 +68,9 @@ type npwgCNI struct {
 	order []string
 	dels  []string // ifName@sandbox
 	fail  string
+	// ignoreIPs: the plugin gives its own address, not the one the ips
+	// capability asks for.
+	ignoreIPs bool
 }
 
 func (f *npwgCNI) Add(_ context.Context, n dataplane.CNINetwork) (dataplane.CNIResult, error) {
@@ -86,6 +89,22 @@ func (f *npwgCNI) result(n dataplane.CNINetwork) dataplane.CNIResult {
 	zero := 0
 	_, ipn, _ := net.ParseCIDR("10.1.0.0/24")
 	ipn.IP = net.IPv4(10, 1, 0, byte(len(n.IfName)+len(f.added)))
+	// As a plugin with the ips capability does: the address asked for.
+	var ips []string
+	switch v := n.CapabilityArgs["ips"].(type) {
+	case []string:
+		ips = v
+	case []any:
+		for _, s := range v {
+			ips = append(ips, fmt.Sprint(s))
+		}
+	}
+	if len(ips) > 0 && !f.ignoreIPs {
+		if ip, asked, err := net.ParseCIDR(ips[0]); err == nil {
+			asked.IP = ip
+			ipn = asked
+		}
+	}
 	res := &cni100.Result{CNIVersion: "1.1.0", Interfaces: []*cni100.Interface{{Name: n.IfName, Mac: "02:00:00:00:00:01", Sandbox: n.NetNS}},
 		IPs: []*cni100.IPConfig{{Interface: &zero, Address: *ipn, Gateway: net.IPv4(10, 1, 0, 1)}}}
 	raw, _ := json.Marshal(res)
@@ -537,5 +556,24 @@ func TestNPWGConfigKeptByVersion(t *testing.T) {
 	n.ResourceVersion = "2"
 	if got := master(); got != "eth7" {
 		t.Errorf("master %s at resourceVersion 2, want eth7", got)
+	}
+}
+
+// A plugin that gives another address than the one the element's ips (or
+// an IPAMClaim) asks for fails the attachment, and nothing is left added:
+// the pod never runs with another address.
+func TestNPWGAddressNotHonoured(t *testing.T) {
+	r := newNPWGRig(t)
+	r.cni.ignoreIPs = true
+	pod := npwgPod(`[{"name": "net-b", "ips": ["10.1.0.9/24"]}]`)
+	err := r.plugin.AttachPod(r.ctx, pod)
+	if err == nil || !strings.Contains(err.Error(), "not 10.1.0.9/24, which the element's ips asks for") {
+		t.Fatalf("AttachPod = %v, want the address not honoured", err)
+	}
+	if names := r.cni.addedNames(); len(names) != 0 {
+		t.Errorf("networks left added: %v", names)
+	}
+	if _, ok := r.store.Get(npwgKey(npwgPodUID)); ok {
+		t.Error("a record left")
 	}
 }
