@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -570,5 +571,52 @@ func TestDocsREADMELength(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(md.lines, "\n"), "make test") {
 		t.Error("README.md: does not say how to run the tests (make test)")
+	}
+}
+
+// TestDocsConformance: every test docs/conformance.md names exists, so that
+// the table says what is shown, and the table names some.
+func TestDocsConformance(t *testing.T) {
+	md := docsRead(t, "docs/conformance.md")
+	named := regexp.MustCompile("`((?:Test|Fuzz)[A-Z][A-Za-z0-9_]*)`")
+	want := map[string]int{}
+	for i, line := range md.lines {
+		for _, m := range named.FindAllStringSubmatch(line, -1) {
+			if _, ok := want[m[1]]; !ok {
+				want[m[1]] = i + 1
+			}
+		}
+	}
+	if len(want) < 50 {
+		t.Fatalf("docs/conformance.md names %d tests; the table is not read right", len(want))
+	}
+	defined := map[string]bool{}
+	decl := regexp.MustCompile(`(?m)^func ((?:Test|Fuzz)[A-Za-z0-9_]*)\(`)
+	err := filepath.WalkDir(docsRoot, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "bin" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range decl.FindAllStringSubmatch(string(data), -1) {
+			defined[m[1]] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, line := range want {
+		if !defined[name] {
+			t.Errorf("docs/conformance.md:%d names %s, which no test file defines", line, name)
+		}
 	}
 }
