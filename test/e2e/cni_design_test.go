@@ -33,6 +33,42 @@ import (
 // docs/design/device-configuration-api.md), as it writes them.
 
 // designInlineClaim is the design's ResourceClaim with its own config.
+// upstreamFormClaim is a claim in the upstream driver's form
+// (kubernetes-sigs/cni-dra-driver: ifName and config, a whole CNI
+// configuration list), as the design's status example's config, without
+// its master: the node fills it from the allocated device.
+const upstreamFormClaim = `apiVersion: resource.k8s.io/v1beta1
+kind: ResourceClaim
+metadata:
+  name: macvlan-eth0-attachment
+spec:
+  devices:
+    requests:
+    - name: macvlan0
+      deviceClassName: cni.networking.x-k8s.io
+      allocationMode: ExactCount
+      count: 1
+    config:
+    - requests:
+      - macvlan0
+      opaque:
+        driver: cni.dra.networking.x-k8s.io
+        parameters:
+          apiVersion: cni.dra.networking.x-k8s.io/v1alpha1
+          kind: CNI
+          ifName: "net1"
+          config:
+            cniVersion: 1.0.0
+            name: macvlan0
+            plugins:
+            - type: macvlan
+              mode: bridge
+              ipam:
+                type: host-local
+                ranges:
+                - - subnet: 10.10.2.0/24
+`
+
 const designInlineClaim = `apiVersion: resource.k8s.io/v1beta1
 kind: ResourceClaim
 metadata:
@@ -275,6 +311,34 @@ func TestCNIDesign(t *testing.T) {
 		if c := conditionOf(st, "Healthy"); c.Reason != "CNICheckFailed" || !strings.Contains(c.Message, "net1") || conditionOf(st, "Ready").Status != metav1.ConditionTrue {
 			t.Errorf("after net1 went: %+v", st.Conditions)
 		}
+		if err := bed.DeletePod(ctx, "default", running.Name); err != nil {
+			t.Fatal(err)
+		}
+		waitReleased(t, ctx, ipam)
+	})
+
+	t.Run("the upstream driver's form", func(t *testing.T) {
+		if _, err := createYAML(t, ctx, claimsV1beta1, true, upstreamFormClaim); err != nil {
+			t.Fatal(err)
+		}
+		name := "macvlan-eth0-attachment"
+		pod := claimPod("demo-upstream", "ifaces", &corev1.PodResourceClaim{Name: "cni", ResourceClaimName: &name})
+		running, err := bed.RunPod(ctx, pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs, err := bed.WaitPodLog(ctx, "default", pod.Name, "net1 ", 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if net1 := strings.Fields(interfaceLine(logs, "net1")); len(net1) < 3 || !strings.HasPrefix(net1[2], "10.10.2.") {
+			t.Fatalf("net1 in the pod: %q; the pod sees:\n%s", net1, logs)
+		}
+		st := claimStatus(t, ctx, name, func(st resourceapi.AllocatedDeviceStatus) bool { return conditionOf(st, "Ready") != nil })
+		if c := conditionOf(st, "Ready"); c.Status != metav1.ConditionTrue || c.Reason != "NetworkInterfaceReady" {
+			t.Errorf("Ready = %+v", c)
+		}
+		ipam := ipamDir(t, ctx, pod.Name, "cni", "macvlan0")
 		if err := bed.DeletePod(ctx, "default", running.Name); err != nil {
 			t.Fatal(err)
 		}

@@ -265,4 +265,30 @@ spec:
 			t.Errorf("after RemovePodNetwork, dataplane1 is listed as %v: want only the PodNetwork, without a configuration", st)
 		}
 	}
+
+	// A pod that lists only the default PodNetwork gets its status; while
+	// the default is disabled, a new pod that lists it is held.
+	waitCondition(t, ctx, networks, pnv1.DefaultPodNetworkName, metav1.ConditionTrue, pnv1.ReasonReady, "")
+	only := testbed.WorkloadPod("default", "e2e-podnetwork-default", "ifaces")
+	only.Annotations = map[string]string{pnv1.AnnotationNetworks: `[{"name": "default"}]`}
+	runWithInterfaces(t, ctx, only, "eth0")
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		p, err := bed.Client().CoreV1().Pods("default").Get(ctx, only.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		sts = nil
+		return json.Unmarshal([]byte(p.Annotations[pnv1.AnnotationNetworkStatus]), &sts) == nil && len(sts) == 1, nil
+	}); err != nil {
+		t.Errorf("the pod listing only default: %s %+v, want the default's entry", pnv1.AnnotationNetworkStatus, sts)
+	} else if sts[0].Name != "default" || sts[0].InterfaceName != "eth0" || !sts[0].IsDefaultGW || sts[0].IP == "" {
+		t.Errorf("the default's entry %+v", sts[0])
+	}
+	setEnabled(t, ctx, networks, pnv1.DefaultPodNetworkName, false)
+	// (The test's clean-up deletes the default PodNetwork: the
+	// controller makes it again, enabled, for the next.)
+	waitCondition(t, ctx, networks, pnv1.DefaultPodNetworkName, metav1.ConditionFalse, pnv1.ReasonAdministrativelyDisabled, "")
+	held := testbed.WorkloadPod("default", "e2e-podnetwork-held", "ifaces")
+	held.Annotations = map[string]string{pnv1.AnnotationNetworks: `[{"name": "default"}]`}
+	createRefused(t, ctx, held, pnv1.ReasonAdministrativelyDisabled, "the pod listing the disabled default PodNetwork")
 }
