@@ -59,7 +59,7 @@ pools:
 		t.Fatal(err)
 	}
 	d := startDaemon(t, ctx, 26196, "--npwg", "--npwg-ipamclaims", "--npwg-ipamclaim-check-interval", "1s",
-		"--cni-bin-dir", bed.Config().CNIBinDir(), "--cni-plugins", "macvlan,static", "--ip-pools", pools)
+		"--cni-bin-dir", bed.Config().CNIBinDir(), "--cni-plugins", "macvlan,static,host-local", "--ip-pools", pools)
 
 	nad := fmt.Sprintf(`apiVersion: k8s.cni.cncf.io/v1
 kind: NetworkAttachmentDefinition
@@ -152,6 +152,47 @@ spec:
 		t.Fatal(err)
 	}
 	deleteIPAMClaim(t, "vm-b")
+
+	// The network's own IPAM (host-local, no node pool): the address the
+	// first pod got is written to the IPAMClaim, and asked for again when
+	// the pod is deleted and created again (§8).
+	createServed(t, ctx, nads, fmt.Sprintf(`apiVersion: k8s.cni.cncf.io/v1
+kind: NetworkAttachmentDefinition
+metadata:
+  name: net-h
+spec:
+  config: '{"cniVersion": "1.0.0", "name": "net-h", "plugins": [{"type": "macvlan", "master": %q, "mode": "bridge", "capabilities": {"ips": true}, "ipam": {"type": "host-local", "dataDir": %q, "ranges": [[{"subnet": "10.95.1.0/24", "rangeStart": "10.95.1.20"}]]}}]}'
+`, master.Attrs().Name, filepath.Join(t.TempDir(), "host-local")))
+	t.Cleanup(func() {
+		_ = dynamicClient(t).Resource(nads).Namespace("default").Delete(context.Background(), "net-h", metav1.DeleteOptions{})
+	})
+	createServed(t, ctx, ipamClaimsGVR, `apiVersion: k8s.cni.cncf.io/v1alpha1
+kind: IPAMClaim
+metadata:
+  name: vm-h
+spec:
+  network: net-h
+  interface: net1
+`)
+	t.Cleanup(func() { deleteIPAMClaim(t, "vm-h") })
+	for round := range 2 {
+		pod := testbed.WorkloadPod("default", "e2e-iph", "ifaces")
+		pod.Annotations = map[string]string{nadv1.NetworkAttachmentAnnot: `[{"name": "net-h", "ipam-claim-reference": "vm-h"}]`}
+		if _, err := bed.RunPod(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = bed.DeletePod(context.Background(), "default", pod.Name) })
+		waitIPAMLogs(t, ctx, pod.Name, "10.95.1.20/24")
+		if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			return slices.Equal(getIPAMClaim(t, ctx, "vm-h").Status.IPs, []string{"10.95.1.20/24"}), nil
+		}); err != nil {
+			t.Errorf("round %d: IPAMClaim vm-h status %+v, want the address host-local gave", round, getIPAMClaim(t, ctx, "vm-h").Status)
+		}
+		if err := bed.DeletePod(ctx, "default", pod.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deleteIPAMClaim(t, "vm-h")
 	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		return len(leases(t, d.stateDir)) == 0, nil
 	}); err != nil {
