@@ -1,16 +1,12 @@
 package bench
 
 import (
-	"context"
 	"fmt"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/fastpath-dra/fastpath/dra/claims"
-	"github.com/fastpath-dra/fastpath/dra/nri"
-	"github.com/fastpath-dra/fastpath/dra/status"
 )
 
 // scales are the claims on the node in the AtScale benchmarks: the one
@@ -56,23 +52,6 @@ func BenchmarkPrepareAtScale(b *testing.B) {
 // claims of other pods.
 func BenchmarkHookAtScale(b *testing.B) {
 	for _, n := range scales {
-		b.Run(fmt.Sprintf("claims=%d", n), func(b *testing.B) {
-			parent := sharedParent(b)
-			store, _ := timedStore(b)
-			fillStore(b, store, n-1)
-			plugin := nri.New(nri.Options{Store: store, Attacher: benchAttacher(b), Status: status.NewWriter(fake.NewClientset())})
-			pod := nri.Pod{UID: "pod-shared", Namespace: "default", Name: "pod-shared", SandboxID: "s", NetNS: sharedNetNS(b, 0)}
-			sub := benchSub(parent, 0)
-			claim := claims.Claim{Driver: claims.DriverFastpath, UID: "uid-shared", Namespace: "default", Name: "shared",
-				Pod: claims.Pod{UID: pod.UID, Name: pod.Name}, Prepared: true,
-				Devices: []claims.Device{{Request: "net", Pool: "node-a", Device: "nic-" + sub.Parent, Mode: "macvlan",
-					Shared: &claims.SharedInterface{Parent: sub.Parent, Kind: sub.Kind, Mode: sub.Mode, ShareID: "share-0"},
-					Pod:    &claims.PodInterface{Name: sub.Name, MTU: sub.MTU, Addresses: sub.Addresses}}}}
-			if err := store.Admit(claim); err != nil {
-				b.Fatal(err)
-			}
-			roundTrips(b, timeAttach, func(ctx context.Context) error { return plugin.AttachPod(ctx, pod) },
-				func(ctx context.Context) error { return plugin.DetachPod(ctx, pod) })
-		})
+		b.Run(fmt.Sprintf("claims=%d", n), func(b *testing.B) { benchHookShared(b, n-1) })
 	}
 }

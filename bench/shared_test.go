@@ -266,9 +266,14 @@ func concurrentRoundTrips(b *testing.B, attach, detach func(ctx context.Context,
 // cost. It also reports the time the hook spent writing the record
 // ("record-ns/attach", median). StopPodSandbox's DetachPod between
 // iterations is not timed.
-func BenchmarkHookShared(b *testing.B) {
+func BenchmarkHookShared(b *testing.B) { benchHookShared(b, 0) }
+
+// benchHookShared is BenchmarkHookShared with others claims of other pods
+// prepared in the store.
+func benchHookShared(b *testing.B, others int) {
 	parent := sharedParent(b)
 	store, writing := timedStore(b)
+	fillStore(b, store, others)
 	plugin := nri.New(nri.Options{Store: store, Attacher: benchAttacher(b), Status: status.NewWriter(fake.NewClientset())})
 	pod := nri.Pod{UID: "pod-shared", Namespace: "default", Name: "pod-shared", SandboxID: "s", NetNS: sharedNetNS(b, 0)}
 	sub := benchSub(parent, 0)

@@ -48,62 +48,49 @@ func unprepare(t *testing.T, ctx context.Context, k *fakeKubelet, claim *resourc
 	}
 }
 
-// A daemon killed after a claim's final record, before its status write,
-// does not leave the claim without it: the kubelet's retried Prepare,
-// answered from the store, writes the status of the devices ready at
-// Prepare (here a VF bound to vfio-pci).
-func TestKubeletPreparedAgainWritesStatus(t *testing.T) {
-	claim := testClaim("dpdk", []alloc{{Request: "dpdk", Device: vfNetdev}}, fromClaim(config(`"mode": "vfio"`)))
-	d, k, ctx := startTestDriver(t, &fakeObject{claim})
-	if e := prepare(t, ctx, k, claim); e != "" {
-		t.Fatalf("prepare: %s", e)
+// A daemon killed after a claim's prepared record, before its status
+// write, does not leave the claim without the status of the devices ready
+// at Prepare (here a VF bound to vfio-pci): the kubelet's retried Prepare,
+// answered from the store, writes it; and when Prepare had returned (the
+// kubelet does not prepare the claim again), the restarted daemon's
+// Reconcile does.
+func TestPreparedStatusWrittenAgain(t *testing.T) {
+	for name, again := range map[string]func(t *testing.T, ctx context.Context, d *testDriver, k *fakeKubelet, claim *resourceapi.ResourceClaim){
+		"the kubelet's retried Prepare": func(t *testing.T, ctx context.Context, _ *testDriver, k *fakeKubelet, claim *resourceapi.ResourceClaim) {
+			if e := prepare(t, ctx, k, claim); e != "" {
+				t.Fatalf("prepare again: %s", e)
+			}
+		},
+		"Reconcile at restart": func(t *testing.T, ctx context.Context, d *testDriver, _ *fakeKubelet, _ *resourceapi.ResourceClaim) {
+			if err := d.Reconcile(ctx); err != nil {
+				t.Fatal(err)
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			claim := testClaim("dpdk", []alloc{{Request: "dpdk", Device: vfNetdev}}, fromClaim(config(`"mode": "vfio"`)))
+			d, k, ctx := startTestDriver(t, &fakeObject{claim})
+			if e := prepare(t, ctx, k, claim); e != "" {
+				t.Fatalf("prepare: %s", e)
+			}
+			deviceStatus(t, ctx, d, claim, vfNetdev)
+			d.opts.Status.Wait()
+			// The status as a daemon killed before writing it left it.
+			c, err := d.client.ResourceV1().ResourceClaims(claim.Namespace).Get(ctx, claim.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Status.Devices = nil
+			if _, err := d.client.ResourceV1().ResourceClaims(claim.Namespace).UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			again(t, ctx, d, k, claim)
+			if st := deviceStatus(t, ctx, d, claim, vfNetdev); len(st.Conditions) == 0 || st.Conditions[0].Status != metav1.ConditionTrue {
+				t.Errorf("status after %s: %+v", name, st)
+			}
+			unprepare(t, ctx, k, claim)
+		})
 	}
-	deviceStatus(t, ctx, d, claim, vfNetdev)
-	d.opts.Status.Wait()
-	// The status as a daemon killed before writing it left it.
-	c, err := d.client.ResourceV1().ResourceClaims(claim.Namespace).Get(ctx, claim.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Status.Devices = nil
-	if _, err := d.client.ResourceV1().ResourceClaims(claim.Namespace).UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if e := prepare(t, ctx, k, claim); e != "" {
-		t.Fatalf("prepare again: %s", e)
-	}
-	if st := deviceStatus(t, ctx, d, claim, vfNetdev); len(st.Conditions) == 0 || st.Conditions[0].Status != metav1.ConditionTrue {
-		t.Errorf("status after the retried Prepare: %+v", st)
-	}
-	unprepare(t, ctx, k, claim)
-}
-
-// A daemon killed after Prepare returned, before its status write, leaves
-// a claim the kubelet does not prepare again: the restarted daemon's
-// Reconcile says the status of the devices ready at Prepare again.
-func TestReconcileWritesPreparedStatus(t *testing.T) {
-	claim := testClaim("dpdk", []alloc{{Request: "dpdk", Device: vfNetdev}}, fromClaim(config(`"mode": "vfio"`)))
-	d, k, ctx := startTestDriver(t, &fakeObject{claim})
-	if e := prepare(t, ctx, k, claim); e != "" {
-		t.Fatalf("prepare: %s", e)
-	}
-	deviceStatus(t, ctx, d, claim, vfNetdev)
-	d.opts.Status.Wait()
-	c, err := d.client.ResourceV1().ResourceClaims(claim.Namespace).Get(ctx, claim.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Status.Devices = nil
-	if _, err := d.client.ResourceV1().ResourceClaims(claim.Namespace).UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Reconcile(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if st := deviceStatus(t, ctx, d, claim, vfNetdev); len(st.Conditions) == 0 || st.Conditions[0].Status != metav1.ConditionTrue {
-		t.Errorf("status after Reconcile: %+v", st)
-	}
-	unprepare(t, ctx, k, claim)
 }
 
 // deviceStatus waits for the claim's status of device and returns it.

@@ -129,8 +129,8 @@ func Parse(data []byte) (map[Key]*Claim, int, error) {
 	return claims, version, err
 }
 
-// parse is Parse, and the checkpoint whole when it has top-level fields
-// this build does not know (extra).
+// parse is Parse, and the top-level fields of the checkpoint this build
+// does not know (extra; nil for none).
 func parse(data []byte) (_ map[Key]*Claim, version int, extra json.RawMessage, _ error) {
 	var head struct {
 		Version *int `json:"version"`

@@ -396,7 +396,7 @@ func deviceDefaults(pluginType string, conf map[string]any) []v1alpha1.CNIArgume
 		if d.kind != HostDevice || d.value != DefaultRouteLink {
 			continue
 		}
-		if slices.ContainsFunc(slices.Collect(maps.Keys(conf)), func(k string) bool { return Fold(k) == Fold(d.field) }) {
+		if setFolded(conf, d.field) {
 			continue
 		}
 		out = append(out, v1alpha1.CNIArgument{FieldPath: d.field, ValueFrom: &v1alpha1.CNIValueSource{AttributeRef: "name"}})
@@ -421,4 +421,15 @@ func upstreamPaths(errs field.ErrorList) field.ErrorList {
 		out = append(out, &c)
 	}
 	return out
+}
+
+// setFolded says whether conf has field under any key the plugin reads as
+// it (encoding/json's folding).
+func setFolded(conf map[string]any, field string) bool {
+	for k := range conf {
+		if Fold(k) == Fold(field) {
+			return true
+		}
+	}
+	return false
 }

@@ -435,10 +435,8 @@ func (p *Plugin) defaultNetworkStatus(pod Pod) (nadv1.NetworkStatus, bool) {
 	}
 	var link dataplane.PodLink
 	if pod.NetNS != "" && o.InspectLink != nil {
-		var err error
-		if link, err = o.InspectLink(pod.NetNS, o.DefaultInterface); err != nil {
-			link = dataplane.PodLink{}
-		}
+		// Unreadable, the entry has what the runtime said.
+		link, _ = o.InspectLink(pod.NetNS, o.DefaultInterface)
 	}
 	var ips []corev1.PodIP
 	for _, ip := range pod.IPs {
