@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 )
 
 // TestSetDefaultRoute: a pod whose default routes go out of eth0 (both
@@ -26,27 +27,7 @@ func TestSetDefaultRoute(t *testing.T) {
 	defer func() { pod.Close(); _ = ns.Close() }()
 	links := map[string]netlink.Link{}
 	for name, addrs := range map[string][]string{eth0: {"10.244.0.5/24", "fd00:244::5/64"}, net1: {"10.96.0.5/24"}} {
-		l, err := netlink.LinkByName(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := netlink.LinkSetNsFd(l, int(ns)); err != nil {
-			t.Fatal(err)
-		}
-		if l, err = pod.LinkByName(name); err != nil {
-			t.Fatal(err)
-		}
-		for _, a := range addrs {
-			addr, _ := netlink.ParseAddr(a)
-			addr.Flags = 0x80 // IFA_F_NODAD: usable at once
-			if err := pod.AddrAdd(l, addr); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := pod.LinkSetUp(l); err != nil {
-			t.Fatal(err)
-		}
-		links[name] = l
+		links[name] = moveIntoPod(t, ns, pod, name, 0, addrs...)
 	}
 	for _, gw := range []string{"10.244.0.1", "fd00:244::1"} {
 		if err := pod.RouteAdd(&netlink.Route{LinkIndex: links[eth0].Attrs().Index, Gw: net.ParseIP(gw)}); err != nil {
@@ -96,29 +77,7 @@ func TestInspectPodLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { pod.Close(); _ = ns.Close() }()
-	l, err := netlink.LinkByName(eth0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := netlink.LinkSetNsFd(l, int(ns)); err != nil {
-		t.Fatal(err)
-	}
-	if l, err = pod.LinkByName(eth0); err != nil {
-		t.Fatal(err)
-	}
-	if err := pod.LinkSetMTU(l, 1450); err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range []string{"10.244.0.5/24", "fd00:244::5/64"} {
-		addr, _ := netlink.ParseAddr(a)
-		addr.Flags = 0x80 // IFA_F_NODAD
-		if err := pod.AddrAdd(l, addr); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := pod.LinkSetUp(l); err != nil {
-		t.Fatal(err)
-	}
+	l := moveIntoPod(t, ns, pod, eth0, 1450, "10.244.0.5/24", "fd00:244::5/64")
 	got, err := InspectPodLink(podNS, eth0)
 	if err != nil {
 		t.Fatal(err)
@@ -129,4 +88,36 @@ func TestInspectPodLink(t *testing.T) {
 	if _, err := InspectPodLink(podNS, "nosuch0"); err == nil {
 		t.Error("InspectPodLink of a missing interface succeeded")
 	}
+}
+
+// moveIntoPod moves the host's link name into the pod's namespace (ns, its
+// handle pod), with the MTU (0: as it is) and addresses, and up.
+func moveIntoPod(t *testing.T, ns netns.NsHandle, pod *netlink.Handle, name string, mtu int, addrs ...string) netlink.Link {
+	t.Helper()
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := netlink.LinkSetNsFd(l, int(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if l, err = pod.LinkByName(name); err != nil {
+		t.Fatal(err)
+	}
+	if mtu != 0 {
+		if err := pod.LinkSetMTU(l, mtu); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, a := range addrs {
+		addr, _ := netlink.ParseAddr(a)
+		addr.Flags = 0x80 // IFA_F_NODAD: usable at once
+		if err := pod.AddrAdd(l, addr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pod.LinkSetUp(l); err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
