@@ -171,7 +171,7 @@ func BenchmarkNPWGAttach(b *testing.B) {
 
 // timedStore is a claim store in a temporary directory on the machine's
 // disk, as the daemon's state directory is, that adds the time of its
-// checkpoint writes to *writing.
+// checkpoint and journal writes to *writing.
 func timedStore(b *testing.B) (_ *claims.Store, writing *time.Duration) {
 	b.Helper()
 	store, err := claims.Open(filepath.Join(b.TempDir(), "checkpoint.json"), claims.Legacy{})
@@ -184,6 +184,12 @@ func timedStore(b *testing.B) (_ *claims.Store, writing *time.Duration) {
 		start := time.Now()
 		defer func() { *writing += time.Since(start) }()
 		return write(path, data, sync)
+	}
+	appendFile := store.Append
+	store.Append = func(path string, data []byte, sync bool, at int64) error {
+		start := time.Now()
+		defer func() { *writing += time.Since(start) }()
+		return appendFile(path, data, sync, at)
 	}
 	return store, writing
 }

@@ -561,7 +561,7 @@ func tree(dir string, keep func(rel string, d fs.DirEntry) bool) string {
 			return nil
 		}
 		rel, _ := filepath.Rel(dir, path)
-		if rel == "checkpoint.json" || !keep(rel, d) {
+		if rel == "checkpoint.json" || rel == "checkpoint.json.journal" || !keep(rel, d) {
 			return nil // the checkpoint is compared as claims
 		}
 		entry := rel

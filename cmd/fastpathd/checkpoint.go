@@ -16,11 +16,13 @@ const checkpointUsage = `Usage:
 
 Rewrite the node's checkpoint (DIR/checkpoint.json) in version N, for a
 fastpathd that reads only that version: a rollback to an earlier release
-whose daemon refuses this one's checkpoint (it says so, and names this
-command). Stop the daemon on the node first (a rollback's new pod does not
-start until the checkpoint is converted); the command takes the
-checkpoint's lock, and writes nothing when a claim on the node is recorded
-with what version N cannot hold, naming each such claim.
+whose daemon refuses this one's checkpoint (it says so). Version 3 is the
+checkpoint and its journal (DIR/checkpoint.json.journal); version 2, which
+v0.1.0 reads, the journal folded into the checkpoint. Stop the daemon on
+the node first (a rollback's new pod does not start until the checkpoint
+is converted); the command takes the checkpoint's lock, and writes nothing
+when a claim on the node is recorded with what version N cannot hold,
+naming each such claim.
 `
 
 // checkpointCommand is fastpathd checkpoint.

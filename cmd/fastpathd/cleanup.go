@@ -42,7 +42,7 @@ func leaveNoTrace(ctx context.Context, store *claims.Store, st hostState) {
 		return
 	}
 	for _, dir := range st.pluginDirs {
-		if other := liveSocket(dir); other != "" {
+		if other := liveSocket(dir, ""); other != "" {
 			logger.V(2).Info("Keeping the state directory: another fastpathd of the node serves", "socket", other)
 			return
 		}
@@ -54,7 +54,7 @@ func leaveNoTrace(ctx context.Context, store *claims.Store, st hostState) {
 		}
 	}
 	var errs []error
-	names := []string{"checkpoint.json", "checkpoint.json.pending", "checkpoint.json.lock", "nri.lock"}
+	names := []string{"checkpoint.json", "checkpoint.json.journal", "checkpoint.json.pending", "checkpoint.json.lock", "nri.lock"}
 	// And the temporary files of checkpoint writes that were killed.
 	temps, _ := filepath.Glob(filepath.Join(st.stateDir, ".checkpoint.json.*"))
 	for _, t := range temps {
@@ -88,8 +88,9 @@ func removeIfThere(path string) error {
 	return nil
 }
 
-// liveSocket is a socket in dir that a process answers on, or "".
-func liveSocket(dir string) string {
+// liveSocket is a socket in dir, other than except, that a process
+// answers on, or "".
+func liveSocket(dir, except string) string {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return ""
@@ -99,6 +100,9 @@ func liveSocket(dir string) string {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
+		if path == except {
+			continue
+		}
 		if conn, err := net.DialTimeout("unix", path, time.Second); err == nil {
 			_ = conn.Close()
 			return path

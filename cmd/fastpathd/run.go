@@ -39,6 +39,7 @@ import (
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/attach"
 	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/kubelet"
 	"github.com/fastpath-dra/fastpath/dra/cnidriver"
 	"github.com/fastpath-dra/fastpath/dra/metrics"
 	"github.com/fastpath-dra/fastpath/dra/nri"
@@ -72,6 +73,8 @@ type runOptions struct {
 	ipPools      dra.IPPools
 	// allowPFWithVFs lets claims take PFs that have VFs whole.
 	allowPFWithVFs bool
+	// journal lets the store write checkpoint version 3 (claims.SetJournal).
+	journal bool
 }
 
 func (o *runOptions) addFlags(fs *flag.FlagSet) {
@@ -92,6 +95,7 @@ func (o *runOptions) addFlags(fs *flag.FlagSet) {
 	o.cni.addFlags(fs)
 	o.npwg.addFlags(fs)
 	o.networkAPI.addFlags(fs)
+	fs.BoolVar(&o.journal, "checkpoint-journal", true, "record a change of the node's claims as an entry of a journal beside the checkpoint (checkpoint version 3), whatever their number; false: rewrite the whole checkpoint at every change (version 2, which the previous release reads: set it before a rollback to that release). Version 2 is written anyway while another fastpathd serves on the node")
 	fs.BoolVar(&o.allowPFWithVFs, "allow-pf-with-vfs", false, "let claims take a PF that has SR-IOV VFs whole (modes netdev, afxdp, delegate): its pod can then set every VF's MAC, VLAN and trust; off, Prepare refuses them (mode vfio always)")
 	fs.StringVar(&o.ipPoolsFile, "ip-pools", "", "file of the node's IP pools (kind IPPoolConfig), from which claims with ipam get addresses; empty: none")
 	fs.DurationVar(&o.resync, "rediscover-interval", 5*time.Minute, "rediscover devices this often even without an event")
@@ -296,9 +300,17 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 		st.pluginDirs = append(st.pluginDirs, o.cni.pluginDir)
 	}
 	defer leaveNoTrace(context.WithoutCancel(ctx), store, st)
+	// Stopped, the daemon leaves version 2, which a daemon of the previous
+	// release started next (a rollback) reads.
+	defer func() {
+		if err := store.Fold(); err != nil {
+			logger.Error(err, "The checkpoint's journal could not be folded into it: a fastpathd of the previous release will refuse it until `fastpathd checkpoint migrate --to 2`")
+		}
+	}()
 	m := metrics.New()
 	var hookLock claims.FileLock
 	nriName := "fastpath"
+	store.SetJournal(o.journal)
 	if o.podUID != "" {
 		// A rolling update: another daemon may share this node's state.
 		if err := store.Share(); err != nil {
@@ -306,6 +318,8 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 		}
 		hookLock = claims.FileLock(filepath.Join(o.stateDir, "nri.lock"))
 		nriName += "-" + o.podUID[:min(8, len(o.podUID))]
+		own := filepath.Join(o.pluginDir, kubelet.PluginSocket(o.pluginDir, types.UID(o.podUID)))
+		go journalWhileAlone(ctx, store, o.journal, o.pluginDir, own)
 	}
 	writer := status.NewWriter(client)
 	writer.Metrics = m
@@ -435,6 +449,38 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	defer cancel()
 	return srv.shutdown(shutdownCtx)
 }
+
+// journalWhileAlone lets the store write its journal (checkpoint version
+// 3) while no other fastpathd serves on the node, and makes it write
+// version 2 while one does: it may be of the previous release, which
+// reads version 2 alone. A daemon serves on a DRA socket of pluginDir; own
+// is this one's.
+func journalWhileAlone(ctx context.Context, store *claims.Store, journal bool, pluginDir, own string) {
+	logger := klog.FromContext(ctx)
+	tick := time.NewTicker(peerCheckPeriod)
+	defer tick.Stop()
+	on := false // as Share left it
+	for {
+		other := liveSocket(pluginDir, own)
+		if want := journal && other == ""; want != on {
+			on = want
+			store.SetJournal(on)
+			if on {
+				logger.Info("Alone on the node: checkpoint changes go to its journal (version 3)")
+			} else {
+				logger.Info("Another fastpathd serves on the node: the checkpoint is written whole (version 2)", "socket", other)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// peerCheckPeriod is how often journalWhileAlone looks for another daemon.
+const peerCheckPeriod = 5 * time.Second
 
 // eventRecorder records events (device health on the node and on pods)
 // through the API server.

@@ -41,11 +41,13 @@ func withPath(err error, path, file string) error {
 }
 
 // Versions are the checkpoint versions Convert writes.
-var Versions = []int{1, Version}
+var Versions = []int{1, versionWhole, Version}
 
 // Convert rewrites the checkpoint at path in version to, for a build that
-// reads only that version: to Version migrates the previous release's
-// files (as Open does); to 1 writes that release's files, the CNI
+// reads only that version: to Version migrates the previous releases'
+// files (as Open does) and writes the checkpoint whole, its journal empty;
+// to 2 folds the journal into the checkpoint, and removes it; to 1 writes
+// that release's files, the CNI
 // driver's claims to legacy.CNI. A claim that version cannot hold whole
 // (a Prepare not finished, a shared device, a lease, an NPWG record) is
 // an error naming it, and nothing is written. No daemon may run on the
@@ -58,8 +60,26 @@ func Convert(path string, legacy Legacy, to int) error {
 	if err != nil {
 		return err
 	}
-	if to == Version {
-		return nil
+	switch to {
+	case Version:
+		s.fileMu.Lock()
+		defer s.fileMu.Unlock()
+		unlock, err := s.lockFile().Lock(context.Background())
+		if err != nil {
+			return err
+		}
+		defer unlock()
+		if err := s.refresh(); err != nil {
+			return err
+		}
+		s.SetJournal(true)
+		return s.writeWhole(s.claims)
+	case versionWhole:
+		// Under the file lock, as a daemon's write would be.
+		if err := s.Share(); err != nil {
+			return err
+		}
+		return s.Fold()
 	}
 	if legacy.CNI == "" {
 		return errors.New("version 1 keeps the CNI driver's claims in a file of their own: name it")
@@ -122,7 +142,8 @@ func Convert(path string, legacy Legacy, to int) error {
 	if err := WriteFileAtomic(path, data, 0o600); err != nil {
 		return fmt.Errorf("write checkpoint %s: %w", path, err)
 	}
-	return nil
+	// Version 1 has no journal: its entries are in what was written.
+	return removeJournal(JournalPath(path))
 }
 
 // sameInV1 reports whether back, c read back from version 1, is c: a

@@ -85,8 +85,8 @@ func TestConvertRefusesWhatV1CannotHold(t *testing.T) {
 	if _, err := os.Stat(legacy.CNI); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a CNI driver's file was written: %v", err)
 	}
-	if err := Convert(path, legacy, 3); err == nil || !strings.Contains(err.Error(), "version 3") {
-		t.Errorf("Convert to 3 = %v, want an error naming the version", err)
+	if err := Convert(path, legacy, 4); err == nil || !strings.Contains(err.Error(), "version 4") {
+		t.Errorf("Convert to 4 = %v, want an error naming the version", err)
 	}
 }
 
@@ -95,16 +95,16 @@ func TestConvertRefusesWhatV1CannotHold(t *testing.T) {
 func TestNewerVersionRefused(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "checkpoint.json")
-	data := []byte(`{"version": 3, "claims": {}, "journal": "somewhere"}`)
+	data := []byte(`{"version": 4, "claims": {}, "journal": "somewhere"}`)
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	_, err := Open(path, Legacy{})
 	var newer *NewerError
-	if !errors.As(err, &newer) || newer.Version != 3 || newer.Path != path {
-		t.Fatalf("Open = %v, want a NewerError of version 3 for %s", err, path)
+	if !errors.As(err, &newer) || newer.Version != 4 || newer.Path != path {
+		t.Fatalf("Open = %v, want a NewerError of version 4 for %s", err, path)
 	}
-	for _, want := range []string{path, "version 3", "versions 1 to 2", "fastpathd checkpoint migrate --to 2 --state-dir " + dir} {
+	for _, want := range []string{path, "version 4", "versions 1 to 3", "fastpathd checkpoint migrate --to 3 --state-dir " + dir} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%v: want %q in it", err, want)
 		}
@@ -147,6 +147,17 @@ func TestKeepsUnknownFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := s.Delete(Key{DriverFastpath, "uid-xsk"}); err != nil {
+		t.Fatal(err)
+	}
+	// The journal's entries keep them as the checkpoint does.
+	cls, _, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cls[Key{DriverFastpath, "uid-net"}]; got == nil || got.unknown == nil || got.Pod.Name != "renamed" {
+		t.Errorf("read back through the journal: %+v", got)
+	}
+	if err := s.Fold(); err != nil {
 		t.Fatal(err)
 	}
 	data, _ = os.ReadFile(path)

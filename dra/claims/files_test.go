@@ -45,7 +45,7 @@ func TestPendingWriteRefusesLinks(t *testing.T) {
 	for _, kind := range []string{"symbolic", "hard"} {
 		t.Run(kind, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "checkpoint.json")
-			s := open(t, path)
+			s := openWhole(t, path)
 			var target string
 			var content []byte
 			if kind == "symbolic" {

@@ -15,7 +15,11 @@ func memStore(path string, data []byte, files map[string][]byte) (*Store, error)
 		files[path] = data
 		return nil
 	}}
-	if err := s.load(data, true, Legacy{}); err != nil {
+	st, err := decodeState(path, data, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.load(st, Legacy{}); err != nil {
 		return nil, err
 	}
 	return s, nil

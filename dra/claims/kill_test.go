@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -23,15 +24,17 @@ const killWorkerEnv = "FASTPATH_CLAIMS_KILL_WORKER"
 // commit, holding the shared store's file lock: the other daemon's next
 // read is not blocked by the dead one's lock, and finds the record, as
 // does a daemon started afterwards; the pending file is then the
-// checkpoint.
+// checkpoint, or the journal's entry is whole.
 func TestPendingWriteKilled(t *testing.T) {
-	if path := os.Getenv(killWorkerEnv); path != "" {
+	if env := os.Getenv(killWorkerEnv); env != "" {
+		mode, path, _ := strings.Cut(env, ":")
 		s, err := Open(path, Legacy{})
 		if err == nil {
 			err = s.Share()
 		}
+		s.SetJournal(mode == "journal")
 		if err == nil {
-			_, err = s.writePending(admit(cniClaim("k", "pod1", "cni-0", "net1"), nil))
+			err = writePending(s, cniClaim("k", "pod1", "cni-0", "net1"))
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -43,16 +46,23 @@ func TestPendingWriteKilled(t *testing.T) {
 		<-sig
 		t.Fatal("the worker was not killed")
 	}
+	for _, mode := range []string{"whole", "journal"} {
+		t.Run(mode, func(t *testing.T) { testPendingWriteKilled(t, mode) })
+	}
+}
+
+func testPendingWriteKilled(t *testing.T, mode string) {
 	path := filepath.Join(t.TempDir(), "checkpoint.json")
 	survivor := open(t, path)
 	if err := survivor.Share(); err != nil {
 		t.Fatal(err)
 	}
+	survivor.SetJournal(mode == "journal")
 	if err := survivor.Put(netdevClaim("a", "pod2", "dev-a", "net1")); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run", "^TestPendingWriteKilled$")
-	cmd.Env = append(os.Environ(), killWorkerEnv+"="+path)
+	cmd.Env = append(os.Environ(), killWorkerEnv+"="+mode+":"+path)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@ type Legacy struct {
 // store (also when the store's own file was of version 1), and removes the
 // CNI file. A crash at any point repeats the migration at the next start:
 // merging the same records again changes nothing.
-func (s *Store) migrate(legacy Legacy, own []byte) error {
+func (s *Store) migrate(legacy Legacy, version int) error {
 	var cni []byte
 	if legacy.CNI != "" {
 		var err error
@@ -33,7 +33,7 @@ func (s *Store) migrate(legacy Legacy, own []byte) error {
 			return fmt.Errorf("read the CNI driver's checkpoint %s: %w", legacy.CNI, err)
 		}
 	}
-	ownOld := len(own) > 0 && fileVersion(own) < Version
+	ownOld := version != 0 && version < versionWhole
 	if cni == nil && !ownOld {
 		return nil
 	}
@@ -46,7 +46,7 @@ func (s *Store) migrate(legacy Legacy, own []byte) error {
 			s.claims[k] = c
 		}
 	}
-	if err := s.save(s.claims); err != nil {
+	if err := s.writeWhole(s.claims); err != nil {
 		return err
 	}
 	if cni != nil {

@@ -15,11 +15,24 @@ import (
 // Two daemons share a store while one replaces the other (a DaemonSet's
 // rolling update: the kubelet may call either, and the runtime calls both).
 // Then each change takes a lock on a file beside the checkpoint, reads the
-// checkpoint again if the other daemon wrote it, and writes it; each read
-// reads it again if it changed. A daemon alone never reads its file after
-// Open.
+// checkpoint and its journal again if the other daemon wrote them, and
+// writes; each read reads them again if they changed. A daemon alone never
+// reads its files after Open.
 
-// stamp identifies a version of the checkpoint file.
+// stamps identifies a version of the checkpoint and its journal.
+type stamps struct{ checkpoint, journal stamp }
+
+// stamps are the files' as they are now.
+func (s *Store) stamps() (stamps, error) {
+	c, err := stampOf(s.path)
+	if err != nil {
+		return stamps{}, err
+	}
+	j, err := stampOf(JournalPath(s.path))
+	return stamps{c, j}, err
+}
+
+// stamp identifies a version of a file.
 type stamp struct {
 	ino   uint64
 	size  int64
@@ -41,9 +54,11 @@ func stampOf(path string) (stamp, error) {
 	return st, nil
 }
 
-// Share makes the store safe to share with another daemon of the node.
-// It reads the checkpoint again, under the file lock: the other daemon may
-// have written it since Open read it.
+// Share makes the store safe to share with another daemon of the node,
+// and makes it write version 2 until SetJournal says otherwise: the other
+// daemon may be of the previous release. It reads the files again, under
+// the file lock: the other daemon may have written them since Open read
+// them.
 func (s *Store) Share() error {
 	s.fileMu.Lock()
 	defer s.fileMu.Unlock()
@@ -53,7 +68,7 @@ func (s *Store) Share() error {
 	}
 	defer unlock()
 	s.mu.Lock()
-	s.shared, s.seen = true, stamp{size: -1} // no file's
+	s.shared, s.journal, s.seen = true, false, stamps{checkpoint: stamp{size: -1}} // no file's
 	s.mu.Unlock()
 	return s.refresh()
 }
@@ -113,14 +128,15 @@ func waitFor(ctx context.Context, try func() error) error {
 // lockFile is the lock of a shared store's changes.
 func (s *Store) lockFile() FileLock { return FileLock(s.path + ".lock") }
 
-// refresh reads the checkpoint again if another daemon wrote it since
-// this store last read or wrote it. The caller holds fileMu.
+// refresh reads the checkpoint and its journal again if another daemon
+// wrote them since this store last read or wrote them. The caller holds
+// fileMu.
 func (s *Store) refresh() error {
 	// A daemon killed in a pending write (AdmitPending) left it.
 	if err := adoptPendingLocked(s.path); err != nil {
 		return err
 	}
-	st, err := stampOf(s.path)
+	st, err := s.stamps()
 	if err != nil {
 		return fmt.Errorf("checkpoint %s: %w", s.path, err)
 	}
@@ -130,29 +146,20 @@ func (s *Store) refresh() error {
 	if same {
 		return nil
 	}
-	if st == (stamp{}) { // no file: nothing prepared
-		s.mu.Lock()
-		s.claims, s.seen = map[Key]*Claim{}, st
-		s.mu.Unlock()
-		return nil
-	}
-	data, err := readFile(s.path)
+	// The daemon this one replaces may be of the previous release.
+	files, err := readState(s.path)
 	if err != nil {
-		return fmt.Errorf("read checkpoint %s: %w", s.path, err)
+		if _, newer := errors.AsType[*NewerError](err); newer {
+			return err
+		}
+		return fmt.Errorf("written by another daemon: %w", err)
 	}
-	claims, version, extra, err := parse(data)
-	if err == nil && version < Version {
-		// The daemon this one replaces is of the previous release.
-		claims, err = migrateFastpath(data)
-	}
-	if _, newer := errors.AsType[*NewerError](err); newer {
-		return withPath(err, s.path, s.path)
-	}
-	if err != nil {
-		return fmt.Errorf("checkpoint %s, written by another daemon: %w", s.path, err)
+	if files.claims == nil { // no file: nothing prepared
+		files.claims = map[Key]*Claim{}
 	}
 	s.mu.Lock()
-	s.claims, s.seen, s.extra = claims, st, extra
+	s.claims, s.seen, s.extra = files.claims, st, files.extra
+	s.format, s.gen, s.size, s.tail = files.version, files.gen, files.size, files.tail
 	s.mu.Unlock()
 	return nil
 }

@@ -12,14 +12,26 @@ import (
 )
 
 // Two daemons sharing a store (a rolling update) see each other's changes,
-// and the store refuses conflicts across them.
+// and the store refuses conflicts across them: both writing version 2,
+// both writing the journal, and one of each (a daemon that has not yet
+// seen the other go).
 func TestSharedStores(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		journals [2]bool
+	}{{"whole", [2]bool{}}, {"journal", [2]bool{true, true}}, {"mixed", [2]bool{true, false}}} {
+		t.Run(tc.name, func(t *testing.T) { testSharedStores(t, tc.journals) })
+	}
+}
+
+func testSharedStores(t *testing.T, journals [2]bool) {
 	path := filepath.Join(t.TempDir(), "checkpoint.json")
 	a, b := open(t, path), open(t, path)
-	for _, s := range []*Store{a, b} {
+	for i, s := range []*Store{a, b} {
 		if err := s.Share(); err != nil {
 			t.Fatal(err)
 		}
+		s.SetJournal(journals[i])
 	}
 	x := netdevClaim("x", "pod1", "dev-x", "net1")
 	if err := a.Admit(x); err != nil {
@@ -61,7 +73,7 @@ func TestSharedStores(t *testing.T) {
 	}
 	killed := open(t, path)
 	k := cniClaim("k", "pod5", "cni-1", "net1")
-	if _, err := killed.writePending(admit(k, nil)); err != nil {
+	if err := writePending(killed, k); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := b.Get(k.Key()); !ok {

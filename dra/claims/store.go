@@ -19,14 +19,19 @@ import (
 	"github.com/fastpath-dra/fastpath/dataplane/hostdir"
 )
 
-// Version is the checkpoint format this build writes. It migrates older
-// ones and refuses newer ones rather than misread them.
-const Version = 2
+// Version is the newest checkpoint format this build reads and writes:
+// version 3, the checkpoint and its journal (see JournalPath). It writes
+// version 2, the whole file at every change, while a daemon of the
+// previous release may share the node (SetJournal), migrates version 1,
+// and refuses newer versions rather than misread them.
+const Version = 3
 
-// checkpoint is the file: every claim by its key.
+// checkpoint is the file: every claim by its key, and in version 3 the
+// generation of the journal entries that follow it.
 type checkpoint struct {
-	Version int               `json:"version"`
-	Claims  map[string]*Claim `json:"claims"`
+	Version    int               `json:"version"`
+	Generation uint64            `json:"generation,omitempty"`
+	Claims     map[string]*Claim `json:"claims"`
 }
 
 // Store holds every prepared claim. Its methods are safe for concurrent
@@ -35,25 +40,35 @@ type checkpoint struct {
 type Store struct {
 	path string
 
-	// fileMu orders writes of the file; mu guards claims. A write holds
-	// fileMu across the file write and mu only to change and copy the
-	// map, so readers never wait for the disk.
+	// fileMu orders writes of the files; mu guards claims and the fields
+	// below that say so. A write holds fileMu across the file write and mu
+	// only to change the map, so readers never wait for the disk.
 	fileMu sync.Mutex
 	mu     sync.RWMutex
 	claims map[Key]*Claim
 
 	locks Locks[Key]
 
-	// WriteFile writes the checkpoint (WriteFileAtomic), or with sync
-	// false its pending file (WriteFileUnsynced, see AdmitPending), unless
-	// a test of failed writes (a full disk) sets it before the store is
-	// used.
+	// WriteFile writes the checkpoint whole (WriteFileAtomic), or with
+	// sync false its pending file (WriteFileUnsynced, see AdmitPending);
+	// Append appends to the journal (see appendFile). Tests of failed
+	// writes (a full disk) set them before the store is used.
 	WriteFile func(path string, data []byte, sync bool) error
+	Append    func(path string, data []byte, sync bool, at int64) error
 
-	// shared: another daemon may write the file (see Share); seen is the
-	// version of the file this store has. Both under mu.
+	// shared: another daemon may write the files (see Share); seen is the
+	// version of the files this store has. Both under mu.
 	shared bool
-	seen   stamp
+	seen   stamps
+
+	// journal: changes go to the journal, in version 3 (SetJournal).
+	// format, gen, size and tail are the files as this store last read or
+	// wrote them: the checkpoint's version (0: none), its generation and
+	// size, and the length of the journal's whole entries. All under mu.
+	journal    bool
+	format     int
+	gen        uint64
+	size, tail int64
 
 	// extra holds the top-level fields of the checkpoint this build does
 	// not know (a newer build wrote them), to write them back; nil for
@@ -61,13 +76,14 @@ type Store struct {
 	extra json.RawMessage
 }
 
-// Open loads the checkpoint at path, migrating the files of the previous
-// release (see Migrate) first, and the pending write a killed process left
-// before it (AdmitPending). A missing checkpoint is an empty store. A
-// checkpoint that cannot be read, is corrupt or is of a newer version is an
-// error naming the file and what is wrong; the file is left as it is. The
-// checkpoint's directory is made, or made private to its owner
-// (hostdir.Make).
+// Open loads the checkpoint at path and its journal, migrating the files
+// of the previous releases (see Migrate) first, and the pending write a
+// killed process left before it (AdmitPending). A missing checkpoint is an
+// empty store. A checkpoint or journal that cannot be read, is corrupt or
+// is of a newer version is an error naming the file and what is wrong;
+// the files are left as they are. The checkpoint's directory is made, or
+// made private to its owner (hostdir.Make). The store writes the journal
+// (SetJournal) until Share.
 func Open(path string, legacy Legacy) (*Store, error) {
 	if err := hostdir.Make(filepath.Dir(path), 0o750); err != nil {
 		return nil, fmt.Errorf("checkpoint directory: %w", err)
@@ -78,78 +94,140 @@ func Open(path string, legacy Legacy) (*Store, error) {
 	if err := removeTemps(path); err != nil {
 		return nil, err
 	}
-	data, err := readFile(path)
-	exists := true
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		exists = false
-	case err != nil:
-		return nil, fmt.Errorf("read checkpoint %s: %w", path, err)
+	st, err := readState(path)
+	if err != nil {
+		return nil, err
 	}
-	s := &Store{path: path, WriteFile: func(path string, data []byte, sync bool) error {
+	s := &Store{path: path, journal: true, Append: appendFile, WriteFile: func(path string, data []byte, sync bool) error {
 		if !sync {
 			return WriteFileUnsynced(path, data, 0o600)
 		}
 		return WriteFileAtomic(path, data, 0o600)
 	}}
-	if err := s.load(data, exists, legacy); err != nil {
+	if err := s.load(st, legacy); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// load sets the store's claims from data, the content of its checkpoint
-// file (exists false: there is none), and migrates the files of the
-// previous release, writing through s.WriteFile.
-func (s *Store) load(data []byte, exists bool, legacy Legacy) error {
-	s.claims = map[Key]*Claim{}
-	if exists {
-		claims, version, extra, err := parse(data)
-		if _, newer := errors.AsType[*NewerError](err); newer {
-			return withPath(err, s.path, s.path)
-		}
-		if err != nil {
-			return fmt.Errorf("checkpoint %s: %w", s.path, err)
-		}
-		if version < Version {
-			if claims, err = migrateFastpath(data); err != nil {
-				return fmt.Errorf("checkpoint %s (version %d): %w", s.path, version, err)
-			}
-		}
-		s.claims, s.extra = claims, extra
-	}
-	return s.migrate(legacy, data)
+// state is what the files of a checkpoint hold.
+type state struct {
+	claims  map[Key]*Claim // nil: no checkpoint
+	version int            // the checkpoint's; 0: none
+	gen     uint64         // its generation (version 3)
+	extra   json.RawMessage
+	size    int64 // the checkpoint's length
+	tail    int64 // the length of the journal's whole entries
 }
 
-// Parse decodes a checkpoint of this build's version, checking every
-// record, and says which version it is. An older version is not decoded
-// (nil claims, its version, no error).
+// readState reads the checkpoint at path and, in version 3, its journal.
+// Errors name the file.
+func readState(path string) (state, error) {
+	data, err := readFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return state{}, nil
+	case err != nil:
+		return state{}, fmt.Errorf("read checkpoint %s: %w", path, err)
+	}
+	var journal []byte
+	if fileVersion(data) == Version {
+		journal, err = readFile(JournalPath(path))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return state{}, fmt.Errorf("read journal %s: %w", JournalPath(path), err)
+		}
+	}
+	return decodeState(path, data, journal)
+}
+
+// decodeState decodes data, the checkpoint at path, and in version 3 its
+// journal. Errors name the file.
+func decodeState(path string, data, journal []byte) (state, error) {
+	claims, version, gen, extra, err := parse(data)
+	if _, newer := errors.AsType[*NewerError](err); newer {
+		return state{}, withPath(err, path, path)
+	}
+	if err != nil {
+		return state{}, fmt.Errorf("checkpoint %s: %w", path, err)
+	}
+	if version < versionWhole {
+		if claims, err = migrateFastpath(data); err != nil {
+			return state{}, fmt.Errorf("checkpoint %s (version %d): %w", path, version, err)
+		}
+	}
+	st := state{claims: claims, version: version, gen: gen, extra: extra, size: int64(len(data))}
+	if version == Version {
+		if st.tail, err = replay(journal, gen, claims); err != nil {
+			return state{}, fmt.Errorf("journal %s: %w", JournalPath(path), err)
+		}
+	}
+	return st, nil
+}
+
+// load makes st, what the store's files hold, the store's, and migrates
+// the files of the previous release, writing through s.WriteFile.
+func (s *Store) load(st state, legacy Legacy) error {
+	s.claims = st.claims
+	if s.claims == nil {
+		s.claims = map[Key]*Claim{}
+	}
+	s.extra, s.format, s.gen, s.size, s.tail = st.extra, st.version, st.gen, st.size, st.tail
+	return s.migrate(legacy, st.version)
+}
+
+// Read is what the checkpoint at path and its journal hold, and the
+// checkpoint's version (0: there is none), for a reader that does not
+// write them (the daemon's tests, a node's inspection). A version 1
+// checkpoint is read migrated.
+func Read(path string) (map[Key]*Claim, int, error) {
+	for {
+		// A daemon's compaction between the reads of the checkpoint and
+		// of its journal would hide the journal's entries: read again.
+		before, err := stampOf(path)
+		if err != nil {
+			return nil, 0, err
+		}
+		st, err := readState(path)
+		if after, _ := stampOf(path); err != nil || after == before {
+			return st.claims, st.version, err
+		}
+	}
+}
+
+// Parse decodes a checkpoint of version 2 or 3, checking every record,
+// and says which version it is: of version 3, the claims of the
+// checkpoint alone, without its journal's (see Read). An older version is
+// not decoded (nil claims, its version, no error).
 func Parse(data []byte) (map[Key]*Claim, int, error) {
-	claims, version, _, err := parse(data)
+	claims, version, _, _, err := parse(data)
 	return claims, version, err
 }
 
-// parse is Parse, and the top-level fields of the checkpoint this build
-// does not know (extra; nil for none).
-func parse(data []byte) (_ map[Key]*Claim, version int, extra json.RawMessage, _ error) {
+// parse is Parse, with the checkpoint's generation and its top-level
+// fields this build does not know (extra; nil for none).
+func parse(data []byte) (_ map[Key]*Claim, version int, gen uint64, extra json.RawMessage, _ error) {
 	var head struct {
 		Version *int `json:"version"`
 	}
 	if len(data) == 0 {
-		return nil, 0, nil, errors.New("the file is empty")
+		return nil, 0, 0, nil, errors.New("the file is empty")
 	}
 	if err := json.Unmarshal(data, &head); err != nil {
-		return nil, 0, nil, fmt.Errorf("not a checkpoint: %w", err)
+		return nil, 0, 0, nil, fmt.Errorf("not a checkpoint: %w", err)
+	}
+	version = 0
+	if head.Version != nil {
+		version = *head.Version
 	}
 	switch {
 	case head.Version == nil:
-		return nil, 0, nil, errors.New("not a checkpoint: no version")
-	case *head.Version > Version:
-		return nil, *head.Version, nil, &NewerError{Version: *head.Version}
-	case *head.Version < 1:
-		return nil, *head.Version, nil, fmt.Errorf("version %d is not a checkpoint version", *head.Version)
-	case *head.Version < Version:
-		return nil, *head.Version, nil, nil
+		return nil, 0, 0, nil, errors.New("not a checkpoint: no version")
+	case version > Version:
+		return nil, version, 0, nil, &NewerError{Version: version}
+	case version < 1:
+		return nil, version, 0, nil, fmt.Errorf("version %d is not a checkpoint version", version)
+	case version < versionWhole:
+		return nil, version, 0, nil, nil
 	}
 	var cp checkpoint
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -157,25 +235,35 @@ func parse(data []byte) (_ map[Key]*Claim, version int, extra json.RawMessage, _
 	if dec.Decode(&cp) != nil {
 		cp = checkpoint{}
 		if err := json.Unmarshal(data, &cp); err != nil {
-			return nil, Version, nil, fmt.Errorf("corrupt: %w", err)
+			return nil, version, 0, nil, fmt.Errorf("corrupt: %w", err)
 		}
 		var err error
 		if extra, err = topLevelUnknown(data); err != nil {
-			return nil, Version, nil, fmt.Errorf("corrupt: %w", err)
+			return nil, version, 0, nil, fmt.Errorf("corrupt: %w", err)
 		}
+	}
+	if version == versionWhole {
+		cp.Generation = 0 // not version 2's: an unknown field of it
 	}
 	claims := make(map[Key]*Claim, len(cp.Claims))
 	for k, c := range cp.Claims {
-		if err := c.check(k); err != nil {
-			return nil, Version, nil, fmt.Errorf("claim %q: %w", k, err)
-		}
-		var err error
-		if c.encoded, err = encode(c); err != nil {
-			return nil, Version, nil, fmt.Errorf("claim %q: %w", k, err)
+		if err := decoded(c, k); err != nil {
+			return nil, version, 0, nil, fmt.Errorf("claim %q: %w", k, err)
 		}
 		claims[c.Key()] = c
 	}
-	return claims, Version, extra, nil
+	return claims, version, cp.Generation, extra, nil
+}
+
+// decoded checks a record read from a file under key, and keeps its
+// encoding.
+func decoded(c *Claim, key string) error {
+	if err := c.check(key); err != nil {
+		return err
+	}
+	var err error
+	c.encoded, err = encode(c)
+	return err
 }
 
 // check says what is wrong with a record read from a file stored under key.
@@ -254,24 +342,18 @@ func (s *Store) Get(k Key) (Claim, bool) {
 	return clone(c), true
 }
 
-// Put records the claim, in memory and in the file. If the file cannot be
+// Put records the claim, in memory and in the files. If they cannot be
 // written, the store is left as it was and the error says why.
 func (s *Store) Put(c Claim) error {
-	return s.change(func(claims map[Key]*Claim) error {
-		cp, err := stored(&c)
-		if err != nil {
-			return err
-		}
-		claims[c.Key()] = cp
-		return nil
+	return s.change(c.Key(), func(map[Key]*Claim) (*Claim, error) {
+		return stored(&c)
 	})
 }
 
-// Delete forgets the claim, in memory and in the file.
+// Delete forgets the claim, in memory and in the files.
 func (s *Store) Delete(k Key) error {
-	return s.change(func(claims map[Key]*Claim) error {
-		delete(claims, k)
-		return nil
+	return s.change(k, func(map[Key]*Claim) (*Claim, error) {
+		return nil, nil
 	})
 }
 
@@ -288,78 +370,253 @@ func (s *Store) Admit(c Claim) error {
 // claim (an address of a pool) is recorded with it or not at all, and no
 // other claim is admitted in between. An error of assign admits nothing.
 func (s *Store) AdmitWith(c Claim, assign func(c *Claim, others []*Claim) error) error {
-	return s.change(admit(c, assign))
+	return s.change(c.Key(), admit(c, assign))
 }
 
 // AdmitPending admits c as Admit does, and leaves the durable part of the
 // write to run beside the caller, who calls wait before counting on the
 // record outliving a power loss.
 //
-// Before AdmitPending returns, the new checkpoint is in its pending file
-// (PendingPath), written but not synced: a process killed from then on
-// finds the record at its restart, where Open adopts the file. The file's
-// sync, its rename over the checkpoint and the directory's sync then run
-// in the background, and the store writes nothing else until they are
-// done. A machine that loses power before then finds the checkpoint with
-// or without the record, never a broken one: a pending file that does not
-// parse is dropped, and the checkpoint is only ever replaced by a synced
-// file.
+// Before AdmitPending returns, the record is written but not synced: in
+// version 3 appended to the journal, in version 2 the new checkpoint in its
+// pending file (PendingPath). A process killed from then on finds the
+// record at its restart (Open replays the journal, or adopts the pending
+// file). The sync (and the pending file's rename over the checkpoint and
+// the directory's sync) then run in the background, and the store writes
+// nothing else until they are done. A machine that loses power before
+// then finds the files with or without the record, never broken ones: a
+// journal entry cut short, or a pending file that does not parse, is
+// dropped, and the checkpoint is only ever replaced by a synced file.
 func (s *Store) AdmitPending(c Claim) (wait func() error, _ error) {
-	return s.pending(admit(c, nil))
-}
-
-// pending applies f, writes the result to the pending file and commits it
-// in the background (AdmitPending).
-func (s *Store) pending(f func(map[Key]*Claim) error) (wait func() error, _ error) {
-	release, err := s.writePending(f)
+	release, durable, err := s.write(c.Key(), admit(c, nil), false)
 	if err != nil {
 		return nil, err
 	}
 	done := make(chan error, 1)
 	go func() {
 		defer release()
-		done <- commitPending(s.path)
+		done <- durable()
 	}()
 	return sync.OnceValue(func() error { return <-done }), nil
 }
 
-// writePending is the first half of AdmitPending: f applied to a copy of
-// the claims, the result written to the pending file and made the
-// store's. The store is held (fileMu, and a shared store's file lock)
-// until release, which the caller runs once the pending file is committed.
-func (s *Store) writePending(f func(map[Key]*Claim) error) (release func(), _ error) {
+// change sets the record of the claim under k to what f returns (nil:
+// none) and writes it: the store changes only when the files did. f reads
+// every claim (read-only), none changing meanwhile.
+func (s *Store) change(k Key, f func(claims map[Key]*Claim) (*Claim, error)) error {
+	release, durable, err := s.write(k, f, true)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return durable()
+}
+
+// write is change, but for the durable part of the write, which it
+// returns: with sync false, the files are written but not synced until it
+// runs (AdmitPending). The store's files are held (fileMu, and a shared
+// store's file lock) until release, which the caller runs once durable
+// has.
+func (s *Store) write(k Key, f func(map[Key]*Claim) (*Claim, error), sync bool) (release, durable func() error, _ error) {
 	s.fileMu.Lock()
 	unlock, err := s.lockShared()
 	if err != nil {
 		s.fileMu.Unlock()
-		return nil, err
+		return nil, nil, err
 	}
-	release = func() {
-		st, _ := stampOf(s.path)
-		s.mu.Lock()
-		s.seen = st
-		s.mu.Unlock()
+	release = func() error {
 		unlock()
 		s.fileMu.Unlock()
+		return nil
 	}
-	next := s.copyClaims()
-	if err := f(next); err != nil {
+	// No other write changes s.claims while fileMu is held: f reads it
+	// without mu, beside readers.
+	rec, err := f(s.claims)
+	if err == nil {
+		durable, err = s.commit(k, rec, sync)
+	}
+	if err != nil {
 		release()
-		return nil, err
+		return nil, nil, err
 	}
-	data, err := s.marshal(next)
+	return release, durable, nil
+}
+
+// commit writes the record of the claim under k (nil: none) and makes it
+// the store's, and returns the durable part of the write, done already
+// with sync. In version 3 (journal on, and the checkpoint of version 3)
+// the record is appended to the journal, which is compacted once long
+// enough; else the checkpoint is written whole, in the version the store
+// writes. The caller holds fileMu, and a shared store's file lock.
+func (s *Store) commit(k Key, rec *Claim, sync bool) (durable func() error, _ error) {
+	done := func() error { return nil }
+	s.mu.RLock()
+	journal, format, gen, at := s.journal, s.format, s.gen, s.tail
+	s.mu.RUnlock()
+	if journal && format == Version {
+		line, err := entryLine(gen, k, rec)
+		if err != nil {
+			return nil, err
+		}
+		err = s.Append(JournalPath(s.path), line, sync, at)
+		if err == nil {
+			s.apply(k, rec, func() { s.tail = at + int64(len(line)) })
+			if sync {
+				s.compact()
+				return done, nil
+			}
+			return func() error {
+				if err := syncFile(JournalPath(s.path)); err != nil {
+					return err
+				}
+				s.compact()
+				return nil
+			}, nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("write journal %s: %w", JournalPath(s.path), err)
+		}
+		// Removed by hand: the checkpoint, whole, makes it again.
+	}
+	next := maps.Clone(s.claims)
+	if rec == nil {
+		delete(next, k)
+	} else {
+		next[k] = rec
+	}
+	if sync || journal {
+		return done, s.writeWhole(next)
+	}
+	// Version 2's pending write.
+	data, err := s.marshal(next, versionWhole, 0)
 	if err == nil {
 		err = s.WriteFile(PendingPath(s.path), data, false)
 	}
 	if err != nil {
 		_ = os.Remove(PendingPath(s.path))
-		release()
 		return nil, fmt.Errorf("write checkpoint %s: %w", PendingPath(s.path), err)
 	}
+	s.apply(k, rec, func() {})
+	return func() error {
+		err := commitPending(s.path)
+		st, _ := s.stamps()
+		s.mu.Lock()
+		s.seen, s.format, s.size, s.tail = st, versionWhole, int64(len(data)), 0
+		s.mu.Unlock()
+		return err
+	}, nil
+}
+
+// apply makes rec the record of the claim under k in memory (nil: none),
+// and runs also, under mu, after a write of the files.
+func (s *Store) apply(k Key, rec *Claim, also func()) {
+	st, _ := s.stamps()
 	s.mu.Lock()
-	s.claims = next
+	defer s.mu.Unlock()
+	if rec == nil {
+		delete(s.claims, k)
+	} else {
+		s.claims[k] = rec
+	}
+	s.seen = st
+	also()
+}
+
+// compact writes the checkpoint whole once the journal is longer than it
+// (and than compactMin). A failure is left for the next change to try
+// again: the journal holds every change meanwhile.
+func (s *Store) compact() {
+	s.mu.RLock()
+	due := s.tail > max(compactMin, s.size)
+	s.mu.RUnlock()
+	if due {
+		_ = s.writeWhole(s.claims)
+	}
+}
+
+// writeWhole writes claims to the checkpoint, whole and synced, and makes
+// them the store's: in version 3 with the next generation, after which the
+// journal is emptied (a kill in between leaves entries of an older
+// generation, which Open skips), or made empty before (from version 2,
+// whose journal, if any, is a stale one); in version 2 with the journal,
+// if any, removed after. The caller holds fileMu, and a shared store's
+// file lock.
+func (s *Store) writeWhole(claims map[Key]*Claim) error {
+	s.mu.RLock()
+	version, format, gen := versionWhole, s.format, s.gen
+	if s.journal {
+		version = Version
+	}
+	s.mu.RUnlock()
+	journal := JournalPath(s.path)
+	switch {
+	case version == Version && format == Version:
+		gen++
+	case version == Version:
+		gen = 1
+		if err := emptyJournal(journal); err != nil {
+			return err
+		}
+	default:
+		gen = 0
+	}
+	data, err := s.marshal(claims, version, gen)
+	if err != nil {
+		return err
+	}
+	if err := s.WriteFile(s.path, data, true); err != nil {
+		return fmt.Errorf("write checkpoint %s: %w", s.path, err)
+	}
+	var after error
+	if version == Version && format == Version {
+		after = emptyJournal(journal)
+	} else if version == versionWhole {
+		after = removeJournal(journal)
+	}
+	tail := int64(0)
+	if after != nil {
+		// Its entries are of an older generation: appends follow them.
+		if fi, err := os.Lstat(journal); err == nil {
+			tail = fi.Size()
+		}
+	}
+	st, _ := s.stamps()
+	s.mu.Lock()
+	s.claims, s.seen, s.format, s.gen, s.size, s.tail = claims, st, version, gen, int64(len(data)), tail
 	s.mu.Unlock()
-	return release, nil
+	return nil
+}
+
+// SetJournal says whether the store may write version 3, its changes
+// appended to the journal (on), or must write version 2, the whole
+// checkpoint at every change (off): while a daemon of the previous
+// release, which reads version 2 alone, may share the node. The next
+// change writes the files in that version.
+func (s *Store) SetJournal(on bool) {
+	s.mu.Lock()
+	s.journal = on
+	s.mu.Unlock()
+}
+
+// Fold writes the checkpoint whole in version 2, the journal folded into
+// it, unless it is of version 2 already, and keeps writing version 2
+// (SetJournal off): for a daemon of the previous release to read it.
+func (s *Store) Fold() error {
+	s.fileMu.Lock()
+	defer s.fileMu.Unlock()
+	unlock, err := s.lockShared()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	s.mu.Lock()
+	s.journal = false
+	format := s.format
+	s.mu.Unlock()
+	if format == versionWhole {
+		return nil
+	}
+	return s.writeWhole(maps.Clone(s.claims))
 }
 
 // PendingPath is the pending file of the checkpoint at path: the next
@@ -478,10 +735,10 @@ func adoptPendingLocked(path string) error {
 }
 
 // admit is the change that admits c (AdmitWith).
-func admit(c Claim, assign func(c *Claim, others []*Claim) error) func(map[Key]*Claim) error {
-	return func(claims map[Key]*Claim) error {
+func admit(c Claim, assign func(c *Claim, others []*Claim) error) func(map[Key]*Claim) (*Claim, error) {
+	return func(claims map[Key]*Claim) (*Claim, error) {
 		if err := conflicts(claims, &c); err != nil {
-			return err
+			return nil, err
 		}
 		if assign != nil {
 			var others []*Claim
@@ -492,15 +749,10 @@ func admit(c Claim, assign func(c *Claim, others []*Claim) error) func(map[Key]*
 			}
 			sortedClaims(others)
 			if err := assign(&c, others); err != nil {
-				return err
+				return nil, err
 			}
 		}
-		cp, err := stored(&c)
-		if err != nil {
-			return err
-		}
-		claims[c.Key()] = cp
-		return nil
+		return stored(&c)
 	}
 }
 
@@ -572,30 +824,6 @@ func conflictWith(o, c *Claim) error {
 	return nil
 }
 
-// change applies f to a copy of the claims, writes the result and makes it
-// the store's: the store changes only when the file did.
-func (s *Store) change(f func(map[Key]*Claim) error) error {
-	s.fileMu.Lock()
-	defer s.fileMu.Unlock()
-	unlock, err := s.lockShared()
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	next := s.copyClaims()
-	if err := f(next); err != nil {
-		return err
-	}
-	if err := s.save(next); err != nil {
-		return err
-	}
-	st, _ := stampOf(s.path)
-	s.mu.Lock()
-	s.claims, s.seen = next, st
-	s.mu.Unlock()
-	return nil
-}
-
 // lockShared takes a shared store's file lock and reads the file again if
 // another daemon wrote it; a store of its own takes nothing. The caller
 // holds fileMu.
@@ -617,33 +845,11 @@ func (s *Store) lockShared() (unlock func(), _ error) {
 	return unlock, nil
 }
 
-// copyClaims is a shallow copy of the claims, for a change to apply to.
-func (s *Store) copyClaims() map[Key]*Claim {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	next := make(map[Key]*Claim, len(s.claims)+1)
-	for k, c := range s.claims {
-		next[k] = c
-	}
-	return next
-}
-
-// save writes claims to the checkpoint.
-func (s *Store) save(claims map[Key]*Claim) error {
-	data, err := s.marshal(claims)
-	if err != nil {
-		return err
-	}
-	if err := s.WriteFile(s.path, data, true); err != nil {
-		return fmt.Errorf("write checkpoint %s: %w", s.path, err)
-	}
-	return nil
-}
-
-// marshal encodes the checkpoint of claims, with the top-level fields this
-// build does not know of the checkpoint it read.
-func (s *Store) marshal(claims map[Key]*Claim) ([]byte, error) {
-	data, err := marshalCheckpoint(claims)
+// marshal encodes the checkpoint of claims in version, of generation gen
+// (version 3), with the top-level fields this build does not know of the
+// checkpoint it read.
+func (s *Store) marshal(claims map[Key]*Claim, version int, gen uint64) ([]byte, error) {
+	data, err := marshalCheckpoint(claims, version, gen)
 	s.mu.RLock()
 	extra := s.extra
 	s.mu.RUnlock()
@@ -677,7 +883,7 @@ func topLevelUnknown(data []byte) (json.RawMessage, error) {
 	}
 	for k := range fields {
 		// encoding/json matches names regardless of case.
-		if l := strings.ToLower(k); l == "version" || l == "claims" {
+		if l := strings.ToLower(k); l == "version" || l == "claims" || l == "generation" {
 			delete(fields, k)
 		}
 	}
@@ -687,9 +893,10 @@ func topLevelUnknown(data []byte) (json.RawMessage, error) {
 	return json.Marshal(fields)
 }
 
-// marshalCheckpoint is the checkpoint of claims, as json.Marshal of a
-// checkpoint writes it (claims in key order), from the records' encodings.
-func marshalCheckpoint(claims map[Key]*Claim) ([]byte, error) {
+// marshalCheckpoint is the checkpoint of claims in version, of generation
+// gen (version 3), as json.Marshal of a checkpoint writes it (claims in key
+// order), from the records' encodings.
+func marshalCheckpoint(claims map[Key]*Claim, version int, gen uint64) ([]byte, error) {
 	keys := make([]string, 0, len(claims))
 	byKey := make(map[string]*Claim, len(claims))
 	size := 64
@@ -701,7 +908,11 @@ func marshalCheckpoint(claims map[Key]*Claim) ([]byte, error) {
 	}
 	slices.Sort(keys)
 	buf := bytes.NewBuffer(make([]byte, 0, size))
-	fmt.Fprintf(buf, `{"version":%d,"claims":{`, Version)
+	fmt.Fprintf(buf, `{"version":%d,`, version)
+	if gen != 0 {
+		fmt.Fprintf(buf, `"generation":%d,`, gen)
+	}
+	buf.WriteString(`"claims":{`)
 	for i, k := range keys {
 		if i > 0 {
 			buf.WriteByte(',')

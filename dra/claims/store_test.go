@@ -20,6 +20,15 @@ func open(t *testing.T, path string) *Store {
 	return s
 }
 
+// openWhole is open, the store writing version 2: the whole checkpoint at
+// every change, its pending write in a file of its own.
+func openWhole(t *testing.T, path string) *Store {
+	t.Helper()
+	s := open(t, path)
+	s.SetJournal(false)
+	return s
+}
+
 func netdevClaim(uid, pod, device, ifName string) Claim {
 	return Claim{Driver: DriverFastpath, UID: typesUID(uid), Namespace: "default", Name: "c-" + uid, Pod: Pod{UID: typesUID(pod), Name: "p-" + pod},
 		Devices: []Device{{Request: "net", Pool: "node-a", Device: device, Kind: "sriov-vf", Mode: "netdev",
@@ -121,6 +130,7 @@ func TestFailedWriteChangesNothing(t *testing.T) {
 	}
 	full := errors.New("no space left on device")
 	s.WriteFile = func(string, []byte, bool) error { return full }
+	s.Append = func(string, []byte, bool, int64) error { return full }
 	b := cniClaim("b", "pod1", "cni-0", "net2")
 	_, pendingErr := s.AdmitPending(b)
 	for name, err := range map[string]error{"Put": s.Put(b), "Admit": s.Admit(b), "Delete": s.Delete(a.Key()), "AdmitPending": pendingErr} {
@@ -173,7 +183,7 @@ func TestOpenRefuses(t *testing.T) {
 		{"garbage", "\x00garbage", "not a checkpoint"},
 		{"truncated", `{"version": 2, "claims": {"fastpath.dev/a": {"driver": "fastpath.dev"`, "not a checkpoint"},
 		{"no version", `{"claims": {}}`, "no version"},
-		{"newer", `{"version": 3, "claims": {}}`, "is version 3, newer than this fastpathd reads (versions 1 to 2)"},
+		{"newer", `{"version": 4, "claims": {}}`, "is version 4, newer than this fastpathd reads (versions 1 to 3)"},
 		{"null claim", `{"version": 2, "claims": {"x": null}}`, `claim "x": no record (null)`},
 		{"null v1 claim", `{"version": 1, "claims": {"x": null}}`, `claim "x": no record (null)`},
 		{"wrong key", `{"version": 2, "claims": {"fastpath.dev/b": {"driver": "fastpath.dev", "uid": "a", "namespace": "n", "name": "a", "pod": {"uid": "p"}}}}`, "stored under the key of another claim"},
@@ -283,13 +293,13 @@ func TestAdmitPending(t *testing.T) {
 // version is refused as the checkpoint would be.
 func TestOpenAdoptsPending(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "checkpoint.json")
-	s := open(t, path)
+	s := openWhole(t, path)
 	a, b := netdevClaim("a", "pod1", "dev-a", "net1"), cniClaim("b", "pod1", "cni-0", "net2")
 	if err := s.Put(a); err != nil {
 		t.Fatal(err)
 	}
 	// Killed: the commit never runs (the store is abandoned, held).
-	if _, err := s.writePending(admit(b, nil)); err != nil {
+	if err := writePending(s, b); err != nil {
 		t.Fatal(err)
 	}
 	pending, err := os.ReadFile(PendingPath(path))
@@ -332,4 +342,11 @@ func TestOpenAdoptsPending(t *testing.T) {
 	if _, err := os.Stat(PendingPath(path)); err != nil {
 		t.Errorf("a pending file of a newer version is not left as it is: %v", err)
 	}
+}
+
+// writePending is AdmitPending's write without its durable half: the
+// store as a process killed before the sync leaves it (held, abandoned).
+func writePending(s *Store, c Claim) error {
+	_, _, err := s.write(c.Key(), admit(c, nil), false)
+	return err
 }

@@ -386,14 +386,7 @@ func waitEvent(ctx context.Context, pod, want string) (string, error) {
 
 func checkpointClaims(t *testing.T, d *daemon) int {
 	t.Helper()
-	data, err := os.ReadFile(d.checkpoint())
-	if os.IsNotExist(err) {
-		return 0
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	cls, _, err := claims.Parse(data)
+	cls, _, err := claims.Read(d.checkpoint())
 	if err != nil {
 		t.Fatalf("checkpoint %s: %v", d.checkpoint(), err)
 	}

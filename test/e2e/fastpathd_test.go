@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
+	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/test/images"
 	"github.com/fastpath-dra/fastpath/test/testbed"
 )
@@ -399,14 +400,8 @@ func forbidden(log string) []string {
 // claims.
 func leftState(t *testing.T, dir string) []string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(dir, "checkpoint.json"))
-	if err == nil {
-		var cp struct {
-			Claims map[string]json.RawMessage `json:"claims"`
-		}
-		if err := json.Unmarshal(data, &cp); err != nil || len(cp.Claims) > 0 {
-			return nil // claims prepared (or a checkpoint the test cannot read): kept
-		}
+	if cls, _, err := claims.Read(filepath.Join(dir, "checkpoint.json")); err != nil || len(cls) > 0 {
+		return nil // claims prepared (or a checkpoint the test cannot read): kept
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -263,17 +262,11 @@ func waitIPAMLogs(t *testing.T, ctx context.Context, pod, want string) {
 func leases(t *testing.T, stateDir string) map[string]*claims.Claim {
 	t.Helper()
 	out := map[string]*claims.Claim{}
-	data, err := os.ReadFile(filepath.Join(stateDir, "checkpoint.json"))
+	cls, _, err := claims.Read(filepath.Join(stateDir, "checkpoint.json"))
 	if err != nil {
 		return out
 	}
-	var cp struct {
-		Claims map[string]*claims.Claim `json:"claims"`
-	}
-	if err := json.Unmarshal(data, &cp); err != nil {
-		return out
-	}
-	for _, c := range cp.Claims {
+	for _, c := range cls {
 		if c.Driver == claims.DriverIPAMClaim {
 			out[c.Name] = c
 		}

@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -897,14 +896,7 @@ func wantNoRuntimeConfig(t *testing.T, rec cniRecord) {
 // in the daemon's claim store.
 func npwgRecords(t *testing.T, d *daemon, pod string) int {
 	t.Helper()
-	data, err := os.ReadFile(d.checkpoint())
-	if errors.Is(err, os.ErrNotExist) {
-		return 0
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	cls, _, err := claims.Parse(data)
+	cls, _, err := claims.Read(d.checkpoint())
 	if err != nil {
 		t.Fatalf("checkpoint %s: %v", d.checkpoint(), err)
 	}

@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -92,14 +91,7 @@ func exists(path string) bool {
 // checkpointRecords are the claims in the daemon's checkpoint.
 func checkpointRecords(t *testing.T, d *daemon) []claims.Claim {
 	t.Helper()
-	data, err := os.ReadFile(d.checkpoint())
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	cls, _, err := claims.Parse(data)
+	cls, _, err := claims.Read(d.checkpoint())
 	if err != nil {
 		t.Fatalf("checkpoint %s: %v", d.checkpoint(), err)
 	}
@@ -111,9 +103,13 @@ func checkpointRecords(t *testing.T, d *daemon) []claims.Claim {
 }
 
 // setBootID rewrites the boot ID of every record of the daemon's
-// checkpoint, as the file stands: the daemon must be down.
+// checkpoint, as the file stands: the daemon must be down. Its journal is
+// folded into it first (version 2).
 func setBootID(t *testing.T, d *daemon, boot string) {
 	t.Helper()
+	if err := claims.Convert(d.checkpoint(), claims.Legacy{}, 2); err != nil {
+		t.Fatal(err)
+	}
 	data, err := os.ReadFile(d.checkpoint())
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-// Package fulldisk makes a claim store's checkpoint writes fail as on a
+// Package fulldisk makes a claim store's checkpoint and journal writes fail as on a
 // full disk (ENOSPC), for tests that fail each write in turn.
 package fulldisk
 
@@ -25,5 +25,13 @@ func (d *Disk) Wrap(s *claims.Store) {
 			return fmt.Errorf("write %s: %w", path, syscall.ENOSPC)
 		}
 		return write(path, data, sync)
+	}
+	appendFile := s.Append
+	s.Append = func(path string, data []byte, sync bool, at int64) error {
+		d.Writes++
+		if d.FailFrom > 0 && d.Writes >= d.FailFrom {
+			return fmt.Errorf("write %s: %w", path, syscall.ENOSPC)
+		}
+		return appendFile(path, data, sync, at)
 	}
 }

@@ -102,6 +102,7 @@ The CEL condition of a DeviceClass selector that leaves out PFs with VFs
 {{- range $v.resourceNames }}{{ $args = append $args (printf "--resource-name=%s=%s" .name .filter) }}{{ end }}
 {{- with $v.share.bandwidthMbps }}{{ $args = append $args (printf "--share-bandwidth-mbps=%d" (int .)) }}{{ end }}
 {{- if $v.allowPFWithVFs }}{{ $args = append $args "--allow-pf-with-vfs" }}{{ end }}
+{{- if not $v.checkpointJournal }}{{ $args = append $args "--checkpoint-journal=false" }}{{ end }}
 {{- if $v.ipPools }}{{ $args = append $args "--ip-pools=/etc/fastpath/ip-pools/pools.yaml" }}{{ end }}
 {{- with $v.rediscoverInterval }}{{ $args = append $args (printf "--rediscover-interval=%s" .) }}{{ end }}
 {{- with $v.health.grace }}{{ $args = append $args (printf "--health-grace=%s" .) }}{{ end }}
