@@ -417,17 +417,16 @@ func (s *Store) change(k Key, f func(claims map[Key]*Claim) (*Claim, error)) err
 // runs (AdmitPending). The store's files are held (fileMu, and a shared
 // store's file lock) until release, which the caller runs once durable
 // has.
-func (s *Store) write(k Key, f func(map[Key]*Claim) (*Claim, error), sync bool) (release, durable func() error, _ error) {
+func (s *Store) write(k Key, f func(map[Key]*Claim) (*Claim, error), sync bool) (release func(), durable func() error, _ error) {
 	s.fileMu.Lock()
 	unlock, err := s.lockShared()
 	if err != nil {
 		s.fileMu.Unlock()
 		return nil, nil, err
 	}
-	release = func() error {
+	release = func() {
 		unlock()
 		s.fileMu.Unlock()
-		return nil
 	}
 	// No other write changes s.claims while fileMu is held: f reads it
 	// without mu, beside readers.
