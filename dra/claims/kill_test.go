@@ -7,7 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"math/rand/v2"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -102,5 +104,113 @@ func testPendingWriteKilled(t *testing.T, mode string) {
 	}
 	if _, err := os.Stat(PendingPath(path)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the pending file is left: %v", err)
+	}
+}
+
+// churnWorkerEnv, set in a run of this test binary, makes
+// TestKilledWhileWriting the process that is killed: it changes the store
+// at the path the variable names, from the change numbered after the
+// colon on, and prints each change's number once it is written.
+const churnWorkerEnv = "FASTPATH_CLAIMS_CHURN_WORKER"
+
+// churnChange is change i of TestKilledWhileWriting: a Put of claim i%7's
+// record naming i, or every third a Delete of it.
+func churnChange(i int) (k Key, c *Claim) {
+	cl := netdevClaim(fmt.Sprint("churn-", i%7), fmt.Sprint("pod-", i%7), fmt.Sprint("dev-", i%7), "net1")
+	if i%3 == 2 {
+		return cl.Key(), nil
+	}
+	cl.Pod.Name = fmt.Sprint("change-", i)
+	return cl.Key(), &cl
+}
+
+// A process SIGKILLed at random moments while it changes the store, in
+// version 3 and compacting often: every restart opens the files, finds
+// every change it reported written (and at most the one it was writing
+// when killed), and leaves no temporary file.
+func TestKilledWhileWriting(t *testing.T) {
+	if env := os.Getenv(churnWorkerEnv); env != "" {
+		from, path, _ := strings.Cut(env, ":")
+		compactMin = 2 << 10
+		s, err := Open(path, Legacy{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, _ := strconv.Atoi(from)
+		for i := first; ; i++ {
+			k, c := churnChange(i)
+			if c == nil {
+				err = s.Delete(k)
+			} else {
+				err = s.Put(*c)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Println(i)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "checkpoint.json")
+	rng := rand.New(rand.NewPCG(1, 2))
+	next := 0
+	for cycle := range 10 {
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestKilledWhileWriting$")
+		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d:%s", churnWorkerEnv, next, path))
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := bufio.NewScanner(out)
+		last := next - 1
+		for n := 20 + rng.IntN(120); n > 0 && lines.Scan(); n-- {
+			last, _ = strconv.Atoi(lines.Text())
+		}
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		for lines.Scan() { // what it wrote before it died
+			if i, err := strconv.Atoi(lines.Text()); err == nil {
+				last = i
+			}
+		}
+		var exit *exec.ExitError
+		if err := cmd.Wait(); !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Fatalf("cycle %d: the worker ended with %v, want killed", cycle, err)
+		}
+		s, err := Open(path, Legacy{})
+		if err != nil {
+			t.Fatalf("cycle %d, after change %d: %v", cycle, last, err)
+		}
+		// Each claim is as the last change reported made it, or as the
+		// one after (written, not yet reported).
+		for key := range 7 {
+			want := map[string]bool{}
+			for _, i := range []int{last, last + 1} {
+				for j := i; j >= 0; j-- {
+					if j%7 == key {
+						_, c := churnChange(j)
+						if c == nil {
+							want["none"] = true
+						} else {
+							want[c.Pod.Name] = true
+						}
+						break
+					}
+				}
+			}
+			k, _ := churnChange(key)
+			got := "none"
+			if c, ok := s.Get(k); ok {
+				got = c.Pod.Name
+			}
+			if len(want) > 0 && !want[got] {
+				t.Errorf("cycle %d, after change %d: claim %d is %s, want one of %v", cycle, last, key, got, want)
+			}
+		}
+		if temps, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".checkpoint.json.*")); len(temps) > 0 {
+			t.Errorf("cycle %d: temporary files left after Open: %v", cycle, temps)
+		}
+		next = last + 1
 	}
 }
