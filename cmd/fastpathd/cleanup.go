@@ -54,7 +54,7 @@ func leaveNoTrace(ctx context.Context, store *claims.Store, st hostState) {
 		}
 	}
 	var errs []error
-	names := []string{"checkpoint.json", "checkpoint.json.journal", "checkpoint.json.pending", "checkpoint.json.lock", "nri.lock"}
+	names := []string{"checkpoint.json", "checkpoint.json.journal", "checkpoint.json.locks", "checkpoint.json.pending", "checkpoint.json.lock", "nri.lock"}
 	// And the temporary files of checkpoint writes that were killed.
 	temps, _ := filepath.Glob(filepath.Join(st.stateDir, ".checkpoint.json.*"))
 	for _, t := range temps {

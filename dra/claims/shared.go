@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -89,9 +90,19 @@ func (l FileLock) Lock(ctx context.Context) (unlock func(), _ error) {
 	if l == "" {
 		return func() {}, nil
 	}
-	f, err := openFile(string(l), os.O_CREATE|os.O_RDWR|safeFlags, 0o600)
+	f, err := openLocked(ctx, string(l))
 	if err != nil {
-		return nil, fmt.Errorf("lock %s: %w", l, err)
+		return nil, err
+	}
+	return func() { _ = f.Close() }, nil // closing releases both
+}
+
+// openLocked opens the file at path, made if missing, and takes both its
+// locks (FileLock), which closing it releases.
+func openLocked(ctx context.Context, path string) (*os.File, error) {
+	f, err := openFile(path, os.O_CREATE|os.O_RDWR|safeFlags, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	for _, try := range []func() error{
 		func() error { return unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) },
@@ -101,10 +112,10 @@ func (l FileLock) Lock(ctx context.Context) (unlock func(), _ error) {
 	} {
 		if err := waitFor(ctx, try); err != nil {
 			_ = f.Close()
-			return nil, fmt.Errorf("lock %s: %w", l, err)
+			return nil, fmt.Errorf("lock %s: %w", path, err)
 		}
 	}
-	return func() { _ = f.Close() }, nil // closing releases both
+	return f, nil
 }
 
 // waitFor tries to take a lock until it is taken, or ctx ends.
@@ -121,6 +132,35 @@ func waitFor(ctx context.Context, try func() error) error {
 		case <-ctx.Done():
 			return fmt.Errorf("held by another process: %w", ctx.Err())
 		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// lockRemovable takes the FileLock at path, made if missing, and returns
+// its release, which removes the file: a claim's lock file lives while it
+// is held or waited for. A holder that took the lock of a file removed
+// meanwhile (its release ran between this one's open and lock) takes the
+// new one's instead.
+func lockRemovable(ctx context.Context, path string) (unlock func(), _ error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	for {
+		f, err := openLocked(ctx, path)
+		if err != nil {
+			return nil, err
+		}
+		held, err1 := f.Stat()
+		now, err2 := os.Lstat(path)
+		if err1 == nil && err2 == nil && os.SameFile(held, now) {
+			return func() {
+				_ = os.Remove(path)
+				_ = f.Close()
+			}, nil
+		}
+		_ = f.Close()
+		if err1 != nil {
+			return nil, fmt.Errorf("lock %s: %w", path, err1)
 		}
 	}
 }

@@ -239,3 +239,57 @@ func TestFileLockExcludesHelper(t *testing.T) {
 	}
 	unlock()
 }
+
+// A claim's lock is the node's when the store is shared: while one daemon
+// holds it, the other's waits, so that a change that reads a record,
+// works and writes it back (an attachment recorded by a hook) is never
+// crossed by the other daemon's (an Unprepare's deletion), which it would
+// undo. Its file goes with its release.
+func TestClaimLockNodeWide(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoint.json")
+	a, b := open(t, path), open(t, path)
+	for _, s := range []*Store{a, b} {
+		if err := s.Share(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := netdevClaim("x", "pod1", "dev-x", "net1")
+	if err := a.Put(c); err != nil {
+		t.Fatal(err)
+	}
+	unlockA := a.Lock(c.Key())
+	held, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	if unlock, err := b.lockKey(held, c.Key()); err == nil {
+		unlock()
+		t.Fatal("the other daemon took the claim's lock while it was held")
+	} else {
+		unlock()
+	}
+	y := netdevClaim("y", "pod2", "dev-y", "net1")
+	unlockY, err := b.lockKey(held, y.Key())
+	if err != nil {
+		t.Errorf("another claim's lock: %v", err)
+	}
+	unlockY()
+	deleted := make(chan error, 1)
+	go func() {
+		defer b.Lock(c.Key())()
+		deleted <- b.Delete(c.Key())
+	}()
+	rec, _ := a.Get(c.Key())
+	rec.Pod.Name = "attached"
+	if err := a.Put(rec); err != nil {
+		t.Fatal(err)
+	}
+	unlockA()
+	if err := <-deleted; err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := a.Get(c.Key()); ok {
+		t.Error("the deleted record came back")
+	}
+	if entries, _ := os.ReadDir(ClaimLockDir(path)); len(entries) != 0 {
+		t.Errorf("lock files left after their release: %v", entries)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -327,8 +329,48 @@ func BootID() (string, error) {
 func (s *Store) Path() string { return s.path }
 
 // Lock takes the claim's lock and returns its release. Writers of one
-// claim hold it across their whole change.
-func (s *Store) Lock(k Key) (unlock func()) { return s.locks.Lock(k) }
+// claim hold it across their whole change. A shared store's lock is the
+// node's (lockKey): a daemon it is shared with waits for it too.
+func (s *Store) Lock(k Key) (unlock func()) {
+	unlock, _ = s.lockKey(context.Background(), k)
+	return unlock
+}
+
+// lockKey takes the claim's lock, waiting for it until ctx ends: the
+// process's, and a shared store's file lock of the claim (ClaimLockDir),
+// which the daemon sharing it takes too. If that file cannot be made (a
+// full disk), the process's lock alone is held, and the error says why;
+// the store's writes stay coherent (its file lock), only a change that
+// reads a record, works and writes it back may then cross one of the
+// other daemon's.
+func (s *Store) lockKey(ctx context.Context, k Key) (unlock func(), _ error) {
+	unlockProcess := s.locks.Lock(k)
+	s.mu.RLock()
+	shared := s.shared
+	s.mu.RUnlock()
+	if !shared {
+		return unlockProcess, nil
+	}
+	unlockFile, err := lockRemovable(ctx, claimLockPath(s.path, k))
+	if err != nil {
+		return unlockProcess, err
+	}
+	return func() {
+		unlockFile()
+		unlockProcess()
+	}, nil
+}
+
+// ClaimLockDir is the directory of the node's claim locks of the
+// checkpoint at path.
+func ClaimLockDir(path string) string { return path + ".locks" }
+
+// claimLockPath is the file of the claim's node-wide lock: named by a hash
+// of its key, which holds names from the API.
+func claimLockPath(path string, k Key) string {
+	sum := sha256.Sum256([]byte(k.String()))
+	return filepath.Join(ClaimLockDir(path), hex.EncodeToString(sum[:12])+".lock")
+}
 
 // Get returns a copy of the claim's record.
 func (s *Store) Get(k Key) (Claim, bool) {
