@@ -44,6 +44,7 @@ func (s *Store) migrate(legacy Legacy, version int) error {
 		}
 		for k, c := range claims {
 			s.claims[k] = c
+			s.indexPod(k, c)
 		}
 	}
 	if err := s.writeWhole(s.claims); err != nil {

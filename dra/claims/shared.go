@@ -194,11 +194,9 @@ func (s *Store) refresh() error {
 		}
 		return fmt.Errorf("written by another daemon: %w", err)
 	}
-	if files.claims == nil { // no file: nothing prepared
-		files.claims = map[Key]*Claim{}
-	}
 	s.mu.Lock()
-	s.claims, s.seen, s.extra = files.claims, st, files.extra
+	s.setClaims(files.claims) // nil: no file, nothing prepared
+	s.seen, s.extra = st, files.extra
 	s.format, s.gen, s.size, s.tail = files.version, files.gen, files.size, files.tail
 	s.mu.Unlock()
 	return nil

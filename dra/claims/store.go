@@ -48,6 +48,8 @@ type Store struct {
 	fileMu sync.Mutex
 	mu     sync.RWMutex
 	claims map[Key]*Claim
+	// pods indexes claims by their pod's UID (setClaims, apply).
+	pods map[types.UID]map[Key]*Claim
 
 	locks Locks[Key]
 
@@ -169,10 +171,7 @@ func decodeState(path string, data, journal []byte) (state, error) {
 // load makes st, what the store's files hold, the store's, and migrates
 // the files of the previous release, writing through s.WriteFile.
 func (s *Store) load(st state, legacy Legacy) error {
-	s.claims = st.claims
-	if s.claims == nil {
-		s.claims = map[Key]*Claim{}
-	}
+	s.setClaims(st.claims)
 	s.extra, s.format, s.gen, s.size, s.tail = st.extra, st.version, st.gen, st.size, st.tail
 	return s.migrate(legacy, st.version)
 }
@@ -551,16 +550,45 @@ func (s *Store) commit(k Key, rec *Claim, sync bool) (durable func() error, _ er
 // apply makes rec the record of the claim under k in memory (nil: none),
 // and runs also, under mu, after a write of the files.
 func (s *Store) apply(k Key, rec *Claim, also func()) {
-	st, _ := s.stamps()
+	var st stamps
+	if s.shared {
+		st, _ = s.stamps()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if old := s.claims[k]; old != nil {
+		delete(s.pods[old.Pod.UID], k)
+		if len(s.pods[old.Pod.UID]) == 0 {
+			delete(s.pods, old.Pod.UID)
+		}
+	}
 	if rec == nil {
 		delete(s.claims, k)
 	} else {
 		s.claims[k] = rec
+		s.indexPod(k, rec)
 	}
 	s.seen = st
 	also()
+}
+
+// setClaims makes claims (nil: none) the store's, and indexes them. The
+// caller holds mu, or has the store to itself.
+func (s *Store) setClaims(claims map[Key]*Claim) {
+	if claims == nil {
+		claims = map[Key]*Claim{}
+	}
+	s.claims, s.pods = claims, map[types.UID]map[Key]*Claim{}
+	for k, c := range claims {
+		s.indexPod(k, c)
+	}
+}
+
+func (s *Store) indexPod(k Key, c *Claim) {
+	if s.pods[c.Pod.UID] == nil {
+		s.pods[c.Pod.UID] = map[Key]*Claim{}
+	}
+	s.pods[c.Pod.UID][k] = c
 }
 
 // compact writes the checkpoint whole once the journal is longer than it
@@ -623,7 +651,8 @@ func (s *Store) writeWhole(claims map[Key]*Claim) error {
 	}
 	st, _ := s.stamps()
 	s.mu.Lock()
-	s.claims, s.seen, s.format, s.gen, s.size, s.tail = claims, st, version, gen, int64(len(data)), tail
+	s.setClaims(claims)
+	s.seen, s.format, s.gen, s.size, s.tail = st, version, gen, int64(len(data)), tail
 	s.mu.Unlock()
 	return nil
 }
@@ -1026,12 +1055,7 @@ func (s *Store) PodClaims(pod types.UID) []Claim {
 	s.current()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	var mine []*Claim
-	for _, c := range s.claims {
-		if c.Pod.UID == pod {
-			mine = append(mine, c)
-		}
-	}
+	mine := slices.Collect(maps.Values(s.pods[pod]))
 	var out []Claim
 	for _, c := range sortedClaims(mine) {
 		out = append(out, clone(c))
@@ -1044,14 +1068,7 @@ func (s *Store) Pods() []types.UID {
 	s.current()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	var out []types.UID
-	for _, c := range s.claims {
-		if !slices.Contains(out, c.Pod.UID) {
-			out = append(out, c.Pod.UID)
-		}
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(s.pods))
 }
 
 // sortedClaims sorts claims in namespace, name and driver order.
