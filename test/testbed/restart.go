@@ -8,22 +8,29 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 )
 
-// The node's components a test may crash and start again: what a node's
-// process supervisor restarts. The containers (and containerd's shims) run
-// on while they are down, as on a node.
+// The components a test may crash and start again: what a node's process
+// supervisor restarts, and the API server, whose outage the node lives
+// through. The containers (and containerd's shims) run on while they are
+// down, as on a node; etcd keeps the cluster's objects while the API
+// server is down.
 const (
 	Containerd = "containerd"
 	Kubelet    = "kubelet"
+	APIServer  = "kube-apiserver"
 )
 
-// KillComponent kills a component of the node with SIGKILL, as a crash
-// would, and waits until it is gone. StartComponent starts it again.
+// restartable are the components KillComponent and StartComponent take.
+var restartable = []string{Containerd, Kubelet, APIServer}
+
+// KillComponent kills a component with SIGKILL, as a crash would, and
+// waits until it is gone. StartComponent starts it again.
 func (b *Bed) KillComponent(ctx context.Context, name string) error {
 	unlock, err := lock(b.cfg)
 	if err != nil {
@@ -46,7 +53,7 @@ func (b *Bed) KillComponent(ctx context.Context, name string) error {
 
 // StartComponent starts a component that KillComponent killed, with the
 // arguments it had, and waits until it serves: containerd answers on its
-// socket, the kubelet's healthz is ok.
+// socket, the kubelet's healthz is ok, the API server's readyz is ok.
 func (b *Bed) StartComponent(ctx context.Context, name string) error {
 	unlock, err := lock(b.cfg)
 	if err != nil {
@@ -79,7 +86,12 @@ func (b *Bed) StartComponent(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	return b.waitReady(ctx, name, 60*time.Second, ready)
+	timeout := 60 * time.Second
+	if name == APIServer {
+		// As long as the bed gives it when it starts.
+		timeout = 90 * time.Second
+	}
+	return b.waitReady(ctx, name, timeout, ready)
 }
 
 // RestartComponent kills a component and starts it again.
@@ -92,8 +104,8 @@ func (b *Bed) RestartComponent(ctx context.Context, name string) error {
 
 // component is the record of a component, and the state it is in.
 func (b *Bed) component(name string) (process, *state, error) {
-	if name != Containerd && name != Kubelet {
-		return process{}, nil, fmt.Errorf("component %q cannot be restarted: only %s and %s can", name, Containerd, Kubelet)
+	if !slices.Contains(restartable, name) {
+		return process{}, nil, fmt.Errorf("component %q cannot be restarted: only %s can", name, strings.Join(restartable, ", "))
 	}
 	st, err := loadState(b.cfg)
 	if err != nil {
@@ -123,6 +135,10 @@ func (b *Bed) readiness(name string) (func(context.Context) error, error) {
 		}, nil
 	case Kubelet:
 		return httpReady(fmt.Sprintf("http://127.0.0.1:%d/healthz", b.cfg.KubeletHealthzPort)), nil
+	case APIServer:
+		// Ready, not only serving: its post-start hooks (RBAC's roles
+		// among them) are done, so that it answers as it did before.
+		return b.apiReady, nil
 	}
 	return nil, fmt.Errorf("no readiness check for %s", name)
 }
