@@ -2,6 +2,7 @@ package status
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -38,6 +39,13 @@ type ClaimRef struct {
 // may not write claims' status (Forbidden: logged as an error once, with
 // the permission it lacks).
 //
+// A write that finds the API server unreachable (down, restarting, not
+// ready) waits for its backoff or, sooner, for the API server to be
+// ready again: one probe of its /readyz, every ProbeInterval while writes
+// wait for it, wakes them all. However long an outage, the statuses
+// changed during it are written within about ProbeInterval after it ends,
+// not at the end of each claim's backoff (up to MaxBackoff later).
+//
 // It reads the claim and updates its status rather than applying it
 // server-side: a server-side apply of a claim's status re-encodes the
 // opaque parameters recorded in status.allocation, and the API server then
@@ -51,12 +59,25 @@ type Writer struct {
 	Backoff, MaxBackoff time.Duration
 	// Metrics counts the writes given up; nil for none.
 	Metrics *metrics.Metrics
+	// Probe says whether the API server is ready again (nil error) after
+	// a write found it unreachable, every ProbeInterval while writes wait
+	// for it; nil: writes wait for their backoff only. NewWriter sets it
+	// to a GET of the API server's /readyz when the client has a REST
+	// client.
+	Probe         func(context.Context) error
+	ProbeInterval time.Duration
 
 	mu        sync.Mutex
 	base      context.Context
 	claims    map[types.UID]*claimStatus
 	forbidden bool // a Forbidden was logged
 	running   sync.WaitGroup
+	// back is closed when the probe finds the API server ready again;
+	// waiting counts the writes waiting for it, probing says that the
+	// probe runs.
+	back    chan struct{}
+	waiting int
+	probing bool
 }
 
 type claimStatus struct {
@@ -65,14 +86,26 @@ type claimStatus struct {
 	generation int
 	writing    bool
 	forgotten  bool
+	// stop is closed when the claim is forgotten: a write waiting to
+	// retry ends at once.
+	stop chan struct{}
 }
 
 type deviceKey struct{ driver, pool, device, share string }
 
 // NewWriter returns a writer; Start gives it the context its writes run in.
 func NewWriter(client kubernetes.Interface) *Writer {
-	return &Writer{client: client, Backoff: 100 * time.Millisecond, MaxBackoff: 30 * time.Second,
+	w := &Writer{client: client, Backoff: 100 * time.Millisecond, MaxBackoff: 30 * time.Second, ProbeInterval: time.Second,
 		base: context.Background(), claims: map[types.UID]*claimStatus{}}
+	if client == nil {
+		return w
+	}
+	if rc := client.Discovery().RESTClient(); rc != nil {
+		w.Probe = func(ctx context.Context) error {
+			return rc.Get().AbsPath("/readyz").Do(ctx).Error()
+		}
+	}
+	return w
 }
 
 // Start makes ctx the context of the writes: they stop when it ends.
@@ -88,7 +121,7 @@ func (w *Writer) Set(ctx context.Context, ref ClaimRef, st resourceapi.Allocated
 	defer w.mu.Unlock()
 	c, ok := w.claims[ref.UID]
 	if !ok || c.forgotten {
-		c = &claimStatus{ref: ref, devices: map[deviceKey]resourceapi.AllocatedDeviceStatus{}}
+		c = &claimStatus{ref: ref, devices: map[deviceKey]resourceapi.AllocatedDeviceStatus{}, stop: make(chan struct{})}
 		w.claims[ref.UID] = c
 	}
 	c.devices[deviceKey{st.Driver, st.Pool, st.Device, shareID(st.ShareID)}] = st
@@ -107,6 +140,7 @@ func (w *Writer) Forget(uid types.UID) {
 	defer w.mu.Unlock()
 	if c, ok := w.claims[uid]; ok {
 		c.forgotten = true
+		close(c.stop)
 		delete(w.claims, uid)
 	}
 }
@@ -196,15 +230,104 @@ func (w *Writer) write(ctx context.Context, c *claimStatus) {
 			}
 			logger.V(verbosity).Info("Writing claim status failed; retrying until it lands or the claim is unprepared", "err", err.Error(), "attempt", attempt, "in", backoff)
 		}
+		var back <-chan struct{}
+		if unreachable(err) {
+			back = w.awaitBack()
+		}
+		timer := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
+		case <-c.stop:
+		case <-timer.C:
+		case <-back:
+			logger.V(2).Info("Writing claim status again: the API server is ready again", "attempt", attempt+1)
+		}
+		timer.Stop()
+		if back != nil {
+			w.mu.Lock()
+			w.waiting--
+			w.mu.Unlock()
+		}
+		if ctx.Err() != nil {
 			w.mu.Lock()
 			c.writing = false
 			w.mu.Unlock()
 			return
-		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, w.MaxBackoff)
+	}
+}
+
+// unreachable says whether a failed request did not reach an API server
+// that could serve it: no answer, or one saying that it is unavailable
+// (starting, or not ready). An overloaded API server's refusals (429,
+// timeouts) are left to the backoff: waking every write when its /readyz
+// answers would only add to its load.
+func unreachable(err error) bool {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) {
+		return true
+	}
+	return apierrors.IsServiceUnavailable(err)
+}
+
+// awaitBack is closed when the API server is ready again, and starts the
+// probe that finds out if it does not run; nil without a probe. The
+// caller waits for it and then decrements w.waiting.
+func (w *Writer) awaitBack() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.Probe == nil {
+		return nil
+	}
+	w.waiting++
+	if w.back == nil {
+		w.back = make(chan struct{})
+	}
+	if !w.probing {
+		w.probing = true
+		w.running.Add(1)
+		go w.probe(w.base, w.back)
+	}
+	return w.back
+}
+
+// probe probes the API server every ProbeInterval until it is ready,
+// then closes back; it stops when no write waits any more.
+func (w *Writer) probe(ctx context.Context, back chan struct{}) {
+	defer w.running.Done()
+	logger := klog.FromContext(ctx)
+	interval := w.ProbeInterval
+	if interval <= 0 {
+		interval = time.Second
+	}
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+		case <-ticker.C:
+		}
+		w.mu.Lock()
+		if ctx.Err() != nil || w.waiting == 0 {
+			w.probing = false
+			w.mu.Unlock()
+			return
+		}
+		w.mu.Unlock()
+		attempt, cancel := context.WithTimeout(ctx, max(interval, 5*time.Second))
+		err := w.Probe(attempt)
+		cancel()
+		if err != nil {
+			logger.V(4).Info("The API server is not ready yet", "err", err.Error())
+			continue
+		}
+		w.mu.Lock()
+		logger.Info("The API server is ready again: writing the claim statuses that wait for it", "claims", w.waiting)
+		close(back)
+		w.back, w.probing = nil, false
+		w.mu.Unlock()
+		return
 	}
 }
 

@@ -3,7 +3,9 @@ package status
 import (
 	"context"
 	"errors"
+	"net"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -169,5 +171,114 @@ func TestWriterRetriesThroughOutage(t *testing.T) {
 	}
 	if n.Load() != 41 {
 		t.Errorf("%d writes, want 40 refused and the one that landed", n.Load())
+	}
+}
+
+// A write that finds the API server unreachable goes as soon as the probe
+// says it is ready again, not at the end of its backoff: after an outage
+// long enough for the backoff to reach its longest (here an hour), the
+// status still lands at once.
+func TestWriterWritesWhenTheAPIServerIsBack(t *testing.T) {
+	client := fake.NewClientset(allocatedClaim("c", "uid-c", "dev-a"))
+	var up atomic.Bool
+	var refused atomic.Int32
+	client.PrependReactor("*", "resourceclaims", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if up.Load() {
+			return false, nil, nil
+		}
+		refused.Add(1)
+		return true, nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	})
+	_, ctx := ktesting.NewTestContext(t)
+	w := NewWriter(client)
+	w.Backoff, w.MaxBackoff, w.ProbeInterval = time.Hour, time.Hour, time.Millisecond
+	var probes atomic.Int32
+	w.Probe = func(context.Context) error {
+		probes.Add(1)
+		if !up.Load() {
+			return errors.New("connection refused")
+		}
+		return nil
+	}
+	w.Start(ctx)
+	w.Set(ctx, ClaimRef{Namespace: "default", Name: "c", UID: "uid-c"}, ready("dev-a"))
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return refused.Load() > 0 && probes.Load() > 3, nil
+	}); err != nil {
+		t.Fatalf("the write was refused %d times and the API server probed %d times, want both", refused.Load(), probes.Load())
+	}
+	up.Store(true)
+	written := make(chan struct{})
+	go func() { w.Wait(); close(written) }()
+	select {
+	case <-written:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the API server is back and the status is not written: the write waits for its backoff")
+	}
+	got, _ := client.ResourceV1().ResourceClaims("default").Get(ctx, "c", metav1.GetOptions{})
+	if len(got.Status.Devices) != 1 || got.Status.Devices[0].Device != "dev-a" {
+		t.Errorf("after the outage the status is %+v, want dev-a's", got.Status.Devices)
+	}
+}
+
+// Refusals of an API server that serves (a Conflict, an admission error)
+// wait for the backoff: the probe, which would find it ready at once,
+// does not cut them short.
+func TestWriterProbesOnlyWhenUnreachable(t *testing.T) {
+	client := fake.NewClientset(allocatedClaim("c", "uid-c", "dev-a"))
+	updates := countUpdates(client, apierrors.NewInternalError(errors.New("a webhook failed")))
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	w := NewWriter(client)
+	w.Backoff, w.MaxBackoff, w.ProbeInterval = time.Hour, time.Hour, time.Millisecond
+	var probes atomic.Int32
+	w.Probe = func(context.Context) error { probes.Add(1); return nil }
+	w.Start(ctx)
+	w.Set(ctx, ClaimRef{Namespace: "default", Name: "c", UID: "uid-c"}, ready("dev-a"))
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return updates.Load() >= 1, nil
+	}); err != nil {
+		t.Fatal("no write")
+	}
+	// Long enough for a probe to have woken it.
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 50*time.Millisecond, true, func(context.Context) (bool, error) {
+		return updates.Load() > 1, nil
+	}); err == nil {
+		t.Errorf("%d writes: a refusal of a serving API server was retried before its backoff", updates.Load())
+	}
+	if n := probes.Load(); n != 0 {
+		t.Errorf("the API server was probed %d times after it refused a write", n)
+	}
+	cancel()
+	w.Wait()
+}
+
+// A claim forgotten while its write waits for an API server that is down
+// ends the write and the probe at once.
+func TestWriterForgetStopsProbe(t *testing.T) {
+	client := fake.NewClientset(allocatedClaim("c", "uid-c", "dev-a"))
+	updates := countUpdates(client, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED})
+	_, ctx := ktesting.NewTestContext(t)
+	w := NewWriter(client)
+	w.Backoff, w.MaxBackoff, w.ProbeInterval = time.Hour, time.Hour, time.Millisecond
+	var probes atomic.Int32
+	w.Probe = func(context.Context) error { probes.Add(1); return errors.New("connection refused") }
+	w.Start(ctx)
+	w.Set(ctx, ClaimRef{Namespace: "default", Name: "c", UID: "uid-c"}, ready("dev-a"))
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return updates.Load() >= 1 && probes.Load() > 1, nil
+	}); err != nil {
+		t.Fatalf("%d writes and %d probes, want the write refused and the API server probed", updates.Load(), probes.Load())
+	}
+	w.Forget("uid-c")
+	done := make(chan struct{})
+	go func() { w.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the write or the probe still runs after the claim was forgotten")
+	}
+	if n := updates.Load(); n != 1 {
+		t.Errorf("%d writes, want the one refused", n)
 	}
 }
