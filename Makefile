@@ -153,6 +153,13 @@ churn: ## churn under faults on the real node: CHURN_CYCLES (20) cycles of 8 pod
 	$(DEPS) testbed
 	FASTPATH_CHURN_CYCLES=$(CHURN_CYCLES) $(GO) test -count=1 -timeout 120m -tags e2e -run '^TestChurn$$' -v ./test/e2e/
 
+OUTAGE ?= 90s
+
+.PHONY: outage
+outage: ## the API server down for OUTAGE (90s) while pods with prepared claims start and stop; make e2e runs it for 30 s (root)
+	$(DEPS) testbed
+	FASTPATH_OUTAGE=$(OUTAGE) $(GO) test -count=1 -timeout 30m -tags e2e -run '^TestOutageAPIServer$$' -v ./test/e2e/
+
 .PHONY: bench
 BENCH_COUNT ?= 5
 BENCH_CMD = $(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./bench/
