@@ -55,7 +55,7 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 			// The plan and the first step's start are one record.
 			planned.BootID = d.opts.BootID
 			planned.SetStep(d.steps(planned)[0].name, claims.StepStarted)
-			err = d.opts.Store.AdmitWith(*planned, d.opts.IPPools.assign)
+			err = d.opts.Store.AdmitWith(*planned, d.opts.IPPools.assigner())
 		}
 		if err != nil {
 			logger.Info("Rejected claim", "err", err)

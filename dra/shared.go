@@ -143,6 +143,16 @@ func holderName(c *claims.Claim) string {
 	return "claim " + c.String()
 }
 
+// assigner is assign, or nil for a node without IP pools: no claim's
+// address is then the node's to give or to check, and the store need not
+// show the claim every other (Store.AdmitWith).
+func (p IPPools) assigner() func(c *claims.Claim, others []*claims.Claim) error {
+	if len(p) == 0 {
+		return nil
+	}
+	return p.assign
+}
+
 // assign counts the static addresses of c's devices that are of a pool's
 // subnet as held by c, refusing one another claim holds (holdStatic);
 // then gives each device of c that asks a pool for an address the pool's
