@@ -14,6 +14,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/fastpath-dra/fastpath/dataplane/fault"
 	"github.com/fastpath-dra/fastpath/dataplane/hostdir"
 )
 
@@ -255,6 +256,7 @@ func MountBPFFS(dir string) error {
 	if err := unix.Mount("bpffs", dir, "bpf", 0, "mode=0700"); err != nil {
 		return fmt.Errorf("mount bpffs on %s: %w", dir, err)
 	}
+	fault.Point("bpffs.mounted")
 	return nil
 }
 

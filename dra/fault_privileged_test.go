@@ -20,18 +20,20 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/go-logr/logr"
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 
@@ -47,6 +49,7 @@ import (
 	"github.com/fastpath-dra/fastpath/dra/npwg"
 	"github.com/fastpath-dra/fastpath/dra/nri"
 	"github.com/fastpath-dra/fastpath/dra/status"
+	"github.com/fastpath-dra/fastpath/dra/watch"
 	"github.com/fastpath-dra/fastpath/test/netnstest"
 	"github.com/fastpath-dra/fastpath/test/sysfsfixture"
 )
@@ -74,11 +77,13 @@ type job struct {
 type rig struct {
 	Dir, StateDir, CDIDir, BPFDir, MemifDir, SysfsRoot string
 	PFFile, ChannelsFile                               string
-	CNIBin, CNICache, IPAMDir                          string
-	Inventory                                          []devices.Device
-	Claim, CNIClaim                                    *resourceapi.ResourceClaim
-	Pod                                                nri.Pod
-	BootID                                             string
+	// APIFile holds the API server's objects (apiObjects).
+	APIFile                   string
+	CNIBin, CNICache, IPAMDir string
+	Inventory                 []devices.Device
+	Claim, CNIClaim           *resourceapi.ResourceClaim
+	Pod                       nri.Pod
+	BootID                    string
 	// The veths standing in for the VF's netdev, the afxdp netdev, the
 	// CNI network's macvlan master and a shared NIC.
 	VFLink, XSKLink, MasterLink, SharedLink string
@@ -96,20 +101,37 @@ func (j job) run() error {
 	if err != nil {
 		return err
 	}
-	client := fake.NewClientset(r.Claim, r.CNIClaim)
+	client, dyn, openClaims, err := openAPI(r.APIFile)
+	if err != nil {
+		return err
+	}
 	writer := status.NewWriter(client)
+	// A write the fake API server refuses is a bug of the rig: given up
+	// soon, it shows as a difference in the API's objects.
+	writer.Attempts = 3
 	attacher, err := dataplane.NewAttacher()
 	if err != nil {
 		return err
 	}
 	defer func() { _ = attacher.Close() }()
 	// The pod also selects a network with the NPWG annotation: a macvlan
-	// on the rig's master, its addresses in the rig's directory.
+	// on the rig's master, its addresses in the rig's directory and kept
+	// by an IPAMClaim; its network-status is written to the pod.
 	nad := newFaultNAD(r)
 	plugin := nri.New(nri.Options{Store: store, Attacher: attacher, Status: writer,
 		CNI: dataplane.NewCNI([]string{r.CNIBin}, r.CNICache),
 		NPWG: &nri.NPWGOptions{NADs: nad, ConfDir: r.Dir, Plugins: []string{"macvlan", "host-local"}, DefaultInterface: "eth0",
-			Policy: npwg.Policy{HostDevices: []string{r.MasterLink}, HostPaths: []string{r.Dir}}}})
+			Policy:     npwg.Policy{HostDevices: []string{r.MasterLink}, HostPaths: []string{r.Dir}},
+			Status:     status.PodNetworkStatus{Client: client},
+			IPAMClaims: nri.NewIPAMClaimOptions(watch.IPAMClaims{Dynamic: dyn, Client: client}, nil, time.Minute)}})
+	// The API server answers about claims once the operation returned
+	// (openAPI), and the writes left to the background end before the
+	// worker does, as they would in a daemon that lives on.
+	defer func() {
+		openClaims()
+		writer.Wait()
+		plugin.WaitReports()
+	}()
 	d, err := dra.New(dra.Options{NodeName: testNode, Client: client, PluginDir: filepath.Join(r.Dir, "plugin"), StateDir: r.StateDir,
 		CDIDir: r.CDIDir, BPFDir: r.BPFDir, MemifDir: r.MemifDir, Store: store, Status: writer, Runtime: plugin, BootID: r.BootID,
 		PF: filePF(r.PFFile), Channels: fileChannels(r.ChannelsFile), PCI: dataplane.PCIBinder{SysfsRoot: r.SysfsRoot, DevRoot: r.SysfsRoot},
@@ -139,8 +161,11 @@ func (j job) run() error {
 	refs := []kubeletplugin.NamespacedObject{{UID: r.Claim.UID}, {UID: r.CNIClaim.UID}}
 	switch j.Op {
 	case "prepare":
-		res, _ := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{r.Claim})
+		// The CNI claim first: the last thing Prepare does is the
+		// fastpath claim's status write, in the background (phase
+		// "prepared").
 		cres, _ := cniDriver.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{r.CNIClaim})
+		res, _ := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{r.Claim})
 		return errors.Join(res[r.Claim.UID].Err, cres[r.CNIClaim.UID].Err)
 	case "unprepare":
 		out, _ := d.UnprepareResourceClaims(ctx, refs[:1])
@@ -158,7 +183,8 @@ func (j job) run() error {
 	return fmt.Errorf("unknown operation %q", j.Op)
 }
 
-// faultNAD is the rig's NetworkAttachmentDefinition, default/fault-net.
+// faultNAD is the rig's NetworkAttachmentDefinition, default/fault-net:
+// its addresses can be given (capability "ips"), as an IPAMClaim's are.
 type faultNAD struct {
 	nad *nadv1.NetworkAttachmentDefinition
 }
@@ -166,7 +192,7 @@ type faultNAD struct {
 func newFaultNAD(r rig) faultNAD {
 	return faultNAD{&nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "fault-net"},
 		Spec: nadv1.NetworkAttachmentDefinitionSpec{Config: fmt.Sprintf(`{"cniVersion": "1.0.0", "type": "macvlan", "master": %q, "mode": "bridge",
-			"ipam": {"type": "host-local", "ranges": [[{"subnet": "10.95.0.0/24"}]], "dataDir": %q}}`, r.MasterLink, r.IPAMDir)}}}
+			"capabilities": {"ips": true}, "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.95.0.0/24"}]], "dataDir": %q}}`, r.MasterLink, r.IPAMDir)}}}
 }
 
 func (f faultNAD) GetNAD(_ context.Context, namespace, name string) (*nadv1.NetworkAttachmentDefinition, error) {
@@ -254,8 +280,9 @@ var rigs atomic.Int32
 
 // newRig makes the node: veths standing in for a VF netdev, an afxdp
 // netdev and the CNI network's macvlan master; a fixture E810 with a
-// kernel for the vfio device; a PF and channels in files; a bpffs; the
-// claims; and the pod's network namespace.
+// kernel for the vfio device; a PF and channels in files; a directory
+// for the bpffs the daemon mounts; the API server's objects (the claims,
+// the pod, an IPAMClaim); and the pod's network namespace.
 func newRig(t *testing.T) *rig {
 	t.Helper()
 	cniBin := os.Getenv("FASTPATH_CNI_BIN")
@@ -270,7 +297,7 @@ func newRig(t *testing.T) *rig {
 	r := &rig{Dir: dir, StateDir: filepath.Join(dir, "state"), CDIDir: filepath.Join(dir, "cdi"), BPFDir: filepath.Join(dir, "bpf", "fastpath"),
 		MemifDir: filepath.Join(dir, "memif"), SysfsRoot: filepath.Join(dir, "sysfs"), PFFile: filepath.Join(dir, "pf.json"),
 		ChannelsFile: filepath.Join(dir, "channels"), CNIBin: cniBin, CNICache: filepath.Join(dir, "state", "cni", "cache"),
-		IPAMDir: filepath.Join(dir, "ipam"), BootID: "boot-1"}
+		IPAMDir: filepath.Join(dir, "ipam"), APIFile: filepath.Join(dir, "api.json"), BootID: "boot-1"}
 	// Unique on the machine: another run of the suite may be going on.
 	id := fmt.Sprintf("%s%d-%d", faultPrefix, os.Getpid()%100000, rigs.Add(1))
 	r.VFLink, r.XSKLink, r.MasterLink, r.SharedLink = id+"v", id+"x", id+"m", id+"s"
@@ -279,9 +306,9 @@ func newRig(t *testing.T) *rig {
 			t.Fatal(err)
 		}
 	}
-	if err := dataplaneBPFFS(t, filepath.Dir(r.BPFDir)); err != nil {
-		t.Fatal(err)
-	}
+	// The daemon mounts a bpffs on its BPF directory at its first afxdp
+	// claim (fault point bpffs.mounted); the rig unmounts it.
+	t.Cleanup(func() { _ = syscall.Unmount(r.BPFDir, syscall.MNT_DETACH) })
 	if err := sysfsfixture.E810().Write(r.SysfsRoot); err != nil {
 		t.Fatal(err)
 	}
@@ -346,9 +373,19 @@ func newRig(t *testing.T) *rig {
 	r.CNIClaim.Name, r.CNIClaim.UID = "cni", "uid-cni"
 	r.CNIClaim.Status.ReservedFor[0].UID = "pod-fault"
 	// Its NPWG network is the pod's default route (made after the
-	// network's ADD: fault point npwg.route).
+	// network's ADD: fault point npwg.route), its addresses kept by an
+	// IPAMClaim (fault points ipamclaim.status.*).
 	r.Pod = nri.Pod{UID: "pod-fault", Namespace: "default", Name: "pod-fault", SandboxID: "sandbox-1",
-		Networks: `[{"name": "fault-net", "default-route": ["10.95.0.1"]}]`}
+		Networks: `[{"name": "fault-net", "interface": "net3", "ipam-claim-reference": "fault-ipc", "default-route": ["10.95.0.1"]}]`}
+	api := apiObjects{Claims: []resourceapi.ResourceClaim{*r.Claim, *r.CNIClaim},
+		Pods: []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Namespace: r.Pod.Namespace, Name: r.Pod.Name, UID: r.Pod.UID,
+			Annotations: map[string]string{nadv1.NetworkAttachmentAnnot: r.Pod.Networks}}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}},
+		IPAMClaims: []npwg.IPAMClaim{{TypeMeta: metav1.TypeMeta{APIVersion: npwg.IPAMClaimGroupVersion, Kind: npwg.IPAMClaimKind},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "fault-ipc", UID: "uid-fault-ipc"},
+			Spec:       npwg.IPAMClaimSpec{Network: "default/fault-net", Interface: "net3"}}}}
+	if err := writeAPI(r.APIFile, api); err != nil {
+		t.Fatal(err)
+	}
 	return r
 }
 
@@ -357,16 +394,6 @@ func writeTestFile(t *testing.T, path string, data []byte) {
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// dataplaneBPFFS mounts a bpffs at dir for the rig's pins.
-func dataplaneBPFFS(t *testing.T, dir string) error {
-	t.Helper()
-	if err := syscall.Mount("bpffs", dir, "bpf", 0, "mode=0700"); err != nil {
-		return fmt.Errorf("mount a bpffs at %s: %w", dir, err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
-	return nil
 }
 
 // sandbox creates the pod's network namespace: the sandbox starts.
@@ -487,7 +514,10 @@ func (r *rig) snapshot(t *testing.T) snapshot {
 	// what was written.
 	s["vfio function driver_override"] = strings.TrimSuffix(strings.TrimSpace(string(override)), "(null)")
 	all := func(string, fs.DirEntry) bool { return true }
-	s["pins"] = tree(r.BPFDir, all)
+	var fsStat unix.Statfs_t
+	s["bpffs"] = fmt.Sprint(unix.Statfs(r.BPFDir, &fsStat) == nil && fsStat.Type == unix.BPF_FS_MAGIC)
+	// The kernel's own files of a bpffs (bpf_preload's) are not pins.
+	s["pins"] = tree(r.BPFDir, func(rel string, _ fs.DirEntry) bool { return rel != "maps.debug" && rel != "progs.debug" })
 	s["cdi"] = tree(r.CDIDir, all)
 	s["memif"] = tree(r.MemifDir, all)
 	// libcni keeps its cache directories; the results in them must go.
@@ -516,6 +546,9 @@ func (r *rig) snapshot(t *testing.T) snapshot {
 		}
 		data, _ := json.Marshal(c)
 		s["claim "+c.Key().String()] = string(data)
+	}
+	if err := r.apiSnapshot(s); err != nil {
+		t.Fatal(err)
 	}
 	// What differs from rig to rig: its directory and its links' names.
 	names := strings.NewReplacer(r.Dir, "$RIG", r.VFLink, "$VF", r.XSKLink, "$XSK", r.MasterLink, "$MASTER", r.SharedLink, "$SHARED")
@@ -581,6 +614,15 @@ func tree(dir string, keep func(rel string, d fs.DirEntry) bool) string {
 	return strings.Join(out, "\n")
 }
 
+// without is s without the keys starting with one of prefixes.
+func (s snapshot) without(prefixes ...string) snapshot {
+	out := maps.Clone(s)
+	maps.DeleteFunc(out, func(k, _ string) bool {
+		return slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(k, p) })
+	})
+	return out
+}
+
 func (s snapshot) diff(want snapshot) string {
 	var keys []string
 	for k := range s {
@@ -605,48 +647,73 @@ func (s snapshot) diff(want snapshot) string {
 // prepared, the pod running, the pod stopped, unprepared.
 type references struct{ initial, prepared, running, stopped, final snapshot }
 
-// phases of a claim's life, in order, and the points each may be killed at.
+// phases of a claim's life, in order, and the points each may be killed
+// at. In phase "prepared" Prepare has returned, and the claim's status is
+// being written in the background.
 var phases = map[string][]string{
-	"prepare":   {"ipam.assigned", "prepare.recorded", "prepare.files.before", "prepare.files.applied", "prepare.vf.before", "vf.setting", "vf.setting#2", "prepare.vf.applied", "prepare.channels.before", "prepare.channels.applied", "prepare.xdp.before", "prepare.xdp.applied", "prepare.vfio.before", "vfio.override", "vfio.unbound", "prepare.vfio.applied", "prepare.cdi.before", "prepare.cdi.applied"},
-	"run":       {"npwg.admitted", "attach.recorded", "attach.moved", "attach.moved#2", "attach.addressed", "attach.shared.created", "cni.add.recorded", "cni.add.done", "cni.add.done#2", "npwg.route"},
+	"prepare":  {"ipam.assigned", "prepare.recorded", "prepare.files.before", "prepare.files.applied", "prepare.vf.before", "vf.setting", "vf.setting#2", "prepare.vf.applied", "prepare.channels.before", "prepare.channels.applied", "prepare.xdp.before", "bpffs.mounted", "prepare.xdp.applied", "prepare.vfio.before", "vfio.override", "vfio.unbound", "prepare.vfio.applied", "prepare.cdi.before", "prepare.cdi.applied"},
+	"prepared": {"claim.status.before", "claim.status.written"},
+	"run": {"npwg.admitted", "ipamclaim.status.before", "ipamclaim.status.written", "attach.recorded", "attach.moved", "attach.moved#2", "attach.addressed", "attach.shared.created", "cni.add.recorded", "cni.add.done", "cni.add.done#2", "npwg.route",
+		"claim.status.before", "claim.status.written", "ipamclaim.status.before#2", "ipamclaim.status.written#2", "annotation.before", "annotation.written"},
 	"stop":      {"detach.moved", "detach.moved#2", "detach.shared.deleted", "detach.returned", "cni.del.done", "cni.del.done#2"},
 	"unprepare": {"unprepare.released", "unprepare.undone"},
 }
+
+// ipamClaimRecord starts the key of the IPAMClaim's record: it outlives
+// the pod that held it, until the IPAMClaim is deleted.
+const ipamClaimRecord = "claim " + claims.DriverIPAMClaim + "/"
 
 // orders are what the kubelet and the runtime may do after a kill in each
 // phase, as steps: "op" runs op in a restarted worker; "op/nosync" runs it
 // without the runtime's Synchronize; "gone" removes the sandbox; "kill:op"
 // kills the restarted worker again at the same point during op. Each order
-// ends with the node as a reference says.
+// ends with the node as a reference says, but for the keys (prefixes) of
+// loose: an order that ends with the pod or the claim gone, before a
+// complete life after the kill, leaves there what was written before the
+// kill, which depends on where it fell (the claim's status stays; the
+// control plane drops it with the allocation; the bpffs stays mounted;
+// the IPAMClaim's record is there if the pod ever started). So does a
+// Stop that the restarted daemon's Synchronize, the pod still running,
+// preceded: the networks the killed Stop had deleted are added again,
+// with new addresses, and the status says so.
 var orders = map[string]map[string]struct {
 	steps []string
-	want  string // the reference the node ends at
+	want  string   // the reference the node ends at
+	loose []string // the keys compared with no reference
 }{
 	"prepare": {
-		"Prepare retried":                 {[]string{"prepare"}, "prepared"},
-		"Unprepare":                       {[]string{"unprepare"}, "final"},
-		"killed again, Prepare retried":   {[]string{"kill:prepare", "prepare"}, "prepared"},
-		"restart, then Prepare and a pod": {[]string{"none", "prepare", "sandbox", "run", "stop", "unprepare"}, "final"},
+		"Prepare retried":                 {steps: []string{"prepare"}, want: "prepared"},
+		"Unprepare":                       {steps: []string{"unprepare"}, want: "final", loose: []string{"api ", "bpffs", ipamClaimRecord}},
+		"killed again, Prepare retried":   {steps: []string{"kill:prepare", "prepare"}, want: "prepared"},
+		"restart, then Prepare and a pod": {steps: []string{"none", "prepare", "sandbox", "run", "stop", "unprepare"}, want: "final"},
+	},
+	// The kubelet had Prepare's answer: it does not call it again.
+	"prepared": {
+		"restart":               {steps: []string{"none"}, want: "prepared"},
+		"killed again, restart": {steps: []string{"kill:none", "none"}, want: "prepared"},
+		"Prepare retried":       {steps: []string{"prepare"}, want: "prepared"},
+		"restart, then the pod": {steps: []string{"none", "sandbox", "run"}, want: "running"},
+		"Unprepare":             {steps: []string{"unprepare"}, want: "final", loose: []string{"api ", ipamClaimRecord}},
 	},
 	"run": {
-		"RunPodSandbox retried":             {[]string{"run"}, "running"},
-		"Synchronize, pod running":          {[]string{"none/running"}, "running"},
-		"CreateContainer":                   {[]string{"create/running"}, "running"},
-		"Synchronize, pod gone":             {[]string{"gone", "none"}, "stopped"},
-		"pod gone, Unprepare before sync":   {[]string{"gone", "unprepare/nosync", "none"}, "final"},
-		"pod gone, Unprepare after sync":    {[]string{"gone", "none", "unprepare"}, "final"},
-		"killed again, RunPodSandbox again": {[]string{"kill:run", "run"}, "running"},
+		"RunPodSandbox retried":             {steps: []string{"run"}, want: "running"},
+		"Synchronize, pod running":          {steps: []string{"none/running"}, want: "running"},
+		"CreateContainer":                   {steps: []string{"create/running"}, want: "running"},
+		"Synchronize, pod gone":             {steps: []string{"gone", "none"}, want: "stopped", loose: []string{"api "}},
+		"pod gone, Unprepare before sync":   {steps: []string{"gone", "unprepare/nosync", "none"}, want: "final", loose: []string{"api "}},
+		"pod gone, Unprepare after sync":    {steps: []string{"gone", "none", "unprepare"}, want: "final", loose: []string{"api "}},
+		"killed again, RunPodSandbox again": {steps: []string{"kill:run", "run"}, want: "running"},
 	},
 	"stop": {
-		"StopPodSandbox retried":       {[]string{"stop"}, "stopped"},
-		"Synchronize, pod gone":        {[]string{"gone", "none"}, "stopped"},
-		"Unprepare before Synchronize": {[]string{"gone", "unprepare/nosync", "none"}, "final"},
-		"Unprepare after Synchronize":  {[]string{"gone", "none", "unprepare"}, "final"},
-		"killed again, Stop again":     {[]string{"kill:stop", "stop"}, "stopped"},
+		"StopPodSandbox retried":       {steps: []string{"stop"}, want: "stopped", loose: []string{"api "}},
+		"Synchronize, pod gone":        {steps: []string{"gone", "none"}, want: "stopped"},
+		"Unprepare before Synchronize": {steps: []string{"gone", "unprepare/nosync", "none"}, want: "final"},
+		"Unprepare after Synchronize":  {steps: []string{"gone", "none", "unprepare"}, want: "final"},
+		"killed again, Stop again":     {steps: []string{"kill:stop", "stop"}, want: "stopped", loose: []string{"api "}},
 	},
 	"unprepare": {
-		"Unprepare retried":               {[]string{"unprepare"}, "final"},
-		"killed again, Unprepare retried": {[]string{"kill:unprepare", "unprepare"}, "final"},
+		"Unprepare retried":               {steps: []string{"unprepare"}, want: "final"},
+		"killed again, Unprepare retried": {steps: []string{"kill:unprepare", "unprepare"}, want: "final"},
 	},
 }
 
@@ -677,7 +744,7 @@ func TestFaults(t *testing.T) {
 // killEverywhere runs a kill at each point of each phase, then each order
 // after it, in parallel, and reports those that passed.
 func killEverywhere(t *testing.T, refs references, mu *sync.Mutex, report *[]string) {
-	for _, phase := range []string{"prepare", "run", "stop", "unprepare"} {
+	for _, phase := range []string{"prepare", "prepared", "run", "stop", "unprepare"} {
 		for _, point := range phases[phase] {
 			for name, order := range orders[phase] {
 				t.Run(point+"/"+name, func(t *testing.T) {
@@ -693,7 +760,7 @@ func killEverywhere(t *testing.T, refs references, mu *sync.Mutex, report *[]str
 					for _, s := range order.steps {
 						r.replay(t, s, point)
 					}
-					if d := r.snapshot(t).diff(refs.pick(order.want)); d != "" {
+					if d := r.snapshot(t).without(order.loose...).diff(refs.pick(order.want).without(order.loose...)); d != "" {
 						t.Fatalf("killed at %s in %s, then %v: the node is not as an uninterrupted run leaves it (%s):\n%s", point, phase, order.steps, order.want, d)
 					}
 					mu.Lock()
@@ -705,12 +772,18 @@ func killEverywhere(t *testing.T, refs references, mu *sync.Mutex, report *[]str
 	}
 }
 
-func phaseOp(phase string) string { return phase }
+// phaseOp is the operation killed in phase.
+func phaseOp(phase string) string {
+	if phase == "prepared" {
+		return "prepare"
+	}
+	return phase
+}
 
 // reach brings a fresh rig to the start of phase, uninterrupted.
 func (r *rig) reach(t *testing.T, phase string) {
 	t.Helper()
-	steps := map[string][]string{"prepare": nil, "run": {"prepare", "sandbox"}, "stop": {"prepare", "sandbox", "run"},
+	steps := map[string][]string{"prepare": nil, "prepared": nil, "run": {"prepare", "sandbox"}, "stop": {"prepare", "sandbox", "run"},
 		"unprepare": {"prepare", "sandbox", "run", "stop", "gone"}}[phase]
 	for _, s := range steps {
 		r.replay(t, s, "")
@@ -763,11 +836,39 @@ func referenceRun(t *testing.T) references {
 	r.sandboxGone(t)
 	r.must(t, "unprepare", true, false)
 	refs.final = r.snapshot(t)
-	if d := refs.final.diff(refs.initial); d != "" {
+	// What outlives a claim's life: the status written to the API (the
+	// control plane drops it with the allocation and the pod), the
+	// IPAMClaim's record (until the IPAMClaim is deleted), and the bpffs.
+	outlives := []string{"api ", ipamClaimRecord, "bpffs"}
+	if d := refs.final.without(outlives...).diff(refs.initial.without(outlives...)); d != "" {
 		t.Fatalf("an uninterrupted life does not leave the node as it found it:\n%s", d)
 	}
-	if d := refs.stopped.diff(refs.prepared); d != "" {
+	if d := refs.stopped.without(outlives...).diff(refs.prepared.without(outlives...)); d != "" {
 		t.Fatalf("a stopped pod does not leave the node as Prepare left it:\n%s", d)
+	}
+	// What the daemon wrote to the API, as the recovered runs must write
+	// it again.
+	for _, c := range []struct {
+		ref  snapshot
+		keys []string
+	}{
+		{refs.prepared, []string{"api claim all status.devices", "bpffs"}},
+		{refs.running, []string{"api claim all status.devices", "api claim cni status.devices", "api pod pod-fault annotations", "api ipamclaim fault-ipc status"}},
+	} {
+		for _, k := range c.keys {
+			if v := c.ref[k]; v == "" || v == "null" || v == "false" || v == "{}" {
+				t.Fatalf("the reference run did not write %s: %q", k, v)
+			}
+		}
+	}
+	for _, want := range []string{nadv1.NetworkStatusAnnot, "10.95.0."} {
+		if !strings.Contains(refs.running["api pod pod-fault annotations"], want) {
+			t.Fatalf("the pod's annotations lack %q: %s", want, refs.running["api pod pod-fault annotations"])
+		}
+	}
+	if !strings.Contains(refs.running["api ipamclaim fault-ipc status"], `"ownerPod":{"name":"pod-fault"}`) ||
+		!strings.Contains(refs.running["api ipamclaim fault-ipc status"], "10.95.0.") {
+		t.Fatalf("the IPAMClaim does not hold the pod's address: %s", refs.running["api ipamclaim fault-ipc status"])
 	}
 	return refs
 }

@@ -21,15 +21,18 @@ const OnceEnv = "FASTPATH_FAULT_ONCE"
 var Points = []string{
 	// Prepare of a fastpath.dev claim: an address of a node pool chosen,
 	// not yet recorded; after its plan is recorded, before and after each
-	// step (the step's kind names it), and between two VF settings and in
-	// a vfio-pci bind.
+	// step (the step's kind names it), and between two VF settings, after
+	// the bpffs for XDP pins is mounted and in a vfio-pci bind.
 	"ipam.assigned", "prepare.recorded",
 	"prepare.files.before", "prepare.files.applied",
 	"prepare.vf.before", "prepare.vf.applied", "vf.setting",
 	"prepare.channels.before", "prepare.channels.applied",
-	"prepare.xdp.before", "prepare.xdp.applied",
+	"prepare.xdp.before", "bpffs.mounted", "prepare.xdp.applied",
 	"prepare.vfio.before", "vfio.override", "vfio.unbound", "prepare.vfio.applied",
 	"prepare.cdi.before", "prepare.cdi.applied",
+	// A claim's status (status.devices) about to be written and written:
+	// after Prepare, and after the runtime's hooks.
+	"claim.status.before", "claim.status.written",
 	// The runtime's hooks: the record of the networks a pod selects (NPWG)
 	// written, not yet synced nor committed; a netdev's attachment
 	// recorded, moved into the pod, given its addresses; a shared device's
@@ -39,6 +42,11 @@ var Points = []string{
 	"npwg.admitted", "attach.recorded", "attach.moved", "attach.addressed", "attach.shared.created",
 	"detach.moved", "detach.shared.deleted", "detach.returned",
 	"cni.add.recorded", "cni.add.done", "cni.del.done", "npwg.route",
+	// The status of an IPAMClaim an NPWG element names (its owner, its
+	// addresses) and a pod's network-status annotation, each about to be
+	// written and written.
+	"ipamclaim.status.before", "ipamclaim.status.written",
+	"annotation.before", "annotation.written",
 	// Unprepare: the runtime's part released, each step undone.
 	"unprepare.released", "unprepare.undone",
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/fastpath-dra/fastpath/dataplane/fault"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/npwg"
@@ -213,7 +214,7 @@ func (p *Plugin) holdIPAMClaim(ctx context.Context, pod Pod, a *npwg.Attachment,
 	}
 	if st, changed := npwg.WithOwner(claim, pod.Name, ips); changed {
 		claim.Status = st
-		if err := o.Client.UpdateIPAMClaimStatus(ctx, claim); err != nil {
+		if err := o.updateStatus(ctx, claim); err != nil {
 			return nil, fmt.Errorf("write the status of IPAMClaim %s: %w", name, err)
 		}
 	}
@@ -376,11 +377,21 @@ func (p *Plugin) writeIPAMClaimIPs(ctx context.Context, pod Pod, name string, ip
 			return nil
 		}
 		claim.Status = st
-		err = o.Client.UpdateIPAMClaimStatus(ctx, claim)
+		err = o.updateStatus(ctx, claim)
 		if err == nil || !apierrors.IsConflict(err) || attempt == updateAttempts {
 			return err
 		}
 	}
+}
+
+// updateStatus writes the claim's status.
+func (o *IPAMClaimOptions) updateStatus(ctx context.Context, claim *npwg.IPAMClaim) error {
+	fault.Point("ipamclaim.status.before")
+	if err := o.Client.UpdateIPAMClaimStatus(ctx, claim); err != nil {
+		return err
+	}
+	fault.Point("ipamclaim.status.written")
+	return nil
 }
 
 // RunIPAMClaims checks the IPAMClaims the node's records keep, at once,

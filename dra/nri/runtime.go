@@ -141,6 +141,10 @@ func New(opts Options) *Plugin {
 	return &Plugin{opts: opts, conn: connection{synced: make(chan struct{})}}
 }
 
+// WaitReports waits for the writes of pods' network-status and of
+// IPAMClaims' status under way, which the hooks leave to the background.
+func (p *Plugin) WaitReports() { p.reports.Wait() }
+
 // lockPod serializes the hooks of one pod, in this daemon and with any
 // other of the node.
 func (p *Plugin) lockPod(ctx context.Context, uid types.UID) (unlock func(), _ error) {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/fastpath-dra/fastpath/dataplane/fault"
 	pnv1 "github.com/fastpath-dra/fastpath/dra/api/podnetwork/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/npwg"
 )
@@ -84,6 +85,10 @@ func (s PodNetworkStatus) patchOnce(ctx context.Context, namespace, name string,
 	if err != nil {
 		return err
 	}
+	fault.Point("annotation.before")
 	_, err = s.Client.CoreV1().Pods(namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err == nil {
+		fault.Point("annotation.written")
+	}
 	return err
 }

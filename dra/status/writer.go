@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
+	"github.com/fastpath-dra/fastpath/dataplane/fault"
 	"github.com/fastpath-dra/fastpath/dra/metrics"
 )
 
@@ -377,7 +378,11 @@ func (w *Writer) update(ctx context.Context, ref ClaimRef, want []resourceapi.Al
 	if !changed {
 		return "", nil // the claim has this status already
 	}
+	fault.Point("claim.status.before")
 	_, err = w.client.ResourceV1().ResourceClaims(ref.Namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{FieldManager: fieldManager})
+	if err == nil {
+		fault.Point("claim.status.written")
+	}
 	return "", err
 }
 
