@@ -10,11 +10,14 @@ import (
 	"io/fs"
 	"maps"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,6 +37,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 
@@ -46,6 +50,7 @@ import (
 	"github.com/fastpath-dra/fastpath/dra/cnidriver"
 	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
 	"github.com/fastpath-dra/fastpath/dra/dratest"
+	"github.com/fastpath-dra/fastpath/dra/metrics"
 	"github.com/fastpath-dra/fastpath/dra/npwg"
 	"github.com/fastpath-dra/fastpath/dra/nri"
 	"github.com/fastpath-dra/fastpath/dra/status"
@@ -70,15 +75,16 @@ type job struct {
 	// Sync: the runtime connects and synchronizes at start; Running says
 	// whether the pod runs then.
 	Sync, Running bool
-	Op            string // prepare | unprepare | run | create | stop | none
+	Op            string // prepare | unprepare | run | create | stop | health | none
 }
 
 // rig is the node the suite plays on, shared by the test and its workers.
 type rig struct {
 	Dir, StateDir, CDIDir, BPFDir, MemifDir, SysfsRoot string
 	PFFile, ChannelsFile                               string
-	// APIFile holds the API server's objects (apiObjects).
-	APIFile                   string
+	// APIFile holds the API server's objects (apiObjects); the kubelet
+	// plugin registers in RegistryDir.
+	APIFile, RegistryDir      string
 	CNIBin, CNICache, IPAMDir string
 	Inventory                 []devices.Device
 	Claim, CNIClaim           *resourceapi.ResourceClaim
@@ -87,6 +93,39 @@ type rig struct {
 	// The veths standing in for the VF's netdev, the afxdp netdev, the
 	// CNI network's macvlan master and a shared NIC.
 	VFLink, XSKLink, MasterLink, SharedLink string
+	// PFDown: the VF's PF has lost its link (after the node's devices
+	// were first published), and discovery says so.
+	PFDown bool
+}
+
+// inventory is the rig's node as discovery saw it before any claim, but
+// for the VF's health: unhealthy while its PF is down.
+func (r rig) inventory() devices.Inventory {
+	inv := devices.Inventory{Devices: slices.Clone(r.Inventory)}
+	for i, dev := range inv.Devices {
+		if r.PFDown && dev.Name == vfNetdev {
+			inv.Devices[i].Health = devices.Health{Reason: devices.ReasonPFLinkDown, Message: "the link of PF ens1f0 is down"}
+		}
+	}
+	return inv
+}
+
+// discovered is the rig's node as discovery sees it now: the inventory
+// with its PCI functions on the drivers they are bound to (a prepared
+// function on vfio-pci, as health expects it).
+func (r rig) discovered() devices.Inventory {
+	inv := r.inventory()
+	for i, dev := range inv.Devices {
+		if dev.PCI == nil {
+			continue
+		}
+		pci := *dev.PCI
+		if drv, err := (dataplane.PCIBinder{SysfsRoot: r.SysfsRoot, DevRoot: r.SysfsRoot}).Driver(pci.Address); err == nil {
+			pci.Driver = drv
+		}
+		inv.Devices[i].PCI = &pci
+	}
+	return inv
 }
 
 // faultPools is the rig's node IP pool, from which the shared device's
@@ -101,11 +140,12 @@ func (j job) run() error {
 	if err != nil {
 		return err
 	}
-	client, dyn, openClaims, err := openAPI(r.APIFile)
+	client, dyn, err := openAPI(r.APIFile)
 	if err != nil {
 		return err
 	}
-	writer := status.NewWriter(client)
+	slow, openClaims := slowClaims(client)
+	writer := status.NewWriter(slow)
 	// A write the fake API server refuses is a bug of the rig: given up
 	// soon, it shows as a difference in the API's objects.
 	writer.Attempts = 3
@@ -124,22 +164,23 @@ func (j job) run() error {
 			Policy:     npwg.Policy{HostDevices: []string{r.MasterLink}, HostPaths: []string{r.Dir}},
 			Status:     status.PodNetworkStatus{Client: client},
 			IPAMClaims: nri.NewIPAMClaimOptions(watch.IPAMClaims{Dynamic: dyn, Client: client}, nil, time.Minute)}})
-	// The API server answers about claims once the operation returned
-	// (openAPI), and the writes left to the background end before the
+	// The writer's claims are answered once the operation returned
+	// (slowClaims), and the writes left to the background end before the
 	// worker does, as they would in a daemon that lives on.
 	defer func() {
 		openClaims()
 		writer.Wait()
 		plugin.WaitReports()
 	}()
-	d, err := dra.New(dra.Options{NodeName: testNode, Client: client, PluginDir: filepath.Join(r.Dir, "plugin"), StateDir: r.StateDir,
-		CDIDir: r.CDIDir, BPFDir: r.BPFDir, MemifDir: r.MemifDir, Store: store, Status: writer, Runtime: plugin, BootID: r.BootID,
+	m := metrics.New()
+	d, err := dra.New(dra.Options{NodeName: testNode, Client: client, PluginDir: filepath.Join(r.Dir, "plugin"), RegistryDir: r.RegistryDir, StateDir: r.StateDir,
+		CDIDir: r.CDIDir, BPFDir: r.BPFDir, MemifDir: r.MemifDir, Store: store, Status: writer, Runtime: plugin, BootID: r.BootID, Metrics: m,
 		PF: filePF(r.PFFile), Channels: fileChannels(r.ChannelsFile), PCI: dataplane.PCIBinder{SysfsRoot: r.SysfsRoot, DevRoot: r.SysfsRoot},
 		IPPools: faultPools})
 	if err != nil {
 		return err
 	}
-	d.UseInventory(devices.Inventory{Devices: r.Inventory})
+	d.UseInventory(r.inventory())
 	cniDriver, err := cnidriver.New(cnidriver.Options{NodeName: testNode, Client: client, PluginDir: filepath.Join(r.Dir, "cniplugin"), Devices: 4,
 		Store: store, Status: writer, Runtime: plugin, Attributes: map[string]string{"name": r.MasterLink, "ipamDir": r.IPAMDir},
 		Policy: cnipolicy.Options{Plugins: []string{"macvlan", "host-local"}}})
@@ -177,10 +218,116 @@ func (j job) run() error {
 		return plugin.EnsurePod(ctx, r.Pod)
 	case "stop":
 		return plugin.DetachPod(ctx, r.Pod)
+	case "health":
+		return publish(ctx, d, m, client, r)
 	case "none":
 		return nil
 	}
 	return fmt.Errorf("unknown operation %q", j.Op)
+}
+
+// publish serves as the daemon does (its kubelet plugin, the publisher of
+// its slices, its health loop), publishes the node's devices as the rig
+// has them now, and returns once the node's slices show them, the
+// unhealthy ones tainted, and the publisher has reported a sync begun
+// after (the one that wrote them has ended: a kill after its write is not
+// outrun by the worker's exit). The first time, the devices are published
+// healthy before: the PF goes down while the daemon runs.
+func publish(ctx context.Context, d *dra.Driver, m *metrics.Metrics, client kubernetes.Interface, r rig) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := d.Start(ctx); err != nil {
+		return err
+	}
+	defer d.Stop()
+	list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	if len(list.Items) == 0 {
+		healthy := r
+		healthy.PFDown = false
+		inv := healthy.discovered()
+		d.Publish(ctx, inv)
+		if err := waitSlices(ctx, client, inv); err != nil {
+			return err
+		}
+	}
+	inv := r.discovered()
+	d.Publish(ctx, inv)
+	if err := waitSlices(ctx, client, inv); err != nil {
+		return err
+	}
+	// The publisher syncs one at a time: a result after this Publish
+	// comes after that of the sync that wrote the slices.
+	synced := publishResults(m)
+	d.Publish(ctx, inv)
+	if !poll(func() bool { return publishResults(m) > synced }) {
+		return errors.New("the publisher reports no sync of the devices published again")
+	}
+	return nil
+}
+
+// publishResults is how many syncs of the node's slices the publisher
+// has reported, as its metrics say.
+func publishResults(m *metrics.Metrics) float64 {
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	var n float64
+	for line := range strings.Lines(rec.Body.String()) {
+		if strings.HasPrefix(line, "fastpath_publish_total{") {
+			f := strings.Fields(line)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			n += v
+		}
+	}
+	return n
+}
+
+// poll reports whether done holds within 30 seconds, asking it every
+// 20 milliseconds.
+func poll(done func() bool) bool {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(30 * time.Second)
+	for !done() {
+		select {
+		case <-deadline:
+			return false
+		case <-tick.C:
+		}
+	}
+	return true
+}
+
+// waitSlices waits until the node's slices publish devices, those inv says
+// unhealthy tainted, and no other.
+func waitSlices(ctx context.Context, client kubernetes.Interface, inv devices.Inventory) error {
+	want := map[string][]string{}
+	for _, dev := range inv.Devices {
+		if !dev.Health.Healthy() {
+			want[dev.Name] = []string{fmt.Sprintf("%s=%s:%s", dra.TaintKey, dev.Health.Reason, resourceapi.DeviceTaintEffectNoSchedule)}
+		}
+	}
+	var (
+		taints map[string][]string
+		err    error
+	)
+	if poll(func() bool {
+		var list *resourceapi.ResourceSliceList
+		if list, err = client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{}); err != nil {
+			return false
+		}
+		var devs []string
+		devs, taints = sliceDevices(list.Items)
+		return len(devs) > 0 && maps.EqualFunc(taints, want, slices.Equal)
+	}) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("list the node's slices: %w", err)
+	}
+	return fmt.Errorf("the node's slices do not show its devices' health: taints %v, want %v", taints, want)
 }
 
 // faultNAD is the rig's NetworkAttachmentDefinition, default/fault-net:
@@ -297,11 +444,11 @@ func newRig(t *testing.T) *rig {
 	r := &rig{Dir: dir, StateDir: filepath.Join(dir, "state"), CDIDir: filepath.Join(dir, "cdi"), BPFDir: filepath.Join(dir, "bpf", "fastpath"),
 		MemifDir: filepath.Join(dir, "memif"), SysfsRoot: filepath.Join(dir, "sysfs"), PFFile: filepath.Join(dir, "pf.json"),
 		ChannelsFile: filepath.Join(dir, "channels"), CNIBin: cniBin, CNICache: filepath.Join(dir, "state", "cni", "cache"),
-		IPAMDir: filepath.Join(dir, "ipam"), APIFile: filepath.Join(dir, "api.json"), BootID: "boot-1"}
+		IPAMDir: filepath.Join(dir, "ipam"), APIFile: filepath.Join(dir, "api.json"), RegistryDir: filepath.Join(dir, "registry"), BootID: "boot-1"}
 	// Unique on the machine: another run of the suite may be going on.
 	id := fmt.Sprintf("%s%d-%d", faultPrefix, os.Getpid()%100000, rigs.Add(1))
 	r.VFLink, r.XSKLink, r.MasterLink, r.SharedLink = id+"v", id+"x", id+"m", id+"s"
-	for _, d := range []string{r.MemifDir, r.IPAMDir, filepath.Dir(r.BPFDir)} {
+	for _, d := range []string{r.MemifDir, r.IPAMDir, filepath.Dir(r.BPFDir), r.RegistryDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -377,7 +524,8 @@ func newRig(t *testing.T) *rig {
 	// IPAMClaim (fault points ipamclaim.status.*).
 	r.Pod = nri.Pod{UID: "pod-fault", Namespace: "default", Name: "pod-fault", SandboxID: "sandbox-1",
 		Networks: `[{"name": "fault-net", "interface": "net3", "ipam-claim-reference": "fault-ipc", "default-route": ["10.95.0.1"]}]`}
-	api := apiObjects{Claims: []resourceapi.ResourceClaim{*r.Claim, *r.CNIClaim},
+	api := apiObjects{Nodes: []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: testNode, UID: "uid-" + testNode}}},
+		Claims: []resourceapi.ResourceClaim{*r.Claim, *r.CNIClaim},
 		Pods: []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Namespace: r.Pod.Namespace, Name: r.Pod.Name, UID: r.Pod.UID,
 			Annotations: map[string]string{nadv1.NetworkAttachmentAnnot: r.Pod.Networks}}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}},
 		IPAMClaims: []npwg.IPAMClaim{{TypeMeta: metav1.TypeMeta{APIVersion: npwg.IPAMClaimGroupVersion, Kind: npwg.IPAMClaimKind},
@@ -644,8 +792,10 @@ func (s snapshot) diff(want snapshot) string {
 }
 
 // references are the node's states along an uninterrupted life: before,
-// prepared, the pod running, the pod stopped, unprepared.
-type references struct{ initial, prepared, running, stopped, final snapshot }
+// prepared, the pod running, the pod stopped, unprepared; and, on a node
+// of its own, the pod running when the VF's PF has lost its link and the
+// node's devices are published (unhealthy).
+type references struct{ initial, prepared, running, unhealthy, stopped, final snapshot }
 
 // phases of a claim's life, in order, and the points each may be killed
 // at. In phase "prepared" Prepare has returned, and the claim's status is
@@ -655,6 +805,9 @@ var phases = map[string][]string{
 	"prepared": {"claim.status.before", "claim.status.written"},
 	"run": {"npwg.admitted", "ipamclaim.status.before", "ipamclaim.status.written", "attach.recorded", "attach.moved", "attach.moved#2", "attach.addressed", "attach.shared.created", "cni.add.recorded", "cni.add.done", "cni.add.done#2", "npwg.route",
 		"claim.status.before", "claim.status.written", "ipamclaim.status.before#2", "ipamclaim.status.written#2", "annotation.before", "annotation.written"},
+	// The pod runs; the VF's PF has lost its link. The daemon publishes
+	// the node's slices (first hit), then taints the VF (second).
+	"health":    {"slice.before", "slice.written", "slice.before#2", "slice.written#2"},
 	"stop":      {"detach.moved", "detach.moved#2", "detach.shared.deleted", "detach.returned", "cni.del.done", "cni.del.done#2"},
 	"unprepare": {"unprepare.released", "unprepare.undone"},
 }
@@ -704,6 +857,10 @@ var orders = map[string]map[string]struct {
 		"pod gone, Unprepare after sync":    {steps: []string{"gone", "none", "unprepare"}, want: "final", loose: []string{"api "}},
 		"killed again, RunPodSandbox again": {steps: []string{"kill:run", "run"}, want: "running"},
 	},
+	"health": {
+		"restart":               {steps: []string{"health"}, want: "unhealthy"},
+		"killed again, restart": {steps: []string{"kill:health", "health"}, want: "unhealthy"},
+	},
 	"stop": {
 		"StopPodSandbox retried":       {steps: []string{"stop"}, want: "stopped", loose: []string{"api "}},
 		"Synchronize, pod gone":        {steps: []string{"gone", "none"}, want: "stopped"},
@@ -744,7 +901,7 @@ func TestFaults(t *testing.T) {
 // killEverywhere runs a kill at each point of each phase, then each order
 // after it, in parallel, and reports those that passed.
 func killEverywhere(t *testing.T, refs references, mu *sync.Mutex, report *[]string) {
-	for _, phase := range []string{"prepare", "prepared", "run", "stop", "unprepare"} {
+	for _, phase := range []string{"prepare", "prepared", "run", "health", "stop", "unprepare"} {
 		for _, point := range phases[phase] {
 			for name, order := range orders[phase] {
 				t.Run(point+"/"+name, func(t *testing.T) {
@@ -753,7 +910,7 @@ func killEverywhere(t *testing.T, refs references, mu *sync.Mutex, report *[]str
 					t.Parallel()
 					r := newRig(t)
 					r.reach(t, phase)
-					killed, err := r.do(t, phaseOp(phase), true, phase == "stop" || phase == "run", point)
+					killed, err := r.do(t, phaseOp(phase), true, phase == "stop" || phase == "run" || phase == "health", point)
 					if err != nil || !killed {
 						t.Fatalf("%s was not killed at %s: %v", phase, point, err)
 					}
@@ -783,7 +940,8 @@ func phaseOp(phase string) string {
 // reach brings a fresh rig to the start of phase, uninterrupted.
 func (r *rig) reach(t *testing.T, phase string) {
 	t.Helper()
-	steps := map[string][]string{"prepare": nil, "prepared": nil, "run": {"prepare", "sandbox"}, "stop": {"prepare", "sandbox", "run"},
+	steps := map[string][]string{"prepare": nil, "prepared": nil, "run": {"prepare", "sandbox"}, "health": {"prepare", "sandbox", "run", "pfdown"},
+		"stop":      {"prepare", "sandbox", "run"},
 		"unprepare": {"prepare", "sandbox", "run", "stop", "gone"}}[phase]
 	for _, s := range steps {
 		r.replay(t, s, "")
@@ -796,6 +954,8 @@ func (r *rig) replay(t *testing.T, s, point string) {
 	switch {
 	case s == "sandbox":
 		r.sandbox(t)
+	case s == "pfdown":
+		r.PFDown = true
 	case s == "gone":
 		if r.Pod.NetNS != "" {
 			r.sandboxGone(t)
@@ -807,7 +967,7 @@ func (r *rig) replay(t *testing.T, s, point string) {
 		}
 	default:
 		op, mode, _ := strings.Cut(s, "/")
-		running := r.Pod.NetNS != "" && (mode == "running" || op == "run" || op == "stop" || op == "create")
+		running := r.Pod.NetNS != "" && (mode == "running" || op == "run" || op == "stop" || op == "create" || op == "health")
 		r.must(t, op, mode != "nosync", running)
 	}
 }
@@ -870,10 +1030,23 @@ func referenceRun(t *testing.T) references {
 		!strings.Contains(refs.running["api ipamclaim fault-ipc status"], "10.95.0.") {
 		t.Fatalf("the IPAMClaim does not hold the pod's address: %s", refs.running["api ipamclaim fault-ipc status"])
 	}
+	u := newRig(t)
+	u.must(t, "prepare", true, false)
+	u.sandbox(t)
+	u.must(t, "run", true, true)
+	u.PFDown = true
+	u.must(t, "health", true, true)
+	refs.unhealthy = u.snapshot(t)
+	if d := refs.unhealthy.without("api slices").diff(refs.running); d != "" {
+		t.Fatalf("publishing the node's devices changes more than its slices:\n%s", d)
+	}
+	if taints := refs.unhealthy["api slices taints"]; !strings.Contains(taints, vfNetdev) || !strings.Contains(taints, devices.ReasonPFLinkDown) {
+		t.Fatalf("the VF is not tainted: %s", taints)
+	}
 	return refs
 }
 
 func (refs references) pick(name string) snapshot {
 	return map[string]snapshot{"initial": refs.initial, "prepared": refs.prepared, "running": refs.running,
-		"stopped": refs.stopped, "final": refs.final}[name]
+		"unhealthy": refs.unhealthy, "stopped": refs.stopped, "final": refs.final}[name]
 }

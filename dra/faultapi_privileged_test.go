@@ -3,6 +3,7 @@
 package dra_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,8 +19,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	resourcev1 "k8s.io/client-go/kubernetes/typed/resource/v1"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/fastpath-dra/fastpath/dra/claims"
@@ -33,14 +37,18 @@ import (
 // they answer: what a killed worker wrote outlives it, as on an API
 // server, and what it had not written yet does not.
 type apiObjects struct {
+	Nodes      []corev1.Node
 	Claims     []resourceapi.ResourceClaim
 	Pods       []corev1.Pod
+	Slices     []resourceapi.ResourceSlice
 	IPAMClaims []npwg.IPAMClaim
 }
 
 var (
+	nodesResource  = corev1.SchemeGroupVersion.WithResource("nodes")
 	claimsResource = resourceapi.SchemeGroupVersion.WithResource("resourceclaims")
 	podsResource   = corev1.SchemeGroupVersion.WithResource("pods")
+	slicesResource = resourceapi.SchemeGroupVersion.WithResource("resourceslices")
 	ipamClaimKind  = schema.FromAPIVersionAndKind(npwg.IPAMClaimGroupVersion, npwg.IPAMClaimKind)
 )
 
@@ -66,16 +74,18 @@ func writeAPI(path string, objs apiObjects) error {
 
 // openAPI returns fake clients (typed, and dynamic for IPAMClaims) holding
 // the objects saved at path, which save them there after every write.
-// The typed one answers calls about claims only once open is called: the
-// status writes Prepare and the hooks leave to the background then land
-// after the worker's operation, as they may with a slow API server, and
-// a kill in one falls at the same moment of the operation in every run.
-func openAPI(path string) (client *fake.Clientset, dynClient *dynamicfake.FakeDynamicClient, open func(), _ error) {
+func openAPI(path string) (client *fake.Clientset, dynClient *dynamicfake.FakeDynamicClient, _ error) {
 	objs, err := readAPI(path)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	var typed, dyn []runtime.Object
+	for i := range objs.Nodes {
+		typed = append(typed, &objs.Nodes[i])
+	}
+	for i := range objs.Slices {
+		typed = append(typed, &objs.Slices[i])
+	}
 	for i := range objs.Claims {
 		typed = append(typed, &objs.Claims[i])
 	}
@@ -85,7 +95,7 @@ func openAPI(path string) (client *fake.Clientset, dynClient *dynamicfake.FakeDy
 	for i := range objs.IPAMClaims {
 		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&objs.IPAMClaims[i])
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("encode IPAMClaim %s: %w", objs.IPAMClaims[i].Name, err)
+			return nil, nil, fmt.Errorf("encode IPAMClaim %s: %w", objs.IPAMClaims[i].Name, err)
 		}
 		dyn = append(dyn, &unstructured.Unstructured{Object: u})
 	}
@@ -97,8 +107,16 @@ func openAPI(path string) (client *fake.Clientset, dynClient *dynamicfake.FakeDy
 		mu.Lock()
 		defer mu.Unlock()
 		var out apiObjects
-		list, err := client.Tracker().List(claimsResource, resourceapi.SchemeGroupVersion.WithKind("ResourceClaim"), "")
+		list, err := client.Tracker().List(nodesResource, corev1.SchemeGroupVersion.WithKind("Node"), "")
 		if err != nil {
+			return err
+		}
+		out.Nodes = list.(*corev1.NodeList).Items
+		if list, err = client.Tracker().List(slicesResource, resourceapi.SchemeGroupVersion.WithKind("ResourceSlice"), ""); err != nil {
+			return err
+		}
+		out.Slices = list.(*resourceapi.ResourceSliceList).Items
+		if list, err = client.Tracker().List(claimsResource, resourceapi.SchemeGroupVersion.WithKind("ResourceClaim"), ""); err != nil {
 			return err
 		}
 		out.Claims = list.(*resourceapi.ResourceClaimList).Items
@@ -137,12 +155,70 @@ func openAPI(path string) (client *fake.Clientset, dynClient *dynamicfake.FakeDy
 	}
 	client.PrependReactor("*", "*", persist(client.Tracker()))
 	dynClient.PrependReactor("*", "*", persist(dynClient.Tracker()))
-	gate := make(chan struct{})
-	client.PrependReactor("*", "resourceclaims", func(k8stesting.Action) (bool, runtime.Object, error) {
-		<-gate
+	// The API server names the slices created with generateName.
+	client.PrependReactor("create", "resourceslices", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if slice := action.(k8stesting.CreateAction).GetObject().(*resourceapi.ResourceSlice); slice.Name == "" {
+			slice.Name = slice.GenerateName + utilrand.String(5)
+		}
 		return false, nil, nil
 	})
-	return client, dynClient, sync.OnceFunc(func() { close(gate) }), nil
+	return client, dynClient, nil
+}
+
+// slowClaims is a client that answers reads and status writes of claims
+// only once open is called: the status writes Prepare and the hooks leave
+// to the background then land after the worker's operation, as they may
+// with a slow API server, and a kill in one falls at the same moment of
+// the operation in every run.
+func slowClaims(client kubernetes.Interface) (slow kubernetes.Interface, open func()) {
+	gate := make(chan struct{})
+	return gatedClient{client, gate}, sync.OnceFunc(func() { close(gate) })
+}
+
+type gatedClient struct {
+	kubernetes.Interface
+	gate <-chan struct{}
+}
+
+func (c gatedClient) ResourceV1() resourcev1.ResourceV1Interface {
+	return gatedResource{c.Interface.ResourceV1(), c.gate}
+}
+
+type gatedResource struct {
+	resourcev1.ResourceV1Interface
+	gate <-chan struct{}
+}
+
+func (r gatedResource) ResourceClaims(namespace string) resourcev1.ResourceClaimInterface {
+	return gatedClaims{r.ResourceV1Interface.ResourceClaims(namespace), r.gate}
+}
+
+type gatedClaims struct {
+	resourcev1.ResourceClaimInterface
+	gate <-chan struct{}
+}
+
+func (c gatedClaims) wait(ctx context.Context) error {
+	select {
+	case <-c.gate:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c gatedClaims) Get(ctx context.Context, name string, opts metav1.GetOptions) (*resourceapi.ResourceClaim, error) {
+	if err := c.wait(ctx); err != nil {
+		return nil, err
+	}
+	return c.ResourceClaimInterface.Get(ctx, name, opts)
+}
+
+func (c gatedClaims) UpdateStatus(ctx context.Context, claim *resourceapi.ResourceClaim, opts metav1.UpdateOptions) (*resourceapi.ResourceClaim, error) {
+	if err := c.wait(ctx); err != nil {
+		return nil, err
+	}
+	return c.ResourceClaimInterface.UpdateStatus(ctx, claim, opts)
 }
 
 // stableMACs are the MACs the rig fixes (its links', and the one the
@@ -162,7 +238,8 @@ func randomMACs(s string) string {
 }
 
 // apiSnapshot adds to s what the daemon wrote to the API: the claims'
-// device statuses, the pod's annotations and the IPAMClaim's status,
+// device statuses, the pod's annotations, the IPAMClaim's status and,
+// once published, the devices of the node's slices and their taints,
 // each under a key starting with "api ", without the times the writes
 // happened at.
 func (r *rig) apiSnapshot(s snapshot) error {
@@ -194,6 +271,11 @@ func (r *rig) apiSnapshot(s snapshot) error {
 		st.Conditions = untimed(st.Conditions)
 		put("ipamclaim "+c.Name+" status", st)
 	}
+	if len(objs.Slices) > 0 {
+		devs, taints := sliceDevices(objs.Slices)
+		put("slices devices", devs)
+		put("slices taints", taints)
+	}
 	return errors.Join(errs...)
 }
 
@@ -210,4 +292,20 @@ func shareOf(id *string) string {
 		return ""
 	}
 	return *id
+}
+
+// sliceDevices are the devices the slices publish, in name order, and the
+// taints of each (key=value:effect).
+func sliceDevices(list []resourceapi.ResourceSlice) (names []string, taints map[string][]string) {
+	taints = map[string][]string{}
+	for _, sl := range list {
+		for _, dev := range sl.Spec.Devices {
+			names = append(names, dev.Name)
+			for _, t := range dev.Taints {
+				taints[dev.Name] = append(taints[dev.Name], fmt.Sprintf("%s=%s:%s", t.Key, t.Value, t.Effect))
+			}
+		}
+	}
+	slices.Sort(names)
+	return names, taints
 }

@@ -47,6 +47,10 @@ var Points = []string{
 	// written and written.
 	"ipamclaim.status.before", "ipamclaim.status.written",
 	"annotation.before", "annotation.written",
+	// A ResourceSlice of the node's devices about to be written and
+	// written: at start, and when a device is tainted unhealthy or
+	// healthy again.
+	"slice.before", "slice.written",
 	// Unprepare: the runtime's part released, each step undone.
 	"unprepare.released", "unprepare.undone",
 }

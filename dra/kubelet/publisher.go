@@ -23,6 +23,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
+
+	"github.com/fastpath-dra/fastpath/dataplane/fault"
 )
 
 // MaxDevicesPerSlice is how many devices one ResourceSlice holds at most
@@ -416,6 +418,7 @@ func (p *Publisher) syncPool(ctx context.Context, name string, pool resourceslic
 			stored *resourceapi.ResourceSlice
 			err    error
 		)
+		fault.Point("slice.before")
 		if ok {
 			slice.Name, slice.ResourceVersion = e.name, e.resourceVersion
 			stored, err = p.client.ResourceV1().ResourceSlices().Update(ctx, slice, metav1.UpdateOptions{})
@@ -427,6 +430,7 @@ func (p *Publisher) syncPool(ctx context.Context, name string, pool resourceslic
 			delete(p.written, slice.Name)
 			return fmt.Errorf("write ResourceSlice %d of %d of pool %s: %w", i+1, count, name, err)
 		}
+		fault.Point("slice.written")
 		p.written[stored.Name] = writtenSlice{resourceVersion: stored.ResourceVersion, uid: stored.UID, pool: name,
 			generation: generation, count: count, devices: digests[i]}
 		if !sameDevices(stored, s.Devices) {
