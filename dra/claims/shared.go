@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -137,16 +138,24 @@ func waitFor(ctx context.Context, try func() error) error {
 }
 
 // lockRemovable takes the FileLock at path, made if missing, and returns
-// its release, which removes the file: a claim's lock file lives while it
-// is held or waited for. A holder that took the lock of a file removed
-// meanwhile (its release ran between this one's open and lock) takes the
-// new one's instead.
+// its release, which removes the file, and its directory once empty: a
+// claim's lock file lives while it is held or waited for, and the
+// directory while one is (an earlier release that does not know it, rolled
+// back to, would leave it on the node forever). A holder that took the
+// lock of a file removed meanwhile (its release ran between this one's
+// open and lock) takes the new one's instead; one whose directory went
+// between making it and opening the file makes it again.
 func lockRemovable(ctx context.Context, path string) (unlock func(), _ error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("lock %s: %w", path, err)
-	}
+	dir := filepath.Dir(path)
 	for {
+		// Beside the checkpoint, whose directory is there.
+		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
 		f, err := openLocked(ctx, path)
+		if errors.Is(err, fs.ErrNotExist) && ctx.Err() == nil {
+			continue // the directory went with another lock's release
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -156,6 +165,7 @@ func lockRemovable(ctx context.Context, path string) (unlock func(), _ error) {
 			return func() {
 				_ = os.Remove(path)
 				_ = f.Close()
+				_ = os.Remove(dir) // only if empty: fails while another lock lives
 			}, nil
 		}
 		_ = f.Close()

@@ -3,8 +3,11 @@ package claims
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -274,8 +277,10 @@ func TestClaimLockNodeWide(t *testing.T) {
 	unlockY()
 	deleted := make(chan error, 1)
 	go func() {
-		defer b.Lock(c.Key())()
-		deleted <- b.Delete(c.Key())
+		unlock := b.Lock(c.Key())
+		err := b.Delete(c.Key())
+		unlock() // before the send: the test then looks for its file
+		deleted <- err
 	}()
 	rec, _ := a.Get(c.Key())
 	rec.Pod.Name = "attached"
@@ -291,5 +296,40 @@ func TestClaimLockNodeWide(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(ClaimLockDir(path)); len(entries) != 0 {
 		t.Errorf("lock files left after their release: %v", entries)
+	}
+	if _, err := os.Stat(ClaimLockDir(path)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the claim locks' directory outlives them (%v): v0.1.0, rolled back to, would leave it on the node", err)
+	}
+}
+
+// Claim locks taken and released by two daemons at once, each release
+// removing the directory once empty: none fails, for want of the
+// directory another's release removed, and none is left.
+func TestClaimLocksDirectoryRace(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoint.json")
+	a, b := open(t, path), open(t, path)
+	for _, s := range []*Store{a, b} {
+		if err := s.Share(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	for i, s := range []*Store{a, b, a, b} {
+		wg.Go(func() {
+			c := netdevClaim(fmt.Sprintf("c%d", i), "pod", "dev", "net1")
+			k := c.Key()
+			for range 300 {
+				unlock, err := s.lockKey(t.Context(), k)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if _, err := os.Stat(ClaimLockDir(path)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the claim locks' directory is left (%v)", err)
 	}
 }
