@@ -463,6 +463,36 @@ func TestNPWGRecovery(t *testing.T) {
 	}
 }
 
+// TestNPWGMissedHooks: a pod whose RunPodSandbox and CreateContainer were
+// both missed (no daemon connected: the one a rolling update replaces was
+// killed in its RunPodSandbox, before it recorded anything, and the new
+// one did not serve yet) is in no record; the next daemon's Synchronize
+// adds the networks it selects. A pod selecting none is left alone.
+func TestNPWGMissedHooks(t *testing.T) {
+	r := newNPWGRig(t)
+	pod := npwgPod("net-a,net-b")
+	sb := &api.PodSandbox{Uid: string(pod.UID), Id: pod.SandboxID, Name: pod.Name, Namespace: pod.Namespace,
+		Annotations: map[string]string{nadv1.NetworkAttachmentAnnot: pod.Networks},
+		Linux:       &api.LinuxPodSandbox{Namespaces: []*api.LinuxNamespace{{Type: "network", Path: pod.NetNS}}}}
+	plain := &api.PodSandbox{Uid: "uid-plain", Id: "sandbox-plain", Name: "plain", Namespace: "default",
+		Linux: &api.LinuxPodSandbox{Namespaces: []*api.LinuxNamespace{{Type: "network", Path: "/var/run/netns/plain"}}}}
+	r.plugin.Synchronize(r.ctx, []*api.PodSandbox{sb, plain})
+	r.plugin.reports.Wait()
+	if want := []string{"ADD net1", "ADD net2"}; !slices.Equal(r.cni.order, want) {
+		t.Errorf("CNI calls %v, want %v", r.cni.order, want)
+	}
+	if _, ok := r.store.Get(npwgKey(pod.UID)); !ok {
+		t.Error("no NPWG record of the pod")
+	}
+	if n := len(r.store.Claims()); n != 1 {
+		t.Errorf("%d records, want the pod's", n)
+	}
+	r.plugin.Synchronize(r.ctx, nil)
+	if names := r.cni.addedNames(); len(names) != 0 || len(r.store.Claims()) != 0 {
+		t.Errorf("after the pod is gone: added %v, records %d", names, len(r.store.Claims()))
+	}
+}
+
 // TestNPWGEarlierSandbox: a pod's networks recorded added to an earlier
 // sandbox whose stop fastpath missed (it was down) are deleted from that
 // sandbox before they are added to the new one, so that nothing of the

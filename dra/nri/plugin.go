@@ -3,6 +3,7 @@ package nri
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -139,7 +140,17 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox) {
 	// moves, the rest (records, lookups, CNI plugins) overlaps.
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, syncParallel)
-	for _, uid := range p.opts.Store.Pods() {
+	uids := p.opts.Store.Pods()
+	// A pod that selects networks and has none recorded is in no record:
+	// its RunPodSandbox and its CreateContainer were both missed (no
+	// fastpathd connected, as when one daemon of a rolling update is
+	// killed before the other serves), and it runs without them.
+	for uid, pod := range running {
+		if !slices.Contains(uids, uid) && p.wantsNPWG(pod) {
+			uids = append(uids, uid)
+		}
+	}
+	for _, uid := range uids {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
