@@ -160,6 +160,13 @@ outage: ## the API server down for OUTAGE (90s) while pods with prepared claims 
 	$(DEPS) testbed
 	FASTPATH_OUTAGE=$(OUTAGE) $(GO) test -count=1 -timeout 30m -tags e2e -run '^TestOutageAPIServer$$' -v ./test/e2e/
 
+UPGRADE_CYCLES ?= 10
+
+.PHONY: upgrade-churn
+upgrade-churn: ## rolling upgrades under churn on the real node: UPGRADE_CYCLES (10) helm upgrades to a new image while pods with netdev, vfio, CNI and NPWG claims come and go and the old or the new daemon is killed at a random moment (root; FASTPATH_UPGRADE_SEED=<seed> replays a run)
+	$(DEPS) testbed
+	FASTPATH_UPGRADE_CYCLES=$(UPGRADE_CYCLES) $(GO) test -count=1 -timeout 120m -tags e2e -run '^TestUpgradeChurn$$' -v ./test/e2e/
+
 .PHONY: bench
 BENCH_COUNT ?= 5
 BENCH_CMD = $(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./bench/

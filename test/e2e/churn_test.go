@@ -35,29 +35,37 @@ import (
 
 // churnCycles is how many cycles TestChurn runs: $FASTPATH_CHURN_CYCLES,
 // or a short run for make e2e.
-func churnCycles(t *testing.T) int {
+func churnCycles(t *testing.T) int { return envCycles(t, "FASTPATH_CHURN_CYCLES", 2) }
+
+// churnSeed is $FASTPATH_CHURN_SEED, to replay a run, or a new one.
+func churnSeed(t *testing.T) uint64 { return envSeed(t, "FASTPATH_CHURN_SEED") }
+
+// envCycles is the number of cycles the environment variable name asks
+// for, or def.
+func envCycles(t *testing.T, name string, def int) int {
 	t.Helper()
-	v := os.Getenv("FASTPATH_CHURN_CYCLES")
+	v := os.Getenv(name)
 	if v == "" {
-		return 2
+		return def
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
-		t.Fatalf("FASTPATH_CHURN_CYCLES=%q: want a number of cycles", v)
+		t.Fatalf("%s=%q: want a number of cycles", name, v)
 	}
 	return n
 }
 
-// churnSeed is $FASTPATH_CHURN_SEED, to replay a run, or a new one.
-func churnSeed(t *testing.T) uint64 {
+// envSeed is the seed the environment variable name holds, to replay a
+// run, or a new one.
+func envSeed(t *testing.T, name string) uint64 {
 	t.Helper()
-	v := os.Getenv("FASTPATH_CHURN_SEED")
+	v := os.Getenv(name)
 	if v == "" {
 		return uint64(time.Now().UnixNano())
 	}
 	n, err := strconv.ParseUint(v, 10, 64)
 	if err != nil {
-		t.Fatalf("FASTPATH_CHURN_SEED=%q: %v", v, err)
+		t.Fatalf("%s=%q: %v", name, v, err)
 	}
 	return n
 }

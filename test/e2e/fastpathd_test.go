@@ -69,8 +69,10 @@ type daemon struct {
 	name     string // the test's: its logs are kept as fastpathd-<name>.log in the bed's log directory
 	stateDir string
 	values   map[string]any
-	pod      *corev1.Pod
-	stopped  bool
+	// chart is the chart's directory: "" for this tree's.
+	chart   string
+	pod     *corev1.Pod
+	stopped bool
 }
 
 // startDaemon installs the chart with the bed's kubelet, NRI, CDI and
@@ -109,11 +111,21 @@ func newDaemon(t *testing.T, port int, extra ...string) *daemon {
 
 func (d *daemon) start(t *testing.T, ctx context.Context) {
 	t.Helper()
-	if err := bed.InstallChart(ctx, d.values); err != nil {
+	if err := d.install(ctx); err != nil {
 		t.Fatal(err)
 	}
 	d.stopped = false
 	d.waitReady(t, ctx, "")
+}
+
+// install installs or upgrades the release with the daemon's chart and
+// values; it does not wait.
+func (d *daemon) install(ctx context.Context) error {
+	chart := d.chart
+	if chart == "" {
+		chart = bed.Config().Chart()
+	}
+	return bed.InstallChartFrom(ctx, chart, d.values)
 }
 
 func (d *daemon) waitReady(t *testing.T, ctx context.Context, not types.UID) {

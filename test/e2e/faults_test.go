@@ -49,6 +49,9 @@ type faultNode struct {
 	bpfDir string
 	// gate holds CNI ADDs of the cnigate plugin; nil without --cni.
 	gate *cniGate
+	// devices is how many devices the daemon publishes: the stand-ins and
+	// those faultOptions.filter admits.
+	devices int
 }
 
 // faultOptions say what faultSetup starts.
@@ -63,8 +66,20 @@ type faultOptions struct {
 	up    bool
 	// cni runs the CNI driver with the bed's reference plugins and the
 	// cnigate plugin on its allowlist.
-	cni  bool
-	args []string
+	cni bool
+	// cniPlugins are more plugins on the allowlist, with cni.
+	cniPlugins []string
+	// sysfsRoot is a fixture's sysfs root the daemon discovers from
+	// (--sysfs-root): the stand-ins are linked into its class/net, as
+	// virtual netdevs of the host.
+	sysfsRoot string
+	// filter admits more devices, beside the stand-ins; devices is how
+	// many it admits.
+	filter  string
+	devices int
+	// before changes the daemon before it starts.
+	before func(*daemon)
+	args   []string
 }
 
 // faultSetup creates the stand-ins and runs fastpathd as the chart's
@@ -85,20 +100,31 @@ func faultSetup(t *testing.T, ctx context.Context, o faultOptions) *faultNode {
 			t.Fatal(err)
 		}
 		n.links = append(n.links, st)
+		if o.sysfsRoot != "" {
+			// The host's sysfs entry, as the daemon's container sees it.
+			if err := os.Symlink(filepath.Join("/sys/devices/virtual/net", st.Name), filepath.Join(o.sysfsRoot, "sys", "class", "net", st.Name)); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	t.Cleanup(func() { deleteSlices(t) })
 	applyDeviceClasses(t, ctx, "deviceclasses.yaml")
 	t.Cleanup(func() { _ = unix.Unmount(n.bpfDir, unix.MNT_DETACH) })
-	args := append([]string{"--bpf-dir", n.bpfDir, "--filter",
-		fmt.Sprintf(`device.attributes["fastpath.dev"].kind == "netdev" && device.attributes["fastpath.dev"].ifName.startsWith(%q) && device.attributes["fastpath.dev"].ifName.endsWith("a")`, prefix)},
-		o.args...)
+	filter := fmt.Sprintf(`device.attributes["fastpath.dev"].kind == "netdev" && device.attributes["fastpath.dev"].ifName.startsWith(%q) && device.attributes["fastpath.dev"].ifName.endsWith("a")`, prefix)
+	if o.filter != "" {
+		filter = "(" + filter + ") || (" + o.filter + ")"
+	}
+	args := append([]string{"--bpf-dir", n.bpfDir, "--filter", filter}, o.args...)
+	if o.sysfsRoot != "" {
+		args = append(args, "--sysfs-root", o.sysfsRoot)
+	}
 	if o.cni {
 		n.gate = newCNIGate(t)
 		// The host link the CNI devices name: the macvlan master.
 		master := netnstest.Veth(t, prefix+"m", prefix+"n")
 		args = append(args, "--cni", "--cni-plugin-dir", bed.PluginDir(cniDriver),
 			"--cni-bin-dir", bed.Config().CNIBinDir()+","+n.gate.binDir,
-			"--cni-plugins", "macvlan,host-local,cnigate", "--cni-interface", master.Attrs().Name, "--cni-devices", "16")
+			"--cni-plugins", strings.Join(append([]string{"macvlan", "host-local", "cnigate"}, o.cniPlugins...), ","), "--cni-interface", master.Attrs().Name, "--cni-devices", "16")
 		if err := netlink.LinkSetUp(master); err != nil {
 			t.Fatal(err)
 		}
@@ -111,6 +137,9 @@ func faultSetup(t *testing.T, ctx context.Context, o faultOptions) *faultNode {
 	if o.point != "" {
 		n.d.arm(o.point)
 	}
+	if o.before != nil {
+		o.before(n.d)
+	}
 	n.d.start(t, ctx)
 	t.Cleanup(func() { n.d.stop(t) })
 	if o.cni {
@@ -118,11 +147,12 @@ func faultSetup(t *testing.T, ctx context.Context, o faultOptions) *faultNode {
 	}
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		s, err := nodeSlices(ctx)
-		return err == nil && countDevices(s) == o.links, nil
+		return err == nil && countDevices(s) == o.links+o.devices, nil
 	})
 	if err != nil {
-		t.Fatalf("the %d veths were never published", o.links)
+		t.Fatalf("the %d veths (and %d other devices) were never published", o.links, o.devices)
 	}
+	n.devices = o.links + o.devices
 	return n
 }
 
@@ -210,12 +240,7 @@ func (d *daemon) kill(t *testing.T) {
 // killProcess kills the fastpathd process of the daemon's current pod with
 // SIGKILL and returns its PID.
 func (d *daemon) killProcess() (int, error) {
-	// The daemon, not a probe (fastpathd probe) run beside it.
-	pid := podProcess(string(d.pod.UID), func(dir string) bool {
-		cmdline, err := os.ReadFile(filepath.Join(dir, "cmdline"))
-		args := strings.Split(string(cmdline), "\x00")
-		return err == nil && filepath.Base(args[0]) == "fastpathd" && len(args) > 1 && args[1] == "run"
-	})
+	pid := podProcess(string(d.pod.UID), isDaemonProcess)
 	if pid == 0 {
 		return 0, fmt.Errorf("no fastpathd process in the cgroup of pod %s (%s)", d.pod.Name, d.pod.UID)
 	}
@@ -223,6 +248,14 @@ func (d *daemon) killProcess() (int, error) {
 		return 0, fmt.Errorf("kill fastpathd (pid %d): %w", pid, err)
 	}
 	return pid, nil
+}
+
+// isDaemonProcess says whether the process of /proc/<pid> dir is the
+// daemon, not a probe (fastpathd probe) run beside it.
+func isDaemonProcess(dir string) bool {
+	cmdline, err := os.ReadFile(filepath.Join(dir, "cmdline"))
+	args := strings.Split(string(cmdline), "\x00")
+	return err == nil && filepath.Base(args[0]) == "fastpathd" && len(args) > 1 && args[1] == "run"
 }
 
 // keepPrevious appends the log of a killed container to the daemon's log
@@ -318,7 +351,7 @@ func assertLink(t *testing.T, ctx context.Context, want linkState) {
 // returns how many.
 func (n *faultNode) assertRestoredOrLost(t *testing.T, ctx context.Context) int {
 	t.Helper()
-	lost := 0
+	var lost []linkState
 	for _, want := range n.links {
 		peer := strings.TrimSuffix(want.Name, "a") + "b"
 		var got linkState
@@ -334,22 +367,40 @@ func (n *faultNode) assertRestoredOrLost(t *testing.T, ctx context.Context) int 
 		case err != nil:
 			t.Errorf("host link %s is not back as it was:\n got %v (%v)\nwant %v", want.Name, got, lastErr, want)
 		case gone:
-			lost++
-			if err := recreateVeth(want); err != nil {
-				t.Fatal(err)
+			lost = append(lost, want)
+		}
+	}
+	n.remake(t, ctx, lost)
+	return len(lost)
+}
+
+// remake makes the stand-ins lost again, as they were, and waits until
+// the daemon publishes them.
+func (n *faultNode) remake(t *testing.T, ctx context.Context, lost []linkState) {
+	t.Helper()
+	if len(lost) == 0 {
+		return
+	}
+	for _, want := range lost {
+		if err := recreateVeth(want); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		s, err := nodeSlices(ctx)
+		if err != nil {
+			return false, nil
+		}
+		for _, l := range lost {
+			if sliceWith(s, "netdev-"+l.Name) == "" {
+				return false, nil
 			}
 		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("the %d stand-ins made again were never published", len(lost))
 	}
-	if lost > 0 {
-		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-			s, err := nodeSlices(ctx)
-			return err == nil && countDevices(s) == len(n.links), nil
-		})
-		if err != nil {
-			t.Fatalf("the %d stand-ins made again were never published", lost)
-		}
-	}
-	return lost
 }
 
 // assertClean waits until nothing of any claim is left on the node: no

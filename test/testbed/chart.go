@@ -83,12 +83,18 @@ func (b *Bed) Helm(ctx context.Context, args ...string) ([]byte, error) {
 // the bed's values and then each of values over them, in order. It does not
 // wait for the daemon: see WaitDaemon.
 func (b *Bed) InstallChart(ctx context.Context, values ...map[string]any) error {
+	return b.InstallChartFrom(ctx, b.cfg.Chart(), values...)
+}
+
+// InstallChartFrom is InstallChart with the chart in directory chart: an
+// earlier release's, which must know every value given.
+func (b *Bed) InstallChartFrom(ctx context.Context, chart string, values ...map[string]any) error {
 	dir, err := os.MkdirTemp(b.cfg.Dir, "values-")
 	if err != nil {
 		return err
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	args := []string{"upgrade", "--install", ChartRelease, b.cfg.Chart(), "--namespace", ChartNamespace, "--create-namespace"}
+	args := []string{"upgrade", "--install", ChartRelease, chart, "--namespace", ChartNamespace, "--create-namespace"}
 	for i, v := range append([]map[string]any{b.cfg.ChartValues()}, values...) {
 		data, err := json.Marshal(v)
 		if err != nil {
