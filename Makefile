@@ -156,7 +156,7 @@ churn: ## churn under faults on the real node: CHURN_CYCLES (20) cycles of 8 pod
 OUTAGE ?= 90s
 
 .PHONY: outage
-outage: ## the API server down for OUTAGE (90s) while pods with prepared claims start and stop; make e2e runs it for 30 s (root)
+outage: ## the API server down for OUTAGE (90s) while pods with prepared claims start and stop; make e2e runs it for 15 s (root)
 	$(DEPS) testbed
 	FASTPATH_OUTAGE=$(OUTAGE) $(GO) test -count=1 -timeout 30m -tags e2e -run '^TestOutageAPIServer$$' -v ./test/e2e/
 

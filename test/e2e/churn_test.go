@@ -35,7 +35,7 @@ import (
 
 // churnCycles is how many cycles TestChurn runs: $FASTPATH_CHURN_CYCLES,
 // or a short run for make e2e.
-func churnCycles(t *testing.T) int { return envCycles(t, "FASTPATH_CHURN_CYCLES", 2) }
+func churnCycles(t *testing.T) int { return envCycles(t, "FASTPATH_CHURN_CYCLES", 1) }
 
 // churnSeed is $FASTPATH_CHURN_SEED, to replay a run, or a new one.
 func churnSeed(t *testing.T) uint64 { return envSeed(t, "FASTPATH_CHURN_SEED") }

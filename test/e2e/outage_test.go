@@ -33,12 +33,12 @@ const (
 )
 
 // outageFor is how long the API server is down: $FASTPATH_OUTAGE (make
-// outage: 90s), or 30 s for make e2e.
+// outage: 90s), or 15 s for make e2e.
 func outageFor(t *testing.T) time.Duration {
 	t.Helper()
 	v := os.Getenv("FASTPATH_OUTAGE")
 	if v == "" {
-		return 30 * time.Second
+		return 15 * time.Second
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d < 10*time.Second {
@@ -277,12 +277,15 @@ func TestOutageAPIServer(t *testing.T) {
 	n.assertClean(t, ctx, ipam)
 }
 
-// during waits, for at most a third of the outage, until check says what
-// is wanted (returns nil), and fails the test if it never does.
+// duringWithin is how soon what the node does during the outage is done.
+const duringWithin = 10 * time.Second
+
+// during waits, for at most duringWithin, until check says what is wanted
+// (returns nil), and fails the test if it never does.
 func during(t *testing.T, ctx context.Context, what string, check func() error) {
 	t.Helper()
 	var last error
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, outageFor(t)/3, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, duringWithin, true, func(context.Context) (bool, error) {
 		last = check()
 		return last == nil, nil
 	})
