@@ -16,13 +16,16 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 
 	"github.com/fastpath-dra/fastpath/controller"
+	"github.com/fastpath-dra/fastpath/dra/admission"
 	"github.com/fastpath-dra/fastpath/dra/metrics"
 	"github.com/fastpath-dra/fastpath/dra/npwg"
+	"github.com/fastpath-dra/fastpath/dra/validate"
 )
 
 // controllerOptions are the flags of fastpathd controller: the cluster's
@@ -38,6 +41,48 @@ type controllerOptions struct {
 	leaseName   string
 	metricsAddr string
 	resync      time.Duration
+	webhook     webhookOptions
+}
+
+// webhookOptions are the flags of the validating admission webhook, which
+// every replica serves, leading or not.
+type webhookOptions struct {
+	port          int
+	certDir       string
+	secret        string
+	service       string
+	configuration string
+	// The NetworkAttachmentDefinitions' rules, as the nodes' flags.
+	nads npwgConfigOptions
+}
+
+func (o *webhookOptions) addFlags(fs *flag.FlagSet) {
+	fs.IntVar(&o.port, "webhook-port", 0, "serve the validating admission webhook over HTTPS on this port (path "+admission.Path+"): ResourceClaims, ResourceClaimTemplates, DeviceClasses, "+
+		"CNIConfigs, NetworkAttachmentDefinitions, PodNetworks, PodNetworkAttachments and the pods' network selection annotations judged as fastpathd validate does; 0: none")
+	fs.StringVar(&o.certDir, "webhook-cert-dir", "", "with --webhook-port, the directory of the webhook's key pair ("+admission.CertFile+", "+admission.KeyFile+"), read again when it changes")
+	fs.StringVar(&o.secret, "webhook-secret", "", "with --webhook-port, the Secret (in --leader-election-namespace) where the webhook's CA and key pair are made and rotated, "+
+		"the CA bundle of --webhook-configuration kept the CA's (cert-controller); it must exist and be mounted at --webhook-cert-dir; empty: the key pair is someone else's")
+	fs.StringVar(&o.service, "webhook-service", "fastpath-webhook", "with --webhook-secret, the webhook's Service (in --leader-election-namespace), whose DNS names the certificate is for")
+	fs.StringVar(&o.configuration, "webhook-configuration", "fastpath-webhook", "with --webhook-secret, the ValidatingWebhookConfiguration whose CA bundles are kept the CA's")
+	// No directory by default: the operator's configurations are the
+	// nodes' files, not the controller's.
+	o.nads.addFlags(fs, "")
+}
+
+func (o *webhookOptions) validate() error {
+	if o.port == 0 {
+		return nil
+	}
+	switch {
+	case o.port < 0 || o.port > 65535:
+		return usagef("controller: --webhook-port %d: not a port", o.port)
+	case o.certDir == "":
+		return usagef("controller: --webhook-port needs --webhook-cert-dir")
+	case o.secret != "" && (len(validation.IsDNS1123Subdomain(o.secret)) > 0 || len(validation.IsDNS1123Label(o.service)) > 0 ||
+		len(validation.IsDNS1123Subdomain(o.configuration)) > 0):
+		return usagef("controller: --webhook-secret %q, --webhook-service %q, --webhook-configuration %q: must be object names", o.secret, o.service, o.configuration)
+	}
+	return o.nads.validate("controller")
 }
 
 // podNetworkOptions are the flags of the PodNetwork controller.
@@ -77,10 +122,14 @@ func controllerCommand(args []string, stderr io.Writer) error {
 	fs.StringVar(&o.identity, "leader-election-identity", identity, "this replica's name in the Lease (default $POD_NAME, else the host name)")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9179", "address for /healthz and /readyz; empty disables")
 	fs.DurationVar(&o.resync, "resync", 10*time.Minute, "judge every CNIConfig again this often")
+	o.webhook.addFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if err := o.cni.validate("controller"); err != nil {
+		return err
+	}
+	if err := o.webhook.validate(); err != nil {
 		return err
 	}
 	switch {
@@ -124,13 +173,60 @@ func controllerCommand(args []string, stderr io.Writer) error {
 			AllowedNamespaces: splitList(o.podNetworks.allowedNamespaces),
 		}))
 	}
-	return runController(ctx, o, client, ctrls)
+	var hook *webhook
+	if o.webhook.port != 0 {
+		hook = &webhook{restConfig: restConfig}
+	}
+	return runController(ctx, o, client, ctrls, hook)
+}
+
+// webhook is what the admission webhook needs besides its flags.
+type webhook struct {
+	restConfig *rest.Config
+}
+
+// serve starts the webhook's server and, with --webhook-secret, the
+// rotation of its certificates; ready learns whether it has a
+// certificate. The returned channel reports the failure of either.
+func (w *webhook) serve(ctx context.Context, o controllerOptions, m *metrics.Metrics, ready *readiness) (*admission.Server, <-chan error, error) {
+	errs := make(chan error, 2)
+	if o.webhook.secret != "" {
+		_, rotErrs, err := admission.RunCertRotator(ctx, w.restConfig, admission.CertOptions{
+			Namespace: o.namespace, Secret: o.webhook.secret, CertDir: o.webhook.certDir,
+			Service: o.webhook.service, Configuration: o.webhook.configuration,
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		go func() {
+			if err, ok := <-rotErrs; ok {
+				errs <- err
+			}
+		}()
+	}
+	h := &admission.Handler{
+		Check: validate.Check{Policy: o.cni.policy()},
+		NADs: npwg.ConfigRules{ConfDir: o.webhook.nads.confDirRules(), Plugins: splitList(o.cni.plugins),
+			Policy: o.webhook.nads.hostPolicy()},
+		Metrics: m,
+	}
+	srv, err := admission.Listen(ctx, fmt.Sprintf(":%d", o.webhook.port), o.webhook.certDir, h)
+	if err != nil {
+		return nil, nil, err
+	}
+	ready.add(srv.Ready)
+	go func() {
+		if err, ok := <-srv.Errs(); ok {
+			errs <- fmt.Errorf("webhook server: %w", err)
+		}
+	}()
+	return srv, errs, nil
 }
 
 // runController serves health and, while it leads, runs the controllers.
 // It returns when ctx ends, or with an error when it loses the lead or a
 // controller stops (the pod restarts and campaigns again).
-func runController(ctx context.Context, o controllerOptions, client kubernetes.Interface, ctrls []leaderTask) error {
+func runController(ctx context.Context, o controllerOptions, client kubernetes.Interface, ctrls []leaderTask, hook *webhook) error {
 	logger := klog.FromContext(ctx)
 	// Ready: a replica that leads has listed every object; one that waits
 	// is ready to take over.
@@ -147,7 +243,21 @@ func runController(ctx context.Context, o controllerOptions, client kubernetes.I
 		}
 		return nil
 	})
-	srv, err := serveHealth(ctx, o.metricsAddr, "", false, ready.check, metrics.New().Handler())
+	m := metrics.New()
+	var hookErrs <-chan error
+	if hook != nil {
+		hookSrv, errs, err := hook.serve(ctx, o, m, &ready)
+		if err != nil {
+			return err
+		}
+		hookErrs = errs
+		defer func() {
+			shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = hookSrv.Shutdown(shutdownCtx)
+		}()
+	}
+	srv, err := serveHealth(ctx, o.metricsAddr, "", false, ready.check, m.Handler())
 	if err != nil {
 		return err
 	}
@@ -205,5 +315,7 @@ func runController(ctx context.Context, o controllerOptions, client kubernetes.I
 		return fmt.Errorf("controller: %w", err)
 	case err := <-srv.errs:
 		return fmt.Errorf("health server on %s: %w", o.metricsAddr, err)
+	case err := <-hookErrs:
+		return err
 	}
 }

@@ -14,6 +14,10 @@ const namespace = "fastpath"
 // latency buckets: 1 ms to about 16 s.
 var buckets = prometheus.ExponentialBuckets(0.001, 2, 15)
 
+// reviewBuckets are the admission webhook's: 50 µs to about 1.6 s (the
+// API server gives it 2 s at most).
+var reviewBuckets = prometheus.ExponentialBuckets(0.00005, 2, 16)
+
 // Metrics are the daemon's metrics, in a registry of their own.
 type Metrics struct {
 	registry *prometheus.Registry
@@ -31,6 +35,8 @@ type Metrics struct {
 	lastPublish        prometheus.Gauge
 	statusFailed       *prometheus.CounterVec
 	reconciled         *prometheus.CounterVec
+	reviews            *prometheus.CounterVec
+	reviewDuration     *prometheus.HistogramVec
 }
 
 // New makes the metrics, with Go's runtime and the process's metrics.
@@ -63,6 +69,10 @@ func New() *Metrics {
 	m.registry.MustRegister(m.lastPublish)
 	m.statusFailed = counter("status_writes_failed_total", "Claim status writes given up, by reason (attempts, forbidden).", "reason")
 	m.reconciled = counter("reconciled_claims_total", "Claims reconciled at start, by what was done (undone, reapplied, failed).", "action")
+	m.reviews = counter("webhook_reviews_total", "Admission reviews the webhook answered, by kind (other: one it does not judge) and verdict (allowed, denied, unjudged, error).", "kind", "verdict")
+	m.reviewDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "webhook_review_duration_seconds",
+		Help: "Time to answer an admission review, from its body read to its answer written, by kind.", Buckets: reviewBuckets}, []string{"kind"})
+	m.registry.MustRegister(m.reviewDuration)
 	m.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -187,4 +197,13 @@ func (m *Metrics) Reconciled(action string) {
 		return
 	}
 	m.reconciled.WithLabelValues(action).Inc()
+}
+
+// Review records an admission review the webhook answered.
+func (m *Metrics) Review(kind, verdict string, took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.reviews.WithLabelValues(kind, verdict).Inc()
+	m.reviewDuration.WithLabelValues(kind).Observe(took.Seconds())
 }

@@ -275,7 +275,7 @@ func CheckManifests(docs []*Manifest, check Check, nads npwg.ConfigRules) ([]Fin
 		report(d, "", errs)
 		if dec == nil {
 			if len(errs) == 0 {
-				skipped = append(skipped, Skip{Doc: d, Why: "not a kind validate judges"})
+				skipped = append(skipped, Skip{Doc: d, Why: whyNotJudged})
 			}
 			continue
 		}

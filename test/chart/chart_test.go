@@ -292,15 +292,18 @@ func TestAllValues(t *testing.T) {
 		kinds[kind] = append(kinds[kind], name)
 	}
 	for kind, want := range map[string][]string{
-		"ConfigMap":          {"fastpath-system/fastpathd-memif", "fastpath-system/fastpathd-ip-pools"},
-		"CNIConfig":          {"/macvlan-storage"},
-		"ServiceAccount":     {"fastpath-system/fastpathd-node", "fastpath-system/fastpathd-controller"},
-		"DeviceClass":        {"/netdev.fastpath.dev", "/afxdp.fastpath.dev", "/vfio.fastpath.dev", "/memif.fastpath.dev", "/shared.fastpath.dev", "/delegate.fastpath.dev", "/cni.networking.x-k8s.io"},
-		"ServiceMonitor":     {"fastpath-system/fastpathd"},
-		"Service":            {"fastpath-system/fastpathd-metrics"},
-		"ClusterRole":        {"/fastpathd", "/fastpathd-cni-configmaps", "/fastpathd-controller"},
-		"ClusterRoleBinding": {"/fastpathd", "/fastpathd-controller"},
-		"Role":               {"fastpath-system/fastpathd-controller"},
+		"ConfigMap":      {"fastpath-system/fastpathd-memif", "fastpath-system/fastpathd-ip-pools"},
+		"CNIConfig":      {"/macvlan-storage"},
+		"ServiceAccount": {"fastpath-system/fastpathd-node", "fastpath-system/fastpathd-controller"},
+		"DeviceClass":    {"/netdev.fastpath.dev", "/afxdp.fastpath.dev", "/vfio.fastpath.dev", "/memif.fastpath.dev", "/shared.fastpath.dev", "/delegate.fastpath.dev", "/cni.networking.x-k8s.io"},
+		"ServiceMonitor": {"fastpath-system/fastpathd"},
+		"Service":        {"fastpath-system/fastpathd-metrics", "fastpath-system/fastpathd-webhook"},
+		"Secret":         {"fastpath-system/fastpathd-webhook-certs"},
+
+		"ValidatingWebhookConfiguration": {"/fastpathd-webhook"},
+		"ClusterRole":                    {"/fastpathd", "/fastpathd-cni-configmaps", "/fastpathd-controller"},
+		"ClusterRoleBinding":             {"/fastpathd", "/fastpathd-controller"},
+		"Role":                           {"fastpath-system/fastpathd-controller"},
 		// ConfigMaps: the approved configs' namespace, and the tenants'.
 		"RoleBinding": {"fastpath-system/fastpathd-controller", "cni-configs/fastpathd-cni-configmaps",
 			"tenant-a/fastpathd-cni-configmaps", "tenant-b/fastpathd-cni-configmaps"},

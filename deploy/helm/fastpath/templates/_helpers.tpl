@@ -162,9 +162,25 @@ app.kubernetes.io/name: {{ include "fastpath.name" . }}-controller
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
-{{/* The controller runs with the CNI driver: it writes the status of CNIConfig objects. */}}
+{{/* The controller runs with the CNI driver (it writes the status of CNIConfig objects), PodNetworks or the webhook. */}}
 {{- define "fastpath.controllerEnabled" -}}
-{{- if and .Values.controller.enabled (or .Values.cni.enabled .Values.podNetworks.enabled) }}true{{ end }}
+{{- if and .Values.controller.enabled (or .Values.cni.enabled .Values.podNetworks.enabled .Values.webhook.enabled) }}true{{ end }}
+{{- end }}
+
+{{/* The webhook's Service and ValidatingWebhookConfiguration; its Secret is this name with -certs. */}}
+{{- define "fastpath.webhookName" -}}
+{{- printf "%s-webhook" (include "fastpath.fullname" .) | trunc 55 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The rules of a NetworkAttachmentDefinition for the controller's webhook: the values the daemon's flags of the same names take. */}}
+{{- define "fastpath.npwgRuleArgs" -}}
+{{- $v := .Values }}
+{{- $args := list }}
+{{- with $v.npwg.confNamespaces }}{{ $args = append $args (printf "--npwg-conf-namespaces=%s" (join "," .)) }}{{ end }}
+{{- with $v.npwg.hostDevices }}{{ $args = append $args (printf "--npwg-host-devices=%s" (join "," .)) }}{{ end }}
+{{- with $v.npwg.hostPaths }}{{ $args = append $args (printf "--npwg-host-paths=%s" (join "," .)) }}{{ end }}
+{{- with $v.npwg.hostOptions }}{{ $args = append $args (printf "--npwg-host-options=%s" (join "," .)) }}{{ end }}
+{{- toYaml $args }}
 {{- end }}
 
 {{/* The policy flags of the CNI driver, shared by fastpathd run and controller. */}}

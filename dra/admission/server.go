@@ -1,0 +1,144 @@
+package admission
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"k8s.io/klog/v2"
+)
+
+// The key pair's files in the certificate directory: a
+// kubernetes.io/tls Secret's keys, as cert-controller writes them.
+const (
+	CertFile = "tls.crt"
+	KeyFile  = "tls.key"
+)
+
+// keyPair is the serving certificate of a directory, read again when its
+// files change: the kubelet updates a mounted Secret's files in place
+// when cert-controller rotates the certificate, and the server hands new
+// connections the new one without a restart.
+type keyPair struct {
+	dir string
+
+	mu      sync.Mutex
+	cert    *tls.Certificate
+	stamp   string // the files' sizes and times when cert was read
+	checked time.Time
+}
+
+// recheck bounds how often the files are looked at.
+const recheck = time.Second
+
+// stampOf says when the files last changed, and how large they are.
+func (k *keyPair) stampOf() (string, error) {
+	s := ""
+	for _, name := range []string{CertFile, KeyFile} {
+		info, err := os.Stat(filepath.Join(k.dir, name))
+		if err != nil {
+			return "", err
+		}
+		s += fmt.Sprintf("%d.%d;", info.Size(), info.ModTime().UnixNano())
+	}
+	return s, nil
+}
+
+// get is the current certificate: read again when its files changed. A
+// pair that does not load (the files are being replaced) leaves the last
+// good one served.
+func (k *keyPair) get() (*tls.Certificate, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	now := time.Now()
+	if k.cert != nil && now.Sub(k.checked) < recheck {
+		return k.cert, nil
+	}
+	k.checked = now
+	stamp, err := k.stampOf()
+	if err != nil {
+		if k.cert != nil {
+			return k.cert, nil
+		}
+		return nil, fmt.Errorf("the webhook's certificate: %w", err)
+	}
+	if stamp == k.stamp && k.cert != nil {
+		return k.cert, nil
+	}
+	cert, err := tls.LoadX509KeyPair(filepath.Join(k.dir, CertFile), filepath.Join(k.dir, KeyFile))
+	if err != nil {
+		if k.cert != nil {
+			return k.cert, nil
+		}
+		return nil, fmt.Errorf("the webhook's certificate: %w", err)
+	}
+	k.cert, k.stamp = &cert, stamp
+	return k.cert, nil
+}
+
+// Server is the webhook's HTTPS server.
+type Server struct {
+	srv  *http.Server
+	lis  net.Listener
+	keys *keyPair
+	errs chan error
+}
+
+// Listen listens on addr and serves h at Path over TLS, with the key pair
+// of certDir (tls.crt, tls.key), read again when it changes. Connections
+// are served once a certificate is there; Ready says whether it is.
+func Listen(ctx context.Context, addr, certDir string, h http.Handler) (*Server, error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("webhook: %w", err)
+	}
+	keys := &keyPair{dir: certDir}
+	mux := http.NewServeMux()
+	mux.Handle(Path, h)
+	logger := klog.FromContext(ctx)
+	s := &Server{
+		lis: lis, keys: keys, errs: make(chan error, 1),
+		srv: &http.Server{
+			Handler:           mux,
+			ReadHeaderTimeout: 5 * time.Second,
+			// The API server waits 2 s at most for an answer.
+			ReadTimeout:  10 * time.Second,
+			WriteTimeout: 10 * time.Second,
+			IdleTimeout:  90 * time.Second,
+			BaseContext:  func(net.Listener) context.Context { return ctx },
+			TLSConfig: &tls.Config{
+				MinVersion:     tls.VersionTLS12,
+				GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return keys.get() },
+			},
+		},
+	}
+	go func() {
+		if err := s.srv.ServeTLS(lis, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.errs <- err
+		}
+	}()
+	logger.Info("Serving the admission webhook", "addr", lis.Addr().String(), "certDir", certDir)
+	return s, nil
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() net.Addr { return s.lis.Addr() }
+
+// Errs reports the server's failure.
+func (s *Server) Errs() <-chan error { return s.errs }
+
+// Ready says why the webhook cannot serve yet (no certificate), or nil.
+func (s *Server) Ready() error {
+	_, err := s.keys.get()
+	return err
+}
+
+// Shutdown stops the server, letting reviews under way finish.
+func (s *Server) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx) }

@@ -1,0 +1,39 @@
+package validate
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
+	"github.com/fastpath-dra/fastpath/dra/npwg"
+)
+
+// TestObject: one object judged on its own, as among the manifests.
+func TestObject(t *testing.T) {
+	check := Check{Policy: cnipolicy.Options{Plugins: cnipolicy.DefaultPlugins}}
+	rules := npwg.ConfigRules{Plugins: cnipolicy.DefaultPlugins}
+	if v := Object([]byte(`{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}`), "app", check, rules); v.Judged || len(v.Problems) > 0 {
+		t.Errorf("a ConfigMap: %+v, want it not judged", v)
+	}
+	v := Object([]byte(`{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "nic"}, "spec": {"devices": {
+		"requests": [{"name": "a", "exactly": {"deviceClassName": "netdev.fastpath.dev"}}],
+		"config": [{"opaque": {"driver": "fastpath.dev", "parameters": {"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig", "interface": {"mtu": 60}}}}]}}}`), "app", check, rules)
+	if !v.Judged || len(v.Problems) != 1 || v.Problems[0].Request != "a" ||
+		v.Problems[0].Err.Field != "spec.devices.config[0].opaque.parameters.interface.mtu" {
+		t.Errorf("a claim with MTU 60: %+v, want one problem of request a's interface.mtu", v)
+	}
+	// The request's namespace is the object's: its on-disk configuration
+	// is refused for a namespace not allowed it.
+	v = Object([]byte(`{"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition", "metadata": {"name": "sriov"}}`), "tenant-b", check, rules)
+	if !v.Judged || len(v.Problems) != 1 || !strings.Contains(v.Problems[0].Err.Detail, "namespace tenant-b") {
+		t.Errorf("a NetworkAttachmentDefinition without spec.config: %+v, want it refused for namespace tenant-b", v)
+	}
+	rules.ConfDir.Namespaces = []string{"tenant-b"}
+	v = Object([]byte(`{"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition", "metadata": {"name": "sriov"}}`), "tenant-b", check, rules)
+	if !v.Judged || len(v.Problems) != 0 || !strings.Contains(v.Partly, "spec.config is empty") {
+		t.Errorf("a NetworkAttachmentDefinition without spec.config in an allowed namespace: %+v, want it judged in part", v)
+	}
+	if v := Object([]byte(`[1, 2]`), "app", check, rules); !v.Judged || len(v.Problems) != 1 || !strings.Contains(v.Problems[0].Err.Error(), "not a Kubernetes object: it is a JSON array") {
+		t.Errorf("a JSON array: %+v, want it refused as no object", v)
+	}
+}
