@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -79,6 +80,11 @@ func ChartDeviceClasses() map[string]*resourceapi.DeviceClass {
 		Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: `device.driver == "` + claims.DriverCNI + `"`}}}}}
 	return out
 }
+
+// chartClasses are ChartDeviceClasses, made once: the checks read them
+// and never change them, and the admission webhook judges every object
+// over them.
+var chartClasses = sync.OnceValue(ChartDeviceClasses)
 
 var driverSelector = regexp.MustCompile(`device\.driver\s*==\s*"([^"]+)"`)
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -268,7 +269,7 @@ func CheckManifests(docs []*Manifest, check Check, nads npwg.ConfigRules) ([]Fin
 	}
 	var all []decoded
 	// The chart's classes, unless the inputs have their own.
-	check.Classes = ChartDeviceClasses()
+	check.Classes = maps.Clone(chartClasses())
 	check.Approved = cnipolicy.ApprovedSet{}
 	for _, d := range docs {
 		dec, errs := decode(d)
