@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -52,6 +53,7 @@ type webhookOptions struct {
 	secret        string
 	service       string
 	configuration string
+	dnsNames      string
 	// The NetworkAttachmentDefinitions' rules, as the nodes' flags.
 	nads npwgConfigOptions
 }
@@ -64,6 +66,8 @@ func (o *webhookOptions) addFlags(fs *flag.FlagSet) {
 		"the CA bundle of --webhook-configuration kept the CA's (cert-controller); it must exist and be mounted at --webhook-cert-dir; empty: the key pair is someone else's")
 	fs.StringVar(&o.service, "webhook-service", "fastpath-webhook", "with --webhook-secret, the webhook's Service (in --leader-election-namespace), whose DNS names the certificate is for")
 	fs.StringVar(&o.configuration, "webhook-configuration", "fastpath-webhook", "with --webhook-secret, the ValidatingWebhookConfiguration whose CA bundles are kept the CA's")
+	fs.StringVar(&o.dnsNames, "webhook-dns-names", "", "with --webhook-secret, comma-separated DNS names the certificate is for besides the Service's "+
+		"(the host of a configuration's clientConfig.url, such as localhost for a controller in the host network)")
 	// No directory by default: the operator's configurations are the
 	// nodes' files, not the controller's.
 	o.nads.addFlags(fs, "")
@@ -81,6 +85,11 @@ func (o *webhookOptions) validate() error {
 	case o.secret != "" && (len(validation.IsDNS1123Subdomain(o.secret)) > 0 || len(validation.IsDNS1123Label(o.service)) > 0 ||
 		len(validation.IsDNS1123Subdomain(o.configuration)) > 0):
 		return usagef("controller: --webhook-secret %q, --webhook-service %q, --webhook-configuration %q: must be object names", o.secret, o.service, o.configuration)
+	}
+	for _, name := range splitList(o.dnsNames) {
+		if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+			return usagef("controller: --webhook-dns-names: %q: %s", name, strings.Join(msgs, "; "))
+		}
 	}
 	return o.nads.validate("controller")
 }
@@ -193,7 +202,7 @@ func (w *webhook) serve(ctx context.Context, o controllerOptions, m *metrics.Met
 	if o.webhook.secret != "" {
 		_, rotErrs, err := admission.RunCertRotator(ctx, w.restConfig, admission.CertOptions{
 			Namespace: o.namespace, Secret: o.webhook.secret, CertDir: o.webhook.certDir,
-			Service: o.webhook.service, Configuration: o.webhook.configuration,
+			Service: o.webhook.service, Configuration: o.webhook.configuration, DNSNames: splitList(o.webhook.dnsNames),
 		})
 		if err != nil {
 			return nil, nil, err

@@ -22,8 +22,9 @@ type CertOptions struct {
 	// mounted.
 	Namespace, Secret, CertDir string
 	// Service is the webhook's Service, in Namespace: the certificate is
-	// for its DNS names.
-	Service string
+	// for its DNS names, and for DNSNames.
+	Service  string
+	DNSNames []string
 	// Configuration is the ValidatingWebhookConfiguration whose CA bundles
 	// are kept the CA's.
 	Configuration string
@@ -58,7 +59,7 @@ func RunCertRotator(ctx context.Context, config *rest.Config, o CertOptions) (re
 		CAName:                 "fastpath-webhook-ca",
 		CAOrganization:         "fastpath",
 		DNSName:                o.Service + "." + o.Namespace + ".svc",
-		ExtraDNSNames:          []string{o.Service + "." + o.Namespace + ".svc.cluster.local", o.Service + "." + o.Namespace},
+		ExtraDNSNames:          append([]string{o.Service + "." + o.Namespace + ".svc.cluster.local", o.Service + "." + o.Namespace}, o.DNSNames...),
 		IsReady:                isReady,
 		Webhooks:               []rotator.WebhookInfo{{Name: o.Configuration, Type: rotator.Validating}},
 		FieldOwner:             "fastpathd-controller",

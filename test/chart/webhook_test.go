@@ -179,6 +179,19 @@ func TestWebhookConfiguration(t *testing.T) {
 			}
 		}
 	}
+	// With a URL, the API server calls it, and the certificate is for its
+	// host.
+	c, objs = webhookConfiguration(t, "--set", "webhook.enabled=true", "--set", "webhook.url=https://localhost:26443/validate")
+	for _, w := range c.Webhooks {
+		if w.ClientConfig.URL == nil || *w.ClientConfig.URL != "https://localhost:26443/validate" || w.ClientConfig.Service != nil {
+			t.Errorf("webhook %s: client config %+v, want the URL alone", w.Name, w.ClientConfig)
+		}
+	}
+	for _, o := range objs {
+		if d, ok := o.(*appsv1.Deployment); ok && !slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--webhook-dns-names=localhost") {
+			t.Errorf("controller args lack --webhook-dns-names=localhost: %q", d.Spec.Template.Spec.Containers[0].Args)
+		}
+	}
 	// Without npwg.enabled, Multus's NetworkAttachmentDefinitions are not
 	// fastpath's to judge.
 	c, _ = webhookConfiguration(t, "--set", "webhook.enabled=true")

@@ -172,6 +172,15 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- printf "%s-webhook" (include "fastpath.fullname" .) | trunc 55 | trimSuffix "-" }}
 {{- end }}
 
+{{/* How the API server reaches the webhook: webhook.url, or the Service. */}}
+{{- define "fastpath.webhookClientConfig" -}}
+{{- if .Values.webhook.url }}
+url: {{ .Values.webhook.url | quote }}
+{{- else }}
+service: {name: {{ include "fastpath.webhookName" . }}, namespace: {{ .Release.Namespace }}, path: /validate, port: 443}
+{{- end }}
+{{- end }}
+
 {{/* The rules of a NetworkAttachmentDefinition for the controller's webhook: the values the daemon's flags of the same names take. */}}
 {{- define "fastpath.npwgRuleArgs" -}}
 {{- $v := .Values }}
