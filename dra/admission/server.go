@@ -10,8 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 )
 
@@ -95,7 +97,16 @@ type Server struct {
 // of certDir (tls.crt, tls.key), read again when it changes. Connections
 // are served once a certificate is there; Ready says whether it is.
 func Listen(ctx context.Context, addr, certDir string, h http.Handler) (*Server, error) {
-	lis, err := net.Listen("tcp", addr)
+	// SO_REUSEPORT, as the health server's: two replicas in the host
+	// network of one node (a rolling update) serve side by side.
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1) }); err != nil {
+			return err
+		}
+		return serr
+	}}
+	lis, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("webhook: %w", err)
 	}
