@@ -27,8 +27,9 @@ import (
 // The webhook's objects in the bed's release.
 const (
 	webhookName = "fastpath-webhook"
-	// webhookPort is the controller's, in the host network.
-	webhookPort = 26443
+	// webhookPort is the controller's, in the host network (the bed's API
+	// server has 26443).
+	webhookPort = 26449
 )
 
 var (
@@ -102,6 +103,28 @@ func settledMemory(ctx context.Context, t *testing.T) (rss, heap float64) {
 	return rss, heap
 }
 
+// controllerState says what became of the controller's pods: their
+// phase, their containers' state and their logs.
+func controllerState(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pods, err := bed.Client().CoreV1().Pods(testbed.ChartNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=fastpath-controller"})
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, p := range pods.Items {
+		fmt.Fprintf(&b, "pod %s: %s %+v\n", p.Name, p.Status.Phase, p.Status.ContainerStatuses)
+		log, err := bed.PodLogs(ctx, p.Namespace, p.Name)
+		if err != nil {
+			log = err.Error()
+		}
+		fmt.Fprintf(&b, "%s\n", log)
+	}
+	return b.String()
+}
+
 // TestWebhook: with webhook.enabled, each object a node would refuse is
 // refused when written, at once, with the field named: a claim with an
 // MTU below 68, a CNI claim running a plugin not allowed, a
@@ -135,7 +158,7 @@ func TestWebhook(t *testing.T) {
 				dep.Status.UpdatedReplicas == 1 && dep.Status.Replicas == 1, nil
 		})
 		if err != nil {
-			t.Fatalf("%s: the controller is not ready: %v", what, err)
+			t.Fatalf("%s: the controller is not ready: %v\n%s", what, err, controllerState(t))
 		}
 	}
 	controllerReady("without the webhook")
