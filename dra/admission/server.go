@@ -5,10 +5,12 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -124,6 +126,9 @@ func Listen(ctx context.Context, addr, certDir string, h http.Handler) (*Server,
 			WriteTimeout: 10 * time.Second,
 			IdleTimeout:  90 * time.Second,
 			BaseContext:  func(net.Listener) context.Context { return ctx },
+			// A client that gives up on a handshake (one before the
+			// kubelet has written the key pair) is the server's to log.
+			ErrorLog: log.New(logWriter{logger}, "", 0),
 			TLSConfig: &tls.Config{
 				MinVersion:     tls.VersionTLS12,
 				GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return keys.get() },
@@ -137,6 +142,14 @@ func Listen(ctx context.Context, addr, certDir string, h http.Handler) (*Server,
 	}()
 	logger.Info("Serving the admission webhook", "addr", lis.Addr().String(), "certDir", certDir)
 	return s, nil
+}
+
+// logWriter hands the HTTP server's own messages to the logger.
+type logWriter struct{ logger klog.Logger }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.logger.V(2).Info("Webhook server", "message", strings.TrimSpace(string(p)))
+	return len(p), nil
 }
 
 // Addr is the address the server listens on.
