@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -156,4 +157,32 @@ func TestRotationWhileServing(t *testing.T) {
 		t.Fatalf("only %d reviews were sent", sent.Load())
 	}
 	t.Logf("%d reviews answered across 3 rotations", sent.Load())
+}
+
+// TestReadyWithKeyPair: a replica is not ready before the kubelet has
+// written the key pair, and is once it has, without a restart.
+func TestReadyWithKeyPair(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	dir := t.TempDir()
+	srv, err := Listen(ctx, "127.0.0.1:0", dir, newHandler(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = srv.Shutdown(context.Background()) }()
+	if err := srv.Ready(); err == nil || !strings.Contains(err.Error(), "the webhook's certificate") {
+		t.Fatalf("ready without a key pair (%v), want not", err)
+	}
+	cr := &rotator.CertRotator{CAName: "ca", CAOrganization: "fastpath", DNSName: "localhost", ExtKeyUsages: &[]x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	ca, err := cr.CreateCACert(time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, key, err := cr.CreateCertPEM(ca, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mountedSecret(t, dir, 0, cert, key)
+	if err := srv.Ready(); err != nil {
+		t.Fatalf("not ready with a key pair: %v", err)
+	}
 }
