@@ -4,7 +4,9 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -16,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
@@ -130,7 +133,8 @@ func controllerState(t *testing.T) string {
 // MTU below 68, a CNI claim running a plugin not allowed, a
 // NetworkAttachmentDefinition naming the host's eth0, a pod selecting one
 // network twice as one interface, a pod naming a PodNetwork twice. The
-// controller made the certificates and patched the CA bundle itself.
+// controller made the certificates and patched the CA bundle itself, and
+// makes the serving certificate again, while reviews flow, none refused.
 // With the webhook stopped, pods are still admitted, and fastpath's own
 // kinds and claims are refused with a message saying the webhook cannot
 // be called. It logs the controller's memory without the webhook and
@@ -264,6 +268,52 @@ spec:
 				t.Errorf("%s: %v, want it admitted", what, err)
 			}
 		}
+	})
+
+	t.Run("the serving certificate made again while reviews flow", func(t *testing.T) {
+		// served is the certificate the webhook hands a new connection.
+		served := func() []byte {
+			conn, err := tls.Dial("tcp", fmt.Sprintf("localhost:%d", webhookPort), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only the leaf is read
+			if err != nil {
+				return nil
+			}
+			defer func() { _ = conn.Close() }()
+			return conn.ConnectionState().PeerCertificates[0].Raw
+		}
+		old := served()
+		if old == nil {
+			t.Fatal("no certificate served")
+		}
+		// cert-controller makes a serving certificate again (same CA) when
+		// the Secret's is gone; the kubelet then updates the mounted files.
+		patch := []byte(`[{"op": "remove", "path": "/data/tls.crt"}]`)
+		if _, err := client.CoreV1().Secrets(testbed.ChartNamespace).Patch(ctx, webhookName+"-certs", types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		good := webhookObject(t, `
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: e2e-webhook-good, namespace: default}
+spec:
+  devices:
+    requests: [{name: nic, exactly: {deviceClassName: netdev.fastpath.dev}}]
+    config:
+    - opaque: {driver: fastpath.dev, parameters: {apiVersion: fastpath.dev/v1alpha1, kind: InterfaceConfig, interface: {mtu: 9000}}}
+`)
+		var sent, refused int
+		err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+			sent++
+			if err := dryRun(ctx, t, claimsResource, good); err != nil {
+				refused++
+				t.Errorf("a good claim refused while the certificate is made again: %v", err)
+			}
+			now := served()
+			return now != nil && !bytes.Equal(now, old), nil
+		})
+		if err != nil {
+			t.Fatalf("the webhook still serves the old certificate: %v", err)
+		}
+		t.Logf("certificate made again and served; %d reviews sent meanwhile, %d refused", sent, refused)
 	})
 
 	t.Run("stopped: pods admitted, fastpath's kinds refused", func(t *testing.T) {
