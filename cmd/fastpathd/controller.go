@@ -200,7 +200,7 @@ type webhook struct {
 func (w *webhook) serve(ctx context.Context, o controllerOptions, m *metrics.Metrics, ready *readiness) (*admission.Server, <-chan error, error) {
 	errs := make(chan error, 2)
 	if o.webhook.secret != "" {
-		_, rotErrs, err := admission.RunCertRotator(ctx, w.restConfig, admission.CertOptions{
+		rotErrs, err := admission.RunCertRotator(ctx, w.restConfig, admission.CertOptions{
 			Namespace: o.namespace, Secret: o.webhook.secret, CertDir: o.webhook.certDir,
 			Service: o.webhook.service, Configuration: o.webhook.configuration, DNSNames: splitList(o.webhook.dnsNames),
 		})

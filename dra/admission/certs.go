@@ -39,8 +39,8 @@ type CertOptions struct {
 // again before they end, and keeps the configuration's CA bundles the
 // CA's, until ctx ends. Every replica runs it: their writes of the Secret
 // are ordered by its resourceVersion, and the one that loses reads the
-// winner's. ready is closed once the certificates are in the Secret.
-func RunCertRotator(ctx context.Context, config *rest.Config, o CertOptions) (ready <-chan struct{}, errs <-chan error, err error) {
+// winner's. The returned channel reports the rotator's failure.
+func RunCertRotator(ctx context.Context, config *rest.Config, o CertOptions) (<-chan error, error) {
 	// controller-runtime logs through klog like the rest of fastpathd.
 	ctrllog.SetLogger(klog.FromContext(ctx).WithName("cert-rotator"))
 	mgr, err := manager.New(config, manager.Options{
@@ -50,17 +50,18 @@ func RunCertRotator(ctx context.Context, config *rest.Config, o CertOptions) (re
 		LeaderElection:         false,
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("the webhook's certificate rotator: %w", err)
+		return nil, fmt.Errorf("the webhook's certificate rotator: %w", err)
 	}
-	isReady := make(chan struct{})
 	cr := &rotator.CertRotator{
-		SecretKey:              types.NamespacedName{Namespace: o.Namespace, Name: o.Secret},
-		CertDir:                o.CertDir,
-		CAName:                 "fastpath-webhook-ca",
-		CAOrganization:         "fastpath",
-		DNSName:                o.Service + "." + o.Namespace + ".svc",
-		ExtraDNSNames:          append([]string{o.Service + "." + o.Namespace + ".svc.cluster.local", o.Service + "." + o.Namespace}, o.DNSNames...),
-		IsReady:                isReady,
+		SecretKey:      types.NamespacedName{Namespace: o.Namespace, Name: o.Secret},
+		CertDir:        o.CertDir,
+		CAName:         "fastpath-webhook-ca",
+		CAOrganization: "fastpath",
+		DNSName:        o.Service + "." + o.Namespace + ".svc",
+		ExtraDNSNames:  append([]string{o.Service + "." + o.Namespace + ".svc.cluster.local", o.Service + "." + o.Namespace}, o.DNSNames...),
+		// Closed by cert-controller once the CA is injected (it must not
+		// be nil); readiness is the server's, which has a key pair or not.
+		IsReady:                make(chan struct{}),
 		Webhooks:               []rotator.WebhookInfo{{Name: o.Configuration, Type: rotator.Validating}},
 		FieldOwner:             "fastpathd-controller",
 		RequireLeaderElection:  false,
@@ -71,7 +72,7 @@ func RunCertRotator(ctx context.Context, config *rest.Config, o CertOptions) (re
 		RotationCheckFrequency: o.Check,
 	}
 	if err := rotator.AddRotator(mgr, cr); err != nil {
-		return nil, nil, fmt.Errorf("the webhook's certificate rotator: %w", err)
+		return nil, fmt.Errorf("the webhook's certificate rotator: %w", err)
 	}
 	out := make(chan error, 1)
 	go func() {
@@ -79,5 +80,5 @@ func RunCertRotator(ctx context.Context, config *rest.Config, o CertOptions) (re
 			out <- fmt.Errorf("the webhook's certificate rotator: %w", err)
 		}
 	}()
-	return isReady, out, nil
+	return out, nil
 }
