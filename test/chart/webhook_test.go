@@ -11,6 +11,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
@@ -38,6 +39,12 @@ func webhookConfiguration(t *testing.T, args ...string) (*admissionregistrationv
 // test.
 func matches(t *testing.T, w admissionregistrationv1.ValidatingWebhook, resource schema.GroupVersionResource, kind string, obj runtime.Object) bool {
 	t.Helper()
+	return matchesOp(t, w, resource, kind, admission.Create, obj, nil)
+}
+
+// matchesOp is matches for an operation, with the old object of an update.
+func matchesOp(t *testing.T, w admissionregistrationv1.ValidatingWebhook, resource schema.GroupVersionResource, kind string, op admission.Operation, obj, old runtime.Object) bool {
+	t.Helper()
 	compiler, err := plugincel.NewCompositedCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()))
 	if err != nil {
 		t.Fatal(err)
@@ -49,8 +56,11 @@ func matches(t *testing.T, w admissionregistrationv1.ValidatingWebhook, resource
 	vars := plugincel.OptionalVariableDeclarations{HasAuthorizer: true}
 	m := matchconditions.NewMatcher(compiler.CompileCondition(conds, vars, environment.StoredExpressions), w.FailurePolicy, "webhook", "validating", w.Name)
 	gvk := resource.GroupVersion().WithKind(kind)
-	attr := admission.NewAttributesRecord(obj, nil, gvk, "app", "x", resource, "", admission.Create, nil, false, &user.DefaultInfo{Name: "alice"})
+	attr := admission.NewAttributesRecord(obj, old, gvk, "app", "x", resource, "", op, nil, false, &user.DefaultInfo{Name: "alice"})
 	versioned := &admission.VersionedAttributes{Attributes: attr, VersionedKind: gvk, VersionedObject: admission.NewLazyObject(obj)}
+	if old != nil {
+		versioned.VersionedOldObject = admission.NewLazyObject(old)
+	}
 	res := m.Match(context.Background(), versioned, nil, nil)
 	if res.Error != nil {
 		t.Fatalf("webhook %s: the match conditions fail to evaluate: %v", w.Name, res.Error)
@@ -145,6 +155,26 @@ func TestWebhookConfiguration(t *testing.T) {
 	} {
 		if got := matches(t, byName[tc.webhook], tc.resource, tc.kind, tc.obj); got != tc.want {
 			t.Errorf("%s: sent to %s %v, want %v", tc.what, tc.webhook, got, tc.want)
+		}
+	}
+	// An update that leaves the spec as it is (a finalizer) is not judged;
+	// one that changes it is.
+	podNetwork := func(enabled bool, finalizers ...string) runtime.Object {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "network.fastpath.dev/v1alpha1", "kind": "PodNetwork",
+			"metadata": map[string]any{"name": "dataplane"}, "spec": map[string]any{"enabled": enabled}}}
+		u.SetFinalizers(finalizers)
+		return u
+	}
+	podNetworks := schema.GroupVersionResource{Group: "network.fastpath.dev", Version: "v1alpha1", Resource: "podnetworks"}
+	if matchesOp(t, byName["cluster.webhook.fastpath.dev"], podNetworks, "PodNetwork", admission.Update, podNetwork(true, "network.fastpath.dev/in-use"), podNetwork(true)) {
+		t.Error("a PodNetwork's finalizer added: sent to the webhook, want not")
+	}
+	if !matchesOp(t, byName["cluster.webhook.fastpath.dev"], podNetworks, "PodNetwork", admission.Update, podNetwork(false), podNetwork(true)) {
+		t.Error("a PodNetwork disabled: not sent to the webhook")
+	}
+	for _, r := range byName["namespaced.webhook.fastpath.dev"].Rules {
+		if slices.Contains(r.Resources, "resourceclaims") && !slices.Equal(r.Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Create}) {
+			t.Errorf("claims judged on %v: their spec is immutable, and an update judged (a finalizer) would fail while the webhook is down", r.Operations)
 		}
 	}
 	// The chart's own classes and approved configs are left out: they are
