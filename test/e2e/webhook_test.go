@@ -137,8 +137,8 @@ func controllerState(t *testing.T) string {
 // makes the serving certificate again, while reviews flow, none refused.
 // With the webhook stopped, pods are still admitted, and fastpath's own
 // kinds and claims are refused with a message saying the webhook cannot
-// be called. It logs the controller's memory without the webhook and
-// with it (cert-controller's caches and rotation).
+// be called. It logs the controller's memory with the webhook
+// (cert-controller's caches and rotation).
 func TestWebhook(t *testing.T) {
 	ctx, cancel := context.WithTimeout(klog.NewContext(t.Context(), klog.Background()), 8*time.Minute)
 	defer cancel()
@@ -152,7 +152,6 @@ func TestWebhook(t *testing.T) {
 	})
 	d := newDaemon(t, 26251, "--cni", "--npwg", "--podnetworks")
 	t.Cleanup(func() { d.stop(t) })
-	d.start(t, ctx)
 	deployments := client.AppsV1().Deployments(testbed.ChartNamespace)
 	controllerReady := func(what string) {
 		t.Helper()
@@ -165,14 +164,14 @@ func TestWebhook(t *testing.T) {
 			t.Fatalf("%s: the controller is not ready: %v\n%s", what, err, controllerState(t))
 		}
 	}
-	controllerReady("without the webhook")
-	rssBefore, heapBefore := settledMemory(ctx, t)
-
-	// The webhook on: the controller in the host network is called at
-	// localhost (the bed's API server runs no kube-proxy).
+	// The webhook on from the install: the controller in the host network
+	// is called at localhost (the bed's API server runs no kube-proxy).
+	// An upgrade that turned it on would roll the controller, whose new
+	// pod cannot start beside the old on the bed's one node (the host
+	// network's ports).
 	d.values["webhook"] = map[string]any{"enabled": true, "port": webhookPort, "url": fmt.Sprintf("https://localhost:%d/validate", webhookPort)}
-	d.start(t, ctx)
 	start := time.Now()
+	d.start(t, ctx)
 	controllerReady("with the webhook")
 	err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		c, err := vwcs.Get(ctx, webhookName, metav1.GetOptions{})
@@ -189,10 +188,9 @@ func TestWebhook(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the controller did not patch the CA bundle into %s: %v", webhookName, err)
 	}
-	t.Logf("the webhook serves %s after the upgrade (certificates made, the Secret's files updated by the kubelet)", time.Since(start).Round(time.Second))
-	rssAfter, heapAfter := settledMemory(ctx, t)
-	t.Logf("controller memory: without the webhook RSS %.1f MiB, heap in use %.1f MiB; with it (cert-controller) RSS %.1f MiB (%+.1f), heap %.1f MiB (%+.1f)",
-		rssBefore, heapBefore, rssAfter, rssAfter-rssBefore, heapAfter, heapAfter-heapBefore)
+	t.Logf("the webhook serves %s after the install (certificates made, the Secret's files updated by the kubelet)", time.Since(start).Round(time.Second))
+	rss, heap := settledMemory(ctx, t)
+	t.Logf("controller memory with the webhook (cert-controller): RSS %.1f MiB, heap in use %.1f MiB", rss, heap)
 
 	lowMTU := webhookObject(t, `
 apiVersion: resource.k8s.io/v1
