@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"net/netip"
 	"strings"
 	"testing"
@@ -10,14 +11,25 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/fastpath-dra/fastpath/test/testbed"
 )
 
 func TestNodeReady(t *testing.T) {
 	ctx := testContext(t)
-	node, err := bed.Client().CoreV1().Nodes().Get(ctx, bed.NodeName(), metav1.GetOptions{})
-	if err != nil {
+	// The kubelet reports the runtime's version as "Unknown" until it
+	// has asked a containerd that an earlier test restarted.
+	var node *corev1.Node
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		n, err := bed.Client().CoreV1().Nodes().Get(ctx, bed.NodeName(), metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		node = n
+		return !strings.HasSuffix(n.Status.NodeInfo.ContainerRuntimeVersion, "://Unknown"), nil
+	})
+	if node == nil {
 		t.Fatalf("get node: %v", err)
 	}
 	ready := false

@@ -192,6 +192,7 @@ func TestOutageAPIServer(t *testing.T) {
 		t.Logf("the kubelet did not start a new sandbox of pod %s during the outage; it says:\n%s", sandbox.Name, tried)
 	}
 
+	n.d.apiRestarts = append(n.d.apiRestarts, time.Now())
 	if err := bed.StartComponent(ctx, testbed.APIServer); err != nil {
 		t.Fatal(err)
 	}
