@@ -45,7 +45,8 @@ var Versions = []int{1, versionWhole, Version}
 
 // Convert rewrites the checkpoint at path in version to, for a build that
 // reads only that version: to Version migrates the previous releases'
-// files (as Open does) and writes the checkpoint whole, its journal empty;
+// files (as Open does) and writes the checkpoint whole with an empty journal
+// unless it is of version 3 already;
 // to 2 folds the journal into the checkpoint, and removes it; to 1 writes
 // that release's files, the CNI
 // driver's claims to legacy.CNI. A claim that version cannot hold whole
@@ -61,25 +62,12 @@ func Convert(path string, legacy Legacy, to int) error {
 		return err
 	}
 	switch to {
-	case Version:
-		s.fileMu.Lock()
-		defer s.fileMu.Unlock()
-		unlock, err := s.lockFile().Lock(context.Background())
-		if err != nil {
-			return err
-		}
-		defer unlock()
-		if err := s.refresh(); err != nil {
-			return err
-		}
-		s.SetJournal(true)
-		return s.writeWhole(s.claims)
-	case versionWhole:
+	case Version, versionWhole:
 		// Under the file lock, as a daemon's write would be.
 		if err := s.Share(); err != nil {
 			return err
 		}
-		return s.Fold()
+		return s.rewrite(to == Version)
 	}
 	if legacy.CNI == "" {
 		return errors.New("version 1 keeps the CNI driver's claims in a file of their own: name it")

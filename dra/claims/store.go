@@ -671,7 +671,12 @@ func (s *Store) SetJournal(on bool) {
 // Fold writes the checkpoint whole in version 2, the journal folded into
 // it, unless it is of version 2 already, and keeps writing version 2
 // (SetJournal off): for a daemon of the previous release to read it.
-func (s *Store) Fold() error {
+func (s *Store) Fold() error { return s.rewrite(false) }
+
+// rewrite writes the checkpoint whole, in version 3 with an empty journal
+// or in version 2 (journal false), unless it is of that version already,
+// and keeps writing that version.
+func (s *Store) rewrite(journal bool) error {
 	s.fileMu.Lock()
 	defer s.fileMu.Unlock()
 	unlock, err := s.lockShared()
@@ -679,11 +684,15 @@ func (s *Store) Fold() error {
 		return err
 	}
 	defer unlock()
+	want := versionWhole
+	if journal {
+		want = Version
+	}
 	s.mu.Lock()
-	s.journal = false
+	s.journal = journal
 	format := s.format
 	s.mu.Unlock()
-	if format == versionWhole {
+	if format == want {
 		return nil
 	}
 	return s.writeWhole(maps.Clone(s.claims))
