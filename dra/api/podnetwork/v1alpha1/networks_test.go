@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -318,5 +319,25 @@ func TestParseNetworksKEPNames(t *testing.T) {
 	if _, errs := PodNetworks(map[string]string{AnnotationNetworks: `[{"name": "a", "attachmentName": "b"}]`}, false); len(errs) != 1 ||
 		!strings.Contains(errs[0].Error(), "only one of name (podNetworkName) and attachmentName (podNetworkAttachmentName)") {
 		t.Errorf("name and attachmentName in one element: %v", errs)
+	}
+}
+
+func TestNodeLabel(t *testing.T) {
+	if got := NodeLabel("dataplane1"); got != "podnetwork.network.fastpath.dev/dataplane1" {
+		t.Errorf("NodeLabel(dataplane1) = %q", got)
+	}
+	long := strings.Repeat("a", 64)
+	got := NodeLabel(long)
+	name, ok := strings.CutPrefix(got, NodeLabelPrefix)
+	if !ok || len(name) > 63 || !strings.HasPrefix(name, "h.") || NodeLabel(long+"b") == got {
+		t.Errorf("NodeLabel(64 characters) = %q: want the prefix and a hashed name of at most 63 characters, one per name", got)
+	}
+	for _, key := range []string{NodeLabel("x"), got} {
+		if errs := validation.IsQualifiedName(key); len(errs) > 0 {
+			t.Errorf("NodeLabel: %q is not a label key: %v", key, errs)
+		}
+		if !IsNodeLabel(key) {
+			t.Errorf("IsNodeLabel(%q) = false", key)
+		}
 	}
 }
