@@ -72,7 +72,7 @@ func BenchmarkWebhookReview(b *testing.B) {
 		NADs:    npwg.ConfigRules{Plugins: cnipolicy.DefaultPlugins},
 		Metrics: metrics.New(),
 	}
-	srv, err := admission.Listen(ctx, "127.0.0.1:0", dir, h)
+	srv, err := admission.Listen(ctx, "127.0.0.1:0", dir, map[string]http.Handler{admission.Path: h})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
@@ -48,14 +50,18 @@ type PodNetworkControllerOptions struct {
 	// NoDefault leaves the default PodNetwork to the operator (the KEP's
 	// disable-default-podnetwork-creation).
 	NoDefault bool
+	// Events records why a gated pod stays gated; nil records none.
+	Events record.EventRecorder
 }
 
 // PodNetworkController is the KEP-3698 PodNetwork controller: it writes
 // the Ready and ParamsReady conditions of PodNetworks and
 // PodNetworkAttachments, keeps the InUse finalizer on those pods (through
 // the network.fastpath.dev/networks annotation) or attachments reference,
-// and creates the default PodNetwork, again when it is deleted. One runs
-// in the cluster (fastpathd controller, leader-elected).
+// and creates the default PodNetwork, again when it is deleted. It also
+// lifts the scheduling gates of pods whose networks pass the KEP's active
+// validation (gates.go). One runs in the cluster (fastpathd controller,
+// leader-elected).
 //
 // The default PodNetwork gets no InUse finalizer: the KEP keeps it from
 // deletion, and a controller cannot refuse a delete, so it creates it again
@@ -68,18 +74,23 @@ type PodNetworkController struct {
 	networks    cache.Indexer
 	attachments cache.Indexer
 	pods        cache.Indexer
+	nodes       cache.Store
 	synced      []cache.InformerSynced
 }
 
-// objectKey names a PodNetwork (no namespace) or a PodNetworkAttachment.
+// objectKey names a PodNetwork (no namespace), a PodNetworkAttachment or
+// a gated pod.
 type objectKey struct {
-	attachment      bool
+	attachment, pod bool
 	namespace, name string
 }
 
 func (k objectKey) String() string {
-	if k.attachment {
+	switch {
+	case k.attachment:
 		return "PodNetworkAttachment " + k.namespace + "/" + k.name
+	case k.pod:
+		return "pod " + k.namespace + "/" + k.name
 	}
 	return "PodNetwork " + k.name
 }
@@ -114,7 +125,8 @@ func (c *PodNetworkController) Synced() error {
 }
 
 // activePod is a pod as the controller keeps it: what says which networks
-// it references, nothing else.
+// it references and, while it carries fastpath's scheduling gate, that
+// gate and its PodScheduled condition; nothing else.
 func activePod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -126,6 +138,31 @@ func activePod(obj any) (any, error) {
 	}
 	kept.Spec.HostNetwork = pod.Spec.HostNetwork
 	kept.Status.Phase = pod.Status.Phase
+	if gated(pod) {
+		kept.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: pnv1.SchedulingGate}}
+		if c := podScheduled(pod); c != nil {
+			kept.Status.Conditions = []corev1.PodCondition{*c}
+		}
+	}
+	return kept, nil
+}
+
+// nodeLabels is a node as the controller keeps it: its name and the
+// labels of the PodNetworks it attaches.
+func nodeLabels(obj any) (any, error) {
+	node, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	kept := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node.Name, UID: node.UID, ResourceVersion: node.ResourceVersion}}
+	for k, v := range node.Labels {
+		if pnv1.IsNodeLabel(k) {
+			if kept.Labels == nil {
+				kept.Labels = map[string]string{}
+			}
+			kept.Labels[k] = v
+		}
+	}
 	return kept, nil
 }
 
@@ -190,10 +227,14 @@ func (c *PodNetworkController) Run(ctx context.Context) error {
 	if err := podInformer.SetTransform(activePod); err != nil {
 		return err
 	}
-	if err := podInformer.AddIndexers(cache.Indexers{indexByReference: podReferences}); err != nil {
+	if err := podInformer.AddIndexers(cache.Indexers{indexByReference: podReferences, indexGated: gatedIndex}); err != nil {
 		return err
 	}
-	c.networks, c.attachments, c.pods = pnInformer.GetIndexer(), pnaInformer.GetIndexer(), podInformer.GetIndexer()
+	nodeInformer := typed.Core().V1().Nodes().Informer()
+	if err := nodeInformer.SetTransform(nodeLabels); err != nil {
+		return err
+	}
+	c.networks, c.attachments, c.pods, c.nodes = pnInformer.GetIndexer(), pnaInformer.GetIndexer(), podInformer.GetIndexer(), nodeInformer.GetStore()
 
 	if _, err := pnInformer.AddEventHandler(handler(func(obj any) { c.enqueueNetwork(objectName(obj)) })); err != nil {
 		return err
@@ -203,6 +244,8 @@ func (c *PodNetworkController) Run(ctx context.Context) error {
 			c.queue.Add(objectKey{attachment: true, namespace: u.GetNamespace(), name: u.GetName()})
 			keys, _ := attachmentReferences(u)
 			c.enqueueRefs(u.GetNamespace(), keys)
+			pods, _ := c.pods.ByIndex(indexByReference, attachmentRef(u.GetNamespace(), u.GetName()))
+			c.enqueueGated(pods)
 		}
 	})); err != nil {
 		return err
@@ -213,11 +256,24 @@ func (c *PodNetworkController) Run(ctx context.Context) error {
 			// referenced is in its annotation, whatever its phase.
 			keys, _ := podReferences(&corev1.Pod{ObjectMeta: pod.ObjectMeta})
 			c.enqueueRefs(pod.Namespace, keys)
+			c.enqueueGated([]any{pod})
 		}
 	})); err != nil {
 		return err
 	}
-	c.synced = []cache.InformerSynced{pnInformer.HasSynced, pnaInformer.HasSynced, podInformer.HasSynced}
+	if _, err := nodeInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { c.enqueueAllGated() },
+		UpdateFunc: func(old, obj any) {
+			o, n := old.(*corev1.Node), obj.(*corev1.Node)
+			if !maps.Equal(o.Labels, n.Labels) {
+				c.enqueueAllGated()
+			}
+		},
+		// A node that goes takes nothing a gated pod waits for.
+	}); err != nil {
+		return err
+	}
+	c.synced = []cache.InformerSynced{pnInformer.HasSynced, pnaInformer.HasSynced, podInformer.HasSynced, nodeInformer.HasSynced}
 	dyn.Start(ctx.Done())
 	typed.Start(ctx.Done())
 	defer dyn.Shutdown()
@@ -277,8 +333,12 @@ func (c *PodNetworkController) enqueueNetwork(name string) {
 	for _, obj := range objs {
 		if u, ok := obj.(*unstructured.Unstructured); ok {
 			c.queue.Add(objectKey{attachment: true, namespace: u.GetNamespace(), name: u.GetName()})
+			pods, _ := c.pods.ByIndex(indexByReference, attachmentRef(u.GetNamespace(), u.GetName()))
+			c.enqueueGated(pods)
 		}
 	}
+	pods, _ := c.pods.ByIndex(indexByReference, podNetworkRef(name))
+	c.enqueueGated(pods)
 }
 
 // enqueueRefs queues the objects index keys of namespace name.
@@ -315,8 +375,11 @@ func (c *PodNetworkController) processNext(ctx context.Context) bool {
 // reconcile brings one object's status and finalizer to what they should
 // be; recheck says it has parametersRefs, to read again later.
 func (c *PodNetworkController) reconcile(ctx context.Context, key objectKey) (recheck bool, err error) {
-	if key.attachment {
+	switch {
+	case key.attachment:
 		return c.reconcileAttachment(ctx, key.namespace, key.name)
+	case key.pod:
+		return false, c.reconcilePod(ctx, key.namespace, key.name)
 	}
 	return c.reconcileNetwork(ctx, key.name)
 }

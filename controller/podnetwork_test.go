@@ -35,11 +35,12 @@ var podNetworkListKinds = map[schema.GroupVersionResource]string{
 // pnFixture is a PodNetworkController over a fake API server, its caches
 // filled from the fake before each reconcile, as the informers would.
 type pnFixture struct {
-	t    *testing.T
-	ctx  context.Context
-	dyn  *dynamicfake.FakeDynamicClient
-	pods []*corev1.Pod
-	c    *PodNetworkController
+	t     *testing.T
+	ctx   context.Context
+	dyn   *dynamicfake.FakeDynamicClient
+	pods  []*corev1.Pod
+	nodes []*corev1.Node
+	c     *PodNetworkController
 }
 
 func newPNFixture(t *testing.T, objs ...runtime.Object) *pnFixture {
@@ -54,7 +55,14 @@ func (f *pnFixture) sync() {
 	f.t.Helper()
 	f.c.networks = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	f.c.attachments = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{indexByReference: attachmentReferences})
-	f.c.pods = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{indexByReference: podReferences})
+	f.c.pods = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{indexByReference: podReferences, indexGated: gatedIndex})
+	f.c.nodes = cache.NewStore(cache.MetaNamespaceKeyFunc)
+	for _, n := range f.nodes {
+		kept, _ := nodeLabels(n)
+		if err := f.c.nodes.Add(kept); err != nil {
+			f.t.Fatal(err)
+		}
+	}
 	for gvr, idx := range map[schema.GroupVersionResource]cache.Indexer{pnv1.PodNetworkResource: f.c.networks, pnv1.PodNetworkAttachmentResource: f.c.attachments} {
 		list, err := f.dyn.Resource(gvr).List(f.ctx, metav1.ListOptions{})
 		if err != nil {

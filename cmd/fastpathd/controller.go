@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -14,16 +15,21 @@ import (
 	"syscall"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	"github.com/fastpath-dra/fastpath/controller"
 	"github.com/fastpath-dra/fastpath/dra/admission"
+	pnv1 "github.com/fastpath-dra/fastpath/dra/api/podnetwork/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/metrics"
 	"github.com/fastpath-dra/fastpath/dra/npwg"
 	"github.com/fastpath-dra/fastpath/dra/validate"
@@ -53,6 +59,7 @@ type webhookOptions struct {
 	secret        string
 	service       string
 	configuration string
+	gates         string
 	dnsNames      string
 	// The NetworkAttachmentDefinitions' rules, as the nodes' flags.
 	nads npwgConfigOptions
@@ -66,6 +73,8 @@ func (o *webhookOptions) addFlags(fs *flag.FlagSet) {
 		"the CA bundle of --webhook-configuration kept the CA's (cert-controller); it must exist and be mounted at --webhook-cert-dir; empty: the key pair is someone else's")
 	fs.StringVar(&o.service, "webhook-service", "fastpath-webhook", "with --webhook-secret, the webhook's Service (in --leader-election-namespace), whose DNS names the certificate is for")
 	fs.StringVar(&o.configuration, "webhook-configuration", "fastpath-webhook", "with --webhook-secret, the ValidatingWebhookConfiguration whose CA bundles are kept the CA's")
+	fs.StringVar(&o.gates, "webhook-gate-configuration", "", "with --webhook-secret, the MutatingWebhookConfiguration of the scheduling gates (path "+admission.GatePath+
+		", which every --webhook-port serves: a pod created with a list of PodNetworks gets the gate "+pnv1.SchedulingGate+") whose CA bundles are kept the CA's; empty: none")
 	fs.StringVar(&o.dnsNames, "webhook-dns-names", "", "with --webhook-secret, comma-separated DNS names the certificate is for besides the Service's "+
 		"(the host of a configuration's clientConfig.url, such as localhost for a controller in the host network)")
 	// No directory by default: the operator's configurations are the
@@ -83,8 +92,9 @@ func (o *webhookOptions) validate() error {
 	case o.certDir == "":
 		return usagef("controller: --webhook-port needs --webhook-cert-dir")
 	case o.secret != "" && (len(validation.IsDNS1123Subdomain(o.secret)) > 0 || len(validation.IsDNS1123Label(o.service)) > 0 ||
-		len(validation.IsDNS1123Subdomain(o.configuration)) > 0):
-		return usagef("controller: --webhook-secret %q, --webhook-service %q, --webhook-configuration %q: must be object names", o.secret, o.service, o.configuration)
+		len(validation.IsDNS1123Subdomain(o.configuration)) > 0 || (o.gates != "" && len(validation.IsDNS1123Subdomain(o.gates)) > 0)):
+		return usagef("controller: --webhook-secret %q, --webhook-service %q, --webhook-configuration %q, --webhook-gate-configuration %q: must be object names",
+			o.secret, o.service, o.configuration, o.gates)
 	}
 	for _, name := range splitList(o.dnsNames) {
 		if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
@@ -103,7 +113,8 @@ type podNetworkOptions struct {
 }
 
 func (o *podNetworkOptions) addFlags(fs *flag.FlagSet) {
-	fs.BoolVar(&o.enabled, "podnetworks", false, "run the KEP-3698 PodNetwork controller: Ready and ParamsReady of PodNetworks and PodNetworkAttachments, their InUse finalizers, the default PodNetwork (needs their CRDs)")
+	fs.BoolVar(&o.enabled, "podnetworks", false, "run the KEP-3698 PodNetwork controller: Ready and ParamsReady of PodNetworks and PodNetworkAttachments, their InUse finalizers, the default PodNetwork (needs their CRDs), "+
+		"and the lifting of the scheduling gate "+pnv1.SchedulingGate+" once a pod's networks exist, are Ready and enabled, with node affinity to the nodes that attach them")
 	fs.BoolVar(&o.noDefault, "disable-default-podnetwork-creation", false, "with --podnetworks, leave the default PodNetwork to the operator rather than create it (and create it again when deleted)")
 	fs.DurationVar(&o.paramsRecheck, "podnetwork-params-recheck", 30*time.Second, "with --podnetworks, read the objects parametersRefs name again this often (they are not watched)")
 	fs.StringVar(&o.allowedNamespaces, "npwg-allowed-namespaces", "", "with --podnetworks, comma-separated namespaces whose NetworkAttachmentDefinitions a PodNetworkAttachment of every namespace may name (\"*\": all), "+
@@ -180,6 +191,7 @@ func controllerCommand(args []string, stderr io.Writer) error {
 			Client: dyn, Pods: client, Policy: o.cni.policy(), Resync: o.resync,
 			ParamsRecheck: o.podNetworks.paramsRecheck, NoDefault: o.podNetworks.noDefault,
 			AllowedNamespaces: splitList(o.podNetworks.allowedNamespaces),
+			Events:            controllerEvents(ctx, client),
 		}))
 	}
 	var hook *webhook
@@ -187,6 +199,13 @@ func controllerCommand(args []string, stderr io.Writer) error {
 		hook = &webhook{restConfig: restConfig}
 	}
 	return runController(ctx, o, client, ctrls, hook)
+}
+
+// controllerEvents records the controller's events on pods.
+func controllerEvents(ctx context.Context, client kubernetes.Interface) record.EventRecorder {
+	b := record.NewBroadcaster(record.WithContext(ctx))
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "fastpath-controller"})
 }
 
 // webhook is what the admission webhook needs besides its flags.
@@ -202,7 +221,8 @@ func (w *webhook) serve(ctx context.Context, o controllerOptions, m *metrics.Met
 	if o.webhook.secret != "" {
 		rotErrs, err := admission.RunCertRotator(ctx, w.restConfig, admission.CertOptions{
 			Namespace: o.namespace, Secret: o.webhook.secret, CertDir: o.webhook.certDir,
-			Service: o.webhook.service, Configuration: o.webhook.configuration, DNSNames: splitList(o.webhook.dnsNames),
+			Service: o.webhook.service, Configuration: o.webhook.configuration, GateConfiguration: o.webhook.gates,
+			DNSNames: splitList(o.webhook.dnsNames),
 		})
 		if err != nil {
 			return nil, nil, err
@@ -219,7 +239,8 @@ func (w *webhook) serve(ctx context.Context, o controllerOptions, m *metrics.Met
 			Policy: o.webhook.nads.hostPolicy()},
 		Metrics: m,
 	}
-	srv, err := admission.Listen(ctx, fmt.Sprintf(":%d", o.webhook.port), o.webhook.certDir, h)
+	srv, err := admission.Listen(ctx, fmt.Sprintf(":%d", o.webhook.port), o.webhook.certDir,
+		map[string]http.Handler{admission.Path: h, admission.GatePath: &admission.Gate{Metrics: m}})
 	if err != nil {
 		return nil, nil, err
 	}

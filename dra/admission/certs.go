@@ -26,8 +26,9 @@ type CertOptions struct {
 	Service  string
 	DNSNames []string
 	// Configuration is the ValidatingWebhookConfiguration whose CA bundles
-	// are kept the CA's.
-	Configuration string
+	// are kept the CA's; GateConfiguration, the MutatingWebhookConfiguration
+	// of the scheduling gates ("": none).
+	Configuration, GateConfiguration string
 	// CAValidity and ServerValidity are how long the CA and the serving
 	// certificate are valid; Lookahead, how long before its end a
 	// certificate is made again; Check, how often that is looked at.
@@ -52,6 +53,10 @@ func RunCertRotator(ctx context.Context, config *rest.Config, o CertOptions) (<-
 	if err != nil {
 		return nil, fmt.Errorf("the webhook's certificate rotator: %w", err)
 	}
+	webhooks := []rotator.WebhookInfo{{Name: o.Configuration, Type: rotator.Validating}}
+	if o.GateConfiguration != "" {
+		webhooks = append(webhooks, rotator.WebhookInfo{Name: o.GateConfiguration, Type: rotator.Mutating})
+	}
 	cr := &rotator.CertRotator{
 		SecretKey:      types.NamespacedName{Namespace: o.Namespace, Name: o.Secret},
 		CertDir:        o.CertDir,
@@ -62,7 +67,7 @@ func RunCertRotator(ctx context.Context, config *rest.Config, o CertOptions) (<-
 		// Closed by cert-controller once the CA is injected (it must not
 		// be nil); readiness is the server's, which has a key pair or not.
 		IsReady:                make(chan struct{}),
-		Webhooks:               []rotator.WebhookInfo{{Name: o.Configuration, Type: rotator.Validating}},
+		Webhooks:               webhooks,
 		FieldOwner:             "fastpathd-controller",
 		RequireLeaderElection:  false,
 		RestartOnSecretRefresh: false,

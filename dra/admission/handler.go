@@ -19,8 +19,12 @@ import (
 	"github.com/fastpath-dra/fastpath/dra/validate"
 )
 
-// Path is where the webhook serves its reviews.
-const Path = "/validate"
+// Path is where the webhook serves its reviews; GatePath, where it serves
+// the mutating webhook that gates pods listing PodNetworks.
+const (
+	Path     = "/validate"
+	GatePath = "/gate"
+)
 
 // maxReviewBytes bounds a review's body: the API server's objects are at
 // most 3 MiB, and an update's review carries two.
@@ -32,6 +36,8 @@ const (
 	VerdictDenied   = "denied"
 	VerdictUnjudged = "unjudged"
 	VerdictError    = "error"
+	// VerdictGated: the pod was given the scheduling gate.
+	VerdictGated = "gated"
 )
 
 // kindOther is the metric's kind of a review of a kind the webhook does
@@ -59,6 +65,13 @@ type Handler struct {
 // a bad request (the API server then applies the failure policy); an
 // object in it that does not decode is refused with the decoder's message.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	serveReview(w, r, h.Metrics, h.Review)
+}
+
+// serveReview answers one AdmissionReview with review's answer, and
+// counts it.
+func serveReview(w http.ResponseWriter, r *http.Request, m *metrics.Metrics,
+	review func(*admissionv1.AdmissionRequest) (*admissionv1.AdmissionResponse, string, string)) {
 	start := time.Now()
 	logger := klog.FromContext(r.Context())
 	if r.Method != http.MethodPost {
@@ -78,17 +91,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("the review is larger than %d bytes", maxReviewBytes), http.StatusRequestEntityTooLarge)
 		return
 	}
-	var review admissionv1.AdmissionReview
-	if err := json.Unmarshal(body, &review); err != nil || review.Request == nil {
+	var in admissionv1.AdmissionReview
+	if err := json.Unmarshal(body, &in); err != nil || in.Request == nil {
 		if err == nil {
 			err = fmt.Errorf("it has no request")
 		}
-		h.Metrics.Review(kindOther, VerdictError, time.Since(start))
+		m.Review(kindOther, VerdictError, time.Since(start))
 		http.Error(w, fmt.Sprintf("not an AdmissionReview: %v", err), http.StatusBadRequest)
 		return
 	}
-	resp, kind, verdict := h.Review(review.Request)
-	out, err := json.Marshal(admissionv1.AdmissionReview{TypeMeta: review.TypeMeta, Response: resp})
+	resp, kind, verdict := review(in.Request)
+	out, err := json.Marshal(admissionv1.AdmissionReview{TypeMeta: in.TypeMeta, Response: resp})
 	if err != nil {
 		// An AdmissionReview of strings and bools always marshals.
 		http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -96,12 +109,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	if _, err := w.Write(out); err != nil {
-		logger.V(2).Info("Writing an admission review's answer failed", "uid", review.Request.UID, "err", err)
+		logger.V(2).Info("Writing an admission review's answer failed", "uid", in.Request.UID, "err", err)
 	}
-	h.Metrics.Review(kind, verdict, time.Since(start))
+	m.Review(kind, verdict, time.Since(start))
 	if verdict == VerdictDenied {
-		logger.V(2).Info("Denied", "kind", review.Request.Kind.Kind, "namespace", review.Request.Namespace,
-			"name", review.Request.Name, "operation", review.Request.Operation, "message", resp.Result.Message)
+		logger.V(2).Info("Denied", "kind", in.Request.Kind.Kind, "namespace", in.Request.Namespace,
+			"name", in.Request.Name, "operation", in.Request.Operation, "message", resp.Result.Message)
 	}
 }
 

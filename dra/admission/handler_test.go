@@ -208,19 +208,23 @@ func scrape(t *testing.T, m *metrics.Metrics) string {
 	return string(body)
 }
 
+// review is an AdmissionReview of req, as the API server sends it.
+func review(t *testing.T, req *admissionv1.AdmissionRequest) []byte {
+	t.Helper()
+	data, err := json.Marshal(admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"}, Request: req})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
 // TestServeHTTP: a review round trip, a kind the webhook does not judge
 // allowed and counted, and a body that is no review a bad request.
 func TestServeHTTP(t *testing.T) {
 	m := metrics.New()
 	h := newHandler(m)
-	review := func(req *admissionv1.AdmissionRequest) []byte {
-		data, err := json.Marshal(admissionv1.AdmissionReview{
-			TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"}, Request: req})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return data
-	}
+	review := func(req *admissionv1.AdmissionRequest) []byte { return review(t, req) }
 	code, out := post(t, h, review(request(t, admissionv1.Create, "ResourceClaim", "tenant-a", lowMTU, "")))
 	if code != http.StatusOK || out.Response == nil || out.Response.Allowed || out.APIVersion != "admission.k8s.io/v1" || out.Kind != "AdmissionReview" {
 		t.Fatalf("status %d, answer %+v: want a denial in an admission.k8s.io/v1 AdmissionReview", code, out)

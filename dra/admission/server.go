@@ -95,10 +95,11 @@ type Server struct {
 	errs chan error
 }
 
-// Listen listens on addr and serves h at Path over TLS, with the key pair
-// of certDir (tls.crt, tls.key), read again when it changes. Connections
-// are served once a certificate is there; Ready says whether it is.
-func Listen(ctx context.Context, addr, certDir string, h http.Handler) (*Server, error) {
+// Listen listens on addr and serves each handler at its path (Path,
+// GatePath) over TLS, with the key pair of certDir (tls.crt, tls.key),
+// read again when it changes. Connections are served once a certificate
+// is there; Ready says whether it is.
+func Listen(ctx context.Context, addr, certDir string, handlers map[string]http.Handler) (*Server, error) {
 	// SO_REUSEPORT, as the health server's: two replicas in the host
 	// network of one node (a rolling update) serve side by side.
 	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
@@ -114,7 +115,9 @@ func Listen(ctx context.Context, addr, certDir string, h http.Handler) (*Server,
 	}
 	keys := &keyPair{dir: certDir}
 	mux := http.NewServeMux()
-	mux.Handle(Path, h)
+	for path, h := range handlers {
+		mux.Handle(path, h)
+	}
 	logger := klog.FromContext(ctx)
 	s := &Server{
 		lis: lis, keys: keys, errs: make(chan error, 1),

@@ -78,7 +78,7 @@ func TestRotationWhileServing(t *testing.T) {
 		return cert
 	}
 	issue(0)
-	srv, err := Listen(ctx, "127.0.0.1:0", dir, newHandler(nil))
+	srv, err := Listen(ctx, "127.0.0.1:0", dir, map[string]http.Handler{Path: newHandler(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestRotationWhileServing(t *testing.T) {
 func TestReadyWithKeyPair(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	dir := t.TempDir()
-	srv, err := Listen(ctx, "127.0.0.1:0", dir, newHandler(nil))
+	srv, err := Listen(ctx, "127.0.0.1:0", dir, map[string]http.Handler{Path: newHandler(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -233,3 +233,87 @@ func TestWebhookConfiguration(t *testing.T) {
 		}
 	}
 }
+
+// TestSchedulingGatesConfiguration: with the webhook and PodNetworks on,
+// pods created with a list of PodNetworks are sent to the gates' mutating
+// webhook, failing open within 2 s; pods it could not gate (a node named,
+// the host's network) and pods listing none are not; the controller may
+// lift gates and write why a pod waits, and keeps the CA bundle of the
+// mutating configuration too. Off with either off.
+func TestSchedulingGatesConfiguration(t *testing.T) {
+	gates := func(args ...string) (*admissionregistrationv1.MutatingWebhookConfiguration, []runtime.Object) {
+		t.Helper()
+		objs := render(t, args...)
+		for _, o := range objs {
+			if c, ok := o.(*admissionregistrationv1.MutatingWebhookConfiguration); ok {
+				return c, objs
+			}
+		}
+		return nil, objs
+	}
+	for _, args := range [][]string{
+		{"--set", "webhook.enabled=true"},
+		{"--set", "podNetworks.enabled=true"},
+		{"--set", "webhook.enabled=true", "--set", "podNetworks.enabled=true", "--set", "webhook.schedulingGates=false"},
+	} {
+		if c, _ := gates(args...); c != nil {
+			t.Errorf("%v: renders %s, want no gates", args, c.Name)
+		}
+	}
+	c, objs := gates("--set", "webhook.enabled=true", "--set", "podNetworks.enabled=true")
+	if c == nil || len(c.Webhooks) != 1 {
+		t.Fatalf("webhook.enabled and podNetworks.enabled: gates %+v, want one mutating webhook", c)
+	}
+	w := c.Webhooks[0]
+	if w.FailurePolicy == nil || *w.FailurePolicy != admissionregistrationv1.Ignore || w.TimeoutSeconds == nil || *w.TimeoutSeconds > 2 ||
+		w.SideEffects == nil || *w.SideEffects != admissionregistrationv1.SideEffectClassNone {
+		t.Errorf("gates: failure policy %v, timeout %v, side effects %v; want Ignore, at most 2 s, None", w.FailurePolicy, w.TimeoutSeconds, w.SideEffects)
+	}
+	if w.ClientConfig.Service == nil || w.ClientConfig.Service.Path == nil || *w.ClientConfig.Service.Path != "/gate" {
+		t.Errorf("gates: client config %+v, want the Service's /gate", w.ClientConfig)
+	}
+	if len(w.Rules) != 1 || !slices.Equal(w.Rules[0].Resources, []string{"pods"}) ||
+		!slices.Equal(w.Rules[0].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Create}) {
+		t.Errorf("gates: rules %+v, want pods at creation alone", w.Rules)
+	}
+	asValidating := admissionregistrationv1.ValidatingWebhook{Name: w.Name, FailurePolicy: w.FailurePolicy, MatchConditions: w.MatchConditions}
+	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	listing := map[string]string{"network.fastpath.dev/networks": `[{"name":"dataplane"}]`}
+	pod := func(annotations map[string]string, spec corev1.PodSpec) runtime.Object {
+		return &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}, ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "app", Annotations: annotations}, Spec: spec}
+	}
+	for _, tc := range []struct {
+		what string
+		obj  runtime.Object
+		want bool
+	}{
+		{"a pod listing PodNetworks", pod(listing, corev1.PodSpec{}), true},
+		{"a pod naming its node", pod(listing, corev1.PodSpec{NodeName: "node-a"}), false},
+		{"a pod in the host's network", pod(listing, corev1.PodSpec{HostNetwork: true}), false},
+		{"a pod selecting NetworkAttachmentDefinitions alone", pod(map[string]string{"k8s.v1.cni.cncf.io/networks": "a"}, corev1.PodSpec{}), false},
+		{"a pod without annotations", pod(nil, corev1.PodSpec{}), false},
+	} {
+		if got := matches(t, asValidating, pods, "Pod", tc.obj); got != tc.want {
+			t.Errorf("%s: sent to the gates %v, want %v", tc.what, got, tc.want)
+		}
+	}
+	var lifts, says, nodes, bundle bool
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *appsv1.Deployment:
+			if args := o.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--webhook-gate-configuration="+c.Name) {
+				t.Errorf("controller args %q lack --webhook-gate-configuration=%s", args, c.Name)
+			}
+		case *rbacv1.ClusterRole:
+			for _, r := range o.Rules {
+				lifts = lifts || (slices.Contains(r.Resources, "pods") && slices.Contains(r.Verbs, "update"))
+				says = says || (slices.Equal(r.Resources, []string{"pods/status"}) && slices.Contains(r.Verbs, "patch"))
+				nodes = nodes || (slices.Contains(r.Resources, "nodes") && slices.Contains(r.Verbs, "watch"))
+				bundle = bundle || (slices.Equal(r.Resources, []string{"mutatingwebhookconfigurations"}) && slices.Equal(r.ResourceNames, []string{c.Name}) && slices.Contains(r.Verbs, "update"))
+			}
+		}
+	}
+	if !lifts || !says || !nodes || !bundle {
+		t.Errorf("controller RBAC: pods update %v, pods/status patch %v, nodes watch %v, the gates' CA bundle %v; want all", lifts, says, nodes, bundle)
+	}
+}

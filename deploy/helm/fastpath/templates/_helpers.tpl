@@ -181,6 +181,21 @@ service: {name: {{ include "fastpath.webhookName" . }}, namespace: {{ .Release.N
 {{- end }}
 {{- end }}
 
+{{/* The client config of the scheduling gates' mutating webhook: the validating one's, at path /gate. */}}
+{{- define "fastpath.gateClientConfig" -}}
+{{- if .Values.webhook.url }}
+{{- $u := urlParse .Values.webhook.url }}
+url: {{ printf "%s://%s/gate" $u.scheme $u.host | quote }}
+{{- else }}
+service: {name: {{ include "fastpath.webhookName" . }}, namespace: {{ .Release.Namespace }}, path: /gate, port: 443}
+{{- end }}
+{{- end }}
+
+{{/* Whether pods listing PodNetworks are gated until their networks can be attached. */}}
+{{- define "fastpath.schedulingGates" -}}
+{{- if and .Values.webhook.enabled .Values.webhook.schedulingGates .Values.podNetworks.enabled (include "fastpath.controllerEnabled" .) }}true{{ end }}
+{{- end }}
+
 {{/* The rules of a NetworkAttachmentDefinition for the controller's webhook: the values the daemon's flags of the same names take. */}}
 {{- define "fastpath.npwgRuleArgs" -}}
 {{- $v := .Values }}
