@@ -150,7 +150,7 @@ func TestWebhook(t *testing.T) {
 	t.Cleanup(func() {
 		_ = dynamicClient(t).Resource(pnv1.PodNetworkResource).Delete(context.Background(), pnv1.DefaultPodNetworkName, metav1.DeleteOptions{})
 	})
-	d := newDaemon(t, 26251, "--cni", "--npwg", "--podnetworks")
+	d := newDaemon(t, 26251, "--cni", "--npwg", "--podnetworks", "--cni-bin-dir", bed.Config().CNIBinDir())
 	t.Cleanup(func() { d.stop(t) })
 	deployments := client.AppsV1().Deployments(testbed.ChartNamespace)
 	controllerReady := func(what string) {
@@ -314,6 +314,10 @@ spec:
 		t.Logf("certificate made again and served; %d reviews sent meanwhile, %d refused", sent, refused)
 	})
 
+	t.Run("gated until its PodNetwork can be attached", func(t *testing.T) {
+		gatedUntilEnabled(t, ctx)
+	})
+
 	t.Run("stopped: pods admitted, fastpath's kinds refused", func(t *testing.T) {
 		scale, err := deployments.GetScale(ctx, "fastpath-controller", metav1.GetOptions{})
 		if err != nil {
@@ -331,9 +335,14 @@ spec:
 			t.Fatalf("the controller's pods outlived its scale to 0: %v", err)
 		}
 		// The pod the webhook refused is admitted (failure policy Ignore);
-		// the node would refuse it at sandbox creation.
+		// the node would refuse it at sandbox creation. A pod listing
+		// PodNetworks goes ungated: the node's check holds.
 		if err := dryRun(ctx, t, podsResource, sameNet); err != nil {
 			t.Errorf("a pod while the webhook is down: %v, want it admitted", err)
+		}
+		listing := pod("e2e-webhook-listing", pnv1.AnnotationNetworks, `[{"name": "dataplane", "interfaceName": "net1"}]`)
+		if gates, err := dryRunGates(ctx, t, listing); err != nil || len(gates) != 0 {
+			t.Errorf("a pod listing PodNetworks while the webhook is down: gates %v, %v; want it admitted ungated", gates, err)
 		}
 		for what, tc := range map[string]struct {
 			gvr     schema.GroupVersionResource
