@@ -138,12 +138,6 @@ func (c *PodNetworkController) judgeNetworks(pod *corev1.Pod) ([]string, *gatePr
 		}
 	}
 	if len(labels) > 0 && !c.someNodeHas(labels) {
-		var names []string
-		for _, n := range nets {
-			if n.PodNetworkName != "" && n.PodNetworkName != pnv1.DefaultPodNetworkName {
-				names = append(names, n.PodNetworkName)
-			}
-		}
 		return nil, &gateProblem{ReasonNoNode, fmt.Sprintf("no node attaches every PodNetwork the pod lists (no node has all the labels %s; "+
 			"a node's fastpathd sets the label of each PodNetwork whose configuration it can run)", strings.Join(labels, ", "))}
 	}

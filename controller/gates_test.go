@@ -148,7 +148,7 @@ func TestGateDisabledThenEnabled(t *testing.T) {
 	p := f.reconcilePod("app")
 	f.wantGated(p, pnv1.ReasonAdministrativelyDisabled, "PodNetwork dataplane", "spec.enabled is false", "network.fastpath.dev/networks[1]")
 	// Judged again unchanged: no write, no second event.
-	if p = f.reconcilePod("app"); len(f.events.Events) != 0 {
+	if f.reconcilePod("app"); len(f.events.Events) != 0 {
 		t.Errorf("a second event for the same reason: %q", <-f.events.Events)
 	}
 
