@@ -34,20 +34,36 @@ type checker struct {
 }
 
 // status says what the node can do with a configuration list:
-// sandbox_management when it parses, names a cniVersion the CNI library
-// runs, and every plugin (IPAM included) has an executable in the bin
-// directories; connectivity when, besides, the plugins answer STATUS
-// (CNI 1.1; a list of an earlier version has no STATUS and passes).
+// sandbox_management when sandboxProblem finds nothing wrong with it;
+// connectivity when, besides, the plugins answer STATUS (CNI 1.1; a list
+// of an earlier version has no STATUS and passes).
 func (c checker) status(ctx context.Context, conflist []byte) *NetworkStatus {
+	if problem := c.sandboxProblem(conflist); problem != "" {
+		return &NetworkStatus{Message: problem}
+	}
+	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	defer cancel()
+	if err := c.runner.Status(ctx, dataplane.CNINetwork{Conflist: conflist}); err != nil {
+		return &NetworkStatus{SandboxManagement: true, Message: fmt.Sprintf("CNI STATUS: %v", err)}
+	}
+	return &NetworkStatus{SandboxManagement: true, Connectivity: true}
+}
+
+// sandboxProblem says why sandboxes cannot be created with a
+// configuration list on this node, "" when they can: it parses, names a
+// cniVersion the CNI library runs, every plugin (IPAM included) has an
+// executable in the bin directories, and the host interfaces its plugins
+// name exist (hostLinkProblems). It runs no plugin.
+func (c checker) sandboxProblem(conflist []byte) string {
 	list, err := libcni.ConfListFromBytes(conflist)
 	if err != nil {
-		return &NetworkStatus{Message: fmt.Sprintf("not a configuration CNI reads: %v", err)}
+		return fmt.Sprintf("not a configuration CNI reads: %v", err)
 	}
 	if supported := version.All.SupportedVersions(); !slices.Contains(supported, list.CNIVersion) {
-		return &NetworkStatus{Message: fmt.Sprintf("cniVersion %q is not one this node's CNI library runs (%s)", list.CNIVersion, strings.Join(supported, ", "))}
+		return fmt.Sprintf("cniVersion %q is not one this node's CNI library runs (%s)", list.CNIVersion, strings.Join(supported, ", "))
 	}
 	if len(list.Plugins) == 0 {
-		return &NetworkStatus{Message: "no plugins"}
+		return "no plugins"
 	}
 	var missing []string
 	for _, t := range pluginTypes(list) {
@@ -56,14 +72,9 @@ func (c checker) status(ctx context.Context, conflist []byte) *NetworkStatus {
 		}
 	}
 	if len(missing) > 0 {
-		return &NetworkStatus{Message: fmt.Sprintf("plugin %s: no executable in %s", strings.Join(missing, ", "), strings.Join(c.binDirs, ", "))}
+		return fmt.Sprintf("plugin %s: no executable in %s", strings.Join(missing, ", "), strings.Join(c.binDirs, ", "))
 	}
-	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
-	defer cancel()
-	if err := c.runner.Status(ctx, dataplane.CNINetwork{Conflist: conflist}); err != nil {
-		return &NetworkStatus{SandboxManagement: true, Message: fmt.Sprintf("CNI STATUS: %v", err)}
-	}
-	return &NetworkStatus{SandboxManagement: true, Connectivity: true}
+	return strings.Join(hostLinkProblems(list), "; ")
 }
 
 // pluginTypes are the executables a list runs: its plugins' types and
