@@ -66,6 +66,21 @@ func decode[T any, P object[T]](resource schema.GroupVersionResource, u *unstruc
 // Run watches until ctx ends.
 func (c *WatchCache[T, P]) Run(ctx context.Context) { c.informer.RunWithContext(ctx) }
 
+// OnChange has changed called after the watch delivers an object added,
+// updated or deleted (those of its first list included), in the watch's
+// goroutine: changed must not block.
+func (c *WatchCache[T, P]) OnChange(changed func()) error {
+	_, err := c.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { changed() },
+		UpdateFunc: func(any, any) { changed() },
+		DeleteFunc: func(any) { changed() },
+	})
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", c.resource.GroupResource(), err)
+	}
+	return nil
+}
+
 // HasSynced says whether the watch has listed the objects once.
 func (c *WatchCache[T, P]) HasSynced() bool { return c.informer.HasSynced() }
 

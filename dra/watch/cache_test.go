@@ -2,6 +2,7 @@ package watch
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,6 +51,12 @@ func TestNADCache(t *testing.T) {
 	if got, err := c.GetNAD(ctx, "tenant", "net-a"); err != nil || got.Spec.Config != `{"v":1}` || gets() != 1 {
 		t.Fatalf("before the watch: %+v, %v, %d GETs; want the object by one GET", got, err, gets())
 	}
+	// Every object delivered is announced: the first list's, an update,
+	// a deletion.
+	var changes atomic.Int32
+	if err := c.OnChange(func() { changes.Add(1) }); err != nil {
+		t.Fatal(err)
+	}
 	go c.Run(ctx)
 	// Polled: the watch delivers in its own time.
 	eventually := func(what string, ok func() bool) {
@@ -59,6 +66,7 @@ func TestNADCache(t *testing.T) {
 		}
 	}
 	eventually("listed", c.HasSynced)
+	eventually("the listed object announced", func() bool { return changes.Load() == 1 })
 	before := gets()
 	got, err := c.GetNAD(ctx, "tenant", "net-a")
 	if err != nil || got.Spec.Config != `{"v":1}` || gets() != before {
@@ -75,6 +83,7 @@ func TestNADCache(t *testing.T) {
 		got, err := c.GetNAD(ctx, "tenant", "net-a")
 		return err == nil && got.Spec.Config == `{"v":2}`
 	})
+	eventually("the update announced", func() bool { return changes.Load() == 2 })
 	if err := client.Tracker().Delete(NADResource, "tenant", "net-a"); err != nil {
 		t.Fatal(err)
 	}
@@ -82,6 +91,7 @@ func TestNADCache(t *testing.T) {
 		_, err := c.GetNAD(ctx, "tenant", "net-a")
 		return apierrors.IsNotFound(err)
 	})
+	eventually("the deletion announced", func() bool { return changes.Load() == 3 })
 	before = gets()
 	if _, err := c.GetNAD(ctx, "tenant", "net-b"); !apierrors.IsNotFound(err) || gets() != before+1 {
 		t.Errorf("an object the watch does not have: %v, %d GETs; want NotFound from one GET", err, gets()-before)
@@ -131,11 +141,20 @@ func TestPodNetworkCache(t *testing.T) {
 		}
 	}
 	check("before the watches")
+	var changes atomic.Int32
+	if err := c.OnChange(func() { changes.Add(1) }); err != nil {
+		t.Fatal(err)
+	}
 	go c.Run(ctx)
 	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		return c.Networks.HasSynced() && c.Attachments.HasSynced(), nil
 	}); err != nil {
 		t.Fatalf("the watches did not list: %v", err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return changes.Load() == 1, nil
+	}); err != nil {
+		t.Errorf("the listed PodNetwork announced %d times, want once (the attachments are not announced)", changes.Load())
 	}
 	gets := len(client.Actions())
 	check("from the watches")

@@ -35,6 +35,10 @@ func (c PodNetworkCache) Run(ctx context.Context) {
 	c.Networks.Run(ctx)
 }
 
+// OnChange has changed called after the watch of PodNetworks delivers
+// one added, updated or deleted (WatchCache.OnChange).
+func (c PodNetworkCache) OnChange(changed func()) error { return c.Networks.OnChange(changed) }
+
 // GetPodNetwork reads the PodNetwork name.
 func (c PodNetworkCache) GetPodNetwork(ctx context.Context, name string) (*pnv1.PodNetwork, error) {
 	return c.Networks.Get(ctx, "", name)
