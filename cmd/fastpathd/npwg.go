@@ -125,6 +125,7 @@ var podNetworkPermissions = []permission{
 	{group: pnv1.Group, resource: pnv1.ResourcePodNetworkAttachments, verb: "get", why: "the PodNetworkAttachments pods name (--podnetworks)"},
 	{group: pnv1.Group, resource: pnv1.ResourcePodNetworkAttachments, verb: "list", why: "watching the PodNetworkAttachments pods name (--podnetworks)"},
 	{group: pnv1.Group, resource: pnv1.ResourcePodNetworkAttachments, verb: "watch", why: "watching the PodNetworkAttachments pods name (--podnetworks)"},
+	{group: "", resource: "nodes", verb: "patch", why: "labelling this node with the PodNetworks it attaches (--podnetworks)"},
 }
 
 // watch starts the watches of the objects pods name: the
@@ -173,6 +174,31 @@ func (o *npwgOptions) networkSources() []netapi.Source {
 		sources = append(sources, netapi.PodNetworkSource{Objects: o.pnObjects, NADs: o.nads, ConfDir: o.confDirRules()})
 	}
 	return sources
+}
+
+// nodeLabels keeps the labels of the PodNetworks this node can attach on
+// its Node (--podnetworks), judged again when the watches of PodNetworks
+// and NetworkAttachmentDefinitions change; nil when --podnetworks is off.
+// api are the CRI Network API's networks (nil when it is off), which
+// override the PodNetworks' of their name. watch has run; the caller runs
+// the labels.
+func (o *npwgOptions) nodeLabels(client kubernetes.Interface, nodeName string, api netapi.NamedConfigs, binDirs []string) (*status.NodeLabels, error) {
+	if !o.podNetworks {
+		return nil, nil
+	}
+	judge := netapi.PodNetworkJudge{
+		Source:  netapi.PodNetworkSource{Objects: o.pnObjects, NADs: o.nads, ConfDir: o.confDirRules()},
+		API:     api,
+		BinDirs: binDirs,
+	}
+	labels := status.NewNodeLabels(client, nodeName, judge)
+	if err := o.pnObjects.OnChange(labels.Changed); err != nil {
+		return nil, err
+	}
+	if err := o.nads.OnChange(labels.Changed); err != nil {
+		return nil, err
+	}
+	return labels, nil
 }
 
 // ipamClaimPermissions are the calls --npwg-ipamclaims makes.

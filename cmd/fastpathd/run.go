@@ -344,6 +344,10 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	}
 	defer api.stop()
 	nriOpts.PodNetworks = o.npwg.podNetworkOptions(client, api.configs())
+	nodeLabels, err := o.npwg.nodeLabels(client, o.nodeName, api.configs(), splitList(o.cni.binDirs))
+	if err != nil {
+		return err
+	}
 	plugin := nri.New(nriOpts)
 	go plugin.Run(ctx)
 	go plugin.RunIPAMClaims(ctx)
@@ -389,6 +393,9 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 		return err
 	}
 	reached.Store(true)
+	if nodeLabels != nil {
+		go nodeLabels.Run(ctx)
+	}
 	// The runtime first: the kubelet may prepare claims as soon as the
 	// plugin registers, and a pod whose sandbox starts before fastpath
 	// hears of it would run without its devices.

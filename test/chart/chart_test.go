@@ -335,6 +335,9 @@ func TestAllValues(t *testing.T) {
 			if !has("podnetworks", "get", "list", "watch") || !has("podnetworkattachments", "get", "list", "watch") {
 				t.Errorf("with podNetworks.enabled, no rule gets, lists and watches PodNetworks and PodNetworkAttachments: %+v", role.Rules)
 			}
+			if !has("nodes", "patch") {
+				t.Errorf("with podNetworks.enabled, no rule patches nodes (the labels of the PodNetworks the node attaches): %+v", role.Rules)
+			}
 			if !has("ipamclaims", "get") || !has("ipamclaims/status", "update") {
 				t.Errorf("with npwg.ipamClaims.enabled, no rule gets IPAMClaims, or updates their status: %+v", role.Rules)
 			}
