@@ -299,3 +299,71 @@ func TestPodNetworkStatusPolicy(t *testing.T) {
 		wantDecision(t, what, v, tc.r, tc.want)
 	}
 }
+
+var nodesResource = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
+
+// TestPodNetworkNodeLabelsPolicy: with podNetworks, fastpathd's service
+// account, with a token bound to a node, changes the labels of the
+// PodNetworks the node attaches on that Node (to "true", or removed), and
+// nothing else of any Node.
+func TestPodNetworkNodeLabelsPolicy(t *testing.T) {
+	v := admissionPolicies(t, "--set", "npwg.enabled=true", "--set", "podNetworks.enabled=true")["fastpath-podnetwork-node-labels"]
+	if v == nil {
+		t.Fatal("no policy fastpath-podnetwork-node-labels")
+	}
+	if admissionPolicies(t, "--set", "npwg.enabled=true")["fastpath-podnetwork-node-labels"] != nil {
+		t.Error("the policy is rendered without podNetworks.enabled")
+	}
+	const prefix = "podnetwork.network.fastpath.dev/"
+	nodeNamed := func(name string) *corev1.Node {
+		return &corev1.Node{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, UID: "u1", ResourceVersion: "5", CreationTimestamp: metav1.Now(),
+				Labels:      map[string]string{"kubernetes.io/hostname": name, prefix + "old": "true"},
+				Annotations: map[string]string{"node.alpha.kubernetes.io/ttl": "0"}},
+			Spec: corev1.NodeSpec{PodCIDR: "10.244.0.0/24", Taints: []corev1.Taint{{Key: "example.com/dedicated", Value: "net", Effect: corev1.TaintEffectNoSchedule}}}}
+	}
+	changedOn := func(name, node string, change func(n *corev1.Node)) admissionRequest {
+		old := nodeNamed(name)
+		n := old.DeepCopy()
+		n.ResourceVersion, n.ManagedFields = "6", []metav1.ManagedFieldsEntry{{Manager: "fastpathd-podnetworks", Operation: metav1.ManagedFieldsOperationApply}}
+		change(n)
+		return admissionRequest{op: admission.Update, resource: nodesResource, kind: "Node", name: name, node: node, obj: n, old: old}
+	}
+	changed := func(change func(n *corev1.Node)) admissionRequest { return changedOn(ownNode, ownNode, change) }
+	const onlyLabels = "fastpathd may change only the labels podnetwork.network.fastpath.dev/* of Node node-a: not its spec (taints included), other labels, annotations"
+	for what, tc := range map[string]struct {
+		r    admissionRequest
+		want string
+	}{
+		"a PodNetwork's label added":   {changed(func(n *corev1.Node) { n.Labels[prefix+"blue"] = "true" }), ""},
+		"a PodNetwork's label removed": {changed(func(n *corev1.Node) { delete(n.Labels, prefix+"old") }), ""},
+		"all of them removed":          {changed(func(n *corev1.Node) { n.Labels = map[string]string{"kubernetes.io/hostname": ownNode} }), ""},
+		"a PodNetwork's label not true": {changed(func(n *corev1.Node) { n.Labels[prefix+"blue"] = "false" }),
+			`fastpathd may set the labels podnetwork.network.fastpath.dev/* of Node node-a only to "true"`},
+		"another node's label": {changedOn(otherNode, ownNode, func(n *corev1.Node) { n.Labels[prefix+"blue"] = "true" }),
+			"fastpathd of node node-a may not write Node node-b: only its own Node's labels"},
+		"a token bound to no node": {changedOn(ownNode, "", func(n *corev1.Node) { n.Labels[prefix+"blue"] = "true" }),
+			"fastpathd may write Node node-a only with a service account token bound to a node"},
+		"another label added":                {changed(func(n *corev1.Node) { n.Labels["example.com/role"] = "net" }), onlyLabels},
+		"another label changed":              {changed(func(n *corev1.Node) { n.Labels["kubernetes.io/hostname"] = "x" }), onlyLabels},
+		"another label removed":              {changed(func(n *corev1.Node) { delete(n.Labels, "kubernetes.io/hostname") }), onlyLabels},
+		"a label of the prefix's look-alike": {changed(func(n *corev1.Node) { n.Labels["podnetwork.network.fastpath.dev.evil/x"] = "true" }), onlyLabels},
+		"an annotation":                      {changed(func(n *corev1.Node) { n.Annotations["example.com/a"] = "b" }), onlyLabels},
+		"a taint added": {changed(func(n *corev1.Node) {
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "example.com/evict", Effect: corev1.TaintEffectNoExecute})
+		}), onlyLabels},
+		"a taint removed": {changed(func(n *corev1.Node) { n.Spec.Taints = nil }), onlyLabels},
+		"unschedulable":   {changed(func(n *corev1.Node) { n.Spec.Unschedulable = true }), onlyLabels},
+		"a finalizer":     {changed(func(n *corev1.Node) { n.Finalizers = []string{"example.com/held"} }), onlyLabels},
+		"an owner reference": {changed(func(n *corev1.Node) {
+			n.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: otherNode, UID: "u2"}}
+		}), onlyLabels},
+		"the admin's taint": {func() admissionRequest {
+			r := changed(func(n *corev1.Node) { n.Spec.Taints = nil })
+			r.user = "kubernetes-admin"
+			return r
+		}(), ""},
+	} {
+		wantDecision(t, what, v, tc.r, tc.want)
+	}
+}

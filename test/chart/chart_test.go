@@ -310,7 +310,7 @@ func TestAllValues(t *testing.T) {
 		"Deployment": {"fastpath-system/fastpathd-controller"},
 		"CustomResourceDefinition": {"/network-attachment-definitions.k8s.cni.cncf.io", "/ipamclaims.k8s.cni.cncf.io",
 			"/podnetworks.network.fastpath.dev", "/podnetworkattachments.network.fastpath.dev"},
-		"ValidatingAdmissionPolicy": {"/fastpathd-own-node", "/fastpathd-pod-network-status", "/fastpathd-ipamclaim-status"},
+		"ValidatingAdmissionPolicy": {"/fastpathd-own-node", "/fastpathd-pod-network-status", "/fastpathd-podnetwork-node-labels", "/fastpathd-ipamclaim-status"},
 	} {
 		got := slices.Clone(kinds[kind])
 		slices.Sort(got)
