@@ -104,6 +104,10 @@ serializeImagePulls: false
 imageGCHighThresholdPercent: 100
 evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.available: "1%%"}
 featureGates: {%[8]s}
+# A mounted Secret's files follow the Secret at the pod's next sync:
+# the webhook's key pair, which the controller makes once its pod runs,
+# is served within seconds rather than a minute (the default).
+syncFrequency: 10s
 # The suite kills fastpathd's container on purpose; a node's restart
 # backoff (up to 5 minutes) would keep it waiting.
 crashLoopBackOff: {maxContainerRestartPeriod: 2s}
