@@ -44,7 +44,7 @@ func BenchmarkPublish(b *testing.B) {
 	inv := generatedInventory(b, 1023)
 	b.ReportAllocs()
 	for b.Loop() {
-		res := dra.Resources("node-a", inv, nil)
+		res := dra.Resources("node-a", inv, nil, nil)
 		if n := len(res.Pools["node-a"].Slices); n != 16 {
 			b.Fatalf("%d slices, want 16", n)
 		}

@@ -114,12 +114,14 @@ type Driver struct {
 	opts   Options
 	helper *kubeletplugin.Helper
 
-	mu        sync.Mutex // guards inventory and published
+	mu        sync.Mutex // guards inventory, published and publishedKinds
 	inventory map[string]devices.Device
 	published *devices.Inventory
-	health    *health
-	errs      kubelet.Errors
-	slices    *kubelet.Publisher
+	// publishedKinds counts the devices last published, by kind.
+	publishedKinds map[string]int
+	health         *health
+	errs           kubelet.Errors
+	slices         *kubelet.Publisher
 	// adoptTaints: the first Publish reads the taints of the slices as
 	// they are.
 	adoptTaints sync.Once
@@ -222,16 +224,59 @@ func (d *Driver) adoptSliceTaints(ctx context.Context) {
 	d.health.adopt(list.Items)
 }
 
-// republish publishes the last inventory with the devices' taints now.
-func (d *Driver) republish(context.Context) {
+// republish publishes the last inventory, the devices claims hold as they
+// were published when prepared (held), with the devices' taints now.
+func (d *Driver) republish(ctx context.Context) {
 	d.mu.Lock()
 	inv := d.published
 	d.mu.Unlock()
 	if inv == nil {
 		return // nothing discovered yet
 	}
-	taints := d.health.taints()
-	d.slices.Publish(func() resourceslice.DriverResources { return Resources(d.opts.NodeName, *inv, taints) })
+	held, taints := d.held(ctx), d.health.taints()
+	res := Resources(d.opts.NodeName, *inv, held, taints)
+	byKind := map[string]int{}
+	for _, s := range res.Pools[d.opts.NodeName].Slices {
+		for _, dev := range s.Devices {
+			if k := dev.Attributes["kind"].StringValue; k != nil {
+				byKind[*k]++
+			}
+		}
+	}
+	d.mu.Lock()
+	d.publishedKinds = byKind
+	d.mu.Unlock()
+	d.slices.Publish(func() resourceslice.DriverResources { return res })
+}
+
+// held are the devices the store's claims hold, by name, as the node
+// published them when each claim was planned. Moved into a pod, bound to
+// vfio-pci, a device leaves the host's sight (or its netdev does) until
+// it is released: it stays published as it was, so that its slice does
+// not change twice per pod and its attributes do not flip while it is
+// allocated. A device whose PCI function is gone from the node (removed,
+// its PF's VF count lowered) is not held: it is unpublished as discovery
+// says.
+func (d *Driver) held(ctx context.Context) map[string]*claims.PublishedDevice {
+	held := map[string]*claims.PublishedDevice{}
+	for _, c := range d.opts.Store.View() {
+		if c.Driver != claims.DriverFastpath {
+			continue
+		}
+		for _, dev := range c.Devices {
+			if dev.Published == nil || dev.Shared != nil {
+				continue
+			}
+			if dev.PCIAddress != "" {
+				if _, err := d.opts.PCI.Driver(dev.PCIAddress); errors.Is(err, dataplane.ErrDeviceGone) {
+					klog.FromContext(ctx).V(2).Info("Not publishing a claimed device whose PCI function is gone", "device", dev.Device, "claim", c.String(), "pciAddress", dev.PCIAddress)
+					continue
+				}
+			}
+			held[dev.Device] = dev.Published
+		}
+	}
+	return held
 }
 
 // publishResult is told how each write of the slices went.
@@ -241,14 +286,8 @@ func (d *Driver) publishResult(ctx context.Context, err error) {
 		return
 	}
 	d.mu.Lock()
-	inv := d.published
+	byKind := d.publishedKinds
 	d.mu.Unlock()
-	byKind := map[string]int{}
-	if inv != nil {
-		for _, dev := range inv.Devices {
-			byKind[string(dev.Kind)]++
-		}
-	}
 	d.opts.Metrics.Published(byKind, nil)
 }
 
@@ -328,6 +367,8 @@ func (d *Driver) unprepare(ctx context.Context, key claims.Key) error {
 	if err := d.opts.Store.Delete(key); err != nil {
 		return err
 	}
+	// Its devices are published as discovery sees them again.
+	d.republish(ctx)
 	if len(gone) == 0 {
 		d.opts.Status.Forget(key.UID)
 	}

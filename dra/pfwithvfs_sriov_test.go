@@ -110,7 +110,7 @@ func publishedNumVFs(t *testing.T, inv devices.Inventory, name string) int64 {
 // publishes for inv.
 func publishedDevice(t *testing.T, inv devices.Inventory, name string) resourceapi.Device {
 	t.Helper()
-	for _, s := range Resources(testNode, inv, nil).Pools[testNode].Slices {
+	for _, s := range Resources(testNode, inv, nil, nil).Pools[testNode].Slices {
 		for _, d := range s.Devices {
 			if d.Name == name {
 				return d

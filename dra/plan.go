@@ -116,6 +116,7 @@ func planDevice(claim *resourceapi.ResourceClaim, res resourceapi.DeviceRequestA
 	if dev.Netdev != nil {
 		d.Host = &claims.HostNetdev{Name: dev.Netdev.Name, MTU: dev.Netdev.MTU, MAC: dev.Netdev.MAC, Alias: dev.Netdev.Alias}
 	}
+	d.Published = recordPublished(dev)
 	if i := cfg.Interface; i != nil && (cfg.Mode == v1alpha1.ModeNetdev || cfg.Mode == v1alpha1.ModeAFXDP) {
 		d.Pod = &claims.PodInterface{Name: i.Name, MTU: i.MTU, MAC: i.MAC, Addresses: i.Addresses}
 		for _, r := range i.Routes {
@@ -176,6 +177,7 @@ func planDelegate(claim *resourceapi.ResourceClaim, res resourceapi.DeviceReques
 	if dev.Netdev != nil {
 		d.Host = &claims.HostNetdev{Name: dev.Netdev.Name, MTU: dev.Netdev.MTU, MAC: dev.Netdev.MAC, Alias: dev.Netdev.Alias}
 	}
+	d.Published = recordPublished(dev)
 	return d, nil
 }
 

@@ -1,37 +1,78 @@
 package dra
 
 import (
+	"slices"
+	"strings"
+
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"github.com/fastpath-dra/fastpath/devices"
+	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/kubelet"
 )
 
 // Resources turns an inventory into what the node publishes: one pool named
 // after the node, its devices in name order with their taints, split into
-// slices of at most kubelet.MaxDevicesPerSlice. The split is stable, so a change to one device's
-// attributes changes one slice.
-func Resources(nodeName string, inv devices.Inventory, taints map[string][]resourceapi.DeviceTaint) resourceslice.DriverResources {
-	pool := resourceslice.Pool{}
-	for start := 0; start < len(inv.Devices); start += kubelet.MaxDevicesPerSlice {
-		end := min(start+kubelet.MaxDevicesPerSlice, len(inv.Devices))
-		slice := resourceslice.Slice{Devices: make([]resourceapi.Device, 0, end-start)}
-		for _, d := range inv.Devices[start:end] {
-			dev := resourceapi.Device{Name: d.Name, Attributes: d.Attributes(), Taints: taints[d.Name]}
-			if d.Share != nil {
-				shareable(&dev, *d.Share)
-			}
-			slice.Devices = append(slice.Devices, dev)
+// slices of at most kubelet.MaxDevicesPerSlice. The split is stable, so a
+// change to one device's attributes changes one slice. A device claims
+// hold (held, by name) is published as it was when its claim was
+// prepared, whether discovery sees it now or not: its place in the order,
+// and so the split, stay as they were.
+func Resources(nodeName string, inv devices.Inventory, held map[string]*claims.PublishedDevice, taints map[string][]resourceapi.DeviceTaint) resourceslice.DriverResources {
+	all := make([]resourceapi.Device, 0, len(inv.Devices)+len(held))
+	for _, d := range inv.Devices {
+		if _, ok := held[d.Name]; ok {
+			continue
 		}
-		pool.Slices = append(pool.Slices, slice)
+		dev := resourceapi.Device{Name: d.Name, Attributes: d.Attributes(), Taints: taints[d.Name]}
+		if d.Share != nil {
+			shareable(&dev, *d.Share)
+		}
+		all = append(all, dev)
+	}
+	for name, p := range held {
+		all = append(all, resourceapi.Device{Name: name, Attributes: publishedAttributes(p), Taints: taints[name]})
+	}
+	if len(held) > 0 {
+		slices.SortFunc(all, func(a, b resourceapi.Device) int { return strings.Compare(a.Name, b.Name) })
+	}
+	pool := resourceslice.Pool{}
+	for start := 0; start < len(all); start += kubelet.MaxDevicesPerSlice {
+		end := min(start+kubelet.MaxDevicesPerSlice, len(all))
+		pool.Slices = append(pool.Slices, resourceslice.Slice{Devices: all[start:end:end]})
 	}
 	if len(pool.Slices) == 0 {
 		// An empty pool still says "this node has none", rather than nothing.
 		pool.Slices = []resourceslice.Slice{{}}
 	}
 	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{nodeName: pool}}
+}
+
+// recordPublished is dev as the node publishes it, for a claim's record;
+// nil for a device that stays as it is while claimed (a memif endpoint, a
+// shared device).
+func recordPublished(dev devices.Device) *claims.PublishedDevice {
+	if dev.Share != nil || (dev.PCI == nil && dev.Netdev == nil) {
+		return nil
+	}
+	attrs := dev.Attributes()
+	p := &claims.PublishedDevice{Attributes: make(map[string]claims.Attribute, len(attrs))}
+	for name, a := range attrs {
+		p.Attributes[string(name)] = claims.Attribute{String: a.StringValue, Int: a.IntValue, Bool: a.BoolValue, Version: a.VersionValue}
+	}
+	return p
+}
+
+// publishedAttributes are the attributes of a device as a record keeps
+// them.
+func publishedAttributes(p *claims.PublishedDevice) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
+	out := make(map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, len(p.Attributes))
+	for name, a := range p.Attributes {
+		out[resourceapi.QualifiedName(name)] = resourceapi.DeviceAttribute{StringValue: a.String, IntValue: a.Int, BoolValue: a.Bool, VersionValue: a.Version}
+	}
+	return out
 }
 
 // The capacities of a shared device: its sub-interfaces (each allocation

@@ -15,7 +15,7 @@ func TestResourcesShared(t *testing.T) {
 		{Name: "netdev-bw", Kind: devices.KindNetdev, Netdev: &devices.Netdev{Name: "bw"}, Share: &devices.Share{Interfaces: 4, BandwidthMbps: 10000}},
 		{Name: "netdev-b", Kind: devices.KindNetdev, Netdev: &devices.Netdev{Name: "b"}},
 	}}
-	res := Resources("node-a", inv, nil)
+	res := Resources("node-a", inv, nil, nil)
 	devs := res.Pools["node-a"].Slices[0].Devices
 	a, bw, b := devs[0], devs[1], devs[2]
 	if _, ok := a.Capacity[CapacityBandwidth]; ok {

@@ -118,7 +118,7 @@ func inventoryCommand(args []string, stdout, stderr io.Writer) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(inv)
 	case "slices":
-		for _, rs := range kubelet.ResourceSlices(devices.DriverName, o.nodeName, dra.Resources(o.nodeName, inv, nil)) {
+		for _, rs := range kubelet.ResourceSlices(devices.DriverName, o.nodeName, dra.Resources(o.nodeName, inv, nil, nil)) {
 			data, err := yaml.Marshal(rs)
 			if err != nil {
 				return err

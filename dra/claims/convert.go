@@ -135,13 +135,19 @@ func Convert(path string, legacy Legacy, to int) error {
 }
 
 // sameInV1 reports whether back, c read back from version 1, is c: a
-// version 1 record has no boot ID (that release did not tell boots apart).
+// version 1 record has no boot ID (that release did not tell boots apart),
+// and no devices as published (that release published what discovery
+// saw).
 func sameInV1(c Claim, back *Claim) bool {
 	if back == nil {
 		return false
 	}
 	b := *back
 	c.BootID, c.unknown, c.encoded, b.encoded = "", nil, nil, nil
+	c.Devices = slices.Clone(c.Devices)
+	for i := range c.Devices {
+		c.Devices[i].Published = nil
+	}
 	return reflect.DeepEqual(c, b)
 }
 

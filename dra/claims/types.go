@@ -148,6 +148,13 @@ type Device struct {
 	Driver string `json:"driver,omitempty"`
 	// Host is the device's netdev as the host had it, restored on release.
 	Host *HostNetdev `json:"host,omitempty"`
+	// Published is the device as the node published it when the claim
+	// was planned: the node publishes it so for as long as the record is
+	// held, whatever the host sees of it meanwhile (its netdev in the
+	// pod, its function on vfio-pci). Nil for a memif endpoint or a
+	// shared device, which stay as they are, and in the records of
+	// earlier builds.
+	Published *PublishedDevice `json:"published,omitempty"`
 	// Pod is the interface in the pod (netdev and afxdp modes).
 	Pod   *PodInterface `json:"pod,omitempty"`
 	VF    *VF           `json:"vf,omitempty"`
@@ -209,6 +216,20 @@ type Attachment struct {
 	// HostUp is the netdev's admin state in the host before the move,
 	// given back with it.
 	HostUp bool `json:"hostUp,omitempty"`
+}
+
+// PublishedDevice is a device's entry in the node's ResourceSlice.
+type PublishedDevice struct {
+	// Attributes by qualified name (fastpath.dev's own unqualified).
+	Attributes map[string]Attribute `json:"attributes"`
+}
+
+// Attribute is one attribute of a published device: one value is set.
+type Attribute struct {
+	String  *string `json:"string,omitempty"`
+	Int     *int64  `json:"int,omitempty"`
+	Bool    *bool   `json:"bool,omitempty"`
+	Version *string `json:"version,omitempty"`
 }
 
 // HostNetdev is a netdev as the host had it before Prepare.
