@@ -224,17 +224,26 @@ func (d *Driver) adoptSliceTaints(ctx context.Context) {
 	d.health.adopt(list.Items)
 }
 
-// republish publishes the last inventory, the devices claims hold as they
-// were published when prepared (held), with the devices' taints now.
+// republish publishes what the node has now (resources).
 func (d *Driver) republish(ctx context.Context) {
+	res, ok := d.resources(ctx)
+	if !ok {
+		return // nothing discovered yet
+	}
+	d.slices.Publish(func() resourceslice.DriverResources { return res })
+}
+
+// resources are what the node publishes now: the last inventory, with the
+// devices claims hold as they were published when prepared (held), and
+// the devices' taints. False before the first inventory.
+func (d *Driver) resources(ctx context.Context) (resourceslice.DriverResources, bool) {
 	d.mu.Lock()
 	inv := d.published
 	d.mu.Unlock()
 	if inv == nil {
-		return // nothing discovered yet
+		return resourceslice.DriverResources{}, false
 	}
-	held, taints := d.held(ctx), d.health.taints()
-	res := Resources(d.opts.NodeName, *inv, held, taints)
+	res := Resources(d.opts.NodeName, *inv, d.held(ctx), d.health.taints())
 	byKind := map[string]int{}
 	for _, s := range res.Pools[d.opts.NodeName].Slices {
 		for _, dev := range s.Devices {
@@ -246,7 +255,7 @@ func (d *Driver) republish(ctx context.Context) {
 	d.mu.Lock()
 	d.publishedKinds = byKind
 	d.mu.Unlock()
-	d.slices.Publish(func() resourceslice.DriverResources { return res })
+	return res, true
 }
 
 // held are the devices the store's claims hold, by name, as the node

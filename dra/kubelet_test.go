@@ -99,6 +99,12 @@ func startTestDriver(t *testing.T, objects ...*fakeObject) (*testDriver, *fakeKu
 
 func startTestDriverPF(t *testing.T, pf dataplane.PF, objects ...*fakeObject) (*testDriver, *fakeKubelet, context.Context) {
 	t.Helper()
+	return startTestDriverWith(t, pf, nil, objects...)
+}
+
+// startTestDriverWith is startTestDriverPF with the options tweak changes.
+func startTestDriverWith(t *testing.T, pf dataplane.PF, tweak func(*Options), objects ...*fakeObject) (*testDriver, *fakeKubelet, context.Context) {
+	t.Helper()
 	// The E810 fixture again, with a kernel to bind its functions.
 	sysfs := sysfsfixture.TempDir(t)
 	if err := sysfsfixture.E810().Write(sysfs); err != nil {
@@ -109,7 +115,7 @@ func startTestDriverPF(t *testing.T, pf dataplane.PF, objects ...*fakeObject) (*
 		t.Fatal(err)
 	}
 	t.Cleanup(kernel.Stop)
-	d, k, ctx := startDriver(t, pf, dataplane.PCIBinder{SysfsRoot: sysfs, DevRoot: sysfs, Timeout: 2 * time.Second}, testInventory(t), objects...)
+	d, k, ctx := startDriverWith(t, pf, dataplane.PCIBinder{SysfsRoot: sysfs, DevRoot: sysfs, Timeout: 2 * time.Second}, testInventory(t), tweak, objects...)
 	d.kernel = kernel
 	return d, k, ctx
 }
@@ -118,6 +124,12 @@ func startTestDriverPF(t *testing.T, pf dataplane.PF, objects ...*fakeObject) (*
 // with the claims in a fake API server, and registers it with a fake
 // kubelet.
 func startDriver(t *testing.T, pf dataplane.PF, pci PCIBinder, inv devices.Inventory, objects ...*fakeObject) (*testDriver, *fakeKubelet, context.Context) {
+	t.Helper()
+	return startDriverWith(t, pf, pci, inv, nil, objects...)
+}
+
+// startDriverWith is startDriver with the options tweak changes.
+func startDriverWith(t *testing.T, pf dataplane.PF, pci PCIBinder, inv devices.Inventory, tweak func(*Options), objects ...*fakeObject) (*testDriver, *fakeKubelet, context.Context) {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
@@ -141,6 +153,9 @@ func startDriver(t *testing.T, pf dataplane.PF, pci PCIBinder, inv devices.Inven
 		BPFDir:   filepath.Join(dir, "bpf"),
 		Store:    testStore(t),
 		Status:   status.NewWriter(client),
+	}
+	if tweak != nil {
+		tweak(&opts)
 	}
 	opts.Status.Start(ctx)
 	if err := os.MkdirAll(opts.RegistryDir, 0o750); err != nil {

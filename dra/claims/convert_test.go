@@ -56,6 +56,33 @@ func TestConvertRoundTrip(t *testing.T) {
 	}
 }
 
+// A device as published is left out of version 1, whose release published
+// what discovery saw: converted down and up, the record is the same but
+// for it.
+func TestConvertPublishedToV1(t *testing.T) {
+	s, path, legacy := v1Store(t)
+	key := Key{DriverFastpath, "uid-net"}
+	c, _ := s.Get(key)
+	want := s.Claims()
+	c.Devices[0].Published = &PublishedDevice{Attributes: map[string]Attribute{"ifName": {String: new("ens1f0v0")}, "mtu": {Int: new(int64(1500))}}}
+	if err := s.Put(c); err != nil {
+		t.Fatal(err)
+	}
+	if err := Convert(path, legacy, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := Convert(path, legacy, Version); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Open(path, legacy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := back.Claims(); !reflect.DeepEqual(got, want) {
+		t.Errorf("after down and up:\n%+v\nwant\n%+v", got, want)
+	}
+}
+
 // A record version 1 cannot hold is named, and nothing is written.
 func TestConvertRefusesWhatV1CannotHold(t *testing.T) {
 	s, path, legacy := v1Store(t)
