@@ -263,9 +263,10 @@ func (d *Driver) resources(ctx context.Context) (resourceslice.DriverResources, 
 // vfio-pci, a device leaves the host's sight (or its netdev does) until
 // it is released: it stays published as it was, so that its slice does
 // not change twice per pod and its attributes do not flip while it is
-// allocated. A device whose PCI function is gone from the node (removed,
-// its PF's VF count lowered) is not held: it is unpublished as discovery
-// says.
+// allocated. A device really gone is not held, and is unpublished as
+// discovery says: a PCI function gone from sysfs (removed, its PF's VF
+// count lowered), a virtual netdev that health last found neither in the
+// host nor in its pod (deleted).
 func (d *Driver) held(ctx context.Context) map[string]*claims.PublishedDevice {
 	held := map[string]*claims.PublishedDevice{}
 	for _, c := range d.opts.Store.View() {
@@ -281,6 +282,9 @@ func (d *Driver) held(ctx context.Context) map[string]*claims.PublishedDevice {
 					klog.FromContext(ctx).V(2).Info("Not publishing a claimed device whose PCI function is gone", "device", dev.Device, "claim", c.String(), "pciAddress", dev.PCIAddress)
 					continue
 				}
+			} else if d.health.lost(dev.Device) {
+				klog.FromContext(ctx).V(2).Info("Not publishing a claimed device that is gone", "device", dev.Device, "claim", c.String())
+				continue
 			}
 			held[dev.Device] = dev.Published
 		}

@@ -431,6 +431,16 @@ func (h *health) notify() {
 	}
 }
 
+// lost says whether the last look found the prepared device gone from the
+// node (DeviceGone) or from the pod it was attached to (NetdevMissing),
+// reported or not yet.
+func (h *health) lost(dev string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p, ok := h.problems[dev]
+	return ok && (p.Reason == ReasonDeviceGone || p.Reason == ReasonNetdevMissing)
+}
+
 // taints are the taints of the devices reported unhealthy.
 func (h *health) taints() map[string][]resourceapi.DeviceTaint {
 	h.mu.Lock()

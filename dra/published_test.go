@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,7 +37,9 @@ func TestPublishedWhileClaimed(t *testing.T) {
 		fromClaimFor("dpdk", config(`"mode": "vfio"`)),
 		fromClaimFor("veth", config(`"interface": {"name": "net2"}`)))
 	// The devices in the pod are healthy there.
-	d, k, ctx := startTestDriverWith(t, &fakePF{}, func(o *Options) { o.HealthChecks = &fakeChecks{inPod: true, xdp: true} }, &fakeObject{claim})
+	checks := &podChecks{}
+	checks.inPod.Store(true)
+	d, k, ctx := startTestDriverWith(t, &fakePF{}, func(o *Options) { o.HealthChecks = checks }, &fakeObject{claim})
 	// The slices' owner.
 	if _, err := d.client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, UID: "node-uid"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -118,6 +121,13 @@ func TestPublishedWhileClaimed(t *testing.T) {
 	d.Publish(ctx, gone)
 	want := without(t, before, vfVFIO)
 	assertResources(t, "its VFIO function gone", wantResources(t, ctx, d.Driver), want)
+	waitPublished(t, ctx, d.client, want)
+
+	// The virtual netdev deleted in the pod: unpublished.
+	checks.inPod.Store(false)
+	d.Publish(ctx, gone)
+	want = without(t, want, veth.Name)
+	assertResources(t, "the virtual netdev deleted", wantResources(t, ctx, d.Driver), want)
 	waitPublished(t, ctx, d.client, want)
 
 	// Released: what discovery sees (the devices' netdevs back in the
@@ -242,3 +252,9 @@ func waitPublished(t *testing.T, ctx context.Context, client kubernetes.Interfac
 		<-tick.C
 	}
 }
+
+// podChecks find the devices in their pods, or not.
+type podChecks struct{ inPod atomic.Bool }
+
+func (c *podChecks) InPod(string, dataplane.Netdev) (bool, error) { return c.inPod.Load(), nil }
+func (c *podChecks) XDPAttached(string, string) (bool, error)     { return true, nil }
