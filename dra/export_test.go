@@ -1,7 +1,10 @@
 package dra
 
 import (
+	"context"
+
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 
 	"github.com/fastpath-dra/fastpath/dra/claims"
@@ -18,11 +21,13 @@ type (
 )
 
 var (
-	StartTestDriver   = startTestDriver
-	StartFakeKubelet  = startFakeKubelet
-	Prepare           = prepare
-	Unprepare         = unprepare
-	AssertNothingLeft = assertNothingLeft
+	StartTestDriver = startTestDriver
+	// StartTestDriverWith is StartTestDriver with options of the test's.
+	StartTestDriverWith = startTestDriverWith
+	StartFakeKubelet    = startFakeKubelet
+	Prepare             = prepare
+	Unprepare           = unprepare
+	AssertNothingLeft   = assertNothingLeft
 )
 
 // NewFakeObject is the API object of a claim the fake API server serves.
@@ -38,3 +43,9 @@ func (k *fakeKubelet) DRA() drapb.DRAPluginClient { return k.dra }
 // DriverOptions are the running driver's own options, for a suite to put a
 // slow or failing part in.
 func (d *testDriver) DriverOptions() *Options { return &d.Driver.opts }
+
+// Wanted is what the driver hands its publisher now; false before its
+// first inventory.
+func (d *Driver) Wanted(ctx context.Context) (resourceslice.DriverResources, bool) {
+	return d.resources(ctx)
+}
