@@ -114,14 +114,17 @@ type Driver struct {
 	opts   Options
 	helper *kubeletplugin.Helper
 
-	mu        sync.Mutex // guards inventory, published and publishedKinds
+	mu        sync.Mutex // guards inventory, published, publishedKinds and released
 	inventory map[string]devices.Device
 	published *devices.Inventory
 	// publishedKinds counts the devices last published, by kind.
 	publishedKinds map[string]int
-	health         *health
-	errs           kubelet.Errors
-	slices         *kubelet.Publisher
+	// released are the devices of claims just unprepared that discovery
+	// has not seen back yet, by name.
+	released map[string]releasedDevice
+	health   *health
+	errs     kubelet.Errors
+	slices   *kubelet.Publisher
 	// adoptTaints: the first Publish reads the taints of the slices as
 	// they are.
 	adoptTaints sync.Once
@@ -167,7 +170,7 @@ func New(opts Options) (*Driver, error) {
 		}
 		opts.BootID = id
 	}
-	d := &Driver{opts: opts, inventory: map[string]devices.Device{}, errs: kubelet.Errors{Metrics: opts.Metrics}}
+	d := &Driver{opts: opts, inventory: map[string]devices.Device{}, released: map[string]releasedDevice{}, errs: kubelet.Errors{Metrics: opts.Metrics}}
 	d.slices = kubelet.NewPublisher(opts.Client, devices.DriverName, opts.NodeName, d.publishResult)
 	d.health = newHealth(opts.Health, opts.NodeName, opts.Store, opts.HealthChecks, opts.Events)
 	d.health.changed = d.republish
@@ -231,65 +234,6 @@ func (d *Driver) republish(ctx context.Context) {
 		return // nothing discovered yet
 	}
 	d.slices.Publish(func() resourceslice.DriverResources { return res })
-}
-
-// resources are what the node publishes now: the last inventory, with the
-// devices claims hold as they were published when prepared (held), and
-// the devices' taints. False before the first inventory.
-func (d *Driver) resources(ctx context.Context) (resourceslice.DriverResources, bool) {
-	d.mu.Lock()
-	inv := d.published
-	d.mu.Unlock()
-	if inv == nil {
-		return resourceslice.DriverResources{}, false
-	}
-	res := Resources(d.opts.NodeName, *inv, d.held(ctx), d.health.taints())
-	byKind := map[string]int{}
-	for _, s := range res.Pools[d.opts.NodeName].Slices {
-		for _, dev := range s.Devices {
-			if k := dev.Attributes["kind"].StringValue; k != nil {
-				byKind[*k]++
-			}
-		}
-	}
-	d.mu.Lock()
-	d.publishedKinds = byKind
-	d.mu.Unlock()
-	return res, true
-}
-
-// held are the devices the store's claims hold, by name, as the node
-// published them when each claim was planned. Moved into a pod, bound to
-// vfio-pci, a device leaves the host's sight (or its netdev does) until
-// it is released: it stays published as it was, so that its slice does
-// not change twice per pod and its attributes do not flip while it is
-// allocated. A device really gone is not held, and is unpublished as
-// discovery says: a PCI function gone from sysfs (removed, its PF's VF
-// count lowered), a virtual netdev that health last found neither in the
-// host nor in its pod (deleted).
-func (d *Driver) held(ctx context.Context) map[string]*claims.PublishedDevice {
-	held := map[string]*claims.PublishedDevice{}
-	for _, c := range d.opts.Store.View() {
-		if c.Driver != claims.DriverFastpath {
-			continue
-		}
-		for _, dev := range c.Devices {
-			if dev.Published == nil || dev.Shared != nil {
-				continue
-			}
-			if dev.PCIAddress != "" {
-				if _, err := d.opts.PCI.Driver(dev.PCIAddress); errors.Is(err, dataplane.ErrDeviceGone) {
-					klog.FromContext(ctx).V(2).Info("Not publishing a claimed device whose PCI function is gone", "device", dev.Device, "claim", c.String(), "pciAddress", dev.PCIAddress)
-					continue
-				}
-			} else if d.health.lost(dev.Device) {
-				klog.FromContext(ctx).V(2).Info("Not publishing a claimed device that is gone", "device", dev.Device, "claim", c.String())
-				continue
-			}
-			held[dev.Device] = dev.Published
-		}
-	}
-	return held
 }
 
 // publishResult is told how each write of the slices went.
@@ -377,11 +321,11 @@ func (d *Driver) unprepare(ctx context.Context, key claims.Key) error {
 		return err
 	}
 	fault.Point("unprepare.undone")
+	back := d.releasing(ctx, &c, gone)
 	if err := d.opts.Store.Delete(key); err != nil {
 		return err
 	}
-	// Its devices are published as discovery sees them again.
-	d.republish(ctx)
+	d.release(ctx, back)
 	if len(gone) == 0 {
 		d.opts.Status.Forget(key.UID)
 	}
