@@ -227,13 +227,21 @@ func (d *Driver) adoptSliceTaints(ctx context.Context) {
 	d.health.adopt(list.Items)
 }
 
-// republish publishes what the node has now (resources).
+// republish publishes what the node has (resources), computed when the
+// publisher writes rather than on the caller's path (a Prepare's or an
+// Unprepare's).
 func (d *Driver) republish(ctx context.Context) {
-	res, ok := d.resources(ctx)
-	if !ok {
+	d.mu.Lock()
+	none := d.published == nil
+	d.mu.Unlock()
+	if none {
 		return // nothing discovered yet
 	}
-	d.slices.Publish(func() resourceslice.DriverResources { return res })
+	bg := context.WithoutCancel(ctx)
+	d.slices.Publish(func() resourceslice.DriverResources {
+		res, _ := d.resources(bg)
+		return res
+	})
 }
 
 // publishResult is told how each write of the slices went.
