@@ -279,6 +279,9 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(defaultGCPercent)
 	}
+	// Every client counts its requests (fastpath_api_requests_total).
+	m := metrics.New()
+	restConfig = m.CountAPIRequests(restConfig)
 	client, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {
 		return err
@@ -307,7 +310,6 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 			logger.Error(err, "The checkpoint's journal could not be folded into it: a fastpathd of the previous release will refuse it until `fastpathd checkpoint migrate --to 2`")
 		}
 	}()
-	m := metrics.New()
 	var hookLock claims.FileLock
 	nriName := "fastpath"
 	store.SetJournal(o.journal)

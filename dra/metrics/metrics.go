@@ -37,6 +37,7 @@ type Metrics struct {
 	reconciled         *prometheus.CounterVec
 	reviews            *prometheus.CounterVec
 	reviewDuration     *prometheus.HistogramVec
+	apiRequests        *prometheus.CounterVec
 }
 
 // New makes the metrics, with Go's runtime and the process's metrics.
@@ -73,6 +74,7 @@ func New() *Metrics {
 	m.reviewDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "webhook_review_duration_seconds",
 		Help: "Time to answer an admission review, from its body read to its answer written, by kind.", Buckets: reviewBuckets}, []string{"kind"})
 	m.registry.MustRegister(m.reviewDuration)
+	m.apiRequests = counter("api_requests_total", "Requests to the API server, by verb, resource (with its subresource) and status code (error: none came).", "verb", "resource", "code")
 	m.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
