@@ -220,7 +220,7 @@ func sharedAddress(t *testing.T, ctx context.Context, pod string) string {
 	t.Helper()
 	logs, err := bed.WaitPodLog(ctx, "default", pod, "fast0 ", 150*time.Second)
 	if err != nil {
-		t.Fatalf("%s: %v", pod, err)
+		t.Fatalf("%s: %v\n%s", pod, err, podState(ctx, pod))
 	}
 	for line := range strings.Lines(logs) {
 		f := strings.Fields(line)
@@ -260,4 +260,37 @@ func mustPod(t *testing.T, ctx context.Context, name string) *corev1.Pod {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// podState says where a pod is: its node, phase and conditions, its
+// claims' allocations, and its events.
+func podState(ctx context.Context, name string) string {
+	var b strings.Builder
+	p, err := bed.Client().CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	fmt.Fprintf(&b, "pod %s: node %q, phase %s, gates %v\n", name, p.Spec.NodeName, p.Status.Phase, p.Spec.SchedulingGates)
+	for _, c := range p.Status.Conditions {
+		fmt.Fprintf(&b, "  %s %s %s: %s\n", c.Type, c.Status, c.Reason, c.Message)
+	}
+	for _, s := range p.Status.ResourceClaimStatuses {
+		if s.ResourceClaimName == nil {
+			fmt.Fprintf(&b, "  claim %s: not created\n", s.Name)
+			continue
+		}
+		c, err := bed.Client().ResourceV1().ResourceClaims("default").Get(ctx, *s.ResourceClaimName, metav1.GetOptions{})
+		if err != nil {
+			fmt.Fprintf(&b, "  claim %s: %v\n", *s.ResourceClaimName, err)
+			continue
+		}
+		fmt.Fprintf(&b, "  claim %s: allocation %+v, reserved for %+v\n", c.Name, c.Status.Allocation, c.Status.ReservedFor)
+	}
+	events, err := bed.Client().CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	if err == nil {
+		for _, e := range events.Items {
+			fmt.Fprintf(&b, "  event %s %s: %s\n", e.Type, e.Reason, e.Message)
+		}
+	}
+	return b.String()
 }
