@@ -98,13 +98,21 @@ pools:
 		}
 		return claimPod(fmt.Sprintf("e2e-shared-%d", i), "ifaces", &corev1.PodResourceClaim{Name: "fast", ResourceClaimTemplateName: &name})
 	}
-	// The eight start together.
+	// The eight start together on the node. They are scheduled one after
+	// another: the scheduler, allocating shares of one device to claims
+	// at the same moment, may refuse the last share while the others'
+	// allocations are in flight, and tries that pod again only on a later
+	// change of claims or slices (none comes: the node's slices are not
+	// written while their devices are in use) or after minutes.
 	for i := range 8 {
 		if _, err := bed.Client().CoreV1().Pods("default").Create(ctx, pod(i), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		name := pod(i).Name
 		t.Cleanup(func() { _ = bed.DeletePod(context.Background(), "default", name) })
+		if _, err := bed.WaitPod(ctx, "default", name, 30*time.Second, func(p *corev1.Pod) (bool, error) { return p.Spec.NodeName != "", nil }); err != nil {
+			t.Fatalf("%s was not scheduled: %v\n%s", name, err, podState(ctx, name))
+		}
 	}
 	addrs := map[string]string{} // pod: its address
 	seen := map[string]string{}  // address: pod
