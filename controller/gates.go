@@ -246,31 +246,63 @@ func podScheduled(pod *corev1.Pod) *corev1.PodCondition {
 	return nil
 }
 
-// lift requires the node labels and removes the gate, in one update of
-// the pod as the API server has it (a scheduling gate's pod may have its
-// node affinity tightened, and only then).
+// lift requires the node labels and removes the gate: one patch of the
+// pod as the cache has it, on the condition that the API server has it so
+// too (its resourceVersion); if not, one update of the pod as the API
+// server has it. A scheduling gate's pod may have its node affinity
+// tightened, and only then.
 func (c *PodNetworkController) lift(ctx context.Context, cached *corev1.Pod, labels []string) error {
-	pods := c.o.Pods.CoreV1().Pods(cached.Namespace)
-	pod, err := pods.Get(ctx, cached.Name, metav1.GetOptions{})
+	err := c.liftCached(ctx, cached, labels)
+	if apierrors.IsConflict(err) {
+		err = c.liftCurrent(ctx, cached, labels)
+	}
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("pod %s/%s: %w", cached.Namespace, cached.Name, err)
+		return fmt.Errorf("pod %s/%s: lift the scheduling gate %s: %w", cached.Namespace, cached.Name, pnv1.SchedulingGate, err)
+	}
+	klog.FromContext(ctx).Info("Networks ready: scheduling gate lifted", "pod", klog.KObj(cached), "nodeLabels", labels)
+	return nil
+}
+
+// liftCached lifts the gate of the pod as cached, a merge patch that
+// replaces its gates and required node affinity, conditional on its
+// resourceVersion.
+func (c *PodNetworkController) liftCached(ctx context.Context, cached *corev1.Pod, labels []string) error {
+	pod := cached.DeepCopy()
+	requireLabels(pod, labels)
+	spec := map[string]any{"schedulingGates": slices.DeleteFunc(pod.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == pnv1.SchedulingGate })}
+	if pod.Spec.Affinity != nil {
+		spec["affinity"] = map[string]any{"nodeAffinity": map[string]any{
+			"requiredDuringSchedulingIgnoredDuringExecution": pod.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution}}
+	}
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": cached.UID, "resourceVersion": cached.ResourceVersion},
+		"spec":     spec,
+	})
+	if err != nil {
+		return err
+	}
+	_, err = c.o.Pods.CoreV1().Pods(cached.Namespace).Patch(ctx, cached.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+	return err
+}
+
+// liftCurrent lifts the gate of the pod as the API server has it, if it
+// is still the cached one and gated.
+func (c *PodNetworkController) liftCurrent(ctx context.Context, cached *corev1.Pod, labels []string) error {
+	pods := c.o.Pods.CoreV1().Pods(cached.Namespace)
+	pod, err := pods.Get(ctx, cached.Name, metav1.GetOptions{})
+	if err != nil {
+		return err
 	}
 	if pod.UID != cached.UID || !gated(pod) {
 		return nil
 	}
 	requireLabels(pod, labels)
 	pod.Spec.SchedulingGates = slices.DeleteFunc(pod.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == pnv1.SchedulingGate })
-	if _, err := pods.Update(ctx, pod, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("pod %s/%s: lift the scheduling gate %s: %w", pod.Namespace, pod.Name, pnv1.SchedulingGate, err)
-	}
-	klog.FromContext(ctx).Info("Networks ready: scheduling gate lifted", "pod", klog.KObj(pod), "nodeLabels", labels)
-	return nil
+	_, err = pods.Update(ctx, pod, metav1.UpdateOptions{FieldManager: fieldManager})
+	return err
 }
 
 // requireLabels adds to the pod's required node affinity that the node

@@ -1,13 +1,20 @@
 package controller
 
 import (
+	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
 	pnv1 "github.com/fastpath-dra/fastpath/dra/api/podnetwork/v1alpha1"
@@ -214,4 +221,44 @@ func TestGateReasons(t *testing.T) {
 	// A node gains the label: the pod that waited for it goes.
 	f.nodes[0].Labels[pnv1.NodeLabel("nowhere")] = "true"
 	wantLifted(t, f.reconcilePod("no-node"), pnv1.NodeLabel("nowhere"))
+}
+
+// Lifting a gate is one patch of the pod as cached, conditional on its
+// resourceVersion; a pod changed since (a conflict) is read again and
+// updated.
+func TestGateLiftRequests(t *testing.T) {
+	for _, conflict := range []bool{false, true} {
+		t.Run(fmt.Sprintf("conflict=%v", conflict), func(t *testing.T) {
+			f := newGateFixture(t)
+			f.node("node-a", map[string]string{pnv1.NodeLabel("dataplane"): "true"})
+			f.network(podNetwork("dataplane", yes))
+			f.pod("app", `[{"name":"dataplane","interfaceName":"net1"}]`, nil)
+			f.client.PrependReactor("patch", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+				p := action.(k8stesting.PatchAction)
+				if p.GetPatchType() != types.MergePatchType || !strings.Contains(string(p.GetPatch()), `"resourceVersion"`) {
+					t.Errorf("patch %s %s: want a merge patch conditional on the resourceVersion", p.GetPatchType(), p.GetPatch())
+				}
+				if conflict {
+					return true, nil, apierrors.NewConflict(corev1.Resource("pods"), p.GetName(), errors.New("the object has been modified"))
+				}
+				return false, nil, nil
+			})
+			f.client.ClearActions()
+			p := f.reconcilePod("app")
+			wantLifted(t, p, pnv1.NodeLabel("dataplane"))
+			var verbs []string
+			for _, a := range f.client.Actions() {
+				if a.GetResource().Resource == "pods" && a.GetVerb() != "list" {
+					verbs = append(verbs, a.GetVerb())
+				}
+			}
+			want := []string{"patch", "get"} // reconcilePod's get of the result
+			if conflict {
+				want = []string{"patch", "get", "update", "get"}
+			}
+			if !slices.Equal(verbs, want) {
+				t.Errorf("requests %v, want %v", verbs, want)
+			}
+		})
+	}
 }

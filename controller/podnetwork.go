@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -125,8 +126,8 @@ func (c *PodNetworkController) Synced() error {
 }
 
 // activePod is a pod as the controller keeps it: what says which networks
-// it references and, while it carries fastpath's scheduling gate, that
-// gate and its PodScheduled condition; nothing else.
+// it references and, while it carries fastpath's scheduling gate, its
+// gates, required node affinity and PodScheduled condition; nothing else.
 func activePod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -139,7 +140,12 @@ func activePod(obj any) (any, error) {
 	kept.Spec.HostNetwork = pod.Spec.HostNetwork
 	kept.Status.Phase = pod.Status.Phase
 	if gated(pod) {
-		kept.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: pnv1.SchedulingGate}}
+		// What lifting the gate rewrites, so that it is one patch.
+		kept.Spec.SchedulingGates = slices.Clone(pod.Spec.SchedulingGates)
+		if na := pod.Spec.Affinity; na != nil && na.NodeAffinity != nil && na.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+			kept.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: na.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.DeepCopy()}}
+		}
 		if c := podScheduled(pod); c != nil {
 			kept.Status.Conditions = []corev1.PodCondition{*c}
 		}
@@ -289,10 +295,22 @@ func (c *PodNetworkController) Run(ctx context.Context) error {
 		<-ctx.Done()
 		c.queue.ShutDown()
 	}()
-	for c.processNext(ctx) {
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for c.processNext(ctx) {
+			}
+		})
 	}
+	wg.Wait()
 	return nil
 }
+
+// workers is how many objects the controller reconciles at once (never
+// one object twice at once: the queue sees to it). A gate lifted is one
+// request: with one worker a burst of gated pods goes at the pace of the
+// API server's answers, with several at the client's --kube-api-qps.
+const workers = 4
 
 // handler calls f with the object of every event, the last known state of
 // a deleted one.
