@@ -167,6 +167,14 @@ upgrade-churn: ## rolling upgrades under churn on the real node: UPGRADE_CYCLES 
 	$(DEPS) testbed
 	FASTPATH_UPGRADE_CYCLES=$(UPGRADE_CYCLES) $(GO) test -count=1 -timeout 120m -tags e2e -run '^TestUpgradeChurn$$' -v ./test/e2e/
 
+SCALE_NODES ?= 100
+
+.PHONY: scale
+scale: ## a larger cluster simulated against the bed's API server: SCALE_NODES (100) nodes of 1,024 VFs published by fastpathd's publisher, claims scheduled among them, 5,000 gated pods and 500 PodNetworks reconciled; make e2e runs it with 10 nodes (root)
+	$(DEPS) testbed
+	FASTPATH_SCALE_NODES=$(SCALE_NODES) FASTPATH_SCALE_PODS=200 FASTPATH_SCALE_GATED_PODS=5000 FASTPATH_SCALE_PODNETWORKS=500 \
+		$(GO) test -count=1 -timeout 60m -tags e2e -run '^TestScaleSimulation$$' -v ./test/e2e/
+
 .PHONY: bench
 BENCH_COUNT ?= 5
 BENCH_CMD = $(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./bench/

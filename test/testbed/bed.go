@@ -331,7 +331,10 @@ func (b *Bed) start(ctx context.Context, bins binaries) error {
 		"--kubelet-preferred-address-types", "InternalIP",
 		"--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file", p.file("sa.pub"), "--service-account-signing-key-file", p.file("sa.key"),
-		"--service-cluster-ip-range", cfg.ServiceCIDR.String(), "--allow-privileged=true", "--profiling=false",
+		// Profiling lets the scale simulation collect the API server's
+		// garbage (/debug/pprof/heap?gc=1) before reading its live heap;
+		// only the admin may read it.
+		"--service-cluster-ip-range", cfg.ServiceCIDR.String(), "--allow-privileged=true", "--profiling=true",
 		// The CNI DRA driver design's examples are resource.k8s.io/v1beta1,
 		// off by default since 1.35: the e2e tests apply them as they are.
 		"--runtime-config", "resource.k8s.io/v1beta1=true",
