@@ -143,7 +143,7 @@ func BenchmarkNPWGAttach(b *testing.B) {
 	plugins := []string{"macvlan", "static"}
 	nad := &nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: npwgNamespace, Name: npwgNetwork, UID: "nad-uid", ResourceVersion: "1"},
 		Spec: nadv1.NetworkAttachmentDefinitionSpec{Config: string(npwgConflist(master))}}
-	cni := &timedCNI{CNI: dataplane.NewCNI([]string{cniBinDir(b, plugins...)}, b.TempDir())}
+	cni := &timedCNI{CNI: dataplane.NewCNI([]string{cniBinDir(b, plugins...)}, b.TempDir(), nil)}
 	plugin := nri.New(nri.Options{Store: store, Attacher: benchAttacher(b), Status: status.NewWriter(fake.NewClientset()), CNI: cni,
 		NPWG: &nri.NPWGOptions{NADs: npwgNADs(b, nad), ConfDir: b.TempDir(), Plugins: plugins, Status: npwgPatcher{}, Policy: npwg.Policy{HostDevices: []string{master}},
 			DefaultNetwork: "default/cluster-network", DefaultInterface: "eth0"}})

@@ -15,9 +15,10 @@ import (
 // the result libcni cached at ADD.
 type CNI struct{ cfg *libcni.CNIConfig }
 
-// NewCNI runs plugins from binDirs and caches results in cacheDir.
-func NewCNI(binDirs []string, cacheDir string) *CNI {
-	return &CNI{cfg: libcni.NewCNIConfigWithCacheDir(binDirs, cacheDir, nil)}
+// NewCNI runs plugins from binDirs, at most as many at once as limit
+// allows (nil: any number), and caches results in cacheDir.
+func NewCNI(binDirs []string, cacheDir string, limit *CNILimit) *CNI {
+	return &CNI{cfg: libcni.NewCNIConfigWithCacheDir(binDirs, cacheDir, newExec(limit))}
 }
 
 // CNINetwork is one network of a pod: a conflist and where it goes.

@@ -35,7 +35,7 @@ func cniRig(t *testing.T) (*CNI, string) {
 	if err := os.WriteFile(filepath.Join(bin, "logging"), []byte(loggingPlugin), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return NewCNI([]string{bin}, t.TempDir()), bin
+	return NewCNI([]string{bin}, t.TempDir(), nil), bin
 }
 
 func calls(t *testing.T, bin string) []string {

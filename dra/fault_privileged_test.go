@@ -159,7 +159,7 @@ func (j job) run() error {
 	// by an IPAMClaim; its network-status is written to the pod.
 	nad := newFaultNAD(r)
 	plugin := nri.New(nri.Options{Store: store, Attacher: attacher, Status: writer,
-		CNI: dataplane.NewCNI([]string{r.CNIBin}, r.CNICache),
+		CNI: dataplane.NewCNI([]string{r.CNIBin}, r.CNICache, nil),
 		NPWG: &nri.NPWGOptions{NADs: nad, ConfDir: r.Dir, Plugins: []string{"macvlan", "host-local"}, DefaultInterface: "eth0",
 			Policy:     npwg.Policy{HostDevices: []string{r.MasterLink}, HostPaths: []string{r.Dir}},
 			Status:     status.PodNetworkStatus{Client: client},

@@ -104,7 +104,7 @@ func TestSRIOVDelegatedToHostDevice(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "sriov-net", Annotations: map[string]string{npwg.ResourceNameAnnot: resource}},
 		Spec: nadv1.NetworkAttachmentDefinitionSpec{Config: `{"cniVersion": "1.0.0", "name": "sriov-net", "plugins": [` +
 			`{"type": "host-device", "ipam": {"type": "static"}, "capabilities": {"ips": true}}]}`}}
-	plugin := nri.New(nri.Options{Store: d.Store(), Status: d.Opts().Status, CNI: dataplane.NewCNI([]string{referencePlugins(t)}, t.TempDir()),
+	plugin := nri.New(nri.Options{Store: d.Store(), Status: d.Opts().Status, CNI: dataplane.NewCNI([]string{referencePlugins(t)}, t.TempDir(), nil),
 		NPWG: &nri.NPWGOptions{NADs: oneNAD{nad}, ConfDir: t.TempDir(), Plugins: []string{"host-device", "static"}, DefaultInterface: "eth0"}})
 	podNS := netnstest.New(t, fmt.Sprintf("fpsr-%d", os.Getpid()))
 	pod := nri.Pod{UID: "pod-uid-deleg", Namespace: "default", Name: "pod-deleg", SandboxID: "sandbox-deleg", NetNS: podNS,

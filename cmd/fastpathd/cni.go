@@ -72,6 +72,7 @@ type cniOptions struct {
 	sharedDevice  bool
 	iface         string
 	checkInterval time.Duration
+	maxPlugins    int
 }
 
 func (o *cniOptions) addFlags(fs *flag.FlagSet) {
@@ -83,11 +84,24 @@ func (o *cniOptions) addFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.sharedDevice, "cni-shared-device", false, "publish one CNI device allocated many times (allowMultipleAllocations, capacity \"networks\" = --cni-devices; Kubernetes 1.36 or newer) instead of --cni-devices interchangeable ones")
 	fs.StringVar(&o.iface, "cni-interface", "", "value of the devices' attribute name, e.g. a macvlan master (default: the interface of the default route)")
 	fs.DurationVar(&o.checkInterval, "cni-check-interval", 0, "run CNI CHECK for every added network this often, and report it in the claim's status (condition Healthy); 0: never")
+	fs.IntVar(&o.maxPlugins, "cni-max-plugins", defaultMaxPlugins, "CNI plugin processes (of CNI claims, NetworkAttachmentDefinitions and PodNetworks) that run at once on the node, the rest queued in order; they run within the daemon's memory limit; 0: no bound")
 }
 
+// defaultMaxPlugins is --cni-max-plugins's default, sized to the chart's
+// 256 MiB memory limit: the daemon's own 100 MiB or so with 1,024 devices,
+// and up to some 20 MiB for each plugin process (a Go binary such as
+// macvlan, host-local or sriov, measured in bench/RESULTS.md).
+const defaultMaxPlugins = 8
+
 func (o *cniOptions) validate() error {
-	if err := o.cniPolicyOptions.validate("run"); err != nil || !o.enabled {
+	if err := o.cniPolicyOptions.validate("run"); err != nil {
 		return err
+	}
+	if o.maxPlugins < 0 {
+		return usagef("run: --cni-max-plugins %d: must not be negative (0: no bound)", o.maxPlugins)
+	}
+	if !o.enabled {
+		return nil
 	}
 	switch {
 	case o.devices < 1:

@@ -36,6 +36,8 @@ func TestExitCodes(t *testing.T) {
 		{name: "run CNI allowlist of commas", args: []string{"run", "--node-name", "n", "--cni", "--cni-plugins", " , "}, wantCode: 2, wantErr: "--cni-plugins must name at least one plugin type"},
 		{name: "run CNI plugin path", args: []string{"run", "--node-name", "n", "--cni", "--cni-plugins", "macvlan,../../bin/sh"}, wantCode: 2, wantErr: `"../../bin/sh": must be a file name`},
 		{name: "run negative CHECK interval", args: []string{"run", "--node-name", "n", "--cni", "--cni-check-interval", "-1s"}, wantCode: 2, wantErr: "--cni-check-interval"},
+		{name: "run NRI plugin index of one digit", args: []string{"run", "--node-name", "n", "--nri-plugin-index", "7"}, wantCode: 2, wantErr: `--nri-plugin-index "7": must be two digits`},
+		{name: "run negative CNI plugins at once", args: []string{"run", "--node-name", "n", "--cni-max-plugins", "-1"}, wantCode: 2, wantErr: "--cni-max-plugins -1: must not be negative"},
 		{name: "run bad config namespace", args: []string{"run", "--node-name", "n", "--cni", "--cni-config-namespace", "Not_A_Namespace"}, wantCode: 2, wantErr: "--cni-config-namespace"},
 		{name: "run NPWG bad allowed namespace", args: []string{"run", "--node-name", "n", "--npwg", "--npwg-allowed-namespaces", "ok,Not_A_Namespace"}, wantCode: 2, wantErr: "--npwg-allowed-namespaces"},
 		{name: "run NPWG bad conf namespace", args: []string{"run", "--node-name", "n", "--npwg", "--npwg-conf-namespaces", "net-ops,Not_A_Namespace"}, wantCode: 2, wantErr: `--npwg-conf-namespaces: namespace "Not_A_Namespace"`},

@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/dra/netapi"
 	"github.com/fastpath-dra/fastpath/dra/nri"
 )
@@ -51,7 +52,7 @@ type networkAPI struct {
 // start serves the CRI Network API when --network-api-socket is set; the
 // networks set through it are kept in stateDir/netapi. A nil networkAPI
 // is off.
-func (o *networkAPIOptions) start(ctx context.Context, stateDir string, binDirs []string, sources ...netapi.Source) (*networkAPI, error) {
+func (o *networkAPIOptions) start(ctx context.Context, stateDir string, binDirs []string, limit *dataplane.CNILimit, sources ...netapi.Source) (*networkAPI, error) {
 	if o.socket == "" {
 		return nil, nil
 	}
@@ -59,6 +60,7 @@ func (o *networkAPIOptions) start(ctx context.Context, stateDir string, binDirs 
 		StateFile:  filepath.Join(stateDir, "netapi", "networks.json"),
 		CNIConfDir: o.cniConfDir,
 		BinDirs:    binDirs,
+		CNILimit:   limit,
 		Sources:    sources,
 	})
 	if err != nil {

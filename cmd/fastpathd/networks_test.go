@@ -43,7 +43,7 @@ func TestNetworksCommand(t *testing.T) {
 	if err := o.validate(); err != nil {
 		t.Fatal(err)
 	}
-	api, err := o.networkAPI.start(ctx, o.stateDir, splitList(o.cni.binDirs))
+	api, err := o.networkAPI.start(ctx, o.stateDir, splitList(o.cni.binDirs), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestNetworksCommand(t *testing.T) {
 // Without --network-api-socket there is no CRI Network API.
 func TestNetworkAPIOff(t *testing.T) {
 	var o networkAPIOptions
-	api, err := o.start(t.Context(), t.TempDir(), nil)
+	api, err := o.start(t.Context(), t.TempDir(), nil, nil)
 	if err != nil || api != nil {
 		t.Errorf("start without a socket = %v, %v; want nothing", api, err)
 	}

@@ -57,6 +57,7 @@ type runOptions struct {
 	pluginDir    string
 	registryDir  string
 	nriSocket    string
+	nriIndex     string
 	stateDir     string
 	cdiDir       string
 	devRoot      string
@@ -85,6 +86,7 @@ func (o *runOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.pluginDir, "plugin-dir", "/var/lib/kubelet/plugins/"+DriverName, "directory for the DRA plugin's socket")
 	fs.StringVar(&o.registryDir, "registry-dir", "/var/lib/kubelet/plugins_registry", "kubelet plugin registration directory")
 	fs.StringVar(&o.nriSocket, "nri-socket", "/var/run/nri/nri.sock", "the container runtime's NRI socket")
+	fs.StringVar(&o.nriIndex, "nri-plugin-index", nri.DefaultIndex, "the daemon's index among the runtime's NRI plugins, two digits: the runtime calls plugins in index order, so another plugin that must see the pod's devices (or set up before them) takes a higher (lower) one")
 	fs.StringVar(&o.stateDir, "state-dir", "/var/lib/fastpath", "directory for the checkpoint and per-claim state")
 	fs.StringVar(&o.cdiDir, "cdi-dir", "/var/run/cdi", "directory for CDI specs")
 	fs.StringVar(&o.bpfDir, "bpf-dir", "/sys/fs/bpf/fastpath", "directory on a bpffs for XDP programs and maps of afxdp claims (a bpffs is mounted there if it is not on one)")
@@ -114,6 +116,9 @@ func (o *runOptions) validate() error {
 		if dir == "" {
 			return usagef("run: %s must not be empty", name)
 		}
+	}
+	if !nri.ValidIndex(o.nriIndex) {
+		return usagef("run: --nri-plugin-index %q: must be two digits, 00 to 99", o.nriIndex)
 	}
 	if o.resync < 0 {
 		return usagef("run: --rediscover-interval %s: must not be negative", o.resync)
@@ -335,20 +340,25 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	writer.Metrics = m
 	writer.Start(ctx)
 	registerGauges(m, store, writer)
+	// Every CNI plugin the daemon runs, for whichever network, takes a
+	// slot of one bound.
+	cniLimit := dataplane.NewCNILimit(o.cni.maxPlugins)
+	m.Gauge("cni_plugins_running", "CNI plugin processes running now.", func() float64 { return float64(cniLimit.Running()) })
+	m.Gauge("cni_plugins_waiting", "CNI plugins waiting for a slot (--cni-max-plugins) now.", func() float64 { return float64(cniLimit.Waiting()) })
 	attacher, err := dataplane.NewAttacher()
 	if err != nil {
 		return err
 	}
 	defer func() { _ = attacher.Close() }()
-	nriOpts := nri.Options{Socket: o.nriSocket, Store: store, Attacher: attacher, Status: writer, Metrics: m, Name: nriName, HookLock: hookLock}
+	nriOpts := nri.Options{Socket: o.nriSocket, Index: o.nriIndex, Store: store, Attacher: attacher, Status: writer, Metrics: m, Name: nriName, HookLock: hookLock}
 	if o.cni.enabled || o.npwg.enabled {
-		nriOpts.CNI = dataplane.NewCNI(splitList(o.cni.binDirs), filepath.Join(o.stateDir, "cni", "cache"))
+		nriOpts.CNI = dataplane.NewCNI(splitList(o.cni.binDirs), filepath.Join(o.stateDir, "cni", "cache"), cniLimit)
 	}
 	if err := o.npwg.watch(ctx, restConfig); err != nil {
 		return err
 	}
 	nriOpts.NPWG = o.npwg.options(client, &o.cni, o.ipPools)
-	api, err := o.networkAPI.start(ctx, o.stateDir, splitList(o.cni.binDirs), o.npwg.networkSources()...)
+	api, err := o.networkAPI.start(ctx, o.stateDir, splitList(o.cni.binDirs), cniLimit, o.npwg.networkSources()...)
 	if err != nil {
 		return err
 	}

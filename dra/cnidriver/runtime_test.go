@@ -51,7 +51,7 @@ func TestCNIDelRetried(t *testing.T) {
 	store := testStore(t)
 	writer := status.NewWriter(client)
 	writer.Start(ctx)
-	plugin := nri.New(nri.Options{Store: store, Status: writer, CNI: dataplane.NewCNI([]string{bin}, t.TempDir()), DelBackoff: time.Millisecond})
+	plugin := nri.New(nri.Options{Store: store, Status: writer, CNI: dataplane.NewCNI([]string{bin}, t.TempDir(), nil), DelBackoff: time.Millisecond})
 	d, err := New(Options{NodeName: testNode, Client: client, PluginDir: t.TempDir(), Devices: 2, Store: store, Status: writer, Runtime: plugin,
 		Policy: cnipolicy.Options{Plugins: []string{"flaky"}}})
 	if err != nil {

@@ -22,8 +22,11 @@ type Options struct {
 	CNIConfDir string
 	// BinDirs are the directories of CNI plugin executables.
 	BinDirs []string
-	// Status runs CNI STATUS; nil: libcni with BinDirs.
+	// Status runs CNI STATUS; nil: libcni with BinDirs, within CNILimit.
 	Status StatusRunner
+	// CNILimit bounds the plugins STATUS runs at once with the others of
+	// the node; nil: no bound.
+	CNILimit *dataplane.CNILimit
 	// Sources are the node's networks from elsewhere (PodNetworks,
 	// NetworkAttachmentDefinitions): listed with their status, after
 	// those set through the API; not set or removed through it.
@@ -65,7 +68,7 @@ type Registry struct {
 func NewRegistry(ctx context.Context, opts Options) (*Registry, error) {
 	runner := opts.Status
 	if runner == nil {
-		runner = dataplane.NewCNI(opts.BinDirs, "")
+		runner = dataplane.NewCNI(opts.BinDirs, "", opts.CNILimit)
 	}
 	r := &Registry{opts: opts, checker: checker{binDirs: opts.BinDirs, runner: runner}, networks: map[string]*NetworkConfig{}}
 	if opts.StateFile != "" {

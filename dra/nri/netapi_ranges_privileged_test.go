@@ -69,7 +69,7 @@ func TestPodNetworkIPRanges(t *testing.T) {
 	}
 	writer := status.NewWriter(fake.NewClientset())
 	writer.Start(ctx)
-	cni := dataplane.NewCNI([]string{bin}, filepath.Join(t.TempDir(), "cache"))
+	cni := dataplane.NewCNI([]string{bin}, filepath.Join(t.TempDir(), "cache"), nil)
 	p := New(Options{Socket: filepath.Join(t.TempDir(), "nri.sock"), Store: store, Status: writer, CNI: cni, DelBackoff: time.Millisecond,
 		NPWG: &NPWGOptions{NADs: fakeNADs{}, ConfDir: t.TempDir(), Plugins: []string{"macvlan", "host-local"},
 			Policy: npwg.Policy{HostDevices: []string{master}, HostPaths: []string{ipamDir}}, DefaultInterface: "eth0"},

@@ -79,7 +79,7 @@ func TestNPWGReferencePlugins(t *testing.T) {
 	}
 	writer := status.NewWriter(fake.NewClientset())
 	writer.Start(ctx)
-	cni := dataplane.NewCNI([]string{bin}, filepath.Join(t.TempDir(), "cache"))
+	cni := dataplane.NewCNI([]string{bin}, filepath.Join(t.TempDir(), "cache"), nil)
 	patcher := &fakePatcher{}
 	p := New(Options{Socket: filepath.Join(t.TempDir(), "nri.sock"), Store: store, Status: writer, CNI: cni, DelBackoff: time.Millisecond,
 		NPWG: &NPWGOptions{NADs: nads, ConfDir: t.TempDir(), Plugins: []string{"macvlan", "static"}, Status: patcher, Policy: npwg.Policy{HostDevices: []string{master, "fpn-*"}},

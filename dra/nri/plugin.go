@@ -29,7 +29,11 @@ func (p *Plugin) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithValues("nriSocket", p.opts.Socket)
 	backoff := time.Second
 	for ctx.Err() == nil {
-		s, err := stub.New(&hooks{p}, stub.WithPluginName(p.opts.Name), stub.WithPluginIdx("10"), stub.WithSocketPath(p.opts.Socket))
+		idx := p.opts.Index
+		if idx == "" {
+			idx = DefaultIndex
+		}
+		s, err := stub.New(&hooks{p}, stub.WithPluginName(p.opts.Name), stub.WithPluginIdx(idx), stub.WithSocketPath(p.opts.Socket))
 		if err == nil {
 			err = s.Start(ctx)
 		}
@@ -217,4 +221,14 @@ func (h *hooks) stop(ctx context.Context, pod *api.PodSandbox) error {
 		klog.FromContext(ctx).Error(err, "Returning devices to the host", "pod", p.String())
 	}
 	return err
+}
+
+// DefaultIndex is the plugin's index among the runtime's NRI plugins when
+// the operator gives none.
+const DefaultIndex = "10"
+
+// ValidIndex says whether idx is an NRI plugin index: two digits, as the
+// runtime orders plugins by it.
+func ValidIndex(idx string) bool {
+	return len(idx) == 2 && idx[0] >= '0' && idx[0] <= '9' && idx[1] >= '0' && idx[1] <= '9'
 }

@@ -68,6 +68,9 @@ type Options struct {
 	// Name is the plugin's name for the runtime; default "fastpath". Two
 	// daemons of a node (a rolling update) need two names.
 	Name string
+	// Index is the plugin's index among the runtime's NRI plugins, two
+	// digits: plugins are called in index order. Empty: 10.
+	Index string
 	// NPWG, when set, attaches the networks pods select with the Network
 	// Plumbing WG annotation; it needs CNI.
 	NPWG *NPWGOptions

@@ -15,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
@@ -250,7 +251,7 @@ func TestAllValues(t *testing.T) {
 		"--npwg", "--npwg-conf-dir=/etc/cni/multus/net.d", "--npwg-conf-namespaces=net-ops", "--npwg-allowed-namespaces=net-shared", "--npwg-host-devices=ens1f*,br-data", "--npwg-host-paths=/var/lib/cni/networks", "--npwg-host-options=bridge.isGateway", "--npwg-default-network=kube-system/cluster-net",
 		"--npwg-ipamclaims", "--npwg-ipamclaim-check-interval=30s", "--npwg-device-info-dir=/run/k8s.cni.cncf.io/devinfo", "--npwg-max-networks=16", "--npwg-max-interfaces=48",
 		`--resource-name=intel.com/intel_sriov_netdevice=device.attributes["fastpath.dev"].pfName == "ens1f0"`,
-		"--network-api-socket=/run/fp-netapi/network-api.sock", "--network-api-cni-conf-dir=/etc/cni/net.d"} {
+		"--network-api-socket=/run/fp-netapi/network-api.sock", "--network-api-cni-conf-dir=/etc/cni/net.d", "--nri-plugin-index=20", "--cni-max-plugins=4"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args lack %q: %q", want, c.Args)
 		}
@@ -379,13 +380,17 @@ func TestSchemaRefuses(t *testing.T) {
 		"cni plugins a string": {"cni: {plugins: macvlan}", []string{"/cni/plugins", "want array"}},
 		"approved config of old": {"cni: {approvedConfigs: {x: {plugins: [{type: macvlan, master: eth0}]}}}",
 			[]string{"/cni/approvedConfigs/x/plugins/0", "'master' not allowed"}},
-		"CHECK interval":         {"cni: {checkInterval: soon}", []string{"/cni/checkInterval"}},
-		"ConfigMap namespace":    {"cni: {configMapNamespaces: [Tenant_A]}", []string{"/cni/configMapNamespaces/0"}},
-		"controller port":        {"controller: {port: 0}", []string{"/controller/port"}},
-		"IPAMClaim interval":     {"npwg: {ipamClaims: {checkInterval: often}}", []string{"/npwg/ipamClaims/checkInterval"}},
-		"no network per pod":     {"npwg: {maxNetworks: 0}", []string{"/npwg/maxNetworks"}},
-		"conf namespace":         {"npwg: {confNamespaces: [Net_Ops]}", []string{"/npwg/confNamespaces/0"}},
-		"network API socket dir": {"networkAPI: {socketDir: run/netapi}", []string{"/networkAPI/socketDir"}},
+		"CHECK interval":                       {"cni: {checkInterval: soon}", []string{"/cni/checkInterval"}},
+		"ConfigMap namespace":                  {"cni: {configMapNamespaces: [Tenant_A]}", []string{"/cni/configMapNamespaces/0"}},
+		"controller port":                      {"controller: {port: 0}", []string{"/controller/port"}},
+		"IPAMClaim interval":                   {"npwg: {ipamClaims: {checkInterval: often}}", []string{"/npwg/ipamClaims/checkInterval"}},
+		"no network per pod":                   {"npwg: {maxNetworks: 0}", []string{"/npwg/maxNetworks"}},
+		"conf namespace":                       {"npwg: {confNamespaces: [Net_Ops]}", []string{"/npwg/confNamespaces/0"}},
+		"network API socket dir":               {"networkAPI: {socketDir: run/netapi}", []string{"/networkAPI/socketDir"}},
+		"extended resource without a domain":   {"deviceClasses: {extendedResourceNames: {netdev: sriov_netdevice}}", []string{"/deviceClasses/extendedResourceNames/netdev"}},
+		"extended resource of kubernetes.io":   {"deviceClasses: {extendedResourceNames: {vfio: kubernetes.io/vf}}", []string{"/deviceClasses/extendedResourceNames/vfio"}},
+		"extended resource of no such class":   {"deviceClasses: {extendedResourceNames: {gpu: example.com/gpu}}", []string{"'gpu' not allowed"}},
+		"CNI plugins at once a negative count": {"cni: {maxPlugins: -1}", []string{"/cni/maxPlugins"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "values.yaml")
@@ -402,6 +407,31 @@ func TestSchemaRefuses(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// deviceClasses.extendedResourceNames gives the named classes their
+// extendedResourceName, and no other class one.
+func TestExtendedResourceNames(t *testing.T) {
+	objs := render(t, "--values", chartFile(t, "ci/all-values.yaml"))
+	want := map[string]string{"netdev.fastpath.dev": "intel.com/sriov_netdevice", "vfio.fastpath.dev": "intel.com/intel_sriov_dpdk"}
+	seen := 0
+	for _, o := range objs {
+		c, ok := o.(*resourceapi.DeviceClass)
+		if !ok {
+			continue
+		}
+		seen++
+		got := ""
+		if c.Spec.ExtendedResourceName != nil {
+			got = *c.Spec.ExtendedResourceName
+		}
+		if got != want[c.Name] {
+			t.Errorf("DeviceClass %s: extendedResourceName %q, want %q", c.Name, got, want[c.Name])
+		}
+	}
+	if seen < 5 {
+		t.Errorf("rendered %d DeviceClasses, want fastpath's", seen)
 	}
 }
 

@@ -306,7 +306,7 @@ func TestSchedulingGatesConfiguration(t *testing.T) {
 			}
 		case *rbacv1.ClusterRole:
 			for _, r := range o.Rules {
-				lifts = lifts || (slices.Contains(r.Resources, "pods") && slices.Contains(r.Verbs, "update"))
+				lifts = lifts || (slices.Contains(r.Resources, "pods") && slices.Contains(r.Verbs, "patch") && slices.Contains(r.Verbs, "get") && slices.Contains(r.Verbs, "update"))
 				says = says || (slices.Equal(r.Resources, []string{"pods/status"}) && slices.Contains(r.Verbs, "patch"))
 				nodes = nodes || (slices.Contains(r.Resources, "nodes") && slices.Contains(r.Verbs, "watch"))
 				bundle = bundle || (slices.Equal(r.Resources, []string{"mutatingwebhookconfigurations"}) && slices.Equal(r.ResourceNames, []string{c.Name}) && slices.Contains(r.Verbs, "update"))
@@ -314,6 +314,6 @@ func TestSchedulingGatesConfiguration(t *testing.T) {
 		}
 	}
 	if !lifts || !says || !nodes || !bundle {
-		t.Errorf("controller RBAC: pods update %v, pods/status patch %v, nodes watch %v, the gates' CA bundle %v; want all", lifts, says, nodes, bundle)
+		t.Errorf("controller RBAC: pods patch, get and update %v, pods/status patch %v, nodes watch %v, the gates' CA bundle %v; want all", lifts, says, nodes, bundle)
 	}
 }

@@ -371,6 +371,12 @@ func daemonValues(port int, stateDir string, args []string) (map[string]any, err
 				return nil, fmt.Errorf("--cni-devices %q: %w", v, err)
 			}
 			cni["devices"] = n
+		case "--cni-max-plugins":
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return nil, fmt.Errorf("--cni-max-plugins %q: %w", v, err)
+			}
+			cni["maxPlugins"] = n
 		default:
 			extraArgs = append(extraArgs, flag+"="+v)
 			if filepath.IsAbs(v) && !strings.HasPrefix(v, workDir+"/") {

@@ -101,6 +101,7 @@ The CEL condition of a DeviceClass selector that leaves out PFs with VFs
 {{- with $v.share.interfaces }}{{ $args = append $args (printf "--share-interfaces=%d" (int .)) }}{{ end }}
 {{- range $v.resourceNames }}{{ $args = append $args (printf "--resource-name=%s=%s" .name .filter) }}{{ end }}
 {{- with $v.share.bandwidthMbps }}{{ $args = append $args (printf "--share-bandwidth-mbps=%d" (int .)) }}{{ end }}
+{{- if ne (toString $v.nriPluginIndex) "10" }}{{ $args = append $args (printf "--nri-plugin-index=%s" (toString $v.nriPluginIndex)) }}{{ end }}
 {{- if $v.allowPFWithVFs }}{{ $args = append $args "--allow-pf-with-vfs" }}{{ end }}
 {{- if not $v.checkpointJournal }}{{ $args = append $args "--checkpoint-journal=false" }}{{ end }}
 {{- if $v.ipPools }}{{ $args = append $args "--ip-pools=/etc/fastpath/ip-pools/pools.yaml" }}{{ end }}
@@ -147,6 +148,9 @@ The CEL condition of a DeviceClass selector that leaves out PFs with VFs
 {{- end }}
 {{- $args = append $args (printf "--network-api-socket=%s/network-api.sock" (trimSuffix "/" $v.networkAPI.socketDir)) }}
 {{- $args = append $args (printf "--network-api-cni-conf-dir=%s" $v.networkAPI.cniConfDir) }}
+{{- end }}
+{{- if or $v.cni.enabled $v.npwg.enabled $v.networkAPI.enabled }}
+{{- $args = append $args (printf "--cni-max-plugins=%d" (int $v.cni.maxPlugins)) }}
 {{- end }}
 {{- range $v.extraArgs }}{{ $args = append $args (toString .) }}{{ end }}
 {{- toYaml $args }}
@@ -273,4 +277,15 @@ properties:
         lastTransitionTime: {type: string, format: date-time}
         reason: {type: string, maxLength: 1024}
         message: {type: string, maxLength: 32768}
+{{- end }}
+
+{{/*
+The extendedResourceName line of DeviceClass <short>.fastpath.dev, from
+deviceClasses.extendedResourceNames.<short>; nothing when unset.
+*/}}
+{{- define "fastpath.extendedResourceName" -}}
+{{- $root := index . 0 }}
+{{- with index ($root.Values.deviceClasses.extendedResourceNames | default dict) (index . 1) }}
+  extendedResourceName: {{ . }}
+{{- end }}
 {{- end }}
