@@ -32,7 +32,10 @@ func (d Device) Attributes() map[resourceapi.QualifiedName]resourceapi.DeviceAtt
 			a.str("pciSubsystem", p.SubsystemVendor+":"+p.SubsystemDevice)
 		}
 		a.str("driver", p.Driver)
-		if p.NUMANode >= 0 {
+		if attr, ok := standardNUMANode(p.NUMANode); ok {
+			a[deviceattribute.StandardDeviceAttributeNUMANode] = attr
+			// Deprecated: fastpath.dev/numaNode is the standard
+			// attribute's alias, published beside it for one release.
 			a.int("numaNode", p.NUMANode)
 		}
 		if p.IOMMUGroup != nil {

@@ -208,7 +208,8 @@ func TestAttributes(t *testing.T) {
 			t.Errorf("attribute %s = %q, want %q", name, got, want)
 		}
 	}
-	for name, want := range map[resourceapi.QualifiedName]int64{"vfID": 0, "numaNode": 0, "mtu": 1500, "iommuGroup": 41, "linkSpeedMbps": 100000} {
+	for name, want := range map[resourceapi.QualifiedName]int64{"vfID": 0, "numaNode": 0, "mtu": 1500, "iommuGroup": 41, "linkSpeedMbps": 100000,
+		deviceattribute.StandardDeviceAttributeNUMANode: 0} {
 		if got := num(name); got != want {
 			t.Errorf("attribute %s = %d, want %d", name, got, want)
 		}
@@ -222,11 +223,14 @@ func TestAttributes(t *testing.T) {
 	if _, ok := attrs["rdmaDevice"]; ok {
 		t.Error("rdmaDevice published for a VF without an RDMA device")
 	}
-	// A CX5 without NUMA information and IOMMU publishes neither.
+	// A CX5 without NUMA information and IOMMU publishes neither: no
+	// NUMA node, under either name, and vfioCapable false.
 	for _, d := range discover(t, Options{SysfsRoot: fixture("cx5")}).Devices {
 		a := d.Attributes()
-		if _, ok := a["numaNode"]; ok {
-			t.Errorf("%s: numaNode published for numa_node -1", d.Name)
+		for _, name := range []resourceapi.QualifiedName{"numaNode", deviceattribute.StandardDeviceAttributeNUMANode} {
+			if _, ok := a[name]; ok {
+				t.Errorf("%s: %s published for numa_node -1", d.Name, name)
+			}
 		}
 		if v := a["vfioCapable"]; v.BoolValue == nil || *v.BoolValue {
 			t.Errorf("%s: vfioCapable = %v without an IOMMU group", d.Name, v.BoolValue)

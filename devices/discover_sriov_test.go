@@ -202,8 +202,17 @@ func TestSRIOVDiscover(t *testing.T) {
 				t.Errorf("VF %s attribute %s = %v, want %v", vf.Address, name, got, want)
 			}
 		}
-		if _, ok := a["numaNode"]; ok && sysfsInt(t, vf.Address, "numa_node") < 0 {
-			t.Errorf("VF %s publishes numaNode, which the platform does not report", vf.Address)
+		numa := int64(sysfsInt(t, vf.Address, "numa_node"))
+		for _, name := range []resourceapi.QualifiedName{"numaNode", "resource.kubernetes.io/numaNode"} {
+			attr, ok := a[name]
+			switch {
+			case numa < 0 && ok:
+				t.Errorf("VF %s publishes %s, which the platform does not report", vf.Address, name)
+			case numa >= 0 && !ok:
+				t.Errorf("VF %s lacks %s, want %d as sysfs says", vf.Address, name, numa)
+			case numa >= 0 && (attr.IntValue == nil || *attr.IntValue != numa):
+				t.Errorf("VF %s attribute %s is not the int %d sysfs says", vf.Address, name, numa)
+			}
 		}
 	}
 }

@@ -5,6 +5,8 @@ package devices
 import (
 	"context"
 	"errors"
+
+	resourceapi "k8s.io/api/resource/v1"
 )
 
 func liveNetdevState(context.Context, []Device, func(error)) ([]Device, error) {
@@ -20,3 +22,14 @@ func discoverPCI(context.Context, sysfs, *pciNames, map[string]string) ([]Device
 func classNet(sysfs) (map[string]string, []string, error) { return nil, nil, nil }
 
 func pcieRoot(sysfs, string) (string, error) { return "", errors.New("PCI discovery needs Linux") }
+
+// standardNUMANode is the scalar resource.kubernetes.io/numaNode attribute
+// of NUMA node n, not there for a node the platform does not report (-1).
+// The deviceattribute helper that renders it on Linux is not built
+// elsewhere: its rule is applied here.
+func standardNUMANode(n int) (resourceapi.DeviceAttribute, bool) {
+	if n < 0 {
+		return resourceapi.DeviceAttribute{}, false
+	}
+	return resourceapi.DeviceAttribute{IntValue: new(int64(n))}, true
+}

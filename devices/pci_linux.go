@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/deviceattribute"
 )
 
@@ -179,6 +180,20 @@ func pcieRoot(s sysfs, addr string) (string, error) {
 		return *attr.Value.StringValue, nil
 	}
 	return pcieRootBelow(s, addr)
+}
+
+// standardNUMANode is the standard resource.kubernetes.io/numaNode
+// attribute of a function on NUMA node n, in the scalar form every cluster
+// accepts (the list form needs the DRAListTypeAttributes feature gate). It
+// is not there (ok false) for a node the platform does not report (-1) or
+// beyond the kernel's 1024: a device with no NUMA affinity must not publish
+// it, or it would match every other such device under matchAttribute.
+func standardNUMANode(n int) (attr resourceapi.DeviceAttribute, ok bool) {
+	a, err := deviceattribute.GetNUMANodeAttribute(n, deviceattribute.ScalarAttribute)
+	if err != nil {
+		return resourceapi.DeviceAttribute{}, false
+	}
+	return a.Value, true
 }
 
 func pcieRootBelow(s sysfs, addr string) (string, error) {
