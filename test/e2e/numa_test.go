@@ -95,12 +95,34 @@ func TestNUMAMatchAttribute(t *testing.T) {
 	// met, whatever fastpath device is taken.
 	peer.Spec.Pool.Generation++
 	peer.Spec.Devices = peerDevices(map[string]int64{"numa0": 0, "numa0b": 0})
+	for i := range peer.Spec.Devices {
+		// What only the update has, for the scheduler to show it saw it.
+		peer.Spec.Devices[i].Attributes[numaPeerDriver+"/updated"] = resourceapi.DeviceAttribute{BoolValue: new(true)}
+	}
 	peer, err = bed.Client().ResourceV1().ResourceSlices().Update(ctx, peer, metav1.UpdateOptions{})
 	if err != nil {
 		t.Fatalf("move the second driver's devices to NUMA node 0: %v", err)
 	}
 
 	t.Run("apart", func(t *testing.T) {
+		// First the scheduler shows it has the update: a claim of a device
+		// only the updated slice has is allocated. Without this, the claim
+		// below could go unallocated for want of the update, not for the
+		// constraint.
+		seen := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "e2e-numa-seen"},
+			Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+				Name: "peer", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "e2e-numa-peer",
+					Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+						Expression: fmt.Sprintf(`"updated" in device.attributes[%q]`, numaPeerDriver)}}}},
+			}}}}}
+		if _, err := bed.Client().ResourceV1().ResourceClaims("default").Create(ctx, seen, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { deleteClaim(t, seen.Name) })
+		seenPod := numaPod(t, ctx, seen)
+		waitAllocated(t, ctx, seen.Name)
+		deletePodAndClaim(t, ctx, seenPod, seen)
+
 		claim := numaClaim(t, ctx, "e2e-numa-apart")
 		pod := numaPod(t, ctx, claim)
 		why := waitPodScheduleFailure(t, ctx, pod.Name)
