@@ -43,6 +43,10 @@ func plan(claim *resourceapi.ResourceClaim, inventory map[string]devices.Device,
 	c := &claims.Claim{Driver: claims.DriverFastpath, UID: claim.UID, Namespace: claim.Namespace, Name: claim.Name, Pod: pod,
 		CDISpec: paths.cdiSpec, Dir: paths.claimDir}
 	taken := map[string]string{}
+	// The devices of a pod's extended resources, which no config names,
+	// are net1, net2, ... in the allocation's order, as Multus names a
+	// pod's networks.
+	extended, netN := claimspec.ExtendedResources(claim), 0
 	for _, res := range claim.Status.Allocation.Devices.Results {
 		if res.Driver != devices.DriverName {
 			continue
@@ -56,7 +60,12 @@ func plan(claim *resourceapi.ResourceClaim, inventory map[string]devices.Device,
 		}
 		cfg, errs := claimspec.ResolveConfig(claim, res.Request)
 		if len(errs) == 0 {
-			cfg, errs = claimspec.ConfigFor(cfg, res.Request, dev)
+			ifName := claimspec.RequestBase(res.Request)
+			if extended {
+				netN++
+				ifName = fmt.Sprintf("net%d", netN)
+			}
+			cfg, errs = claimspec.ConfigFor(cfg, ifName, dev)
 		}
 		if len(errs) == 0 {
 			errs = append(paths.pools.checkPool(cfg), paths.pools.checkAddresses(cfg)...)

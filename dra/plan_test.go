@@ -8,6 +8,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 
+	"github.com/fastpath-dra/fastpath/devices"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 )
@@ -310,5 +311,40 @@ func TestPlanPinned(t *testing.T) {
 	c, err := planClaim(t, same)
 	if err != nil || c.Devices[0].Mode != v1alpha1.ModeNetdev || c.Devices[0].Pod.Name != "fast0" {
 		t.Errorf("the class's own values: %+v, %v", c, err)
+	}
+}
+
+// The claim the scheduler makes for a pod's extended resources: a request
+// per container of as many devices as the container asks for, named after
+// the container, no config of the pod's. Each device gets the class's
+// config and the name net1, net2, ... in the allocation's order; the same
+// claim without the scheduler's annotation is refused (one device a
+// request).
+func TestPlanExtendedResources(t *testing.T) {
+	extended := func() *resourceapi.ResourceClaim {
+		c := testClaim("pod-extended-resources-x7k2p", []alloc{{Request: "container-0-request-0", Device: vfNetdev}},
+			fromClass(config(`"mode": "netdev"`)))
+		c.Spec.Devices.Requests[0].Exactly.Count = 2
+		c.Status.Allocation.Devices.Results = append(c.Status.Allocation.Devices.Results, resourceapi.DeviceRequestAllocationResult{
+			Request: "container-0-request-0", Driver: devices.DriverName, Pool: testNode, Device: vfNetdev2})
+		return c
+	}
+	c := extended()
+	c.Annotations = map[string]string{resourceapi.ExtendedResourceClaimAnnotation: "true"}
+	st, err := planClaim(t, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range st.Devices {
+		if d.Pod != nil {
+			names = append(names, d.Pod.Name)
+		}
+	}
+	if !slices.Equal(names, []string{"net1", "net2"}) {
+		t.Errorf("interfaces %v, want net1 and net2", names)
+	}
+	if _, err := planClaim(t, extended()); err == nil || !strings.Contains(err.Error(), "exactly one device") {
+		t.Errorf("two devices for one request of a claim of the pod's own: %v, want refused", err)
 	}
 }

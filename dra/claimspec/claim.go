@@ -68,15 +68,25 @@ func Consumer(claim *resourceapi.ResourceClaim, fail FailFunc) (claims.Pod, erro
 }
 
 // CheckResult checks an allocated device of this node's driver: one
-// device for its request, from this node's pool.
+// device for its request (any number for a pod's extended resources),
+// from this node's pool.
 func CheckResult(claim *resourceapi.ResourceClaim, res resourceapi.DeviceRequestAllocationResult, nodeName string, fail FailFunc) error {
-	if why := ExactlyOne(claim, res.Request); why != "" {
+	if why := ExactlyOne(claim, res.Request); why != "" && !ExtendedResources(claim) {
 		return fail(res.Request, "", why, nil)
 	}
 	if res.Pool != nodeName {
 		return fail(res.Request, res.Device, fmt.Sprintf("allocated from pool %q, but this node's pool is %q", res.Pool, nodeName), nil)
 	}
 	return nil
+}
+
+// ExtendedResources says whether the claim is the one the scheduler made
+// for a pod's extended resources (a DeviceClass's extendedResourceName in
+// its containers' resources): a request per container and resource, named
+// container-<i>-request-<j>, of as many devices as the pod asked for, and
+// no config of the pod's own.
+func ExtendedResources(claim *resourceapi.ResourceClaim) bool {
+	return claim.Annotations[resourceapi.ExtendedResourceClaimAnnotation] == "true"
 }
 
 // RequestBase is the request of a request or subrequest name (req/sub).

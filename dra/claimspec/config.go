@@ -80,8 +80,10 @@ func AppliesTo(requests []string, request string) bool {
 }
 
 // ConfigFor defaults and checks a request's config for the device it got:
-// the static checks of the API, then what the device allows.
-func ConfigFor(cfg v1alpha1.InterfaceConfig, request string, dev devices.Device) (v1alpha1.InterfaceConfig, field.ErrorList) {
+// the static checks of the API, then what the device allows. ifName is the
+// interface's name where the config gives none: the request's
+// (RequestBase), as a rule.
+func ConfigFor(cfg v1alpha1.InterfaceConfig, ifName string, dev devices.Device) (v1alpha1.InterfaceConfig, field.ErrorList) {
 	if dev.Kind == devices.KindMemif {
 		cfg.APIVersion, cfg.Kind, cfg.Mode = v1alpha1.GroupVersion, v1alpha1.KindInterfaceConfig, ""
 		if cfg.Interface != nil || cfg.VF != nil || cfg.XDP != nil {
@@ -89,7 +91,7 @@ func ConfigFor(cfg v1alpha1.InterfaceConfig, request string, dev devices.Device)
 		}
 		return cfg, cfg.Validate()
 	}
-	cfg.Default(RequestBase(request))
+	cfg.Default(ifName)
 	errs := cfg.Validate()
 	if len(errs) > 0 {
 		return cfg, errs

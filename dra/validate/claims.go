@@ -172,7 +172,9 @@ func (s Check) Claim(namespace, name string, spec resourceapi.ResourceClaimSpec,
 		if driver != devices.DriverName && driver != claims.DriverCNI {
 			continue
 		}
-		if why := claimspec.ExactlyOne(claim, cand.name); why != "" {
+		// The claim the scheduler makes for a pod's extended resources asks
+		// for as many devices as the pod: each is named net1, net2, ...
+		if why := claimspec.ExactlyOne(claim, cand.name); why != "" && !claimspec.ExtendedResources(claim) {
 			add(cand.name, field.ErrorList{field.Invalid(cand.path.Child("count"), "", why)}, "")
 			continue
 		}
@@ -185,7 +187,7 @@ func (s Check) Claim(namespace, name string, spec resourceapi.ResourceClaimSpec,
 				continue
 			}
 			if strings.HasPrefix(cand.class, "memif.") {
-				_, errs = claimspec.ConfigFor(cfg, cand.name, devices.Device{Kind: devices.KindMemif})
+				_, errs = claimspec.ConfigFor(cfg, claimspec.RequestBase(cand.name), devices.Device{Kind: devices.KindMemif})
 				add(cand.name, errs, last)
 				continue
 			}
