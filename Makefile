@@ -17,7 +17,16 @@ IMAGE ?= fastpath.local/fastpathd:$(VERSION)
 # faultinject, whose fault points do nothing unless armed.
 GO_TAGS ?=
 IMAGE_ARCHIVE ?= $(BIN)/fastpathd-image.tar
-PCI_IDS ?= /usr/share/misc/pci.ids
+# IMAGE_ARCHES are the fastpathd image's platforms (linux/ARCH): a static
+# fastpathd each, bin/linux-ARCH/fastpathd, and a manifest each in the
+# image's index.
+IMAGE_ARCHES := amd64 arm64
+# The image's PCI ID database is Debian's pci.ids package at
+# PCI_IDS_VERSION (test/images/versions.env), which test/deps.sh image
+# fetches into the cache. PCI_IDS=FILE takes another file instead, and the
+# image then records no version of it.
+PCI_IDS_VERSION := $(shell sed -n 's/^PCI_IDS_VERSION=//p' test/images/versions.env)
+PCI_IDS ?=
 
 .DEFAULT_GOAL := help
 
@@ -34,20 +43,26 @@ build: ## build bin/fastpathd (static)
 	CGO_ENABLED=0 $(GO) build -trimpath -tags '$(GO_TAGS)' -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN)/fastpathd ./cmd/fastpathd
 
 .PHONY: image
-image: build ## write the fastpathd image as an OCI archive, bin/fastpathd-image.tar (IMAGE names it)
-	@test -f $(PCI_IDS) || $(DEPS) apt
-	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) $(GO) run ./test/images/build \
-		-binary $(BIN)/fastpathd -pci-ids $(PCI_IDS) -tag $(IMAGE) -version $(VERSION) \
-		-revision "$$(git rev-parse HEAD 2>/dev/null)" -o $(IMAGE_ARCHIVE)
+image: ## write the fastpathd image, an index of linux/amd64 and linux/arm64, as an OCI archive, bin/fastpathd-image.tar (IMAGE names it)
+	for arch in $(IMAGE_ARCHES); do \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -tags '$(GO_TAGS)' -ldflags "-s -w -X main.version=$(VERSION)" \
+			-o $(BIN)/linux-$$arch/fastpathd ./cmd/fastpathd || exit 1; done
+	$(if $(PCI_IDS),,$(DEPS) image)
+	$(DEPS_ENV); SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) $(GO) run ./test/images/build \
+		$(foreach arch,$(IMAGE_ARCHES),-binary $(BIN)/linux-$(arch)/fastpathd) \
+		$(if $(PCI_IDS),-pci-ids '$(PCI_IDS)',-pci-ids "$$FASTPATH_PCI_IDS" -pci-ids-version '$(PCI_IDS_VERSION)') \
+		-tag $(IMAGE) -version $(VERSION) -revision "$$(git rev-parse HEAD 2>/dev/null)" -o $(IMAGE_ARCHIVE)
 
 .PHONY: image-reproducible
-image-reproducible: ## build the image from two fresh clones of HEAD in different directories; fail unless both are byte for byte the same
+image-reproducible: ## build the image from two fresh clones of HEAD in different directories; fail unless both are byte for byte the same (the index and every platform's image)
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && for c in a b; do \
 		git clone -q --shared "$$(git rev-parse --show-toplevel)" "$$tmp/$$c-$$RANDOM" && \
 		dir=$$(ls -d "$$tmp/$$c"-*) && git -C "$$dir" checkout -q --detach "$$(git rev-parse HEAD)" && \
 		$(MAKE) --no-print-directory -s -C "$$dir" image IMAGE_ARCHIVE="$$tmp/$$c.tar" >"$$tmp/$$c.log" 2>&1 || \
-		{ cat "$$tmp/$$c.log"; exit 1; }; tail -n 1 "$$tmp/$$c.log"; done && \
-		cmp "$$tmp/a.tar" "$$tmp/b.tar" && echo "reproducible: two builds of $$(git rev-parse --short HEAD) give the same image"
+		{ cat "$$tmp/$$c.log"; exit 1; }; grep -F "$$tmp/$$c.tar: " "$$tmp/$$c.log"; done && \
+		cmp "$$tmp/a.tar" "$$tmp/b.tar" && \
+		echo "reproducible: two builds of $$(git rev-parse --short HEAD) give the same image:" \
+			"$$(sed -n "s|^$$tmp/a.tar: .* index \(sha256:[0-9a-f]*\).*|index \1|p; s|^$$tmp/a.tar: \([^ ]*\) manifest \(sha256:[0-9a-f]*\).*|\1 \2|p" "$$tmp/a.log" | paste -sd ' ')"
 
 # render_manifests DIR renders the plain manifests of deploy/ from the chart
 # into DIR: the DeviceClasses, for kubectl apply without Helm.

@@ -4,11 +4,16 @@
 # built from the Go module proxy. Builds are cached outside the repository, one directory per component
 # and version, so a warm run only checks that they are there.
 #
-#   test/deps.sh [all|apt|fast|lint|proto|testbed|vm|env]
+#   test/deps.sh [all|apt|fast|lint|proto|testbed|image|vm|env]
 #
 # fast is what make fast (generated, lint, unit) needs: the Debian packages
 # (clang and libbpf for go generate, pci.ids for the unit tests), the protoc
 # plugins, golangci-lint and helm; not the test bed's nor the VM's builds.
+#
+# image is the PCI ID database of the fastpathd image: Debian's pci.ids
+# package at the version of test/images/versions.env, downloaded with apt
+# and unpacked into the cache (never installed), so the image's database is
+# the pinned one whatever the build host has installed.
 #
 # FASTPATH_CACHE (default ~/.cache/fastpath) holds the builds.
 set -euo pipefail
@@ -18,6 +23,8 @@ CACHE=${FASTPATH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fastpath}
 source "$(dirname "${BASH_SOURCE[0]}")/testbed/versions.env"
 # shellcheck source=vm/versions.env
 source "$(dirname "${BASH_SOURCE[0]}")/vm/versions.env"
+# shellcheck source=images/versions.env
+source "$(dirname "${BASH_SOURCE[0]}")/images/versions.env"
 
 APT_PACKAGES=(clang llvm libbpf-dev libseccomp-dev pkg-config iproute2 iputils-ping ethtool pci.ids util-linux kmod protobuf-compiler)
 
@@ -260,6 +267,23 @@ vm_kernel() {
 	fi
 }
 
+# --- The fastpathd image's PCI ID database (make image).
+
+build_pci_ids() { # out
+	unpack_deb "pci.ids=$PCI_IDS_VERSION" "$1"
+	[ -f "$1/usr/share/misc/pci.ids" ] || { echo "pci.ids $PCI_IDS_VERSION has no usr/share/misc/pci.ids" >&2; return 1; }
+}
+
+image() {
+	if [ ! -f "$(bindir pci-ids "$PCI_IDS_VERSION")/.complete" ] &&
+		! apt-cache show "pci.ids=$PCI_IDS_VERSION" >/dev/null 2>&1; then
+		apt_update_once
+		apt-cache show "pci.ids=$PCI_IDS_VERSION" >/dev/null 2>&1 ||
+			die "pci.ids $PCI_IDS_VERSION (test/images/versions.env) is not on this machine's apt mirror; apt-cache madison pci.ids lists what is"
+	fi
+	cached pci-ids "$PCI_IDS_VERSION" build_pci_ids
+}
+
 vm() {
 	install_qemu
 	command -v xz >/dev/null && command -v depmod >/dev/null || { APT_PACKAGES=(xz-utils kmod) && install_apt; }
@@ -289,18 +313,20 @@ FASTPATH_VM_KERNEL=$(bindir vm-kernel "$(vm_kernel)")
 FASTPATH_VM_BUSYBOX=$(bindir vm-busybox "$(. /etc/os-release && echo "${VERSION_CODENAME:-unknown}")")/bin/busybox
 FASTPATH_HELM=$(bindir helm "$HELM_VERSION")/helm
 FASTPATH_PROTOC_GEN=$(bindir protoc-gen "$(protobuf_version)-grpc-$PROTOC_GEN_GO_GRPC_VERSION")
+FASTPATH_PCI_IDS=$(bindir pci-ids "$PCI_IDS_VERSION")/usr/share/misc/pci.ids
 VARS
 }
 
 case "${1:-all}" in
-all) install_apt; proto; lint; testbed; vm ;;
+all) install_apt; proto; lint; testbed; image; vm ;;
 apt) install_apt ;;
 fast) install_apt; proto; lint; unit ;;
 unit) install_apt; unit ;;
 proto) install_apt; proto ;;
 lint) lint ;;
 testbed) install_apt; testbed ;;
+image) image ;;
 vm) vm ;;
 env) env_vars ;;
-*) echo "usage: $0 [all|apt|fast|unit|lint|proto|testbed|vm|env]" >&2; exit 2 ;;
+*) echo "usage: $0 [all|apt|fast|unit|lint|proto|testbed|image|vm|env]" >&2; exit 2 ;;
 esac

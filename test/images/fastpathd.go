@@ -6,8 +6,13 @@ import "time"
 // Debian's pci.ids package puts it and where discovery looks for it.
 const PCIIDsPath = "usr/share/misc/pci.ids"
 
-// Fastpathd describes the fastpathd image: the static binary and the PCI ID
-// database, nothing else. The daemon needs no shell, libc or certificates
+// LabelPCIIDsVersion is the label (and the image index's annotation) that
+// records the version of the Debian pci.ids package the image's PCI ID
+// database comes from.
+const LabelPCIIDsVersion = "dev.fastpath.pci-ids.version"
+
+// Fastpathd describes the fastpathd image of one architecture: the static
+// binary and the PCI ID database, nothing else. The daemon needs no shell, libc or certificates
 // (it reaches the API server with the service account's CA).
 type Fastpathd struct {
 	Tags     []string // e.g. fastpath.local/fastpathd:v0.1.0
@@ -17,6 +22,9 @@ type Fastpathd struct {
 	Created  time.Time
 	Version  string // org.opencontainers.image.version
 	Revision string // org.opencontainers.image.revision: the commit
+	// PCIIDsVersion is the version of the Debian pci.ids package PCIIDs
+	// comes from (LabelPCIIDsVersion); "" records none.
+	PCIIDsVersion string
 }
 
 // Image is the image f describes.
@@ -30,6 +38,9 @@ func (f Fastpathd) Image() Image {
 	}
 	if f.Revision != "" {
 		labels["org.opencontainers.image.revision"] = f.Revision
+	}
+	if f.PCIIDsVersion != "" {
+		labels[LabelPCIIDsVersion] = f.PCIIDsVersion
 	}
 	return Image{
 		Tags:         f.Tags,

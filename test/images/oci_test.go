@@ -1,30 +1,39 @@
 package images
 
 import (
+	"archive/tar"
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 )
 
-func testFastpathd() Fastpathd {
+func testFastpathd(arch string) Fastpathd {
 	return Fastpathd{
-		Tags: []string{"fastpath.local/fastpathd:v1"}, Binary: []byte("\x7fELF fastpathd"), PCIIDs: []byte("8086  Intel Corporation\n"),
-		Created: time.Unix(1700000000, 0), Version: "v1", Revision: "ab81f10",
+		Tags: []string{"fastpath.local/fastpathd:v1"}, Binary: []byte("\x7fELF fastpathd " + arch), PCIIDs: []byte("8086  Intel Corporation\n"),
+		Arch: arch, Created: time.Unix(1700000000, 0), Version: "v1", Revision: "ab81f10", PCIIDsVersion: "0.0~2023.04.11-1",
 	}
 }
 
-// TestWriteOCIArchive: the archive is an OCI layout whose index names the
-// image for containerd, whose manifest's config and layer are blobs with
-// their digests, and whose layer holds exactly the image's files.
+// testImages are the fastpathd images of amd64 and arm64.
+func testImages() []Image {
+	return []Image{testFastpathd("amd64").Image(), testFastpathd("arm64").Image()}
+}
+
+// TestWriteOCIArchive: the archive is an OCI layout whose index.json names
+// an image index for containerd, whose index lists one manifest per
+// platform, whose manifests' configs and layers are blobs with their
+// digests, each config of its own architecture, and whose layers hold
+// exactly each image's files.
 func TestWriteOCIArchive(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "img.tar")
-	a, err := WriteOCIArchive(path, testFastpathd().Image())
+	a, err := WriteOCIArchive(path, testImages()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,70 +56,157 @@ func TestWriteOCIArchive(t *testing.T) {
 		}
 		return b
 	}
-	idx, err := ReadOCIIndex(path)
+	layout, err := ReadOCIIndex(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(idx.Manifests) != 1 {
-		t.Fatalf("index = %+v", idx)
+	if len(layout.Manifests) != 1 {
+		t.Fatalf("index.json = %+v, want one image", layout)
 	}
-	md := idx.Manifests[0]
-	if md.Digest != a.Digest || md.MediaType != MediaTypeManifest || md.Platform == nil || md.Platform.Architecture != "amd64" ||
-		md.Annotations[AnnotationImageName] != "fastpath.local/fastpathd:v1" || md.Annotations[AnnotationRefName] != "v1" {
-		t.Errorf("index entry = %+v, want the manifest %s named fastpath.local/fastpathd:v1", md, a.Digest)
+	id := layout.Manifests[0]
+	if id.Digest != a.Digest || id.MediaType != MediaTypeIndex || id.Platform != nil ||
+		id.Annotations[AnnotationImageName] != "fastpath.local/fastpathd:v1" || id.Annotations[AnnotationRefName] != "v1" {
+		t.Errorf("index.json's entry = %+v, want the image index %s named fastpath.local/fastpathd:v1", id, a.Digest)
 	}
-	var m manifest
-	if err := json.Unmarshal(blob(md), &m); err != nil {
+	var idx Index
+	if err := json.Unmarshal(blob(id), &idx); err != nil {
 		t.Fatal(err)
 	}
-	if m.SchemaVersion != 2 || m.Config.MediaType != MediaTypeConfig || len(m.Layers) != 1 || m.Layers[0].MediaType != MediaTypeLayer {
-		t.Fatalf("manifest = %+v", m)
+	if idx.SchemaVersion != 2 || idx.MediaType != MediaTypeIndex || len(idx.Manifests) != 2 || len(a.Manifests) != 2 {
+		t.Fatalf("image index = %+v, archive = %+v, want two manifests", idx, a)
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(blob(m.Layers[0])))
-	if err != nil {
-		t.Fatal(err)
+	if idx.Annotations[LabelPCIIDsVersion] != "0.0~2023.04.11-1" || idx.Annotations["org.opencontainers.image.revision"] != "ab81f10" {
+		t.Errorf("image index annotations = %v, want the images' labels", idx.Annotations)
 	}
-	layer, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var config struct {
-		Created string `json:"created"`
-		Config  struct {
-			Entrypoint []string
-			Labels     map[string]string
-		} `json:"config"`
-		RootFS struct {
-			DiffIDs []string `json:"diff_ids"`
-		} `json:"rootfs"`
-	}
-	if err := json.Unmarshal(blob(m.Config), &config); err != nil {
-		t.Fatal(err)
-	}
-	if len(config.RootFS.DiffIDs) != 1 || config.RootFS.DiffIDs[0] != digest(layer) {
-		t.Errorf("diff_ids = %v, want [%s]", config.RootFS.DiffIDs, digest(layer))
-	}
-	if config.Created != "2023-11-14T22:13:20Z" || strings.Join(config.Config.Entrypoint, " ") != "/fastpathd" ||
-		config.Config.Labels["org.opencontainers.image.revision"] != "ab81f10" {
-		t.Errorf("config = %+v", config)
-	}
-	got, err := untar(layer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 2 || string(got["fastpathd"]) != "\x7fELF fastpathd" || string(got[PCIIDsPath]) != "8086  Intel Corporation\n" {
-		t.Errorf("layer files = %v, want fastpathd and %s only", keys(got), PCIIDsPath)
+	for i, arch := range []string{"amd64", "arm64"} {
+		md := idx.Manifests[i]
+		if md.MediaType != MediaTypeManifest || md.Platform == nil || *md.Platform != (Platform{Architecture: arch, OS: "linux"}) ||
+			md.Annotations != nil || a.Manifests[i].Digest != md.Digest || a.Manifests[i].Platform != *md.Platform {
+			t.Errorf("manifest %d = %+v (archive: %+v), want linux/%s", i, md, a.Manifests[i], arch)
+			continue
+		}
+		var m manifest
+		if err := json.Unmarshal(blob(md), &m); err != nil {
+			t.Fatal(err)
+		}
+		if m.SchemaVersion != 2 || m.Config.MediaType != MediaTypeConfig || len(m.Layers) != 1 || m.Layers[0].MediaType != MediaTypeLayer {
+			t.Fatalf("manifest = %+v", m)
+		}
+		if a.Manifests[i].Size != m.Config.Size+m.Layers[0].Size {
+			t.Errorf("linux/%s size = %d, want config and layer, %d", arch, a.Manifests[i].Size, m.Config.Size+m.Layers[0].Size)
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(blob(m.Layers[0])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		layer, err := io.ReadAll(zr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var config ImageConfig
+		if err := json.Unmarshal(blob(m.Config), &config); err != nil {
+			t.Fatal(err)
+		}
+		if len(config.RootFS.DiffIDs) != 1 || config.RootFS.DiffIDs[0] != digest(layer) {
+			t.Errorf("diff_ids = %v, want [%s]", config.RootFS.DiffIDs, digest(layer))
+		}
+		if config.Architecture != arch || config.OS != "linux" || config.Created != "2023-11-14T22:13:20Z" ||
+			strings.Join(config.Config.Entrypoint, " ") != "/fastpathd" ||
+			config.Config.Labels["org.opencontainers.image.revision"] != "ab81f10" || config.Config.Labels[LabelPCIIDsVersion] != "0.0~2023.04.11-1" {
+			t.Errorf("linux/%s config = %+v", arch, config)
+		}
+		got, err := untar(layer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 2 || string(got["fastpathd"]) != "\x7fELF fastpathd "+arch || string(got[PCIIDsPath]) != "8086  Intel Corporation\n" {
+			t.Errorf("linux/%s layer files = %v, want its fastpathd and %s only", arch, keys(got), PCIIDsPath)
+		}
 	}
 }
 
-// TestWriteOCIArchiveReproducible: the same image gives the same bytes,
-// whenever and wherever it is written; any change of content changes the
-// digest.
+// TestReadOCIArchive: what WriteOCIArchive writes reads back, each
+// platform's image with its config and files; a blob that is not what its
+// digest says is refused.
+func TestReadOCIArchive(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "img.tar")
+	a, err := WriteOCIArchive(path, testImages()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, imgs, err := ReadOCIArchive(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(idx.Manifests) != 2 || len(imgs) != 2 {
+		t.Fatalf("index = %+v, %d images, want two", idx, len(imgs))
+	}
+	for i, img := range imgs {
+		arch := []string{"amd64", "arm64"}[i]
+		if img.Platform.Architecture != arch || img.Config.Architecture != arch || img.Digest != a.Manifests[i].Digest ||
+			string(img.Files["fastpathd"]) != "\x7fELF fastpathd "+arch {
+			t.Errorf("image %d = %+v %s, config of %s, fastpathd %q; want linux/%s", i, img.Platform, img.Digest,
+				img.Config.Architecture, img.Files["fastpathd"], arch)
+		}
+	}
+
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := readTar(t, data)
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for name, content := range files {
+		if strings.HasSuffix(name, "/") {
+			continue
+		}
+		if strings.HasSuffix(name, strings.TrimPrefix(a.Manifests[1].Digest, "sha256:")) {
+			content = append(slices.Clone(content), ' ')
+		}
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(content)), Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(content); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ReadOCIArchive(path); err == nil || !strings.Contains(err.Error(), a.Manifests[1].Digest) {
+		t.Errorf("a changed arm64 manifest: err = %v, want one naming %s", err, a.Manifests[1].Digest)
+	}
+}
+
+// TestWriteOCIArchiveRefuses: images of one architecture twice, or with
+// different tags, make no archive.
+func TestWriteOCIArchiveRefuses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "img.tar")
+	other := testFastpathd("arm64")
+	other.Tags = []string{"fastpath.local/fastpathd:v2"}
+	for name, imgs := range map[string][]Image{
+		"none":           nil,
+		"twice amd64":    {testFastpathd("amd64").Image(), testFastpathd("amd64").Image()},
+		"different tags": {testFastpathd("amd64").Image(), other.Image()},
+	} {
+		if _, err := WriteOCIArchive(path, imgs...); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+// TestWriteOCIArchiveReproducible: the same images give the same bytes,
+// whenever and wherever they are written; any change of content changes
+// the index's digest and the changed platform's, not the other's.
 func TestWriteOCIArchiveReproducible(t *testing.T) {
-	write := func(f Fastpathd) (OCIArchive, []byte) {
+	write := func(imgs ...Image) (OCIArchive, []byte) {
 		t.Helper()
 		path := filepath.Join(t.TempDir(), "img.tar")
-		a, err := WriteOCIArchive(path, f.Image())
+		a, err := WriteOCIArchive(path, imgs...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,15 +216,19 @@ func TestWriteOCIArchiveReproducible(t *testing.T) {
 		}
 		return a, data
 	}
-	a1, d1 := write(testFastpathd())
-	a2, d2 := write(testFastpathd())
+	a1, d1 := write(testImages()...)
+	a2, d2 := write(testImages()...)
 	if a1.Digest != a2.Digest || !bytes.Equal(d1, d2) {
 		t.Errorf("two writes of one image differ: %s and %s", a1.Digest, a2.Digest)
 	}
-	changed := testFastpathd()
+	changed := testFastpathd("arm64")
 	changed.Binary = append(changed.Binary, '!')
-	if a3, _ := write(changed); a3.Digest == a1.Digest {
-		t.Errorf("a changed binary kept the digest %s", a1.Digest)
+	a3, _ := write(testFastpathd("amd64").Image(), changed.Image())
+	if a3.Digest == a1.Digest || a3.Manifests[1].Digest == a1.Manifests[1].Digest {
+		t.Errorf("a changed arm64 binary kept the digests %s, %s", a1.Digest, a1.Manifests[1].Digest)
+	}
+	if a3.Manifests[0].Digest != a1.Manifests[0].Digest {
+		t.Errorf("a changed arm64 binary changed the amd64 manifest: %s, was %s", a3.Manifests[0].Digest, a1.Manifests[0].Digest)
 	}
 }
 

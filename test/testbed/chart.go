@@ -171,7 +171,10 @@ func (b *Bed) WaitDaemon(ctx context.Context, not types.UID, timeout time.Durati
 }
 
 // ImportImage imports an image archive (docker-archive or OCI) into the
-// runtime's k8s.io namespace, where the kubelet finds it.
+// runtime's k8s.io namespace, where the kubelet finds it. Of an image
+// index (make image's, of linux/amd64 and linux/arm64), ctr imports the
+// index under the image's name and the content of this machine's platform
+// only, which is what the kubelet runs.
 func (b *Bed) ImportImage(ctx context.Context, archive string) error {
 	vers, err := parseVersions(versionsEnv)
 	if err != nil {

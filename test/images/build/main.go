@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fastpath-dra/fastpath/test/images"
@@ -19,10 +21,22 @@ func main() {
 	}
 }
 
+// binaries is the repeatable -binary flag.
+type binaries []string
+
+func (b *binaries) String() string { return strings.Join(*b, ",") }
+
+func (b *binaries) Set(path string) error {
+	*b = append(*b, path)
+	return nil
+}
+
 func run(args []string) error {
 	fs := flag.NewFlagSet("build", flag.ContinueOnError)
-	binary := fs.String("binary", "bin/fastpathd", "the fastpathd binary: static (CGO_ENABLED=0)")
+	var bins binaries
+	fs.Var(&bins, "binary", "a fastpathd binary, static (CGO_ENABLED=0); once per architecture (default bin/fastpathd)")
 	pciIDs := fs.String("pci-ids", "/usr/share/misc/pci.ids", "the PCI ID database (Debian package pci.ids)")
+	pciIDsVersion := fs.String("pci-ids-version", "", "the version of the Debian pci.ids package -pci-ids comes from, recorded in the image")
 	tag := fs.String("tag", "fastpath.local/fastpathd:dev", "the image's name")
 	out := fs.String("o", "bin/fastpathd-image.tar", "the OCI archive to write")
 	version := fs.String("version", "", "the version label")
@@ -30,17 +44,12 @@ func run(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	bin, err := os.ReadFile(*binary)
-	if err != nil {
-		return err
-	}
-	arch, err := staticArch(*binary)
-	if err != nil {
-		return err
+	if len(bins) == 0 {
+		bins = binaries{"bin/fastpathd"}
 	}
 	ids, err := os.ReadFile(*pciIDs)
 	if err != nil {
-		return fmt.Errorf("%w (install the pci.ids package: make deps)", err)
+		return fmt.Errorf("%w (test/deps.sh image fetches the pinned pci.ids package)", err)
 	}
 	created := time.Unix(0, 0)
 	if s := os.Getenv("SOURCE_DATE_EPOCH"); s != "" {
@@ -50,13 +59,30 @@ func run(args []string) error {
 		}
 		created = time.Unix(sec, 0)
 	}
-	img := images.Fastpathd{Tags: []string{*tag}, Binary: bin, PCIIDs: ids, Arch: arch,
-		Created: created, Version: *version, Revision: *revision}.Image()
-	a, err := images.WriteOCIArchive(*out, img)
+	var imgs []images.Image
+	for _, path := range bins {
+		bin, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		arch, err := staticArch(path)
+		if err != nil {
+			return err
+		}
+		imgs = append(imgs, images.Fastpathd{Tags: []string{*tag}, Binary: bin, PCIIDs: ids, Arch: arch,
+			Created: created, Version: *version, Revision: *revision, PCIIDsVersion: *pciIDsVersion}.Image())
+	}
+	// The index lists the platforms in one order, whatever the flags'.
+	slices.SortFunc(imgs, func(a, b images.Image) int { return strings.Compare(a.Architecture, b.Architecture) })
+	a, err := images.WriteOCIArchive(*out, imgs...)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%s: %s %s (%.1f MiB compressed)\n", *out, *tag, a.Digest, float64(a.Size)/(1<<20))
+	fmt.Printf("%s: %s index %s\n", *out, *tag, a.Digest)
+	for _, m := range a.Manifests {
+		fmt.Printf("%s: %s/%s manifest %s (%.1f MiB compressed)\n", *out, m.Platform.OS, m.Platform.Architecture,
+			m.Digest, float64(m.Size)/(1<<20))
+	}
 	return nil
 }
 
