@@ -26,8 +26,8 @@ const sriovResource = "e2e.fastpath.dev/sriov_netdevice"
 // asks for that extended resource in resources.limits, as pods written for
 // the SR-IOV device plugin do, with no ResourceClaim of its own: the
 // scheduler makes its claim, fastpathd prepares it, and the pod finds the
-// device among its interfaces; after the pod, the device is back in the
-// host as it was.
+// device as net1, as Multus would name it; after the pod, the device is
+// back in the host as it was.
 func TestExtendedResource(t *testing.T) {
 	ctx := testContext(t)
 	orig := dataplaneSetup(t, ctx, 79, 26277)[0]
@@ -76,7 +76,9 @@ func TestExtendedResource(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the pod never saw the device (MAC %s): %v", orig.HardwareAddr, err)
 	}
-	t.Logf("the pod's interfaces:\n%s", logs)
+	if line := interfaceLine(logs, "net1"); !strings.Contains(line, orig.HardwareAddr.String()) {
+		t.Errorf("the pod's net1 is %q, want the device (MAC %s); it sees:\n%s", line, orig.HardwareAddr, logs)
+	}
 
 	// The claim the scheduler made for the pod, named in its status.
 	running, err := bed.Client().CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
