@@ -90,7 +90,7 @@ func (o *cniOptions) addFlags(fs *flag.FlagSet) {
 // defaultMaxPlugins is --cni-max-plugins's default, sized to the chart's
 // 256 MiB memory limit: the daemon's own 100 MiB or so with 1,024 devices,
 // and up to some 20 MiB for each plugin process (a Go binary such as
-// macvlan, host-local or sriov, measured in bench/RESULTS.md).
+// macvlan, host-local or sriov).
 const defaultMaxPlugins = 8
 
 func (o *cniOptions) validate() error {
