@@ -12,7 +12,7 @@ import (
 // Added says whether ADD of n completed: libcni cached its result, and the
 // interface is in the namespace. It returns the result then. A network
 // whose ADD was interrupted (the process killed) has no cached result, or
-// no interface, and needs DEL before another ADD.
+// one cut short, or no interface, and needs DEL before another ADD.
 func (c *CNI) Added(_ context.Context, n CNINetwork) (CNIResult, bool, error) {
 	list, rt, err := n.parse()
 	if err != nil {
@@ -20,7 +20,11 @@ func (c *CNI) Added(_ context.Context, n CNINetwork) (CNIResult, bool, error) {
 	}
 	res, err := c.cfg.GetNetworkListCachedResult(list, rt)
 	if err != nil || res == nil {
-		return CNIResult{}, false, err
+		// No result cached, or one that cannot be read: libcni writes it
+		// after the plugins' ADD, in place, so a daemon killed then leaves
+		// it cut short. Either way ADD's end was not recorded; DEL, which
+		// drops an unreadable cache entry, cleans up before ADD again.
+		return CNIResult{}, false, nil
 	}
 	ns, err := netns.GetFromPath(n.NetNS)
 	if err != nil {

@@ -142,3 +142,36 @@ func TestCNIGC(t *testing.T) {
 		t.Errorf("attachments after GC: %+v", atts)
 	}
 }
+
+// A result libcni cached cut short (the daemon killed while libcni wrote
+// it, after the plugins' ADD) is an ADD not completed, not an error: DEL
+// runs, drops the entry, and ADD can run again.
+func TestCNIAddedCacheCutShort(t *testing.T) {
+	ctx := context.Background()
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "logging"), []byte(loggingPlugin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cache := t.TempDir()
+	c := NewCNI([]string{bin}, cache, nil)
+	n := network("1.0.0", "cut")
+	entry := filepath.Join(cache, "results", "default-c-r-cut-net1")
+	if err := os.MkdirAll(filepath.Dir(entry), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(entry, []byte(`{"kind":"cniCacheV1","containerId":"cut","config":"eyJj`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := c.Added(ctx, n); ok || err != nil {
+		t.Fatalf("Added with the cache cut short = %v, %v; want not added, no error", ok, err)
+	}
+	if err := c.Del(ctx, n); err != nil {
+		t.Fatalf("DEL: %v", err)
+	}
+	if got := calls(t, bin); !slices.Equal(got, []string{"DEL", "cut", "net1", "|"}) {
+		t.Errorf("calls %v, want one DEL", got)
+	}
+	if _, err := os.Stat(entry); !os.IsNotExist(err) {
+		t.Errorf("the entry cut short is still there after DEL: %v", err)
+	}
+}
