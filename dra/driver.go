@@ -324,12 +324,18 @@ func (d *Driver) unprepare(ctx context.Context, key claims.Key) error {
 	if !ok {
 		return nil
 	}
+	// The runtime's hook gives a netdev back to the host before this
+	// (ReleaseClaim); one still recorded in its pod now is there, or gone.
+	inPod := map[string]bool{}
+	for _, dev := range c.Devices {
+		inPod[dev.Device] = dev.Attached != nil
+	}
 	gone, err := (stepRunner{d.opts.Store}).undo(ctx, &c, d.steps(&c))
 	if err != nil {
 		return err
 	}
 	fault.Point("unprepare.undone")
-	back := d.releasing(ctx, &c, gone)
+	back := d.releasing(ctx, &c, gone, inPod)
 	if err := d.opts.Store.Delete(key); err != nil {
 		return err
 	}

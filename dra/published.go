@@ -112,13 +112,28 @@ func (d *Driver) pciGone(addr string) bool {
 	return errors.Is(err, dataplane.ErrDeviceGone)
 }
 
-// releasing are the devices of claim c, being unprepared, that are
-// published as they were now, but for those the undo found gone.
-func (d *Driver) releasing(ctx context.Context, c *claims.Claim, gone []*claims.Device) []claims.Device {
+// releasing are the devices of claim c, being unprepared, that stay
+// published as they were until discovery sees them back: all but those
+// the undo found gone, PCI functions gone from sysfs, and virtual netdevs
+// still recorded in their pod when the unprepare began (inPod) that
+// health found there no more (deleted with it). Health's word on a netdev given back to the host (no longer
+// recorded in the pod) does not count: its last look may have been taken
+// while the netdev was on its way out of the pod, and the inventory it
+// compared with is older than the return.
+func (d *Driver) releasing(ctx context.Context, c *claims.Claim, gone []*claims.Device, inPod map[string]bool) []claims.Device {
+	logger := klog.FromContext(ctx)
 	var out []claims.Device
 	for i := range c.Devices {
 		dev := &c.Devices[i]
-		if !d.holds(ctx, c, dev) || slices.ContainsFunc(gone, func(g *claims.Device) bool { return g.Device == dev.Device }) {
+		switch {
+		case dev.Published == nil || dev.Shared != nil,
+			slices.ContainsFunc(gone, func(g *claims.Device) bool { return g.Device == dev.Device }):
+			continue
+		case d.pciGone(dev.PCIAddress):
+			logger.V(2).Info("Not publishing a released device whose PCI function is gone", "device", dev.Device, "claim", c.String(), "pciAddress", dev.PCIAddress)
+			continue
+		case dev.PCIAddress == "" && inPod[dev.Device] && d.health.lost(dev.Device):
+			logger.V(2).Info("Not publishing a released device that is gone", "device", dev.Device, "claim", c.String())
 			continue
 		}
 		out = append(out, *dev)

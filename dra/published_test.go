@@ -263,3 +263,60 @@ type podChecks struct{ inPod atomic.Bool }
 
 func (c *podChecks) InPod(string, dataplane.Netdev) (bool, error) { return c.inPod.Load(), nil }
 func (c *podChecks) XDPAttached(string, string) (bool, error)     { return true, nil }
+
+// A virtual netdev given back to the host just before its claim is
+// unprepared, while health's last look (taken as it left the pod, against
+// an inventory older than its return) still says it is gone: it stays
+// published as it was until discovery sees it back, with no write of the
+// slices in between.
+func TestPublishedReleasedWhileHealthLags(t *testing.T) {
+	veth := devices.Device{Name: devices.NetdevDeviceName("fpveth1"), Kind: devices.KindNetdev, ResourceName: devices.DefaultResourceName(devices.KindNetdev),
+		Netdev: &devices.Netdev{Name: "fpveth1", MAC: "02:00:00:00:00:02", MTU: 1500, LinkType: "veth", OperState: "up"}}
+	claim := testClaim("lag", []alloc{{Request: "veth", Device: veth.Name}}, fromClaimFor("veth", config(`"interface": {"name": "net1"}`)))
+	checks := &podChecks{}
+	checks.inPod.Store(true)
+	d, k, ctx := startTestDriverWith(t, &fakePF{}, func(o *Options) { o.HealthChecks = checks }, &fakeObject{claim})
+	if _, err := d.client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, UID: "node-uid"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	host := testInventory(t)
+	host.Devices = append(host.Devices, veth)
+	slices.SortFunc(host.Devices, func(a, b devices.Device) int { return strings.Compare(a.Name, b.Name) })
+	d.Publish(ctx, host)
+	before := wantResources(t, ctx, d.Driver)
+	waitPublished(t, ctx, d.client, before)
+
+	req := []*drapb.Claim{{Namespace: claim.Namespace, Name: claim.Name, Uid: string(claim.UID)}}
+	if resp, err := k.dra.NodePrepareResources(ctx, &drapb.NodePrepareResourcesRequest{Claims: req}); err != nil || resp.Claims[string(claim.UID)].Error != "" {
+		t.Fatalf("prepare: %v %+v", err, resp)
+	}
+	// In the pod, and discovery no longer sees it on the host.
+	key := claims.Key{Driver: claims.DriverFastpath, UID: claim.UID}
+	c, _ := d.store.Get(key)
+	c.Devices[0].Attached = &claims.Attachment{SandboxID: "sandbox-lag", NetNS: "/var/run/netns/lag"}
+	if err := d.store.Put(c); err != nil {
+		t.Fatal(err)
+	}
+	inPod := host
+	inPod.Devices = slices.DeleteFunc(slices.Clone(host.Devices), func(dev devices.Device) bool { return dev.Name == veth.Name })
+	d.Publish(ctx, inPod)
+	assertResources(t, "in the pod", wantResources(t, ctx, d.Driver), before)
+
+	// On its way back: health looks while it is in neither place...
+	checks.inPod.Store(false)
+	d.Publish(ctx, inPod)
+	// ...then the runtime's hook gives it back and records so, and the
+	// kubelet unprepares the claim before discovery has looked again.
+	c, _ = d.store.Get(key)
+	c.Devices[0].Attached = nil
+	if err := d.store.Put(c); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := k.dra.NodeUnprepareResources(ctx, &drapb.NodeUnprepareResourcesRequest{Claims: req}); err != nil || resp.Claims[string(claim.UID)].Error != "" {
+		t.Fatalf("unprepare: %v %+v", err, resp)
+	}
+	assertResources(t, "released, not seen back yet", wantResources(t, ctx, d.Driver), before)
+	host.Taken = time.Now()
+	d.Publish(ctx, host)
+	assertResources(t, "released, seen back", wantResources(t, ctx, d.Driver), before)
+}
