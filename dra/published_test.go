@@ -36,21 +36,7 @@ func TestPublishedWhileClaimed(t *testing.T) {
 		fromClaimFor("nic", config(`"interface": {"name": "net1", "mtu": 9000}`)),
 		fromClaimFor("dpdk", config(`"mode": "vfio"`)),
 		fromClaimFor("veth", config(`"interface": {"name": "net2"}`)))
-	// The devices in the pod are healthy there.
-	checks := &podChecks{}
-	checks.inPod.Store(true)
-	d, k, ctx := startTestDriverWith(t, &fakePF{}, func(o *Options) { o.HealthChecks = checks }, &fakeObject{claim})
-	// The slices' owner.
-	if _, err := d.client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, UID: "node-uid"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	host := testInventory(t)
-	host.Devices = append(host.Devices, veth)
-	slices.SortFunc(host.Devices, func(a, b devices.Device) int { return strings.Compare(a.Name, b.Name) })
-
-	d.Publish(ctx, host)
-	before := wantResources(t, ctx, d.Driver)
-	waitPublished(t, ctx, d.client, before)
+	d, k, ctx, checks, host, before := publishedRig(t, claim, veth)
 	if dev := findDevice(before, vfNetdev); dev == nil || dev.Attributes["ifName"].StringValue == nil || dev.Attributes["mac"].StringValue == nil {
 		t.Fatalf("the fixture's VF is published as %+v, want it with its netdev's ifName and mac", dev)
 	}
@@ -146,6 +132,27 @@ func TestPublishedWhileClaimed(t *testing.T) {
 	d.Publish(ctx, gone)
 	assertResources(t, "released, discovered again", wantResources(t, ctx, d.Driver), Resources(testNode, gone, nil, nil))
 	waitPublished(t, ctx, d.client, Resources(testNode, gone, nil, nil))
+}
+
+// publishedRig starts a test driver serving claim, its node object (the
+// slices' owner), and health checks that find the pod's devices in the
+// pod; it publishes the fixture's inventory with veth added and returns
+// it and what the node then publishes.
+func publishedRig(t *testing.T, claim *resourceapi.ResourceClaim, veth devices.Device) (*testDriver, *fakeKubelet, context.Context, *podChecks, devices.Inventory, resourceslice.DriverResources) {
+	t.Helper()
+	checks := &podChecks{}
+	checks.inPod.Store(true)
+	d, k, ctx := startTestDriverWith(t, &fakePF{}, func(o *Options) { o.HealthChecks = checks }, &fakeObject{claim})
+	if _, err := d.client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, UID: "node-uid"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	host := testInventory(t)
+	host.Devices = append(host.Devices, veth)
+	slices.SortFunc(host.Devices, func(a, b devices.Device) int { return strings.Compare(a.Name, b.Name) })
+	d.Publish(ctx, host)
+	before := wantResources(t, ctx, d.Driver)
+	waitPublished(t, ctx, d.client, before)
+	return d, k, ctx, checks, host, before
 }
 
 // sysfsRoot is the root of the test driver's sysfs fixture.
@@ -273,18 +280,7 @@ func TestPublishedReleasedWhileHealthLags(t *testing.T) {
 	veth := devices.Device{Name: devices.NetdevDeviceName("fpveth1"), Kind: devices.KindNetdev, ResourceName: devices.DefaultResourceName(devices.KindNetdev),
 		Netdev: &devices.Netdev{Name: "fpveth1", MAC: "02:00:00:00:00:02", MTU: 1500, LinkType: "veth", OperState: "up"}}
 	claim := testClaim("lag", []alloc{{Request: "veth", Device: veth.Name}}, fromClaimFor("veth", config(`"interface": {"name": "net1"}`)))
-	checks := &podChecks{}
-	checks.inPod.Store(true)
-	d, k, ctx := startTestDriverWith(t, &fakePF{}, func(o *Options) { o.HealthChecks = checks }, &fakeObject{claim})
-	if _, err := d.client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, UID: "node-uid"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	host := testInventory(t)
-	host.Devices = append(host.Devices, veth)
-	slices.SortFunc(host.Devices, func(a, b devices.Device) int { return strings.Compare(a.Name, b.Name) })
-	d.Publish(ctx, host)
-	before := wantResources(t, ctx, d.Driver)
-	waitPublished(t, ctx, d.client, before)
+	d, k, ctx, checks, host, before := publishedRig(t, claim, veth)
 
 	req := []*drapb.Claim{{Namespace: claim.Namespace, Name: claim.Name, Uid: string(claim.UID)}}
 	if resp, err := k.dra.NodePrepareResources(ctx, &drapb.NodePrepareResourcesRequest{Claims: req}); err != nil || resp.Claims[string(claim.UID)].Error != "" {
