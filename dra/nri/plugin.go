@@ -3,6 +3,7 @@ package nri
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -135,10 +136,7 @@ func (h *hooks) observe(hook string, start time.Time, err error) {
 
 // Synchronize reconciles the store with the sandboxes the runtime runs.
 func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox) {
-	running := map[types.UID]Pod{}
-	for _, pod := range pods {
-		running[types.UID(pod.GetUid())] = podOf(pod)
-	}
+	running := runningPods(pods)
 	logger := klog.FromContext(ctx)
 	// Pods on their own, a few at a time: the kernel serializes the
 	// moves, the rest (records, lookups, CNI plugins) overlaps.
@@ -175,6 +173,39 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox) {
 		})
 	}
 	wg.Wait()
+}
+
+// runningPods maps each pod to its sandbox. The runtime lists a pod's
+// stopped sandboxes too until the kubelet removes them, as after a
+// RunPodSandbox that failed and was tried again: the pod's sandbox is then
+// the one that runs, with a process, in a network namespace that is
+// there, not whichever the runtime listed last.
+func runningPods(pods []*api.PodSandbox) map[types.UID]Pod {
+	running := map[types.UID]Pod{}
+	liveness := map[types.UID]int{}
+	for _, sb := range pods {
+		uid, pod, live := types.UID(sb.GetUid()), podOf(sb), sandboxLiveness(sb)
+		if have, ok := liveness[uid]; ok && have >= live {
+			continue
+		}
+		running[uid], liveness[uid] = pod, live
+	}
+	return running
+}
+
+// sandboxLiveness ranks a sandbox: 2 when its process runs, plus 1 when
+// its network namespace is there.
+func sandboxLiveness(sb *api.PodSandbox) int {
+	live := 0
+	if sb.GetPid() != 0 {
+		live += 2
+	}
+	if netns := podOf(sb).NetNS; netns != "" {
+		if _, err := os.Stat(netns); err == nil {
+			live++
+		}
+	}
+	return live
 }
 
 // syncParallel is how many pods Synchronize reconciles at once.

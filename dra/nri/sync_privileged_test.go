@@ -3,6 +3,7 @@
 package nri
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -103,4 +104,36 @@ func TestRunPodSandboxReplacesSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	bed.assertRestored(t, a)
+}
+
+// TestSynchronizeTheSandboxThatRuns: a RunPodSandbox failed (fastpathd
+// killed in it) and the kubelet's next try ran while no fastpathd was
+// connected, so the runtime lists the pod twice at the next Synchronize:
+// the stopped sandbox, its network namespace gone, and the one that runs.
+// Whatever the order, the device goes to the one that runs.
+func TestSynchronizeTheSandboxThatRuns(t *testing.T) {
+	for _, stoppedFirst := range []bool{true, false} {
+		podNS := newNetNS(t)
+		a := netdevClaim("a", "pod-c", newVeth(t), "net1", "10.66.12.2/24")
+		bed, ctx := newTestBed(t, a)
+		stopped := sandbox("pod-c", podNS+"-gone")
+		stopped.Id = "sandbox-pod-c-stopped"
+		runs := sandbox("pod-c", podNS)
+		runs.Pid = uint32(os.Getpid())
+		listed := []*api.PodSandbox{stopped, runs}
+		if !stoppedFirst {
+			listed = []*api.PodSandbox{runs, stopped}
+		}
+		if _, err := bed.hooks.Synchronize(ctx, listed, nil); err != nil {
+			t.Fatal(err)
+		}
+		bed.condition(t, ctx, a, metav1.ConditionTrue)
+		if podLink(t, podNS, "net1") == nil {
+			t.Errorf("stopped sandbox listed first %v: net1 is not in the sandbox that runs", stoppedFirst)
+		}
+		if err := bed.hooks.StopPodSandbox(ctx, runs); err != nil {
+			t.Fatal(err)
+		}
+		bed.assertRestored(t, a)
+	}
 }
