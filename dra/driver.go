@@ -107,6 +107,9 @@ type Options struct {
 	// PodNetworks reads the PodNetworks (and PodNetworkAttachments) claims'
 	// configs name (--podnetworks); nil: such claims are refused.
 	PodNetworks attach.PodNetworkGetter
+	// Metadata writes the device metadata of prepared claims
+	// (--device-metadata); nil: none.
+	Metadata *kubelet.Metadata
 }
 
 // Driver is fastpath's DRA kubelet plugin for driver fastpath.dev.
@@ -181,7 +184,7 @@ func New(opts Options) (*Driver, error) {
 // Start registers the plugin with the kubelet and serves the DRA API until
 // ctx ends or Stop is called.
 func (d *Driver) Start(ctx context.Context) error {
-	h, err := kubelet.Start(ctx, d, devices.DriverName, d.opts.Client, d.opts.NodeName, d.opts.PluginDir, d.opts.RegistryDir, d.opts.PodUID, true)
+	h, err := kubelet.Start(ctx, d, devices.DriverName, d.opts.Client, d.opts.NodeName, d.opts.PluginDir, d.opts.RegistryDir, d.opts.PodUID, true, d.opts.Metadata)
 	d.helper = h
 	if err == nil {
 		go d.slices.Run(ctx)

@@ -38,7 +38,7 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 		// status of the devices ready at Prepare: the kubelet's retry
 		// does (a status already there is not written again).
 		d.reportPrepared(ctx, &c)
-		return kubelet.Result(&c)
+		return kubelet.Result(&c, d.opts.Metadata, d.metadataAttributes(&c))
 	case ok && c.Prepared:
 		// Prepared in another boot, or its CDI spec is gone: do every
 		// step again.
@@ -73,7 +73,7 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 	d.health.notify()
 	logger.Info("Prepared claim", "pod", c.Pod.Name, "devices", len(c.Devices))
 	d.reportPrepared(ctx, &c)
-	return kubelet.Result(&c)
+	return kubelet.Result(&c, d.opts.Metadata, d.metadataAttributes(&c))
 }
 
 // reportPrepared writes the status of the claim's devices that are ready
@@ -84,6 +84,23 @@ func (d *Driver) reportPrepared(ctx context.Context, c *claims.Claim) {
 		if st := status.PreparedReady(dev); st != nil {
 			d.opts.Status.Set(ctx, status.ClaimRef{Namespace: c.Namespace, Name: c.Name, UID: c.UID}, *st)
 		}
+	}
+}
+
+// metadataAttributes are the attributes of the claim's devices in their
+// metadata: as the node published them when the claim was planned, else
+// (a memif endpoint, a shared device) as discovery sees them now.
+func (d *Driver) metadataAttributes(c *claims.Claim) kubelet.Attributes {
+	return func(_, device string) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
+		for _, dev := range c.Devices {
+			if dev.Device == device && dev.Published != nil {
+				return publishedAttributes(dev.Published)
+			}
+		}
+		if dev, ok := d.inventoryMap()[device]; ok {
+			return dev.Attributes()
+		}
+		return nil
 	}
 }
 

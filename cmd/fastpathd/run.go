@@ -75,6 +75,8 @@ type runOptions struct {
 	ipPools      dra.IPPools
 	// allowPFWithVFs lets claims take PFs that have VFs whole.
 	allowPFWithVFs bool
+	// deviceMetadata writes the device metadata of prepared claims.
+	deviceMetadata bool
 	// journal lets the store write checkpoint version 3 (claims.SetJournal).
 	journal bool
 }
@@ -99,6 +101,7 @@ func (o *runOptions) addFlags(fs *flag.FlagSet) {
 	o.npwg.addFlags(fs)
 	o.networkAPI.addFlags(fs)
 	fs.BoolVar(&o.journal, "checkpoint-journal", true, "record a change of the node's claims as an entry of a journal beside the checkpoint (checkpoint version 3), whatever their number; false: rewrite the whole checkpoint at every change (version 2, which the previous release reads: set it before a rollback to that release). Version 2 is written anyway while another fastpathd serves on the node")
+	fs.BoolVar(&o.deviceMetadata, "device-metadata", true, "write each prepared claim's device metadata (KEP-5304: the devices' attributes and, once in the pod, their network data) and mount it into the pod's containers at /var/run/kubernetes.io/dra-device-attributes/, through a CDI spec in --cdi-dir")
 	fs.BoolVar(&o.allowPFWithVFs, "allow-pf-with-vfs", false, "let claims take a PF that has SR-IOV VFs whole (modes netdev, afxdp, delegate): its pod can then set every VF's MAC, VLAN and trust; off, Prepare refuses them (mode vfio always)")
 	fs.StringVar(&o.ipPoolsFile, "ip-pools", "", "file of the node's IP pools (kind IPPoolConfig), from which claims with ipam get addresses; empty: none")
 	fs.DurationVar(&o.resync, "rediscover-interval", 5*time.Minute, "rediscover devices this often even without an event")
@@ -350,7 +353,12 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 		return err
 	}
 	defer func() { _ = attacher.Close() }()
-	nriOpts := nri.Options{Socket: o.nriSocket, Index: o.nriIndex, Store: store, Attacher: attacher, Status: writer, Metrics: m, Name: nriName, HookLock: hookLock}
+	var meta *kubelet.Metadata
+	if o.deviceMetadata {
+		meta = &kubelet.Metadata{CDIDir: o.cdiDir}
+	}
+	nriOpts := nri.Options{Socket: o.nriSocket, Index: o.nriIndex, Store: store, Attacher: attacher, Status: writer, Metrics: m, Name: nriName, HookLock: hookLock,
+		Metadata: meta}
 	if o.cni.enabled || o.npwg.enabled {
 		nriOpts.CNI = dataplane.NewCNI(splitList(o.cni.binDirs), filepath.Join(o.stateDir, "cni", "cache"), cniLimit)
 	}
@@ -430,6 +438,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 		PCI: dataplane.PCIBinder{SysfsRoot: o.SysfsRoot, DevRoot: o.devRoot}, IPPools: o.ipPools, AllowPFWithVFs: o.allowPFWithVFs,
 		DeviceInfoDir: o.npwg.driverDeviceInfoDir(),
 		PodNetworks:   podNetworkGetter(nriOpts.PodNetworks),
+		Metadata:      meta,
 	})
 	if err != nil {
 		return err
@@ -445,7 +454,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	defer driver.Stop()
 	ready.add(driver.RegistrationStatus)
 	if o.cni.enabled {
-		cniDriver, err := o.cni.start(ctx, restConfig, client, o.nodeName, o.registryDir, store, writer, plugin, m, types.UID(o.podUID))
+		cniDriver, err := o.cni.start(ctx, restConfig, client, o.nodeName, o.registryDir, store, writer, plugin, m, types.UID(o.podUID), meta)
 		if err != nil {
 			return err
 		}

@@ -58,6 +58,8 @@ type Options struct {
 	PodUID types.UID
 	// Approved reads the approved configs claims name with configName.
 	Approved cnipolicy.ApprovedConfigs
+	// Metadata: see dra.Options.Metadata.
+	Metadata *kubelet.Metadata
 }
 
 // Driver serves the CNI DRA driver API (cni.dra.networking.x-k8s.io): a
@@ -104,6 +106,11 @@ func New(opts Options) (*Driver, error) {
 	return d, nil
 }
 
+// attributes are the attributes every CNI device is published with.
+func (d *Driver) attributes(_, _ string) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
+	return d.attrs
+}
+
 // SharedDevice is the name of the one CNI device of a node that
 // publishes it shared (Options.SharedDevice); CapacityNetworks its
 // capacity in networks.
@@ -138,7 +145,7 @@ func (d *Driver) Resources() resourceslice.DriverResources {
 
 // Start registers the plugin with the kubelet and publishes the devices.
 func (d *Driver) Start(ctx context.Context) error {
-	h, err := kubelet.Start(ctx, d, DriverName, d.opts.Client, d.opts.NodeName, d.opts.PluginDir, d.opts.RegistryDir, d.opts.PodUID, false)
+	h, err := kubelet.Start(ctx, d, DriverName, d.opts.Client, d.opts.NodeName, d.opts.PluginDir, d.opts.RegistryDir, d.opts.PodUID, false, d.opts.Metadata)
 	if err != nil {
 		return err
 	}
@@ -186,7 +193,7 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 	key := claims.Key{Driver: claims.DriverCNI, UID: claim.UID}
 	defer d.opts.Store.Lock(key)()
 	if c, ok := d.opts.Store.Get(key); ok {
-		return kubelet.Result(&c)
+		return kubelet.Result(&c, d.opts.Metadata, d.attributes)
 	}
 	c, err := d.plan(ctx, claim)
 	if err == nil {
@@ -197,7 +204,7 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 		return kubeletplugin.PrepareResult{Err: err}
 	}
 	logger.Info("Prepared CNI claim", "pod", c.Pod.Name, "networks", len(c.Networks))
-	return kubelet.Result(c)
+	return kubelet.Result(c, d.opts.Metadata, d.attributes)
 }
 
 // plan validates a claim as the design asks and resolves its configs.

@@ -44,7 +44,7 @@ func TestCNISharedDevice(t *testing.T) {
 		if err := s.Admit(*c); err != nil {
 			t.Fatalf("%s on the shared device: %v", name, err)
 		}
-		if r := kubelet.Result(c); r.Devices[0].ShareID == nil || *r.Devices[0].ShareID != types.UID("share-"+name) {
+		if r := kubelet.Result(c, nil, nil); r.Devices[0].ShareID == nil || *r.Devices[0].ShareID != types.UID("share-"+name) {
 			t.Errorf("%s: result = %+v", name, r.Devices)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
@@ -21,9 +22,10 @@ type Runtime interface {
 	ReleaseClaim(ctx context.Context, key claims.Key) error
 }
 
-// Start starts the kubelet plugin helper for one driver.
-func Start(ctx context.Context, p kubeletplugin.DRAPlugin, driver string, client kubernetes.Interface, node, pluginDir, registryDir string, podUID types.UID, health bool) (*kubeletplugin.Helper, error) {
-	h, err := kubeletplugin.Start(ctx, p,
+// Start starts the kubelet plugin helper for one driver; with meta, it
+// writes the device metadata of the claims it prepares.
+func Start(ctx context.Context, p kubeletplugin.DRAPlugin, driver string, client kubernetes.Interface, node, pluginDir, registryDir string, podUID types.UID, health bool, meta *Metadata) (*kubeletplugin.Helper, error) {
+	opts := append([]kubeletplugin.Option{
 		// Two daemons of the node serve at once while one replaces the
 		// other; the helper serializes the kubelet's calls across them,
 		// and the claim store is shared between them.
@@ -37,10 +39,12 @@ func Start(ctx context.Context, p kubeletplugin.DRAPlugin, driver string, client
 		// A driver without device health says so: the kubelet does not
 		// subscribe (else it logs an error at every pod start).
 		kubeletplugin.HealthService(health),
-	)
+	}, meta.options()...)
+	h, err := kubeletplugin.Start(ctx, p, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("start the kubelet plugin of %s: %w", driver, err)
 	}
+	meta.register(driver, pluginDir, h)
 	return h, nil
 }
 
@@ -79,9 +83,36 @@ func RegistrationStatus(h *kubeletplugin.Helper, driver string) error {
 	return nil
 }
 
-// Result is what the kubelet gets for a prepared claim.
-func Result(c *claims.Claim) kubeletplugin.PrepareResult {
+// Attributes are the attributes a device of a claim was published with.
+type Attributes func(pool, device string) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute
+
+// Result is what the kubelet gets for a prepared claim. With meta, each
+// device carries its metadata: attrs' attributes, and the network data
+// its metadata file holds (written for the pod's sandbox, kept when the
+// kubelet prepares the claim again).
+func Result(c *claims.Claim, meta *Metadata, attrs Attributes) kubeletplugin.PrepareResult {
 	var res kubeletplugin.PrepareResult
+	written := map[string]map[[2]string]*resourceapi.NetworkDeviceData{}
+	withMetadata := func(kd *kubeletplugin.Device, request string) {
+		if meta == nil {
+			return
+		}
+		nd, ok := written[request]
+		if !ok {
+			nd = meta.networkData(c.Driver, c.Namespace, c.Name, request)
+			written[request] = nd
+		}
+		kd.Metadata = &kubeletplugin.DeviceMetadata{NetworkData: nd[[2]string{kd.PoolName, kd.DeviceName}]}
+		if attrs == nil {
+			return
+		}
+		if a := attrs(kd.PoolName, kd.DeviceName); len(a) > 0 {
+			kd.Metadata.Attributes = make(map[string]resourceapi.DeviceAttribute, len(a))
+			for k, v := range a {
+				kd.Metadata.Attributes[string(k)] = v
+			}
+		}
+	}
 	for _, dev := range c.Devices {
 		kd := kubeletplugin.Device{
 			Requests: []string{dev.Request}, PoolName: dev.Pool, DeviceName: dev.Device, CDIDeviceIDs: []string{dev.CDIDevice},
@@ -89,6 +120,7 @@ func Result(c *claims.Claim) kubeletplugin.PrepareResult {
 		if dev.Shared != nil && dev.Shared.ShareID != "" {
 			kd.ShareID = new(types.UID(dev.Shared.ShareID))
 		}
+		withMetadata(&kd, dev.Request)
 		res.Devices = append(res.Devices, kd)
 	}
 	for _, n := range c.Networks {
@@ -96,6 +128,7 @@ func Result(c *claims.Claim) kubeletplugin.PrepareResult {
 		if n.ShareID != "" {
 			kd.ShareID = new(types.UID(n.ShareID))
 		}
+		withMetadata(&kd, n.Request)
 		res.Devices = append(res.Devices, kd)
 	}
 	return res

@@ -15,6 +15,7 @@ import (
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/dataplane/fault"
 	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/kubelet"
 	"github.com/fastpath-dra/fastpath/dra/npwg"
 	"github.com/fastpath-dra/fastpath/dra/status"
 )
@@ -44,6 +45,31 @@ func (p *Plugin) setStatus(ctx context.Context, c claims.Claim, st resourceapi.A
 		return
 	}
 	p.opts.Status.Set(ctx, ref(c), st)
+}
+
+// networkReady says that a network of the claim is in its pod, in the
+// claim's status and its device metadata.
+func (p *Plugin) networkReady(ctx context.Context, c claims.Claim, n claims.Network, res dataplane.CNIResult) {
+	if c.Driver == claims.DriverNPWG {
+		return
+	}
+	st := status.NetworkReady(n, res.Raw, res.Current)
+	p.opts.Status.Set(ctx, ref(c), st)
+	p.writeMetadata(ctx, c, n.Request, st)
+}
+
+// writeMetadata writes the network data of a device's status into the
+// claim's device metadata. A failure is logged, not returned: the pod runs
+// without it, as with the feature off.
+func (p *Plugin) writeMetadata(ctx context.Context, c claims.Claim, request string, st resourceapi.AllocatedDeviceStatus) {
+	if p.opts.Metadata == nil || st.NetworkData == nil {
+		return
+	}
+	err := p.opts.Metadata.SetNetworkData(ctx, kubelet.MetadataClaim{Driver: c.Driver, Namespace: c.Namespace, Name: c.Name, UID: c.UID},
+		kubelet.DeviceRef{Request: request, Pool: st.Pool, Device: st.Device}, st.NetworkData)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Writing the device metadata: the pod's containers see none of its network data")
+	}
 }
 
 // addNetworks runs ADD for every network of the pod's CNI claims, each
@@ -85,7 +111,7 @@ func (p *Plugin) addNetworks(ctx context.Context, pod Pod, cls []claims.Claim, f
 					return fmt.Errorf("%s: %w", networkOf(c, *n), err)
 				}
 				if ok {
-					p.setStatus(ctx, c, status.NetworkReady(*n, res.Raw, res.Current))
+					p.networkReady(ctx, c, *n, res)
 					done = append(done, added{c.Key(), i})
 					continue
 				}
@@ -105,7 +131,7 @@ func (p *Plugin) addNetworks(ctx context.Context, pod Pod, cls []claims.Claim, f
 			if addErr == nil {
 				fault.Point("cni.add.done")
 				logger.Info("CNI ADD", "claim", c.String(), "driver", c.Driver, "request", n.Request, "ifName", n.IfName, "duration", time.Since(start))
-				p.setStatus(ctx, c, status.NetworkReady(*n, res.Raw, res.Current))
+				p.networkReady(ctx, c, *n, res)
 				done = append(done, added{c.Key(), i})
 				continue
 			}

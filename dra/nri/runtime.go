@@ -15,6 +15,7 @@ import (
 	"github.com/fastpath-dra/fastpath/dataplane/fault"
 	"github.com/fastpath-dra/fastpath/dra/attach"
 	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/kubelet"
 	"github.com/fastpath-dra/fastpath/dra/metrics"
 	"github.com/fastpath-dra/fastpath/dra/npwg"
 	"github.com/fastpath-dra/fastpath/dra/status"
@@ -77,6 +78,9 @@ type Options struct {
 	// PodNetworks, when set, attaches the PodNetworks (KEP-3698) pods name;
 	// it needs NPWG.
 	PodNetworks *PodNetworkOptions
+	// Metadata, when set, gets the network data of the devices put in
+	// pods, for their claims' device metadata.
+	Metadata *kubelet.Metadata
 	// HookLock, when set, is held across each pod's hooks by every daemon
 	// of the node, so that two daemons (a rolling update: the runtime
 	// calls both) never act on one pod at once.
@@ -347,8 +351,10 @@ func (p *Plugin) attachNetdevs(ctx context.Context, pod Pod, netdevs []podNetdev
 			}
 			return err
 		}
-		p.opts.Status.Set(ctx, ref(n.claim), status.NetdevReady(n.device(), status.Interface{
-			Name: res.Name, MAC: res.MAC, MTU: res.MTU, Addresses: res.Addresses, Sandbox: pod.NetNS, XDPMode: string(res.XDPMode)}))
+		st := status.NetdevReady(n.device(), status.Interface{
+			Name: res.Name, MAC: res.MAC, MTU: res.MTU, Addresses: res.Addresses, Sandbox: pod.NetNS, XDPMode: string(res.XDPMode)})
+		p.opts.Status.Set(ctx, ref(n.claim), st)
+		p.writeMetadata(ctx, n.claim, n.device().Request, st)
 	}
 	return nil
 }
