@@ -4,8 +4,9 @@
 //
 //	workload ifaces   print "NAME MAC ADDR,ADDR" per interface, then wait
 //	workload env      print the environment, the content of every file a
-//	                  FASTPATH_DEVICE_INFO_* variable names, and the device
-//	                  nodes in /dev/vfio, then wait
+//	                  FASTPATH_DEVICE_INFO_* variable names, every device
+//	                  metadata file (KEP-5304) on a line of its own, and the
+//	                  device nodes in /dev/vfio, then wait
 //	workload xsk      for every FASTPATH_XSKMAP_* variable, open an AF_XDP
 //	                  socket on queue 0 of the request's interface (zero-copy
 //	                  when the device has it and it is not off), register it
@@ -89,6 +90,10 @@ func printInterfaces() error {
 	return nil
 }
 
+// metadataDir is where the kubelet plugins' CDI specs mount device
+// metadata files.
+const metadataDir = "/var/run/kubernetes.io/dra-device-attributes"
+
 func printEnv() {
 	for _, kv := range os.Environ() {
 		fmt.Println(kv)
@@ -105,6 +110,20 @@ func printEnv() {
 		}
 		fmt.Printf("%s content: %s\n", name, strings.Join(strings.Fields(string(data)), ""))
 	}
+	_ = filepath.WalkDir(metadataDir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			fmt.Printf("metadata %s: %v\n", path, err)
+			return nil
+		}
+		// A stream of JSON objects, one line each: on one line, still a
+		// stream.
+		fmt.Printf("metadata %s %s\n", path, strings.ReplaceAll(strings.TrimSpace(string(data)), "\n", " "))
+		return nil
+	})
 	nodes, _ := os.ReadDir("/dev/vfio")
 	for _, n := range nodes {
 		if info, err := n.Info(); err == nil {
