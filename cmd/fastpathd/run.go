@@ -327,7 +327,6 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 		}
 	}()
 	var hookLock claims.FileLock
-	nriName := "fastpath"
 	store.SetJournal(o.journal)
 	if o.podUID != "" {
 		// A rolling update: another daemon may share this node's state.
@@ -335,7 +334,6 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 			return err
 		}
 		hookLock = claims.FileLock(filepath.Join(o.stateDir, "nri.lock"))
-		nriName += "-" + o.podUID[:min(8, len(o.podUID))]
 		own := filepath.Join(o.pluginDir, kubelet.PluginSocket(o.pluginDir, types.UID(o.podUID)))
 		go journalWhileAlone(ctx, store, o.journal, o.pluginDir, own)
 	}
@@ -357,7 +355,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	if o.deviceMetadata {
 		meta = &kubelet.Metadata{CDIDir: o.cdiDir}
 	}
-	nriOpts := nri.Options{Socket: o.nriSocket, Index: o.nriIndex, Store: store, Attacher: attacher, Status: writer, Metrics: m, Name: nriName, HookLock: hookLock,
+	nriOpts := nri.Options{Socket: o.nriSocket, Index: o.nriIndex, Store: store, Attacher: attacher, Status: writer, Metrics: m, Name: nri.PluginName, HookLock: hookLock,
 		Metadata: meta}
 	if o.cni.enabled || o.npwg.enabled {
 		nriOpts.CNI = dataplane.NewCNI(splitList(o.cni.binDirs), filepath.Join(o.stateDir, "cni", "cache"), cniLimit)
@@ -562,7 +560,11 @@ func waitForRuntime(ctx context.Context, plugin *nri.Plugin, socket string) erro
 		case ctx.Err() != nil:
 			return ctx.Err()
 		}
-		logger.Info("Waiting for the container runtime to connect the NRI plugin before registering with the kubelet; is NRI enabled in the runtime?", "nriSocket", socket)
+		why := "is NRI enabled in the runtime?"
+		if err := plugin.Connected(); err != nil {
+			why = err.Error()
+		}
+		logger.Info("Waiting for the container runtime to connect the NRI plugin before registering with the kubelet", "nriSocket", socket, "reason", why)
 	}
 }
 

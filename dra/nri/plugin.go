@@ -2,10 +2,13 @@ package nri
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
@@ -22,6 +25,9 @@ type connection struct {
 	mu        sync.Mutex
 	connected bool
 	synced    chan struct{} // closed at the first Synchronize
+	// failed is why the last attempt to connect failed, nil once one
+	// succeeded.
+	failed error
 }
 
 // Run keeps the plugin connected to the runtime's NRI socket until ctx
@@ -38,7 +44,9 @@ func (p *Plugin) Run(ctx context.Context) {
 		if err == nil {
 			err = s.Start(ctx)
 		}
+		p.setFailed(err)
 		if err != nil {
+			err = p.Connected()
 			logger.Error(err, "NRI plugin not connected; retrying", "in", backoff)
 			select {
 			case <-ctx.Done():
@@ -72,15 +80,30 @@ func (p *Plugin) setConnected(on bool) {
 	}
 }
 
+func (p *Plugin) setFailed(err error) {
+	p.conn.mu.Lock()
+	defer p.conn.mu.Unlock()
+	p.conn.failed = err
+}
+
 // Connected says whether the runtime is connected and has synchronized
-// with the plugin, or why not.
+// with the plugin, or why not: a socket that is not there is NRI off in
+// the runtime (or on at another path), one nobody listens on a runtime
+// down.
 func (p *Plugin) Connected() error {
 	p.conn.mu.Lock()
 	defer p.conn.mu.Unlock()
-	if !p.conn.connected {
-		return fmt.Errorf("not connected to the runtime's NRI socket %s", p.opts.Socket)
+	switch {
+	case p.conn.connected:
+		return nil
+	case errors.Is(p.conn.failed, fs.ErrNotExist):
+		return fmt.Errorf("the runtime's NRI socket %s does not exist: NRI is off in the runtime (containerd 1.7: disable = false under [plugins.\"io.containerd.nri.v1.nri\"]; CRI-O before 1.30: enable_nri = true under [crio.nri]), or its socket is elsewhere (--nri-socket, chart value nriSocket)", p.opts.Socket)
+	case errors.Is(p.conn.failed, syscall.ECONNREFUSED):
+		return fmt.Errorf("nothing listens on the runtime's NRI socket %s: the runtime is down or restarting", p.opts.Socket)
+	case p.conn.failed != nil:
+		return fmt.Errorf("not connected to the runtime's NRI socket %s: %w", p.opts.Socket, p.conn.failed)
 	}
-	return nil
+	return fmt.Errorf("not connected to the runtime's NRI socket %s", p.opts.Socket)
 }
 
 // WaitConnected waits until the runtime has connected and synchronized
@@ -253,6 +276,13 @@ func (h *hooks) stop(ctx context.Context, pod *api.PodSandbox) error {
 	}
 	return err
 }
+
+// PluginName is the plugin's name for the runtime, the one a pod's
+// required-plugins.noderesource.dev annotation names. Both daemons of a
+// node during a rolling update have it: the runtime calls both (the hook
+// lock keeps them from acting on one pod at once), and a pod that requires
+// fastpath starts while either serves.
+const PluginName = "fastpath"
 
 // DefaultIndex is the plugin's index among the runtime's NRI plugins when
 // the operator gives none.

@@ -66,8 +66,7 @@ type Options struct {
 	DelBackoff  time.Duration
 	// Metrics records the hooks, attaches and detaches; nil for none.
 	Metrics *metrics.Metrics
-	// Name is the plugin's name for the runtime; default "fastpath". Two
-	// daemons of a node (a rolling update) need two names.
+	// Name is the plugin's name for the runtime; default PluginName.
 	Name string
 	// Index is the plugin's index among the runtime's NRI plugins, two
 	// digits: plugins are called in index order. Empty: 10.
@@ -133,7 +132,7 @@ func New(opts Options) *Plugin {
 		opts.DelBackoff = 100 * time.Millisecond
 	}
 	if opts.Name == "" {
-		opts.Name = "fastpath"
+		opts.Name = PluginName
 	}
 	if opts.NPWG != nil && (opts.NPWG.SetDefaultRoute == nil || opts.NPWG.InspectLink == nil) {
 		npwg := *opts.NPWG

@@ -38,7 +38,10 @@ func TestRollingUpgrade(t *testing.T) {
 	spec.Devices.Requests[0].Exactly.Selectors = nil
 	tmpl := createTemplate(t, ctx, "e2e-upgrade", spec)
 	podNamed := func(i int) *corev1.Pod {
-		return claimPod(fmt.Sprintf("e2e-upgrade-%d", i), "ifaces", &corev1.PodResourceClaim{Name: "fast", ResourceClaimTemplateName: &tmpl.Name})
+		p := claimPod(fmt.Sprintf("e2e-upgrade-%d", i), "ifaces", &corev1.PodResourceClaim{Name: "fast", ResourceClaimTemplateName: &tmpl.Name})
+		// Required throughout: both daemons are the runtime's "fastpath".
+		p.Annotations = map[string]string{requiredPlugins: `["fastpath"]`}
+		return p
 	}
 	t.Cleanup(func() {
 		for i := range pods {

@@ -54,6 +54,9 @@ state = %[2]q
   socket_path = %[11]q
   plugin_path = %[12]q
   plugin_config_path = %[13]q
+  # Pods may require NRI plugins (required-plugins.noderesource.dev).
+  [plugins.'io.containerd.nri.v1.nri'.default_validator]
+    enable = true
 `,
 		cfg.path("containerd", "root"), cfg.path("containerd", "state"),
 		cfg.containerdSocket(), cfg.containerdSocket()+".ttrpc",

@@ -1,0 +1,69 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/fastpath-dra/fastpath/test/testbed"
+)
+
+// requiredPlugins is the pod annotation with which the runtime's NRI
+// default validator refuses to create a container while a plugin it names
+// is not connected.
+const requiredPlugins = "required-plugins.noderesource.dev"
+
+// TestRequiredPlugins: a pod that requires fastpath's NRI plugin does not
+// start while no fastpathd serves the node (its container is not created,
+// the runtime naming the plugin), and starts once one does.
+// TestRollingUpgrade's pods require it too: they start while either
+// daemon serves.
+func TestRequiredPlugins(t *testing.T) {
+	ctx := testContext(t)
+	pod := testbed.WorkloadPod("default", "e2e-required", "sleep")
+	pod.Annotations = map[string]string{requiredPlugins: `["fastpath"]`}
+	createPod(t, ctx, pod)
+	const refusal = `required plugin "fastpath" not present`
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := bed.Client().CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		if p.Status.Phase == corev1.PodRunning {
+			return false, fmt.Errorf("pod %s runs while no fastpathd serves the node", pod.Name)
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if w := cs.State.Waiting; w != nil {
+				last = w.Reason + ": " + w.Message
+				if strings.Contains(w.Message, refusal) {
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("pod %s was never refused for want of fastpath (last: %s): %v", pod.Name, last, err)
+	}
+	t.Logf("without fastpathd: %s", last)
+
+	// Publishing nothing: the pod needs the plugin, not a device.
+	startDaemon(t, ctx, 26282, "--filter", `device.attributes["fastpath.dev"].ifName == "e2e-none"`)
+	t.Cleanup(func() { deleteSlices(t) })
+	start := time.Now()
+	if _, err := bed.WaitPod(ctx, "default", pod.Name, 2*time.Minute, func(p *corev1.Pod) (bool, error) {
+		return p.Status.Phase == corev1.PodRunning, nil
+	}); err != nil {
+		t.Fatalf("pod %s did not start once fastpathd served: %v", pod.Name, err)
+	}
+	t.Logf("pod %s running %s after fastpathd served (the kubelet's backoff)", pod.Name, time.Since(start).Round(time.Second))
+}
