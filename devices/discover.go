@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -100,14 +101,42 @@ func (inv Inventory) Equal(other Inventory) bool {
 
 // Discoverer discovers the node's devices. Make one with New.
 type Discoverer struct {
-	opts   Options
-	sysfs  sysfs
-	filter Selector
-	share  Selector
-	// resourceNames are Options.ResourceNames compiled, in order.
-	resourceNames []resourceName
-	memif         []MemifEndpoint
-	names         *pciNames
+	opts  Options
+	sysfs sysfs
+	names *pciNames
+
+	mu  sync.Mutex
+	sel *selection
+	// reselected wakes Watch when Select changed the selection; made by
+	// Watch, nil before.
+	reselected chan struct{}
+}
+
+// Selection is what of Options a node's configuration changes while the
+// daemon runs (Discoverer.Select): which devices are published, which are
+// shared and how, their resource names, the static memif endpoints.
+type Selection struct {
+	Filter, Share                       string
+	ShareInterfaces, ShareBandwidthMbps int
+	ResourceNames                       []ResourceName
+	MemifEndpoints                      []MemifEndpoint
+	// MemifSource says where MemifEndpoints were read, for errors.
+	MemifSource string
+}
+
+// Selection is the part of o that Select changes.
+func (o Options) Selection() Selection {
+	return Selection{Filter: o.Filter, Share: o.Share, ShareInterfaces: o.ShareInterfaces, ShareBandwidthMbps: o.ShareBandwidthMbps,
+		ResourceNames: o.ResourceNames, MemifEndpoints: o.MemifEndpoints, MemifSource: o.MemifSource}
+}
+
+// selection is a Selection compiled.
+type selection struct {
+	filter, share Selector
+	// resourceNames are the ResourceNames compiled, in order.
+	resourceNames                       []resourceName
+	memif                               []MemifEndpoint
+	shareInterfaces, shareBandwidthMbps int
 }
 
 // New checks opts and returns a Discoverer. Errors wrap ErrBadOptions.
@@ -122,14 +151,51 @@ func New(opts Options) (*Discoverer, error) {
 		return nil, fmt.Errorf("%w: sysfs root %q has no sys/bus/pci/devices", ErrBadOptions, opts.SysfsRoot)
 	}
 	d := &Discoverer{opts: opts, sysfs: sysfs{opts.SysfsRoot}}
+	sel, err := d.compileSelection(opts.Selection())
+	if err != nil {
+		return nil, err
+	}
+	d.sel = sel
+	d.names = newPCINames()
+	return d, nil
+}
+
+// Select replaces the selection: the next discovery, which Watch runs at
+// once, publishes by it. A selection with an error changes nothing; its
+// errors wrap ErrBadOptions.
+func (d *Discoverer) Select(s Selection) error {
+	sel, err := d.compileSelection(s)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.sel = sel
+	select {
+	case d.reselected <- struct{}{}:
+	default: // no Watch (a nil channel), or a wake pending
+	}
+	return nil
+}
+
+func (d *Discoverer) selection() *selection {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.sel
+}
+
+// compileSelection checks and compiles s.
+func (d *Discoverer) compileSelection(s Selection) (*selection, error) {
+	opts := d.opts
+	sel := &selection{shareInterfaces: s.ShareInterfaces, shareBandwidthMbps: s.ShareBandwidthMbps}
 	var err error
-	if d.filter, err = opts.compile(opts.Filter); err != nil {
+	if sel.filter, err = opts.compile(s.Filter); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
 	}
-	if d.share, err = opts.compile(opts.Share); err != nil {
+	if sel.share, err = opts.compile(s.Share); err != nil {
 		return nil, fmt.Errorf("%w: share: %w", ErrBadOptions, err)
 	}
-	for _, rn := range opts.ResourceNames {
+	for _, rn := range s.ResourceNames {
 		if err := ValidResourceName(rn.Name); err != nil {
 			return nil, fmt.Errorf("%w: resource name %q: %w", ErrBadOptions, rn.Name, err)
 		}
@@ -140,23 +206,22 @@ func New(opts Options) (*Discoverer, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: resource name %s: %w", ErrBadOptions, rn.Name, err)
 		}
-		d.resourceNames = append(d.resourceNames, resourceName{rn.Name, f})
+		sel.resourceNames = append(sel.resourceNames, resourceName{rn.Name, f})
 	}
 	switch {
-	case opts.ShareInterfaces < 0:
-		return nil, fmt.Errorf("%w: share interfaces %d: must be at least 1", ErrBadOptions, opts.ShareInterfaces)
-	case opts.ShareInterfaces == 0:
-		d.opts.ShareInterfaces = DefaultShareInterfaces
+	case s.ShareInterfaces < 0:
+		return nil, fmt.Errorf("%w: share interfaces %d: must be at least 1", ErrBadOptions, s.ShareInterfaces)
+	case s.ShareInterfaces == 0:
+		sel.shareInterfaces = DefaultShareInterfaces
 	}
-	if opts.ShareBandwidthMbps < 0 {
-		return nil, fmt.Errorf("%w: share bandwidth %d Mbit/s: must not be negative", ErrBadOptions, opts.ShareBandwidthMbps)
+	if s.ShareBandwidthMbps < 0 {
+		return nil, fmt.Errorf("%w: share bandwidth %d Mbit/s: must not be negative", ErrBadOptions, s.ShareBandwidthMbps)
 	}
-	if err := checkMemifDir(opts.MemifEndpoints, opts.MemifSource, opts.MemifDir); err != nil {
+	if err := checkMemifDir(s.MemifEndpoints, s.MemifSource, opts.MemifDir); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
 	}
-	d.memif = slices.Clone(opts.MemifEndpoints)
-	d.names = newPCINames()
-	return d, nil
+	sel.memif = slices.Clone(s.MemifEndpoints)
+	return sel, nil
 }
 
 // Discover returns what the node offers now. Devices that cannot be read
@@ -165,6 +230,7 @@ func New(opts Options) (*Discoverer, error) {
 func (d *Discoverer) Discover(ctx context.Context) (Inventory, error) {
 	logger := klog.FromContext(ctx)
 	inv := Inventory{Taken: time.Now()}
+	sel := d.selection()
 	warn := func(err error) {
 		logger.Info("Warning: skipped during discovery", "reason", err.Error())
 		inv.Warnings = append(inv.Warnings, err.Error())
@@ -193,7 +259,7 @@ func (d *Discoverer) Discover(ctx context.Context) (Inventory, error) {
 			n.RDMADevice = rdma[n.Name]
 		}
 	}
-	memifs, warnings := discoverMemif(d.opts.MemifDir, d.memif)
+	memifs, warnings := discoverMemif(d.opts.MemifDir, sel.memif)
 	for _, w := range warnings {
 		warn(w)
 	}
@@ -206,13 +272,13 @@ func (d *Discoverer) Discover(ctx context.Context) (Inventory, error) {
 			warn(err)
 			continue
 		}
-		if d.filter == nil {
+		if sel.filter == nil {
 			if dev.Kind != KindNetdev {
 				inv.Devices = append(inv.Devices, dev)
 			}
 			continue
 		}
-		ok, err := admits(ctx, d.filter, dev)
+		ok, err := admits(ctx, sel.filter, dev)
 		if err != nil {
 			warn(err)
 			continue
@@ -221,24 +287,24 @@ func (d *Discoverer) Discover(ctx context.Context) (Inventory, error) {
 			inv.Devices = append(inv.Devices, dev)
 		}
 	}
-	if d.share != nil {
+	if sel.share != nil {
 		for i := range inv.Devices {
 			dev := &inv.Devices[i]
 			if dev.Netdev == nil || dev.Kind == KindMemif {
 				continue
 			}
-			ok, err := admits(ctx, d.share, *dev)
+			ok, err := admits(ctx, sel.share, *dev)
 			if err != nil {
 				warn(err)
 				continue
 			}
 			if ok {
-				dev.Share = &Share{Interfaces: d.opts.ShareInterfaces, BandwidthMbps: d.opts.ShareBandwidthMbps}
+				dev.Share = &Share{Interfaces: sel.shareInterfaces, BandwidthMbps: sel.shareBandwidthMbps}
 			}
 		}
 	}
 	for i := range inv.Devices {
-		if err := d.nameResource(ctx, &inv.Devices[i]); err != nil {
+		if err := sel.nameResource(ctx, &inv.Devices[i]); err != nil {
 			warn(err)
 		}
 	}
@@ -276,12 +342,12 @@ func admits(ctx context.Context, s Selector, dev Device) (bool, error) {
 // resource name: the first of the operator's whose filter admits it,
 // else the default of its kind. A filter that fails on the device is
 // reported, and the next one tried.
-func (d *Discoverer) nameResource(ctx context.Context, dev *Device) error {
+func (sel *selection) nameResource(ctx context.Context, dev *Device) error {
 	if dev.PCI == nil && dev.Netdev == nil {
 		return nil
 	}
 	var errs []error
-	for _, rn := range d.resourceNames {
+	for _, rn := range sel.resourceNames {
 		ok, err := admits(ctx, rn.filter, *dev)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("resource name %s: %w", rn.name, err))

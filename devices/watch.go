@@ -74,6 +74,10 @@ func (d *Discoverer) Watch(ctx context.Context, opts WatchOptions, emit func(Inv
 
 func (d *Discoverer) watchLoop(ctx context.Context, opts WatchOptions, triggers <-chan struct{}, trigger func(), emit func(Inventory)) error {
 	logger := klog.FromContext(ctx)
+	reselected := make(chan struct{}, 1)
+	d.mu.Lock()
+	d.reselected = reselected
+	d.mu.Unlock()
 	last, err := d.Discover(ctx)
 	if err != nil {
 		return err
@@ -102,6 +106,17 @@ func (d *Discoverer) watchLoop(ctx context.Context, opts WatchOptions, triggers 
 			}
 		case <-resync.C():
 			trigger()
+		case <-reselected:
+			// A new selection: at once, not debounced.
+			inv, err := d.Discover(ctx)
+			if err != nil {
+				logger.Error(err, "Discovery failed; keeping the last inventory")
+				continue
+			}
+			if !inv.Equal(last) {
+				last = inv
+				emit(inv)
+			}
 		case <-triggers:
 			now := opts.Clock.Now()
 			if fire == nil {

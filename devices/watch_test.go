@@ -2,6 +2,7 @@ package devices
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"sync"
@@ -145,4 +146,56 @@ func e810Discoverer(t *testing.T) (*Discoverer, string) {
 		t.Fatal(err)
 	}
 	return d, root
+}
+
+// TestWatchSelect: a new selection is published at once, without waiting
+// for the debounce or a resync; a selection that does not compile is
+// refused and changes nothing.
+func TestWatchSelect(t *testing.T) {
+	root := t.TempDir()
+	if err := sysfsfixture.E810().Write(root); err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(Options{SysfsRoot: root, Compile: compileCEL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		_, ctx := ktesting.NewTestContext(t)
+		ctx, cancel := context.WithCancel(ctx)
+		rec := &recorder{}
+		done := make(chan error)
+		go func() {
+			done <- d.Watch(ctx, WatchOptions{Debounce: time.Second, NumVFsPoll: time.Hour, Resync: time.Hour}, rec.emit)
+		}()
+		synctest.Wait()
+		all := len(rec.last().Devices)
+		if err := d.Select(Selection{Filter: `device.attributes["fastpath.dev"].kind == "sriov-vf"`, ShareInterfaces: 8}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if rec.count() != 2 {
+			t.Fatalf("%d inventories after Select, want 2 at once", rec.count())
+		}
+		pfs := rec.last().Devices
+		if len(pfs) == 0 || len(pfs) >= all {
+			t.Fatalf("%d VFs selected of %d devices", len(pfs), all)
+		}
+		for _, dev := range pfs {
+			if dev.Kind != KindSRIOVVF {
+				t.Errorf("device %s of kind %s published by a filter of VFs", dev.Name, dev.Kind)
+			}
+		}
+		if err := d.Select(Selection{Filter: `device.attributes[`}); !errors.Is(err, ErrBadOptions) {
+			t.Errorf("a filter that does not compile: %v, want ErrBadOptions", err)
+		}
+		synctest.Wait()
+		if rec.count() != 2 || len(rec.last().Devices) != len(pfs) {
+			t.Errorf("a refused selection changed the inventory: %d devices", len(rec.last().Devices))
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Watch: %v", err)
+		}
+	})
 }
