@@ -117,7 +117,10 @@ type Driver struct {
 	opts   Options
 	helper *kubeletplugin.Helper
 
-	mu        sync.Mutex // guards inventory, published, publishedKinds and released
+	mu sync.Mutex // guards inventory, published, publishedKinds, released and pools
+	// pools are the node's IP pools: opts.IPPools, then what SetIPPools
+	// gives.
+	pools     IPPools
 	inventory map[string]devices.Device
 	published *devices.Inventory
 	// publishedKinds counts the devices last published, by kind.
@@ -173,7 +176,7 @@ func New(opts Options) (*Driver, error) {
 		}
 		opts.BootID = id
 	}
-	d := &Driver{opts: opts, inventory: map[string]devices.Device{}, released: map[string]releasedDevice{}, errs: kubelet.Errors{Metrics: opts.Metrics}}
+	d := &Driver{opts: opts, pools: opts.IPPools, inventory: map[string]devices.Device{}, released: map[string]releasedDevice{}, errs: kubelet.Errors{Metrics: opts.Metrics}}
 	d.slices = kubelet.NewPublisher(opts.Client, devices.DriverName, opts.NodeName, d.publishResult)
 	d.health = newHealth(opts.Health, opts.NodeName, opts.Store, opts.HealthChecks, opts.Events)
 	d.health.changed = d.republish
@@ -275,6 +278,21 @@ func (d *Driver) inventoryMap() map[string]devices.Device {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.inventory
+}
+
+// SetIPPools replaces the node's IP pools (its FastpathNodeConfig changed
+// them): claims prepared from now on take their addresses from them;
+// those prepared keep theirs.
+func (d *Driver) SetIPPools(p IPPools) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.pools = p
+}
+
+func (d *Driver) ipPools() IPPools {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.pools
 }
 
 // RegistrationStatus is the kubelet's answer to the registration, nil before.

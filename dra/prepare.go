@@ -46,7 +46,7 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 		c.Prepared, c.Steps, c.BootID = false, nil, d.opts.BootID
 	case !ok:
 		planned, err := plan(claim, d.inventoryMap(), d.opts.NodeName, planPaths{
-			claimDir: d.claimDir(claim), cdiSpec: cdiSpecPath(d.opts.CDIDir, claim.UID), bpfDir: d.opts.BPFDir, pools: d.opts.IPPools,
+			claimDir: d.claimDir(claim), cdiSpec: cdiSpecPath(d.opts.CDIDir, claim.UID), bpfDir: d.opts.BPFDir, pools: d.ipPools(),
 			deviceInfoDir: d.opts.DeviceInfoDir})
 		if err == nil {
 			err = d.observe(ctx, claim, planned)
@@ -55,7 +55,7 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 			// The plan and the first step's start are one record.
 			planned.BootID = d.opts.BootID
 			planned.SetStep(d.steps(planned)[0].name, claims.StepStarted)
-			err = d.opts.Store.AdmitWith(*planned, d.opts.IPPools.assigner())
+			err = d.opts.Store.AdmitWith(*planned, d.ipPools().assigner())
 		}
 		if err != nil {
 			logger.Info("Rejected claim", "err", err)

@@ -71,6 +71,7 @@ type runOptions struct {
 	cni          cniOptions
 	npwg         npwgOptions
 	networkAPI   networkAPIOptions
+	nodeConfig   nodeConfigOptions
 	ipPoolsFile  string
 	ipPools      dra.IPPools
 	// allowPFWithVFs lets claims take PFs that have VFs whole.
@@ -100,6 +101,7 @@ func (o *runOptions) addFlags(fs *flag.FlagSet) {
 	o.cni.addFlags(fs)
 	o.npwg.addFlags(fs)
 	o.networkAPI.addFlags(fs)
+	o.nodeConfig.addFlags(fs)
 	fs.BoolVar(&o.journal, "checkpoint-journal", true, "record a change of the node's claims as an entry of a journal beside the checkpoint (checkpoint version 3), whatever their number; false: rewrite the whole checkpoint at every change (version 2, which the previous release reads: set it before a rollback to that release). Version 2 is written anyway while another fastpathd serves on the node")
 	fs.BoolVar(&o.deviceMetadata, "device-metadata", true, "write each prepared claim's device metadata (KEP-5304: the devices' attributes and, once in the pod, their network data) and mount it into the pod's containers at /var/run/kubernetes.io/dra-device-attributes/, through a CDI spec in --cdi-dir")
 	fs.BoolVar(&o.allowPFWithVFs, "allow-pf-with-vfs", false, "let claims take a PF that has SR-IOV VFs whole (modes netdev, afxdp, delegate): its pod can then set every VF's MAC, VLAN and trust; off, Prepare refuses them (mode vfio always)")
@@ -415,6 +417,9 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	if o.npwg.podNetworks {
 		ps = append(ps, podNetworkPermissions...)
 	}
+	if o.nodeConfig.enabled {
+		ps = append(ps, nodeConfigPermissions...)
+	}
 	if err := checkPermissions(ctx, client, ps); err != nil {
 		return err
 	}
@@ -458,6 +463,15 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 		}
 		defer cniDriver.Stop()
 		ready.add(cniDriver.RegistrationStatus)
+	}
+	if o.nodeConfig.enabled {
+		var ipamClaims *nri.IPAMClaimOptions
+		if nriOpts.NPWG != nil {
+			ipamClaims = nriOpts.NPWG.IPAMClaims
+		}
+		if err := o.startNodeConfig(ctx, restConfig, client, discoverer, driver, store, ipamClaims); err != nil {
+			return err
+		}
 	}
 	watchErr := make(chan error, 1)
 	go func() {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
@@ -59,8 +60,10 @@ type IPAMClaimClient interface {
 // left to the network's plugins, which may read it from the pod.
 type IPAMClaimOptions struct {
 	Client IPAMClaimClient
-	// Pools are the node's IP pools (--ip-pools) by name.
-	Pools map[string]v1alpha1.IPPool
+	// Pools are the node's IP pools (--ip-pools) by name; SetPools
+	// replaces them while the plugin runs.
+	Pools   map[string]v1alpha1.IPPool
+	poolsMu sync.Mutex
 	// CheckInterval is how often the IPAMClaims the node's records keep
 	// are looked at again (RunIPAMClaims); default a minute.
 	CheckInterval time.Duration
@@ -72,6 +75,14 @@ type IPAMClaimOptions struct {
 // NewIPAMClaimOptions returns the options with what RunIPAMClaims needs.
 func NewIPAMClaimOptions(client IPAMClaimClient, pools map[string]v1alpha1.IPPool, interval time.Duration) *IPAMClaimOptions {
 	return &IPAMClaimOptions{Client: client, Pools: pools, CheckInterval: interval, checks: make(chan struct{}, 1)}
+}
+
+// SetPools replaces the node's IP pools (its FastpathNodeConfig changed
+// them); attachments made since keep their addresses.
+func (o *IPAMClaimOptions) SetPools(pools map[string]v1alpha1.IPPool) {
+	o.poolsMu.Lock()
+	defer o.poolsMu.Unlock()
+	o.Pools = pools
 }
 
 // ErrIPAMClaimHeld is the error of an attachment naming an IPAMClaim that
@@ -137,7 +148,9 @@ func (o *IPAMClaimOptions) pool(a *npwg.Attachment, nad *nadv1.NetworkAttachment
 	if name == "" {
 		return nil, nil
 	}
+	o.poolsMu.Lock()
 	pool, ok := o.Pools[name]
+	o.poolsMu.Unlock()
 	if !ok {
 		return nil, fmt.Errorf("NetworkAttachmentDefinition %s names IP pool %q (annotation %s), which this node does not have (--ip-pools): "+
 			"name one of the node's pools, or remove the annotation to let the network's IPAM allocate", a.Network(), name, npwg.IPPoolAnnotation)

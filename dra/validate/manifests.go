@@ -24,6 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
+	"github.com/fastpath-dra/fastpath/devices/filter"
+	ncv1 "github.com/fastpath-dra/fastpath/dra/api/nodeconfig/v1alpha1"
 	pnv1 "github.com/fastpath-dra/fastpath/dra/api/podnetwork/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
@@ -249,6 +251,7 @@ type decoded struct {
 	nad      *nadv1.NetworkAttachmentDefinition
 	network  *pnv1.PodNetwork
 	attach   *pnv1.PodNetworkAttachment
+	nodeCfg  *ncv1.FastpathNodeConfig
 	v1beta1  bool
 }
 
@@ -314,6 +317,15 @@ func CheckManifests(docs []*Manifest, check Check, nads npwg.ConfigRules) ([]Fin
 			report(d, "", pnv1.ValidatePodNetwork(dec.network))
 		case dec.attach != nil:
 			report(d, "", pnv1.ValidatePodNetworkAttachment(dec.attach))
+		case dec.nodeCfg != nil:
+			errs := dec.nodeCfg.Spec.Validate(field.NewPath("spec"))
+			// The CEL expressions, as the node compiles them.
+			for _, e := range dec.nodeCfg.Spec.Filters() {
+				if _, err := filter.Compile(e.Expr); err != nil {
+					errs = append(errs, field.Invalid(e.Path, e.Expr, err.Error()))
+				}
+			}
+			report(d, "", errs)
 		case dec.claim != nil:
 			path := field.NewPath("spec")
 			if dec.template {
@@ -551,6 +563,13 @@ func decode(d *Manifest) (*decoded, field.ErrorList) {
 		return &decoded{doc: d, nad: &nad}, errs
 	case group == pnv1.Group && (d.meta.Kind == pnv1.KindPodNetwork || d.meta.Kind == pnv1.KindPodNetworkAttachment):
 		return decodePodNetwork(d, version, strict)
+	case group == ncv1.Group && d.meta.Kind == ncv1.Kind:
+		if version != ncv1.Version {
+			return nil, field.ErrorList{field.NotSupported(field.NewPath("apiVersion"), d.meta.APIVersion, []string{ncv1.Group + "/" + ncv1.Version})}
+		}
+		var o ncv1.FastpathNodeConfig
+		errs := strict(&o)
+		return &decoded{doc: d, nodeCfg: &o}, errs
 	}
 	return nil, nil
 }

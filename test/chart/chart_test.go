@@ -310,8 +310,9 @@ func TestAllValues(t *testing.T) {
 			"tenant-a/fastpathd-cni-configmaps", "tenant-b/fastpathd-cni-configmaps"},
 		"Deployment": {"fastpath-system/fastpathd-controller"},
 		"CustomResourceDefinition": {"/network-attachment-definitions.k8s.cni.cncf.io", "/ipamclaims.k8s.cni.cncf.io",
-			"/podnetworks.network.fastpath.dev", "/podnetworkattachments.network.fastpath.dev"},
-		"ValidatingAdmissionPolicy": {"/fastpathd-own-node", "/fastpathd-pod-network-status", "/fastpathd-podnetwork-node-labels", "/fastpathd-ipamclaim-status"},
+			"/podnetworks.network.fastpath.dev", "/podnetworkattachments.network.fastpath.dev", "/fastpathnodeconfigs.fastpath.dev"},
+		"ValidatingAdmissionPolicy": {"/fastpathd-own-node", "/fastpathd-pod-network-status", "/fastpathd-podnetwork-node-labels", "/fastpathd-ipamclaim-status",
+			"/fastpathd-node-config-status"},
 	} {
 		got := slices.Clone(kinds[kind])
 		slices.Sort(got)
@@ -338,6 +339,9 @@ func TestAllValues(t *testing.T) {
 			}
 			if !has("nodes", "patch") {
 				t.Errorf("with podNetworks.enabled, no rule patches nodes (the labels of the PodNetworks the node attaches): %+v", role.Rules)
+			}
+			if !has("fastpathnodeconfigs", "get", "list", "watch") || !has("fastpathnodeconfigs/status", "patch") || !has("nodes", "list", "watch") {
+				t.Errorf("with nodeConfig.enabled, no rule watches FastpathNodeConfigs and the node, or patches their status: %+v", role.Rules)
 			}
 			if !has("ipamclaims", "get") || !has("ipamclaims/status", "update") {
 				t.Errorf("with npwg.ipamClaims.enabled, no rule gets IPAMClaims, or updates their status: %+v", role.Rules)

@@ -102,6 +102,7 @@ The CEL condition of a DeviceClass selector that leaves out PFs with VFs
 {{- range $v.resourceNames }}{{ $args = append $args (printf "--resource-name=%s=%s" .name .filter) }}{{ end }}
 {{- with $v.share.bandwidthMbps }}{{ $args = append $args (printf "--share-bandwidth-mbps=%d" (int .)) }}{{ end }}
 {{- if ne (toString $v.nriPluginIndex) "10" }}{{ $args = append $args (printf "--nri-plugin-index=%s" (toString $v.nriPluginIndex)) }}{{ end }}
+{{- if $v.nodeConfig.enabled }}{{ $args = append $args "--node-config" }}{{ end }}
 {{- if not $v.deviceMetadata }}{{ $args = append $args "--device-metadata=false" }}{{ end }}
 {{- if $v.allowPFWithVFs }}{{ $args = append $args "--allow-pf-with-vfs" }}{{ end }}
 {{- if not $v.checkpointJournal }}{{ $args = append $args "--checkpoint-journal=false" }}{{ end }}
