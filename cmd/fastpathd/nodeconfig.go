@@ -54,7 +54,7 @@ func (o *runOptions) startNodeConfig(ctx context.Context, restConfig *rest.Confi
 	node := watch.NewNodeLabels(client, o.nodeName)
 	c := nodeconfig.New(nodeconfig.Options{
 		NodeName: o.nodeName, Configs: configs, NodeLabels: node.Labels,
-		Base: o.Options.Selection(), BasePools: slices.Collect(maps.Values(o.ipPools)), Discovery: discoverer,
+		Base: o.Selection(), BasePools: slices.Collect(maps.Values(o.ipPools)), Discovery: discoverer,
 		SetPools: func(pools []fpv1.IPPool) {
 			p := dra.NewIPPools(fpv1.IPPoolConfig{Pools: pools})
 			driver.SetIPPools(p)
