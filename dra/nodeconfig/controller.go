@@ -306,7 +306,11 @@ func (c *Controller) applyVFs(ctx context.Context, p pfPlan) (waiting string, er
 		return "", nil
 	}
 	if holders := c.opts.Prepared(p.addr); len(holders) > 0 {
-		return fmt.Sprintf("PF %s (%s) keeps its %d VFs while claims %s hold one; it gets %d once none does", p.PF, p.addr, cur, strings.Join(holders, ", "), p.NumVFs), nil
+		who := "claim " + holders[0] + " holds"
+		if len(holders) > 1 {
+			who = "claims " + strings.Join(holders, ", ") + " hold"
+		}
+		return fmt.Sprintf("PF %s (%s) keeps its %d VFs while %s one; it gets %d once none does", p.PF, p.addr, cur, who, p.NumVFs), nil
 	}
 	logger := klog.FromContext(ctx).WithValues("pf", p.PF.String(), "pciAddress", p.addr)
 	if cur != p.NumVFs {
