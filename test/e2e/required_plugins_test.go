@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -66,4 +67,44 @@ func TestRequiredPlugins(t *testing.T) {
 		t.Fatalf("pod %s did not start once fastpathd served: %v", pod.Name, err)
 	}
 	t.Logf("pod %s running %s after fastpathd served (the kubelet's backoff)", pod.Name, time.Since(start).Round(time.Second))
+}
+
+// TestNRIOff: on a node whose runtime has NRI off, its socket is not
+// there: fastpathd stays unready and its log says so, and what to turn on.
+// (The bed's own kubelet root and NRI socket are not the defaults either:
+// every test runs the chart with the paths of a non-default layout.)
+func TestNRIOff(t *testing.T) {
+	ctx := testContext(t)
+	d := newDaemon(t, 26284, "--filter", `device.attributes["fastpath.dev"].ifName == "e2e-none"`)
+	d.values["nriSocket"] = filepath.Join(t.TempDir(), "nri", "nri.sock")
+	if err := d.install(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.stop(t) })
+	t.Cleanup(func() { deleteSlices(t) })
+	const want = "does not exist: NRI is off in the runtime"
+	var logs string
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := bed.DaemonPod(ctx)
+		if err != nil || p == nil {
+			return false, nil
+		}
+		d.pod = p
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				return false, fmt.Errorf("fastpathd is Ready without the runtime's NRI socket")
+			}
+		}
+		logs, _ = bed.PodLogs(ctx, p.Namespace, p.Name)
+		return strings.Contains(logs, want), nil
+	})
+	if err != nil {
+		t.Fatalf("fastpathd never said %q: %v; its log:\n%s", want, err, logs)
+	}
+	for line := range strings.Lines(logs) {
+		if strings.Contains(line, want) {
+			t.Logf("fastpathd: %s", strings.TrimSpace(line))
+			break
+		}
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -116,12 +117,28 @@ func (b *Bed) UninstallChart(ctx context.Context) error {
 	if _, err := b.Helm(ctx, "uninstall", ChartRelease, "--namespace", ChartNamespace, "--ignore-not-found", "--wait", "--timeout", "60s"); err != nil {
 		return err
 	}
+	// The release's ReplicaSets (the controller's) and their pods go now,
+	// not when the garbage collector gets to them: one left behind (the
+	// controller manager's caches slow after an API server restart) would
+	// be adopted by the next release's Deployment of the same template,
+	// with pods whose tokens name the deleted service account.
+	release := metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + ChartRelease}
+	if err := b.client.AppsV1().ReplicaSets(ChartNamespace).DeleteCollection(ctx, metav1.DeleteOptions{}, release); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete the release's ReplicaSets: %w", err)
+	}
+	if err := b.client.CoreV1().Pods(ChartNamespace).DeleteCollection(ctx, metav1.DeleteOptions{}, release); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete the release's pods: %w", err)
+	}
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		pods, err := b.client.CoreV1().Pods(ChartNamespace).List(ctx, metav1.ListOptions{LabelSelector: DaemonSelector})
-		return err == nil && len(pods.Items) == 0, nil
+		pods, err := b.client.CoreV1().Pods(ChartNamespace).List(ctx, release)
+		if err != nil || len(pods.Items) > 0 {
+			return false, nil
+		}
+		sets, err := b.client.AppsV1().ReplicaSets(ChartNamespace).List(ctx, release)
+		return err == nil && len(sets.Items) == 0, nil
 	})
 	if err != nil {
-		return fmt.Errorf("the fastpathd pods outlived the release: %w", err)
+		return fmt.Errorf("the release's pods or ReplicaSets outlived it: %w", err)
 	}
 	return nil
 }
