@@ -5,10 +5,12 @@ import (
 	"flag"
 	"maps"
 	"slices"
+	"time"
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/devices"
@@ -75,6 +77,14 @@ func (o *runOptions) startNodeConfig(ctx context.Context, restConfig *rest.Confi
 	go configs.Run(ctx)
 	go node.Run(ctx)
 	go c.Run(ctx)
+	// The first publish by the object, if the API server answers soon;
+	// else by the flags, then by the object once it is read.
+	select {
+	case <-c.Reconciled():
+	case <-time.After(10 * time.Second):
+		klog.FromContext(ctx).Info("The FastpathNodeConfigs or the node's labels were not read within 10s: publishing by the flags until they are")
+	case <-ctx.Done():
+	}
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fastpath-dra/fastpath/devices/filter"
 	"github.com/fastpath-dra/fastpath/dra/npwg"
 	"github.com/fastpath-dra/fastpath/dra/validate"
 )
@@ -76,7 +77,8 @@ Exit codes: 0 no problem, 1 problems found, 2 unreadable input or bad flags.
 	}
 	rules := npwg.ConfigRules{ConfDir: nadConf.confDirRules(), Plugins: splitList(policy.plugins),
 		Policy: nadConf.hostPolicy()}
-	problems, skipped := validate.CheckManifests(docs, validate.Check{Policy: policy.policy()}, rules)
+	problems, skipped := validate.CheckManifests(docs, validate.Check{Policy: policy.policy(),
+		CompileFilter: func(expr string) error { _, err := filter.Compile(expr); return err }}, rules)
 	slices.SortStableFunc(problems, func(a, b validate.Finding) int { return validate.ByPlace(a.Doc, b.Doc) })
 	slices.SortStableFunc(skipped, func(a, b validate.Skip) int { return validate.ByPlace(a.Doc, b.Doc) })
 	for _, s := range skipped {

@@ -198,7 +198,10 @@ func TestValidateInputs(t *testing.T) {
 		"an empty allowlist":         {args: []string{"-f", "-", "--cni-plugins", ","}, code: 2, errOut: "--cni-plugins must name at least one plugin type"},
 		"a plugin type with a slash": {args: []string{"-f", "-", "--cni-plugins", "../bin/sh"}, code: 2, errOut: `--cni-plugins: "../bin/sh"`},
 		"not an object":              {stdin: "- a\n- b\n", args: []string{"-f", "-"}, code: 2, errOut: "not a Kubernetes object"},
-		"no kind":                    {stdin: "metadata: {name: x}\n", args: []string{"-f", "-"}, code: 1, out: "kind: Required value"},
+		"a FastpathNodeConfig's filter that does not compile": {stdin: "apiVersion: fastpath.dev/v1alpha1\nkind: FastpathNodeConfig\nmetadata: {name: a}\n" +
+			"spec:\n  nodeSelector: {}\n  filter: 'device.attributes[\"fastpath.dev\"].kind =='\n", args: []string{"-f", "-"}, code: 1,
+			out: `<stdin>:1: FastpathNodeConfig a: spec.filter: Invalid value: "device.attributes[\"fastpath.dev\"].kind ==": filter`},
+		"no kind": {stdin: "metadata: {name: x}\n", args: []string{"-f", "-"}, code: 1, out: "kind: Required value"},
 		"a kind it does not judge": {args: []string{"-f", "testdata/validate/good/list.json"}, code: 0, noLines: true,
 			errOut: "skipped: Deployment not-checked (testdata/validate/good/list.json:1): not a kind validate judges\n"},
 		"a host device by default": {stdin: uplinkNAD, args: []string{"-f", "-"}, code: 1,

@@ -89,6 +89,9 @@ type Controller struct {
 	applied string
 	// written are the status entries written, by object, as JSON.
 	written map[string]string
+	// reconciled is closed after the first reconcile that saw the node's
+	// labels and the objects.
+	reconciled chan struct{}
 }
 
 // New returns a controller; Run runs it.
@@ -97,8 +100,13 @@ func New(opts Options) *Controller {
 		opts.Interval = 5 * time.Second
 	}
 	base, _ := json.Marshal(effective{opts.Base, opts.BasePools})
-	return &Controller{opts: opts, changed: make(chan struct{}, 1), applied: string(base), written: map[string]string{}}
+	return &Controller{opts: opts, changed: make(chan struct{}, 1), applied: string(base), written: map[string]string{}, reconciled: make(chan struct{})}
 }
+
+// Reconciled is closed once the node's configuration was first looked
+// at: the node's first publish waits for it, so that it does not publish
+// by the flags a moment before its object says otherwise.
+func (c *Controller) Reconciled() <-chan struct{} { return c.reconciled }
 
 // Changed wakes the controller: an object or the node changed.
 func (c *Controller) Changed() {
@@ -153,6 +161,13 @@ func (c *Controller) Reconcile(ctx context.Context) {
 			selecting = append(selecting, cfg)
 		}
 	}
+	defer func() {
+		select {
+		case <-c.reconciled:
+		default:
+			close(c.reconciled)
+		}
+	}()
 	slices.SortFunc(selecting, func(a, b *v1alpha1.FastpathNodeConfig) int { return strings.Compare(a.Name, b.Name) })
 	names := make([]string, len(selecting))
 	for i, cfg := range selecting {

@@ -38,6 +38,10 @@ type Check struct {
 	// Approved are the approved configs known (the inputs'); a claim
 	// naming another is checked short of it.
 	Approved cnipolicy.ApprovedSet
+	// CompileFilter compiles a CEL expression over devices, as the node
+	// does (fastpathd links devices/filter; the checks do not); nil: the
+	// expressions are not compiled.
+	CompileFilter func(expr string) error
 }
 
 // Problem is one thing wrong: Err.Field is the field's full path in the

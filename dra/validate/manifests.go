@@ -24,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
-	"github.com/fastpath-dra/fastpath/devices/filter"
 	ncv1 "github.com/fastpath-dra/fastpath/dra/api/nodeconfig/v1alpha1"
 	pnv1 "github.com/fastpath-dra/fastpath/dra/api/podnetwork/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
@@ -321,7 +320,10 @@ func CheckManifests(docs []*Manifest, check Check, nads npwg.ConfigRules) ([]Fin
 			errs := dec.nodeCfg.Spec.Validate(field.NewPath("spec"))
 			// The CEL expressions, as the node compiles them.
 			for _, e := range dec.nodeCfg.Spec.Filters() {
-				if _, err := filter.Compile(e.Expr); err != nil {
+				if check.CompileFilter == nil {
+					break
+				}
+				if err := check.CompileFilter(e.Expr); err != nil {
 					errs = append(errs, field.Invalid(e.Path, e.Expr, err.Error()))
 				}
 			}
