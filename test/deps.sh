@@ -27,6 +27,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/vm/versions.env"
 source "$(dirname "${BASH_SOURCE[0]}")/images/versions.env"
 
 APT_PACKAGES=(clang llvm libbpf-dev libseccomp-dev pkg-config iproute2 iputils-ping ethtool pci.ids util-linux kmod protobuf-compiler)
+# The test bed's too: dpdk-testpmd and its memif PMD, for the dpdk image
+# (test/testbed/images.go).
+TESTBED_APT_PACKAGES=(dpdk-dev)
 
 # The protoc plugins of the generated gRPC code (dra/netapi): protoc-gen-go
 # at the google.golang.org/protobuf of go.mod, so the generated code and the
@@ -70,7 +73,7 @@ cached() {
 
 install_apt() {
 	local missing=() p
-	for p in "${APT_PACKAGES[@]}"; do
+	for p in "${APT_PACKAGES[@]}" "$@"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 	done
 	[ ${#missing[@]} -eq 0 ] && return 0
@@ -318,13 +321,13 @@ VARS
 }
 
 case "${1:-all}" in
-all) install_apt; proto; lint; testbed; image; vm ;;
+all) install_apt "${TESTBED_APT_PACKAGES[@]}"; proto; lint; testbed; image; vm ;;
 apt) install_apt ;;
 fast) install_apt; proto; lint; unit ;;
 unit) install_apt; unit ;;
 proto) install_apt; proto ;;
 lint) lint ;;
-testbed) install_apt; testbed ;;
+testbed) install_apt "${TESTBED_APT_PACKAGES[@]}"; testbed ;;
 image) image ;;
 vm) vm ;;
 env) env_vars ;;

@@ -13,6 +13,11 @@
 //	                  in the pinned XSKMAP, and print the frames received
 //	workload memif    greet the memif endpoint of every MEMIF_SOCKET_*
 //	                  variable as a slave (HELLO, INIT, ACK), then wait
+//	workload dpdk-memif
+//	                  run dpdk-testpmd (the dpdk image's) as the memif client
+//	                  of the socket MEMIF_SOCKET_* names, forwarding every
+//	                  packet back (io) after a first burst, its port's
+//	                  counters printed every second, until SIGTERM
 //	workload sleep    wait for SIGTERM
 package main
 
@@ -58,8 +63,12 @@ func main() {
 			fmt.Fprintln(os.Stderr, "workload:", err)
 			os.Exit(1)
 		}
+	case "dpdk-memif":
+		err := runTestpmd()
+		fmt.Fprintln(os.Stderr, "workload:", err)
+		os.Exit(1)
 	default:
-		fmt.Fprintf(os.Stderr, "workload: unknown command %q (want ifaces, env, xsk, memif or sleep)\n", cmd)
+		fmt.Fprintf(os.Stderr, "workload: unknown command %q (want ifaces, env, xsk, memif, dpdk-memif or sleep)\n", cmd)
 		os.Exit(2)
 	}
 	stop := make(chan os.Signal, 1)
@@ -130,6 +139,34 @@ func printEnv() {
 			fmt.Printf("device node /dev/vfio/%s %s\n", n.Name(), info.Mode().Type())
 		}
 	}
+}
+
+// testpmd is DPDK's test application in the dpdk image, with the PMDs it
+// loads (memif, the ring mempool) in pmdDir.
+const (
+	testpmd = "/usr/bin/dpdk-testpmd"
+	pmdDir  = "/usr/lib/dpdk-pmds"
+)
+
+// runTestpmd replaces the workload with dpdk-testpmd, the client of the
+// first MEMIF_SOCKET_* variable's socket: the pod side of a memif, with
+// nothing but what fastpath's CDI spec gave the container. It returns only
+// if it cannot.
+func runTestpmd() error {
+	socket := ""
+	for _, kv := range os.Environ() {
+		if name, path, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "MEMIF_SOCKET_") {
+			socket = path
+			break
+		}
+	}
+	if socket == "" {
+		return errors.New("no MEMIF_SOCKET_* variable")
+	}
+	args := []string{testpmd, "--no-huge", "-m", "256", "--no-pci", "-d", pmdDir, "-l", "0,1",
+		"--vdev=net_memif0,role=client,socket-abstract=no,socket=" + socket,
+		"--", "--forward-mode=io", "--tx-first", "--auto-start", "--nb-cores=1", "--total-num-mbufs=8192", "--rxd=256", "--txd=256", "--stats-period=1"}
+	return syscall.Exec(testpmd, args, os.Environ())
 }
 
 func greetMemifs() error {
