@@ -110,9 +110,13 @@ func startTestpmdServer(t *testing.T, ctx context.Context, socket string) *testp
 		t.Fatalf("dpdk-testpmd (Debian's dpdk-dev; test/deps.sh testbed installs it): %v", err)
 	}
 	t.Cleanup(func() {
+		// SIGINT: testpmd stops its ports and exits; it gets 10 s.
 		_ = cmd.Process.Signal(syscall.SIGINT)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
+		done := make(chan struct{})
+		go func() {
+			_ = cmd.Wait()
+			close(done)
+		}()
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):
