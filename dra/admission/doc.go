@@ -1,7 +1,8 @@
 // Package admission is fastpathd controller's validating admission
 // webhook: it judges ResourceClaims, ResourceClaimTemplates, DeviceClasses,
 // CNIConfigs, NetworkAttachmentDefinitions, PodNetworks,
-// PodNetworkAttachments and the network selection annotations of Pods with
+// PodNetworkAttachments, FastpathNodeConfigs and the network selection
+// annotations of Pods with
 // the rules of fastpathd validate (package validate), so that a mistake is
 // refused when the object is written rather than found on a node at the
 // pod's sandbox creation; and, as a mutating webhook, gives a pod that

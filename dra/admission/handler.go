@@ -46,7 +46,7 @@ const kindOther = "other"
 
 // judgedKinds are the kinds the webhook judges (those of validate).
 var judgedKinds = []string{"ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "CNIConfig", "Pod",
-	"NetworkAttachmentDefinition", "PodNetwork", "PodNetworkAttachment"}
+	"NetworkAttachmentDefinition", "PodNetwork", "PodNetworkAttachment", "FastpathNodeConfig"}
 
 // Handler answers AdmissionReviews (admission.k8s.io/v1) with validate's
 // judgement of their object.

@@ -96,6 +96,7 @@ spec:
   config: '{"cniVersion": "1.0.0", "name": "uplink", "type": "macvlan", "master": "eth0", "ipam": {"type": "static"}}'
 `
 	badPodNetwork   = `{"apiVersion": "network.fastpath.dev/v1alpha1", "kind": "PodNetwork", "metadata": {"name": "storage"}, "spec": {"provider": "foo"}}`
+	badNodeConfig   = `{"apiVersion": "fastpath.dev/v1alpha1", "kind": "FastpathNodeConfig", "metadata": {"name": "e810"}, "spec": {"nodeSelector": {}, "vfs": [{"pf": {"name": "ens1f0", "pciAddress": "0000:3b:00.0"}, "numVfs": -1}]}}`
 	badAttachment   = `{"apiVersion": "network.fastpath.dev/v1alpha1", "kind": "PodNetworkAttachment", "metadata": {"name": "none", "namespace": "app"}, "spec": {}}`
 	sameNetTwice    = `{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "twice", "namespace": "app", "annotations": {"k8s.v1.cni.cncf.io/networks": "[{\"name\": \"net-a\", \"interface\": \"n1\"}, {\"name\": \"net-a\", \"interface\": \"n1\"}]"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}`
 	podNetworkTwice = `{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "twice", "namespace": "app", "annotations": {"network.fastpath.dev/networks": "[{\"podNetworkName\": \"dataplane1\", \"interfaceName\": \"net1\"}, {\"podNetworkName\": \"dataplane1\", \"interfaceName\": \"net2\"}]"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}`
@@ -121,6 +122,8 @@ func TestReviewRefuses(t *testing.T) {
 			[]string{`spec.config: Forbidden: names an object of the host: plugins[0] (macvlan): master "eth0"`}},
 		{"PodNetwork with a bad provider", "PodNetwork", "", badPodNetwork,
 			[]string{`spec.provider: Invalid value: "foo"`}},
+		{"FastpathNodeConfig asking negative VFs of a PF named twice over", "FastpathNodeConfig", "", badNodeConfig,
+			[]string{`spec.vfs[0].pf: Invalid value`, `spec.vfs[0].numVfs: Invalid value: -1`}},
 		{"PodNetworkAttachment of no PodNetwork", "PodNetworkAttachment", "app", badAttachment,
 			[]string{`spec.podNetworkName: Required value`}},
 		{"pod selecting a network twice as one interface", "Pod", "app", sameNetTwice,
