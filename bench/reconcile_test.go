@@ -148,6 +148,9 @@ func (slowBinder) Restore(context.Context, string, string) error { return nil }
 func (slowBinder) GroupNode(g int) string                        { return fmt.Sprintf("/dev/vfio/%d", g) }
 func (slowBinder) ContainerNode() string                         { return "/dev/vfio/vfio" }
 
+// GroupDevices: each VF alone in its group, as behind ACS.
+func (slowBinder) GroupDevices(int) ([]string, error) { return nil, nil }
+
 // BenchmarkHookUnderSlowPrepares is the RunPodSandbox hook (attach) and
 // StopPodSandbox hook (detach) of a pod with a prepared netdev while other
 // claims are prepared all the time, each waiting a second in its vfio

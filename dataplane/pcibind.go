@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -59,6 +60,21 @@ func (b PCIBinder) NumVFs(addr string) (int, error) {
 		return 0, fmt.Errorf("PCI function %s: %s: %w", addr, path, err)
 	}
 	return n, nil
+}
+
+// GroupDevices are the PCI functions of IOMMU group group, by address,
+// in order.
+func (b PCIBinder) GroupDevices(group int) ([]string, error) {
+	entries, err := os.ReadDir(b.sys("kernel", "iommu_groups", strconv.Itoa(group), "devices"))
+	if err != nil {
+		return nil, fmt.Errorf("IOMMU group %d: %w", group, err)
+	}
+	out := make([]string, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // GroupNode is the device node of IOMMU group group.

@@ -35,6 +35,7 @@ type PCIBinder interface {
 	Restore(ctx context.Context, addr, driver string) error
 	GroupNode(group int) string
 	ContainerNode() string
+	GroupDevices(group int) ([]string, error)
 }
 
 var _ PCIBinder = dataplane.PCIBinder{}

@@ -2,6 +2,8 @@ package dra
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -9,6 +11,26 @@ import (
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 )
+
+// groupAlone says why a device cannot be bound to vfio-pci because its
+// IOMMU group holds other PCI functions too, nil when it is alone: the
+// group is what vfio hands a pod (its device node), and every function in
+// it must leave its driver for vfio-pci before the group can be used; the
+// pod would reach the others' DMA, or the device would not work.
+func groupAlone(dev *claims.Device, group int, pci PCIBinder) (field.ErrorList, error) {
+	members, err := pci.GroupDevices(group)
+	if err != nil {
+		return nil, err
+	}
+	others := slices.DeleteFunc(members, func(a string) bool { return a == dev.PCIAddress })
+	if len(others) == 0 {
+		return nil, nil
+	}
+	return field.ErrorList{field.Invalid(field.NewPath("mode"), dev.Mode, fmt.Sprintf(
+		"device %s shares IOMMU group %d with %s: vfio hands a pod the whole group, so it would reach them too; claim a device alone in its group "+
+			"(a slot behind a port with ACS, or a VF of a PF whose root port has it), or use mode netdev or afxdp",
+		dev.Device, group, strings.Join(others, ", ")))}, nil
+}
 
 // pfWithVFs says why a device cannot be handed over whole because it is a
 // PF with VFs now (its sriov_numvfs, read at Prepare: VFs made since the

@@ -136,6 +136,11 @@ func (d *Driver) observe(ctx context.Context, claim *resourceapi.ResourceClaim, 
 			vf.Before = recordVFState(before)
 		}
 		if v := dev.VFIO; v != nil {
+			if errs, err := groupAlone(dev, v.IOMMUGroup, d.opts.PCI); err != nil {
+				return fail(err)
+			} else if len(errs) > 0 {
+				return &claimspec.ClaimError{Claim: klog.KObj(claim).String(), Request: dev.Request, Device: dev.Device, Errs: errs}
+			}
 			drv, err := d.opts.PCI.Driver(dev.PCIAddress)
 			if err != nil {
 				return fail(err)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -417,5 +418,36 @@ func TestVFIOUndoClearsOverride(t *testing.T) {
 	}
 	if got := d.kernel.Driver(addr); got != "iavf" {
 		t.Errorf("driver after the undo = %q, want iavf", got)
+	}
+}
+
+// TestKubeletVFIOGroupShared: a VF whose IOMMU group holds another PCI
+// function too (no ACS above it) is refused in mode vfio, naming the
+// group and the other function; nothing is bound or recorded.
+func TestKubeletVFIOGroupShared(t *testing.T) {
+	const addr, other, group = "0000:3b:01.0", "0000:3b:01.1", 41
+	claim := testClaim("dpdk", []alloc{{Request: "dpdk", Device: vfNetdev}}, fromClaim(config(`"mode": "vfio", "vf": {"vlan": 30}`)))
+	pf := &fakePF{}
+	d, k, ctx := startTestDriverPF(t, pf, &fakeObject{claim})
+	// The other VF joins the group, as the kernel groups functions it
+	// cannot isolate.
+	groupDir := filepath.Join(d.opts.PCI.(dataplane.PCIBinder).SysfsRoot, "sys", "kernel", "iommu_groups", strconv.Itoa(group), "devices")
+	if err := os.Symlink(filepath.Join("..", "..", "..", "..", "bus", "pci", "devices", other), filepath.Join(groupDir, other)); err != nil {
+		t.Fatal(err)
+	}
+	e := prepare(t, ctx, k, claim)
+	for _, want := range []string{`claim default/dpdk`, `request "dpdk"`, vfNetdev, "mode", "shares IOMMU group 41 with " + other} {
+		if !strings.Contains(e, want) {
+			t.Errorf("prepare: %q, want it to say %q", e, want)
+		}
+	}
+	if got := d.kernel.Driver(addr); got != "iavf" {
+		t.Errorf("driver after the refusal = %q, want iavf as before", got)
+	}
+	if len(pf.calls) != 0 {
+		t.Errorf("VF settings made for a refused claim: %v", pf.calls)
+	}
+	if _, ok := onDisk(t, d).Get(claims.Key{Driver: claims.DriverFastpath, UID: claim.UID}); ok {
+		t.Error("a refused claim is recorded")
 	}
 }
