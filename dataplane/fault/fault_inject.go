@@ -45,6 +45,9 @@ func Point(name string) {
 		if err != nil {
 			return // killed before, or cannot say so: not again
 		}
+		// The point, for whoever checks where the process died when its
+		// output is gone with it.
+		_, _ = f.WriteString(name)
 		_ = f.Sync()
 		_ = f.Close()
 	}
