@@ -20,19 +20,7 @@ var ErrTooManyVFs = errors.New("more VFs than the PF supports")
 // TotalVFs is how many VFs the PF at addr can have at most, as its
 // sriov_totalvfs says; 0 for a function without SR-IOV (no such file).
 func (b PCIBinder) TotalVFs(addr string) (int, error) {
-	path := b.device(addr, "sriov_totalvfs")
-	raw, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("PCI function %s: %w", addr, err)
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(string(raw)))
-	if err != nil {
-		return 0, fmt.Errorf("PCI function %s: %s: %w", addr, path, err)
-	}
-	return n, nil
+	return b.count(addr, "sriov_totalvfs")
 }
 
 // SetNumVFs makes the PF at addr have exactly n VFs and waits until the
@@ -157,44 +145,5 @@ func (b PCIBinder) BindVFs(ctx context.Context, addr, driver string) error {
 			return fmt.Errorf("VF %d (%s) of PF %s: %w", i, vf, addr, err)
 		}
 	}
-	return nil
-}
-
-// bindDriver binds the function at addr to driver unless it is bound to it
-// already. On failure the function is given back to the driver it had.
-func (b PCIBinder) bindDriver(ctx context.Context, addr, driver string) (err error) {
-	before, err := b.Driver(addr)
-	if err != nil || before == driver {
-		return err
-	}
-	if _, err := os.Stat(b.sys("bus", "pci", "drivers", driver)); err != nil {
-		err = fmt.Errorf("no driver %s on this node: %w", driver, err)
-		if driver == VFIODriver {
-			err = fmt.Errorf("%w: %w", ErrNoVFIO, err)
-		}
-		return err
-	}
-	defer func() {
-		if err != nil {
-			if rErr := b.Restore(ctx, addr, before); rErr != nil {
-				err = fmt.Errorf("%w (and giving %s back to %s: %w)", err, addr, driverName(before), rErr)
-			}
-		}
-	}()
-	if err := b.write(b.device(addr, "driver_override"), driver); err != nil {
-		return err
-	}
-	if before != "" {
-		if err := b.write(b.sys("bus", "pci", "drivers", before, "unbind"), addr); err != nil {
-			return err
-		}
-	}
-	if err := b.write(b.sys("bus", "pci", "drivers_probe"), addr); err != nil {
-		return err
-	}
-	if err := b.waitDriver(ctx, addr, driver); err != nil {
-		return err
-	}
-	klog.FromContext(ctx).V(2).Info("Bound PCI function", "pci", addr, "driver", driver, "driverBefore", before)
 	return nil
 }

@@ -47,7 +47,13 @@ func (b PCIBinder) device(addr string, parts ...string) string {
 // NumVFs is how many VFs the function at addr has enabled now, as its
 // sriov_numvfs says; 0 for a function without SR-IOV (no such file).
 func (b PCIBinder) NumVFs(addr string) (int, error) {
-	path := b.device(addr, "sriov_numvfs")
+	return b.count(addr, "sriov_numvfs")
+}
+
+// count is the number in the function's sysfs file, 0 when the function
+// has no such file.
+func (b PCIBinder) count(addr, file string) (int, error) {
+	path := b.device(addr, file)
 	raw, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
@@ -106,45 +112,59 @@ func (b PCIBinder) Driver(addr string) (string, error) {
 // and waits for the group's device node. A function already bound to
 // vfio-pci stays as it is. On failure the function is given back to the
 // driver it had.
-func (b PCIBinder) BindVFIO(ctx context.Context, addr string, group int) (err error) {
-	before, err := b.Driver(addr)
-	if err != nil {
+func (b PCIBinder) BindVFIO(ctx context.Context, addr string, group int) error {
+	if err := b.bindDriver(ctx, addr, VFIODriver); err != nil {
 		return err
-	}
-	if before != VFIODriver {
-		if _, err := os.Stat(b.sys("bus", "pci", "drivers", VFIODriver)); err != nil {
-			return fmt.Errorf("%w: no driver %s on this node (load the vfio-pci module): %w", ErrNoVFIO, VFIODriver, err)
-		}
-		defer func() {
-			if err != nil {
-				if rErr := b.Restore(ctx, addr, before); rErr != nil {
-					err = fmt.Errorf("%w (and giving %s back to %s: %w)", err, addr, driverName(before), rErr)
-				}
-			}
-		}()
-		if err := b.write(b.device(addr, "driver_override"), VFIODriver); err != nil {
-			return err
-		}
-		fault.Point("vfio.override")
-		if before != "" {
-			if err := b.write(b.sys("bus", "pci", "drivers", before, "unbind"), addr); err != nil {
-				return err
-			}
-		}
-		fault.Point("vfio.unbound")
-		if err := b.write(b.sys("bus", "pci", "drivers_probe"), addr); err != nil {
-			return err
-		}
-		if err := b.waitDriver(ctx, addr, VFIODriver); err != nil {
-			return err
-		}
-		klog.FromContext(ctx).V(2).Info("Bound PCI function to vfio-pci", "pci", addr, "driverBefore", before)
 	}
 	for _, node := range []string{b.GroupNode(group), b.ContainerNode()} {
 		if err := b.wait(ctx, func() bool { _, err := os.Stat(node); return err == nil }); err != nil {
 			return fmt.Errorf("%w: %s did not appear after binding %s to vfio-pci: %w", ErrNoVFIO, node, addr, err)
 		}
 	}
+	return nil
+}
+
+// bindDriver binds the function at addr to driver unless it is bound to it
+// already. On failure the function is given back to the driver it had.
+func (b PCIBinder) bindDriver(ctx context.Context, addr, driver string) (err error) {
+	before, err := b.Driver(addr)
+	if err != nil || before == driver {
+		return err
+	}
+	if _, err := os.Stat(b.sys("bus", "pci", "drivers", driver)); err != nil {
+		if driver == VFIODriver {
+			return fmt.Errorf("%w: no driver %s on this node (load the vfio-pci module): %w", ErrNoVFIO, driver, err)
+		}
+		return fmt.Errorf("no driver %s on this node: %w", driver, err)
+	}
+	defer func() {
+		if err != nil {
+			if rErr := b.Restore(ctx, addr, before); rErr != nil {
+				err = fmt.Errorf("%w (and giving %s back to %s: %w)", err, addr, driverName(before), rErr)
+			}
+		}
+	}()
+	if err := b.write(b.device(addr, "driver_override"), driver); err != nil {
+		return err
+	}
+	if driver == VFIODriver {
+		fault.Point("vfio.override")
+	}
+	if before != "" {
+		if err := b.write(b.sys("bus", "pci", "drivers", before, "unbind"), addr); err != nil {
+			return err
+		}
+	}
+	if driver == VFIODriver {
+		fault.Point("vfio.unbound")
+	}
+	if err := b.write(b.sys("bus", "pci", "drivers_probe"), addr); err != nil {
+		return err
+	}
+	if err := b.waitDriver(ctx, addr, driver); err != nil {
+		return err
+	}
+	klog.FromContext(ctx).V(2).Info("Bound PCI function", "pci", addr, "driver", driver, "driverBefore", before)
 	return nil
 }
 
