@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
 )
 
 // permission is one thing the daemon does with the API server.
@@ -85,7 +88,35 @@ func checkPermissions(ctx context.Context, client kubernetes.Interface, ps []per
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("the daemon's service account may not:\n  %s\ngrant them (the Helm chart's roles do)", strings.Join(missing, "\n  "))
+		return &missingPermissions{missing}
 	}
 	return nil
+}
+
+// missingPermissions are the calls the daemon may not make.
+type missingPermissions struct{ calls []string }
+
+func (m *missingPermissions) Error() string {
+	return fmt.Sprintf("the daemon's service account may not:\n  %s\ngrant them (the Helm chart's roles do)", strings.Join(m.calls, "\n  "))
+}
+
+// awaitPermissions checks the permissions until they are all granted, for
+// up to grace: the roles a chart installs with the DaemonSet may reach the
+// API server's authorizer a moment after the daemon starts. Missing ones
+// after grace, or a check the API server does not answer, are the error.
+func awaitPermissions(ctx context.Context, client kubernetes.Interface, ps []permission, grace, every time.Duration) error {
+	deadline := time.Now().Add(grace)
+	for {
+		err := checkPermissions(ctx, client, ps)
+		var missing *missingPermissions
+		if !errors.As(err, &missing) || time.Now().After(deadline) {
+			return err
+		}
+		klog.FromContext(ctx).Info("Waiting for the daemon's roles", "missing", missing.calls, "until", deadline.Format(time.RFC3339))
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(every):
+		}
+	}
 }

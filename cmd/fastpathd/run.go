@@ -420,7 +420,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	if o.nodeConfig.enabled {
 		ps = append(ps, nodeConfigPermissions...)
 	}
-	if err := checkPermissions(ctx, client, ps); err != nil {
+	if err := awaitPermissions(ctx, client, ps, 30*time.Second, 2*time.Second); err != nil {
 		return err
 	}
 	reached.Store(true)
