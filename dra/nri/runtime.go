@@ -163,6 +163,12 @@ func (p *Plugin) lockPod(ctx context.Context, uid types.UID) (unlock func(), _ e
 	return func() { unlockNode(); unlockPod() }, nil
 }
 
+// nothingFor says that fastpath has nothing recorded for the pod and the
+// pod selects no network: its hooks have nothing to do.
+func (p *Plugin) nothingFor(pod Pod) bool {
+	return len(p.opts.Store.PodClaims(pod.UID)) == 0 && !p.wantsNPWG(pod)
+}
+
 // podNetdev is one netdev prepared for a pod, or one sub-interface of a
 // shared device (sub set).
 type podNetdev struct {
@@ -205,6 +211,12 @@ func ref(c claims.Claim) status.ClaimRef {
 func (p *Plugin) AttachPod(ctx context.Context, pod Pod) (err error) {
 	unlock, err := p.lockPod(ctx, pod.UID)
 	if err != nil {
+		if p.nothingFor(pod) {
+			// A pod fastpath has nothing to do for starts whatever
+			// is wrong with fastpath (its own replacement among them).
+			klog.FromContext(ctx).Error(err, "No hook lock; the pod has no fastpath devices or networks, so it starts", "pod", pod.String())
+			return nil
+		}
 		return fmt.Errorf("pod %s: %w", pod, err)
 	}
 	defer unlock()
@@ -461,6 +473,9 @@ func (p *Plugin) EnsurePod(ctx context.Context, pod Pod) error {
 func (p *Plugin) DetachPod(ctx context.Context, pod Pod) error {
 	unlock, err := p.lockPod(ctx, pod.UID)
 	if err != nil {
+		if p.nothingFor(pod) {
+			return nil
+		}
 		return fmt.Errorf("pod %s: %w", pod, err)
 	}
 	defer unlock()
