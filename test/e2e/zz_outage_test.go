@@ -1,5 +1,12 @@
 //go:build e2e
 
+// The file's name puts its tests last in the package (go test runs a
+// package's tests in the order of its files' names): after an API server
+// restart, the control plane's caches trail it for minutes (the controller
+// manager's garbage collector, the API server's service account and RBAC
+// lookups), and the tests after it saw service accounts "not found" and
+// roles not granted that had just been created.
+
 package e2e
 
 import (
