@@ -49,6 +49,8 @@ type Netdev struct {
 	Routes    []Route
 	// XDP is the program to attach in the pod (afxdp mode), nil for none.
 	XDP *XDP
+	// RDMA is the RDMA device that goes with the netdev, nil for none.
+	RDMA *RDMA
 }
 
 // XDP is a program Prepare loaded and pinned, to attach to the interface
@@ -73,6 +75,9 @@ type Attached struct {
 	Addresses []string
 	// XDPMode is how the XDP program got attached, "" without one.
 	XDPMode bpf.Mode
+	// RDMAFiles are the character devices of a software RDMA device made
+	// again in the pod (their numbers change with it), nil otherwise.
+	RDMAFiles []CharDevice
 }
 
 // Attacher moves netdevs between the host network namespace and pods'. Make
@@ -147,10 +152,15 @@ func (a *Attacher) Attach(ctx context.Context, podNetNS string, nd Netdev) (_ At
 		}
 		alias := nd.HostName
 		mtu, mac := changed(host, nd.MTU, mac)
+		if err := a.rdmaLeaveHost(nd.RDMA); err != nil {
+			return Attached{}, err
+		}
 		if err := setLink(a.host, host.Attrs().Index, &ns, nd.Name, mtu, mac, &alias); err != nil {
 			err = fmt.Errorf("move %s into the pod as %s: %w", nd.HostName, nd.Name, err)
 			if rbErr := a.undoPartialMove(pod, ns, host, nd); rbErr != nil {
 				err = fmt.Errorf("%w; moving it back also failed: %w", err, rbErr)
+			} else if rbErr := a.rdmaRestore(ctx, nd); rbErr != nil {
+				err = fmt.Errorf("%w; %w", err, rbErr)
 			}
 			return Attached{}, err
 		}
@@ -195,6 +205,18 @@ func (a *Attacher) Attach(ctx context.Context, podNetNS string, nd Netdev) (_ At
 			return Attached{}, fmt.Errorf("add route to %s via %s on %s: %w", r.Destination, r.Gateway, nd.Name, err)
 		}
 	}
+	var rdmaFiles []CharDevice
+	if nd.RDMA != nil {
+		if err := a.attachRDMA(ns, nd); err != nil {
+			return Attached{}, err
+		}
+		if nd.RDMA.Link != "" {
+			if rdmaFiles, err = a.RDMAFilesNow(nd); err != nil {
+				return Attached{}, fmt.Errorf("RDMA device %s in the pod: %w", nd.RDMA.Device, err)
+			}
+		}
+		logger.V(2).Info("RDMA device in the pod", "rdmaDevice", nd.RDMA.Device, "exclusive", nd.RDMA.Exclusive)
+	}
 	var xdpMode bpf.Mode
 	if nd.XDP != nil {
 		if xdpMode, err = attachXDP(podNetNS, nd); err != nil {
@@ -206,7 +228,7 @@ func (a *Attacher) Attach(ctx context.Context, podNetNS string, nd Netdev) (_ At
 	if err != nil {
 		return Attached{}, fmt.Errorf("find %s in the pod: %w", nd.Name, err)
 	}
-	return Attached{Name: nd.Name, MAC: link.Attrs().HardwareAddr.String(), MTU: link.Attrs().MTU, Addresses: nd.Addresses, XDPMode: xdpMode}, nil
+	return Attached{Name: nd.Name, MAC: link.Attrs().HardwareAddr.String(), MTU: link.Attrs().MTU, Addresses: nd.Addresses, XDPMode: xdpMode, RDMAFiles: rdmaFiles}, nil
 }
 
 // InPod says whether an Attach into the pod's network namespace
@@ -225,7 +247,10 @@ func (a *Attacher) InPod(podNetNS string, nd Netdev) (bool, error) {
 	if l == nil || err != nil {
 		return false, err
 	}
-	return configured(pod, l, nd)
+	if ok, err := configured(pod, l, nd); !ok || err != nil {
+		return ok, err
+	}
+	return a.rdmaInPod(ns, nd)
 }
 
 // configured says whether the interface in the pod has what Attach gives
@@ -497,13 +522,19 @@ func (a *Attacher) Detach(ctx context.Context, podNetNS string, nd Netdev) error
 		defer ns.Close()
 		defer pod.Close()
 		if link := findByAlias(pod, nd.HostName); link != nil {
+			if err := a.detachRDMA(ns, nd); err != nil {
+				return err
+			}
 			mtu, mac := changed(link, nd.HostMTU, hostMAC)
 			if err := setLink(ns, link.Attrs().Index, &a.host, nd.HostName, mtu, mac, &alias); err != nil {
 				return fmt.Errorf("return %s from the pod to the host as %s: %w", link.Attrs().Name, nd.HostName, err)
 			}
 			logger.V(2).Info("Returned interface to the host")
 			fault.Point("detach.moved")
-			return restoreHost(ctx, nd)
+			if err := restoreHost(ctx, nd); err != nil {
+				return err
+			}
+			return a.rdmaRestore(ctx, nd)
 		}
 	}
 	// Not in the pod: in the host already, under its name or another.
@@ -522,7 +553,10 @@ func (a *Attacher) Detach(ctx context.Context, podNetNS string, nd Netdev) error
 		return fmt.Errorf("restore %s as %s: %w", link.Attrs().Name, nd.HostName, err)
 	}
 	logger.V(2).Info("Restored interface in the host", "foundAs", link.Attrs().Name)
-	return restoreHost(ctx, nd)
+	if err := restoreHost(ctx, nd); err != nil {
+		return err
+	}
+	return a.rdmaRestore(ctx, nd)
 }
 
 // HostUp reports the admin state (IFF_UP) of the host interface name, to

@@ -85,6 +85,7 @@ func (d Device) Attributes() map[resourceapi.QualifiedName]resourceapi.DeviceAtt
 			a.int("combinedChannels", n.CombinedChannels)
 		}
 		a.str("rdmaDevice", n.RDMADevice)
+		a.str("rdmaNetnsMode", n.RDMANetnsMode)
 	}
 	if d.Share != nil {
 		a.bool("shareable", true)

@@ -111,6 +111,9 @@ type Netdev struct {
 	XDP                 XDP    `json:"xdp"`
 	// RDMADevice is the RDMA device on top of the netdev (mlx5_0, rxe0).
 	RDMADevice string `json:"rdmaDevice,omitempty"`
+	// RDMANetnsMode is the node's RDMA network namespace mode (shared or
+	// exclusive) for a netdev with an RDMA device; "" when unknown.
+	RDMANetnsMode string `json:"rdmaNetnsMode,omitempty"`
 }
 
 // XDP is what the kernel says a netdev supports. A nil field is unknown: the

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/klog/v2"
@@ -254,9 +255,18 @@ func (d *Discoverer) Discover(ctx context.Context) (Inventory, error) {
 	if err != nil {
 		warn(fmt.Errorf("RDMA devices unknown: %w", err))
 	}
+	rdmaMode := ""
+	if len(rdma) > 0 && d.sysfs.live() {
+		if rdmaMode, err = netlink.RdmaSystemGetNetnsMode(); err != nil {
+			warn(fmt.Errorf("RDMA network namespace mode unknown: %w", err))
+		}
+	}
 	for i := range candidates {
 		if n := candidates[i].Netdev; n != nil {
 			n.RDMADevice = rdma[n.Name]
+			if n.RDMADevice != "" {
+				n.RDMANetnsMode = rdmaMode
+			}
 		}
 	}
 	memifs, warnings := discoverMemif(d.opts.MemifDir, sel.memif)

@@ -93,6 +93,12 @@ func cdiSpec(c *claims.Claim) (*cdispec.Spec, error) {
 				edits.DeviceNodes = append(edits.DeviceNodes, &cdispec.DeviceNode{Path: n.Path, HostPath: n.HostPath, Permissions: "rw"})
 			}
 		}
+		if r := d.RDMA; r != nil {
+			for _, n := range r.DeviceNodes {
+				edits.DeviceNodes = append(edits.DeviceNodes, &cdispec.DeviceNode{Path: n.Path, HostPath: n.HostPath, Permissions: "rw"})
+			}
+			edits.Env = append(edits.Env, "FASTPATH_RDMA_DEVICE_"+req+"="+r.Device)
+		}
 		if d.DeviceInfoFile != "" {
 			target := status.DeviceInfoPath(d.Request)
 			edits.Mounts = append(edits.Mounts, &cdispec.Mount{HostPath: d.DeviceInfoFile, ContainerPath: target, Options: []string{"ro", "bind"}})
@@ -114,9 +120,11 @@ func resourcePCI(c *claims.Claim, resourceName string) []string {
 	return out
 }
 
-// writeCDISpec writes the claim's CDI spec (again, when a retried Prepare
-// or a reboot calls for it).
-func writeCDISpec(c *claims.Claim) error {
+// WriteCDISpec writes the claim's CDI spec (again, when a retried Prepare
+// or a reboot calls for it, or when the character devices of a software
+// RDMA device made again in the pod changed). The runtime reads the specs
+// when it creates each container.
+func WriteCDISpec(c *claims.Claim) error {
 	spec, err := cdiSpec(c)
 	if err != nil {
 		return err

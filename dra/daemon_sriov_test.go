@@ -54,7 +54,7 @@ func startSRIOVDaemon(t *testing.T, dir string, life int, client *fake.Clientset
 	if err != nil {
 		t.Fatal(err)
 	}
-	plugin := nri.New(nri.Options{Store: store, Attacher: attacher, Status: writer})
+	plugin := nri.New(nri.Options{Store: store, Attacher: attacher, Status: writer, WriteCDI: dra.WriteCDISpec})
 	plugin.Synchronize(ctx, nil)
 	run := filepath.Join(dir, fmt.Sprint(life))
 	opts := dra.Options{NodeName: testNode, Client: client, PluginDir: filepath.Join(run, "plugins"), RegistryDir: filepath.Join(run, "registry"),

@@ -48,6 +48,18 @@ type VFCounter interface {
 
 var _ VFCounter = dataplane.PCIBinder{}
 
+// RDMAInfo reads what a pod is given of an RDMA device, and the node's
+// RDMA namespace mode (dataplane).
+type RDMAInfo interface {
+	NetnsMode() (string, error)
+	Device(name string, umad bool) (dataplane.RDMADevice, error)
+}
+
+// nodeRDMA is RDMAInfo of this node.
+type nodeRDMA struct{ dataplane.RDMAFiles }
+
+func (nodeRDMA) NetnsMode() (string, error) { return dataplane.RDMANetnsMode() }
+
 // Options configure the driver.
 type Options struct {
 	NodeName string
@@ -66,6 +78,9 @@ type Options struct {
 	PF dataplane.PF
 	// PCI binds functions to vfio-pci. Default: sysfs and /dev of this node.
 	PCI PCIBinder
+	// RDMA reads RDMA devices' character devices and the RDMA namespace
+	// mode. Default: sysfs, /dev and netlink of this node.
+	RDMA RDMAInfo
 	// VFs reads, at Prepare, how many VFs a PF claimed whole has now.
 	// Default: PCI, where it reads them (dataplane.PCIBinder does), else
 	// this node's sysfs.
@@ -163,6 +178,9 @@ func New(opts Options) (*Driver, error) {
 	}
 	if opts.PCI == nil {
 		opts.PCI = dataplane.PCIBinder{SysfsRoot: "/", DevRoot: "/"}
+	}
+	if opts.RDMA == nil {
+		opts.RDMA = nodeRDMA{dataplane.RDMAFiles{SysfsRoot: "/", DevRoot: "/"}}
 	}
 	if opts.VFs == nil {
 		opts.VFs = dataplane.PCIBinder{SysfsRoot: "/"}

@@ -305,7 +305,7 @@ func TestCDISpecWithoutPCI(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "spec.json")
 	c := &claims.Claim{UID: "uid-v", CDISpec: path, Devices: []claims.Device{{Request: "net", Device: "netdev-veth1", Kind: string(devices.KindNetdev),
 		Mode: v1alpha1.ModeNetdev, Host: &claims.HostNetdev{Name: "veth1"}, Pod: &claims.PodInterface{Name: "net1"}}}}
-	if err := writeCDISpec(c); err != nil {
+	if err := WriteCDISpec(c); err != nil {
 		t.Fatal(err)
 	}
 	parsed, err := cdi.ReadSpec(path, 0)

@@ -138,6 +138,7 @@ func planDevice(claim *resourceapi.ResourceClaim, res resourceapi.DeviceRequestA
 	if cfg.Mode == v1alpha1.ModeVFIO {
 		d.VFIO = &claims.VFIO{IOMMUGroup: *dev.PCI.IOMMUGroup}
 	}
+	d.RDMA = planRDMA(dev, cfg)
 	if x := cfg.XDP; x != nil && cfg.Mode == v1alpha1.ModeAFXDP {
 		d.XDP = &claims.XDP{Program: x.Program, AttachMode: x.AttachMode, Fallback: x.FallbackToGeneric, Queues: x.Queues, ZeroCopy: x.ZeroCopy,
 			PinDir: filepath.Join(paths.bpfDir, string(claim.UID)+"-"+req)}
@@ -157,6 +158,16 @@ func planDevice(claim *resourceapi.ResourceClaim, res resourceapi.DeviceRequestA
 		d.DeviceInfoFile = filepath.Join(paths.claimDir, req+"-device.json")
 	}
 	return d, nil
+}
+
+// planRDMA is the record of the RDMA device a config asks for, nil for
+// none; Prepare fills in the rest (observe). ConfigFor checked that the
+// device has one.
+func planRDMA(dev devices.Device, cfg v1alpha1.InterfaceConfig) *claims.RDMA {
+	if cfg.RDMA == nil || dev.Netdev == nil {
+		return nil
+	}
+	return &claims.RDMA{Device: dev.Netdev.RDMADevice, UMAD: cfg.RDMA.UMAD}
 }
 
 // planDelegate is the record of a device claimed in mode delegate: the

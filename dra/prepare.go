@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 
@@ -151,6 +152,13 @@ func (d *Driver) observe(ctx context.Context, claim *resourceapi.ResourceClaim, 
 				{Path: fmt.Sprintf("/dev/vfio/%d", v.IOMMUGroup), HostPath: d.opts.PCI.GroupNode(v.IOMMUGroup)},
 			}
 		}
+		if r := dev.RDMA; r != nil {
+			if why, err := d.observeRDMA(dev); err != nil {
+				return fail(err)
+			} else if why != "" {
+				return &claimspec.ClaimError{Claim: klog.KObj(claim).String(), Request: dev.Request, Device: dev.Device, Errs: field.ErrorList{field.Forbidden(field.NewPath("rdma"), why)}}
+			}
+		}
 		if x := dev.XDP; x != nil && dev.Host != nil {
 			// The queues the pod serves, as combined channels where the
 			// device has them; the count before is kept to restore.
@@ -176,6 +184,39 @@ func (d *Driver) observe(ctx context.Context, claim *resourceapi.ResourceClaim, 
 		}
 	}
 	return nil
+}
+
+// observeRDMA reads the RDMA device of a device: the node's namespace
+// mode, the device's link type and its character devices. A
+// sub-interface of a device many pods share gets the device's character
+// devices only in shared mode: in exclusive mode the device is in one
+// namespace, the host's, and why says so.
+func (d *Driver) observeRDMA(dev *claims.Device) (why string, _ error) {
+	r := dev.RDMA
+	mode, err := d.opts.RDMA.NetnsMode()
+	if err != nil {
+		return "", err
+	}
+	if mode == dataplane.RDMANetnsExclusive && dev.Shared != nil {
+		return fmt.Sprintf("the node's RDMA subsystem is in exclusive network namespace mode: RDMA device %s stays in the host's namespace with %s, where no pod sees it; "+
+			"claim the device in mode netdev to have it in the pod, or have the node in shared mode (rdma system set netns shared)", r.Device, dev.Shared.Parent), nil
+	}
+	info, err := d.opts.RDMA.Device(r.Device, r.UMAD)
+	if err != nil {
+		return "", err
+	}
+	r.Link, r.Exclusive = info.Link, mode == dataplane.RDMANetnsExclusive && dev.Shared == nil
+	r.DeviceNodes = deviceNodes(info.Files)
+	return "", nil
+}
+
+// deviceNodes are character devices as the record keeps them.
+func deviceNodes(files []dataplane.CharDevice) []claims.DeviceNode {
+	var out []claims.DeviceNode
+	for _, f := range files {
+		out = append(out, claims.DeviceNode{Path: f.Path, HostPath: f.HostPath})
+	}
+	return out
 }
 
 // checkPodNetwork is the name of the PodNetwork a claim's config names,
@@ -261,7 +302,7 @@ func (d *Driver) steps(c *claims.Claim) []step {
 		})
 	}
 	steps = append(steps, step{name: "cdi",
-		apply: func(context.Context) error { return writeCDISpec(c) },
+		apply: func(context.Context) error { return WriteCDISpec(c) },
 		undo: func(context.Context) error {
 			if err := os.Remove(c.CDISpec); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return err

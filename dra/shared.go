@@ -37,6 +37,7 @@ func planShared(res resourceapi.DeviceRequestAllocationResult, dev devices.Devic
 	case cfg.VLAN != nil:
 		d.Shared.VLANID, d.Shared.VLANProto = cfg.VLAN.ID, cfg.VLAN.Protocol
 	}
+	d.RDMA = planRDMA(dev, cfg)
 	i := cfg.Interface
 	d.Pod = &claims.PodInterface{Name: i.Name, MTU: i.MTU, MAC: i.MAC, Addresses: i.Addresses}
 	for _, r := range i.Routes {

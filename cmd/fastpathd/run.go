@@ -358,7 +358,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 		meta = &kubelet.Metadata{CDIDir: o.cdiDir}
 	}
 	nriOpts := nri.Options{Socket: o.nriSocket, Index: o.nriIndex, Store: store, Attacher: attacher, Status: writer, Metrics: m, Name: nri.PluginName, HookLock: hookLock,
-		Metadata: meta}
+		Metadata: meta, WriteCDI: dra.WriteCDISpec}
 	if o.cni.enabled || o.npwg.enabled {
 		nriOpts.CNI = dataplane.NewCNI(splitList(o.cni.binDirs), filepath.Join(o.stateDir, "cni", "cache"), cniLimit)
 	}

@@ -41,6 +41,9 @@ func Netdev(d claims.Device) (dataplane.Netdev, bool) {
 	if x := d.XDP; x != nil {
 		nd.XDP = &dataplane.XDP{Dir: x.PinDir, Mode: bpf.Mode(x.AttachMode), Fallback: x.Fallback}
 	}
+	if r := d.RDMA; r != nil {
+		nd.RDMA = &dataplane.RDMA{Device: r.Device, Link: r.Link, Exclusive: r.Exclusive, UMAD: r.UMAD}
+	}
 	if d.Attached != nil {
 		nd.HostUp = d.Attached.HostUp
 	}

@@ -161,6 +161,7 @@ type Device struct {
 	VFIO  *VFIO         `json:"vfio,omitempty"`
 	XDP   *XDP          `json:"xdp,omitempty"`
 	Memif *Memif        `json:"memif,omitempty"`
+	RDMA  *RDMA         `json:"rdma,omitempty"`
 	// CDIDevice is the fully qualified CDI device the containers get.
 	CDIDevice string `json:"cdiDevice"`
 	// DeviceInfoFile is the NPWG device-info file on the node.
@@ -296,6 +297,25 @@ type VFIO struct {
 	// DriverBefore is the driver the function had, given back on release.
 	DriverBefore string       `json:"driverBefore"`
 	DeviceNodes  []DeviceNode `json:"deviceNodes"`
+}
+
+// RDMA is the RDMA device on top of a device's netdev, given to the pod.
+type RDMA struct {
+	// Device is its name (mlx5_0, rxe0).
+	Device string `json:"device"`
+	// Link is the link type of a software RDMA device (rxe, siw), which
+	// the kernel removes when its netdev changes network namespace:
+	// fastpath makes it again on the netdev in the pod, and on the host's
+	// at release. "" for a hardware one.
+	Link string `json:"link,omitempty"`
+	// Exclusive: the node's RDMA subsystem was in exclusive network
+	// namespace mode at Prepare, so the device goes into the pod's
+	// namespace with its netdev (mode netdev).
+	Exclusive bool `json:"exclusive,omitempty"`
+	// UMAD: the config asked for the management datagram files.
+	UMAD bool `json:"umad,omitempty"`
+	// DeviceNodes are its character devices, as the containers get them.
+	DeviceNodes []DeviceNode `json:"deviceNodes"`
 }
 
 // DeviceNode is a device node given to the containers.

@@ -89,6 +89,9 @@ func ConfigFor(cfg v1alpha1.InterfaceConfig, ifName string, dev devices.Device) 
 		if cfg.Interface != nil || cfg.VF != nil || cfg.XDP != nil {
 			return cfg, field.ErrorList{field.Forbidden(field.NewPath("interface"), "a memif device has no kernel interface, VF or XDP settings")}
 		}
+		if cfg.RDMA != nil {
+			return cfg, field.ErrorList{field.Forbidden(field.NewPath("rdma"), fmt.Sprintf("device %s is a memif endpoint: it has no RDMA device", dev.Name))}
+		}
 		return cfg, cfg.Validate()
 	}
 	cfg.Default(ifName)
@@ -105,8 +108,11 @@ func ForDevice(c v1alpha1.InterfaceConfig, dev devices.Device) field.ErrorList {
 	if c.Memif != nil {
 		errs = append(errs, field.Forbidden(field.NewPath("memif"), fmt.Sprintf("device %s is not a memif endpoint", dev.Name)))
 	}
-	if errs := ForSharing(c, dev); len(errs) > 0 || v1alpha1.Shared(c.Mode) {
-		return errs
+	if c.RDMA != nil && (dev.Netdev == nil || dev.Netdev.RDMADevice == "") {
+		errs = append(errs, field.Forbidden(field.NewPath("rdma"), fmt.Sprintf("device %s has no RDMA device (attribute rdmaDevice)", dev.Name)))
+	}
+	if shareErrs := ForSharing(c, dev); len(shareErrs) > 0 || v1alpha1.Shared(c.Mode) {
+		return append(errs, shareErrs...)
 	}
 	mode := field.NewPath("mode")
 	switch c.Mode {

@@ -80,6 +80,11 @@ type Options struct {
 	// Metadata, when set, gets the network data of the devices put in
 	// pods, for their claims' device metadata.
 	Metadata *kubelet.Metadata
+	// WriteCDI writes a claim's CDI spec again (dra.WriteCDISpec): the
+	// character devices of a software RDMA device made again in the pod
+	// have new numbers, and the runtime reads the spec when it creates
+	// each container. Nil: not written.
+	WriteCDI func(*claims.Claim) error
 	// HookLock, when set, is held across each pod's hooks by every daemon
 	// of the node, so that two daemons (a rolling update: the runtime
 	// calls both) never act on one pod at once.
@@ -348,6 +353,9 @@ func (p *Plugin) attachNetdevs(ctx context.Context, pod Pod, netdevs []podNetdev
 			res, err = p.opts.Attacher.AttachShared(ctx, pod.NetNS, *n.sub)
 		} else {
 			res, err = p.opts.Attacher.Attach(ctx, pod.NetNS, n.nd)
+			if err == nil && len(res.RDMAFiles) > 0 {
+				err = p.recordRDMAFiles(n, res.RDMAFiles)
+			}
 		}
 		p.opts.Metrics.Attach(err, time.Since(start))
 		if err != nil {
@@ -366,6 +374,40 @@ func (p *Plugin) attachNetdevs(ctx context.Context, pod Pod, netdevs []podNetdev
 			Name: res.Name, MAC: res.MAC, MTU: res.MTU, Addresses: res.Addresses, Sandbox: pod.NetNS, XDPMode: string(res.XDPMode)})
 		p.opts.Status.Set(ctx, ref(n.claim), st)
 		p.writeMetadata(ctx, n.claim, n.device().Request, st)
+	}
+	return nil
+}
+
+// recordRDMAFiles records the character devices of a netdev's RDMA device
+// as they are in the pod, and writes its claim's CDI spec with them, when
+// they changed.
+func (p *Plugin) recordRDMAFiles(n podNetdev, files []dataplane.CharDevice) error {
+	defer p.opts.Store.Lock(n.claim.Key())()
+	c, ok := p.opts.Store.Get(n.claim.Key())
+	if !ok {
+		return fmt.Errorf("claim %s is no longer prepared", n.claim.String())
+	}
+	r := c.Devices[n.index].RDMA
+	if r == nil {
+		return nil
+	}
+	var nodes []claims.DeviceNode
+	for _, f := range files {
+		nodes = append(nodes, claims.DeviceNode{Path: f.Path, HostPath: f.HostPath})
+	}
+	if slices.Equal(nodes, r.DeviceNodes) {
+		return nil
+	}
+	r.DeviceNodes = nodes
+	if err := p.opts.Store.Put(c); err != nil {
+		return fmt.Errorf("record the character devices of RDMA device %s: %w", r.Device, err)
+	}
+	n.claim.Devices[n.index].RDMA = r
+	if p.opts.WriteCDI == nil {
+		return nil
+	}
+	if err := p.opts.WriteCDI(&c); err != nil {
+		return fmt.Errorf("the character devices of RDMA device %s in the CDI spec: %w", r.Device, err)
 	}
 	return nil
 }

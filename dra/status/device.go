@@ -79,6 +79,9 @@ func NetdevReady(dev claims.Device, iface Interface) resourceapi.AllocatedDevice
 		}
 		data["xdp"] = xdp
 	}
+	if r := dev.RDMA; r != nil {
+		data["rdma"] = RDMAData(r)
+	}
 	host := ""
 	if dev.Host != nil {
 		host = dev.Host.Name
@@ -107,6 +110,25 @@ func NetdevReady(dev claims.Device, iface Interface) resourceapi.AllocatedDevice
 		Data:        rawJSON(data),
 		NetworkData: &resourceapi.NetworkDeviceData{InterfaceName: iface.Name, IPs: iface.Addresses, HardwareAddress: iface.MAC},
 	})
+}
+
+// RDMAData is the status data of a device's RDMA device: its name, the
+// namespace mode it was given in, and the character devices the
+// containers get.
+func RDMAData(r *claims.RDMA) map[string]any {
+	mode := "shared"
+	if r.Exclusive {
+		mode = "exclusive"
+	}
+	nodes := []string{}
+	for _, n := range r.DeviceNodes {
+		nodes = append(nodes, n.Path)
+	}
+	out := map[string]any{"device": r.Device, "netnsMode": mode, "deviceNodes": nodes}
+	if r.Link != "" {
+		out["link"] = r.Link
+	}
+	return out
 }
 
 // OfShare is st for the allocation's share of a shared device: a device

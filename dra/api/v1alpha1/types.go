@@ -141,6 +141,9 @@ type InterfaceConfig struct {
 	// IPAM gives the interface an address from a pool of the node, besides
 	// interface.addresses.
 	IPAM *IPAMSpec `json:"ipam,omitempty"`
+	// RDMA gives the pod the RDMA device on top of the device's netdev
+	// (attribute rdmaDevice), in modes netdev, macvlan, ipvlan and vlan.
+	RDMA *RDMAConfig `json:"rdma,omitempty"`
 	// ResourceName (mode delegate) is the resource name the
 	// NetworkAttachmentDefinitions that may take the device ask for, in
 	// place of the device's own (attribute k8s.cni.cncf.io/resourceName):
@@ -183,6 +186,22 @@ type VLANConfig struct {
 	// Protocol is 802.1q (default) or 802.1ad.
 	Protocol string `json:"protocol,omitempty"`
 }
+
+// RDMAConfig gives a pod the RDMA device on top of its device's netdev:
+// its character devices (/dev/infiniband/uverbsN, and rdma_cm where the
+// node has it) through CDI, and, in mode netdev with the node's RDMA
+// subsystem in exclusive network namespace mode, the RDMA device itself
+// in the pod's namespace with its netdev. `rdma: {}` asks for it.
+type RDMAConfig struct {
+	// UMAD adds the device's management datagram files
+	// (/dev/infiniband/umadN, one per port), which InfiniBand subnet
+	// tools need; a device without them is refused.
+	UMAD bool `json:"umad,omitempty"`
+}
+
+// RDMAModes are the modes a config with rdma may have: the device's
+// netdev goes into the pod, or a sub-interface of it does.
+var RDMAModes = []string{ModeNetdev, ModeMacvlan, ModeIPVLAN, ModeVLAN}
 
 // IPAMSpec asks for an address from a pool of the node's IPPoolConfig.
 type IPAMSpec struct {

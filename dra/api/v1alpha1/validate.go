@@ -57,6 +57,9 @@ func (c *InterfaceConfig) Validate() field.ErrorList {
 	if c.XDP != nil && c.Mode != ModeAFXDP {
 		errs = append(errs, field.Forbidden(field.NewPath("xdp"), "only for mode afxdp"))
 	}
+	if c.RDMA != nil && !slices.Contains(RDMAModes, c.Mode) {
+		errs = append(errs, field.Forbidden(field.NewPath("rdma"), fmt.Sprintf("only for modes %s: mode %s gives the pod no netdev for an RDMA device to go with", strings.Join(RDMAModes, ", "), c.Mode)))
+	}
 	if c.Interface != nil && c.Mode == ModeVFIO {
 		errs = append(errs, field.Forbidden(field.NewPath("interface"), "mode vfio hands over no kernel interface"))
 	}
