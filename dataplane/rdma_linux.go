@@ -85,40 +85,44 @@ func (a *Attacher) attachRDMA(ns netns.NsHandle, nd Netdev) error {
 	}
 	defer pod.Close()
 	_, inPod := pod.RdmaLinkByName(r.Device) // nil: seen from the pod
-	if r.Link != "" {
-		if inPod != nil || a.rdmaFiles().RDMAParent(r.Device) != nd.Name {
-			if err := a.rdmaLeaveHost(r); err != nil {
-				return err
-			}
-			if err := pod.RdmaLinkAdd(r.Device, r.Link, nd.Name); err != nil {
-				return fmt.Errorf("make RDMA device %s (%s) on %s in the pod: %w", r.Device, r.Link, nd.Name, err)
-			}
+	switch {
+	case r.Link != "" && (inPod != nil || a.rdmaFiles().RDMAParent(r.Device) != nd.Name):
+		if err := a.rdmaLeaveHost(r); err != nil {
+			return err
 		}
-		fault.Point("attach.rdma")
-		if r.Exclusive {
-			if _, err := pod.RdmaLinkByName(r.Device); err != nil {
-				return fmt.Errorf("RDMA device %s (%s), made on %s in the pod, is not in the pod's network namespace: this kernel's %s keeps its devices in the host's, "+
-					"so with the node's RDMA subsystem in exclusive mode no pod can use it (set it to shared: rdma system set netns shared)", r.Device, r.Link, nd.Name, r.Link)
-			}
+		if err := pod.RdmaLinkAdd(r.Device, r.Link, nd.Name); err != nil {
+			return fmt.Errorf("make RDMA device %s (%s) on %s in the pod: %w", r.Device, r.Link, nd.Name, err)
 		}
-		return nil
+	case r.Link == "" && r.Exclusive && inPod != nil:
+		if err := a.moveRDMAIn(ns, r.Device); err != nil {
+			return err
+		}
 	}
-	if !r.Exclusive || inPod == nil {
-		return nil
+	fault.Point("attach.rdma")
+	if r.Link != "" && r.Exclusive {
+		if _, err := pod.RdmaLinkByName(r.Device); err != nil {
+			return fmt.Errorf("RDMA device %s (%s), made on %s in the pod, is not in the pod's network namespace: this kernel's %s keeps its devices in the host's, "+
+				"so with the node's RDMA subsystem in exclusive mode no pod can use it (set it to shared: rdma system set netns shared)", r.Device, r.Link, nd.Name, r.Link)
+		}
 	}
+	return nil
+}
+
+// moveRDMAIn moves a hardware RDMA device from the host's network
+// namespace into the pod's, ns.
+func (a *Attacher) moveRDMAIn(ns netns.NsHandle, device string) error {
 	host, err := rdmaHandle(a.host)
 	if err != nil {
 		return err
 	}
 	defer host.Close()
-	link, err := host.RdmaLinkByName(r.Device)
+	link, err := host.RdmaLinkByName(device)
 	if err != nil {
-		return fmt.Errorf("RDMA device %s is neither in the pod's network namespace nor in the host's: %w", r.Device, err)
+		return fmt.Errorf("RDMA device %s is neither in the pod's network namespace nor in the host's: %w", device, err)
 	}
 	if err := host.RdmaLinkSetNsFd(link, uint32(ns)); err != nil {
-		return fmt.Errorf("move RDMA device %s into the pod's network namespace: %w", r.Device, err)
+		return fmt.Errorf("move RDMA device %s into the pod's network namespace: %w", device, err)
 	}
-	fault.Point("attach.rdma")
 	return nil
 }
 

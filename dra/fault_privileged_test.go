@@ -797,6 +797,12 @@ func (s snapshot) diff(want snapshot) string {
 // node's devices are published (unhealthy).
 type references struct{ initial, prepared, running, unhealthy, stopped, final snapshot }
 
+// elsewhere are the fault points of hardware the stand-ins lack, and the
+// test that kills there.
+var elsewhere = map[string]string{
+	"attach.rdma": "TestSRIOVFaultRDMA (fault_sriov_test.go, in the SR-IOV VM: soft-RoCE on a VF)",
+}
+
 // phases of a claim's life, in order, and the points each may be killed
 // at. In phase "prepared" Prepare has returned, and the claim's status is
 // being written in the background.
@@ -885,7 +891,7 @@ func TestFaults(t *testing.T) {
 		}
 	}
 	for _, p := range fault.Points {
-		if !slices.Contains(listed, p) {
+		if !slices.Contains(listed, p) && elsewhere[p] == "" {
 			t.Errorf("fault point %s is in no phase of the suite", p)
 		}
 	}

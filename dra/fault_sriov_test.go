@@ -24,6 +24,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
@@ -33,7 +34,9 @@ import (
 	"github.com/fastpath-dra/fastpath/devices"
 	"github.com/fastpath-dra/fastpath/dra"
 	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/nri"
 	"github.com/fastpath-dra/fastpath/dra/status"
+	"github.com/fastpath-dra/fastpath/test/netnstest"
 	"github.com/fastpath-dra/fastpath/test/sriovtest"
 )
 
@@ -266,5 +269,110 @@ func TestSRIOVFaults(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+func init() { addWorker[rdmaJob]("rdma") }
+
+// rdmaJob is one life of the daemon that prepares a claim and runs its
+// pod's RunPodSandbox, in network namespace NetNS.
+type rdmaJob struct {
+	Dir       string
+	Inventory devices.Inventory
+	Claim     *resourceapi.ResourceClaim
+	NetNS     string
+}
+
+func (j rdmaJob) run() error {
+	ctx := klog.NewContext(context.Background(), logr.Discard())
+	store, err := claims.Open(filepath.Join(j.Dir, "state", "checkpoint.json"), claims.Legacy{})
+	if err != nil {
+		return err
+	}
+	client := fake.NewClientset(j.Claim)
+	writer := status.NewWriter(client)
+	attacher, err := dataplane.NewAttacher()
+	if err != nil {
+		return err
+	}
+	plugin := nri.New(nri.Options{Store: store, Attacher: attacher, Status: writer, WriteCDI: dra.WriteCDISpec})
+	d, err := dra.New(dra.Options{NodeName: testNode, Client: client, PluginDir: filepath.Join(j.Dir, "plugin"),
+		StateDir: filepath.Join(j.Dir, "state"), CDIDir: filepath.Join(j.Dir, "cdi"), BPFDir: filepath.Join(j.Dir, "bpf"),
+		MemifDir: filepath.Join(j.Dir, "memif"), Store: store, Status: writer, Runtime: plugin,
+		PCI: dataplane.PCIBinder{SysfsRoot: "/", DevRoot: "/"}})
+	if err != nil {
+		return err
+	}
+	d.UseInventory(j.Inventory)
+	if err := d.Reconcile(ctx); err != nil {
+		return fmt.Errorf("reconcile: %w", err)
+	}
+	res, _ := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{j.Claim})
+	if err := res[j.Claim.UID].Err; err != nil {
+		return err
+	}
+	return plugin.AttachPod(ctx, nri.Pod{UID: j.Claim.Status.ReservedFor[0].UID, Namespace: j.Claim.Namespace, Name: j.Claim.Status.ReservedFor[0].Name,
+		SandboxID: "sb-killed", NetNS: j.NetNS})
+}
+
+// TestSRIOVFaultRDMA kills the daemon in a pod's RunPodSandbox once the
+// VF's netdev is in the pod and its soft-RoCE device made again on it
+// (attach.rdma). The runtime fails the sandbox and its namespace goes,
+// which gives the netdev back to the host under its pod name and removes
+// the RDMA device. The daemon started again on the same state gives the
+// netdev its name back and makes the RDMA device again on it; the pod's
+// next sandbox gets both, and the release leaves the host as before.
+func TestSRIOVFaultRDMA(t *testing.T) {
+	pf := sriovtest.RequirePF(t)
+	vf := pf.VFsReady(t, 4)[1]
+	t.Cleanup(func() { pf.ResetVF(t, vf) })
+	sriovtest.Modprobe(t, "rdma_rxe", "rdma_ucm")
+	setRDMAMode(t, "shared")
+	rxe := sriovtest.Prefix + "rk"
+	addRXE(t, rxe, vf.Netdev)
+	inv := discoverSRIOV(t)
+	claim := testClaim("rdma-kill", []alloc{{Request: "nic", Device: devices.PCIDeviceName(vf.Address)}},
+		fromClaim(config(`"interface": {"name": "net1", "addresses": ["10.78.4.2/24"]}, "rdma": {}`)))
+	dir := stateDir(t)
+	podNS := netnstest.New(t, sriovtest.Prefix+"-rdma-kill")
+
+	killed, err := runWorker("rdma", "prepare and RunPodSandbox", rdmaJob{Dir: dir, Inventory: inv, Claim: claim, NetNS: podNS}, "attach.rdma")
+	if err != nil || !killed {
+		t.Fatalf("RunPodSandbox was not killed at attach.rdma: %v", err)
+	}
+	if !rdmaIn(t, podNS, rxe) || rdmaParent(rxe) != "net1" {
+		t.Fatalf("killed at attach.rdma, RDMA device %s is not on net1 in the pod (on %q)", rxe, rdmaParent(rxe))
+	}
+	if err := netns.DeleteNamed(filepath.Base(podNS)); err != nil {
+		t.Fatal(err)
+	}
+	sriovtest.WaitFor(t, 10*time.Second, "the kernel to give the VF back and remove "+rxe, func() bool {
+		return sriovtest.Netdev(vf.Address) != "" && !rdmaInHost(t, rxe)
+	})
+	t.Logf("the pod's namespace gone, the VF is back as %s, RDMA device %s gone", sriovtest.Netdev(vf.Address), rxe)
+
+	d := startSRIOVDaemon(t, dir, 2, fake.NewClientset(claim), inv)
+	sriovtest.WaitFor(t, 10*time.Second, "the VF's netdev "+vf.Netdev+" with RDMA device "+rxe+" on it again", func() bool {
+		return sriovtest.Netdev(vf.Address) == vf.Netdev && rdmaParent(rxe) == vf.Netdev
+	})
+
+	next := netnstest.New(t, sriovtest.Prefix+"-rdma-next")
+	pod := nri.Pod{UID: claim.Status.ReservedFor[0].UID, Namespace: claim.Namespace, Name: claim.Status.ReservedFor[0].Name, SandboxID: "sb-next", NetNS: next}
+	if err := d.plugin.AttachPod(d.ctx, pod); err != nil {
+		t.Fatalf("the next sandbox: %v", err)
+	}
+	if !rdmaIn(t, next, rxe) || rdmaParent(rxe) != "net1" {
+		t.Fatalf("in the next sandbox RDMA device %s is not on net1 (on %q)", rxe, rdmaParent(rxe))
+	}
+	wantNodes(t, cdiDevice(t, dir, claim, "nic"), uverbsOf(t, rxe), "/dev/infiniband/rdma_cm")
+	if err := d.plugin.DetachPod(d.ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	unprepare(t, d.ctx, d.kubelet, claim)
+	if sriovtest.Netdev(vf.Address) != vf.Netdev || rdmaParent(rxe) != vf.Netdev {
+		t.Errorf("after the release the VF is %q with RDMA device %s on %q, want %s with it", sriovtest.Netdev(vf.Address), rxe, rdmaParent(rxe), vf.Netdev)
+	}
+	if specs, _ := os.ReadDir(filepath.Join(dir, "cdi")); len(specs) != 0 {
+		t.Errorf("CDI specs left: %v", specs)
 	}
 }

@@ -35,11 +35,12 @@ var Points = []string{
 	"claim.status.before", "claim.status.written",
 	// The runtime's hooks: the record of the networks a pod selects (NPWG)
 	// written, not yet synced nor committed; a netdev's attachment
-	// recorded, moved into the pod, given its addresses; a shared device's
+	// recorded, moved into the pod, given its addresses, its RDMA device
+	// put in the pod (made again or moved there); a shared device's
 	// sub-interface made in the pod; moved back, the sub-interface deleted;
 	// a CNI network recorded, added, deleted; the default route an NPWG
 	// element asks for not yet made.
-	"npwg.admitted", "attach.recorded", "attach.moved", "attach.addressed", "attach.shared.created",
+	"npwg.admitted", "attach.recorded", "attach.moved", "attach.addressed", "attach.rdma", "attach.shared.created",
 	"detach.moved", "detach.shared.deleted", "detach.returned",
 	"cni.add.recorded", "cni.add.done", "cni.del.done", "npwg.route",
 	// The status of an IPAMClaim an NPWG element names (its owner, its
