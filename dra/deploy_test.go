@@ -28,9 +28,15 @@ func TestDeployDeviceClasses(t *testing.T) {
 	inv := testInventory(t)
 	// The NIC without an IOMMU group is shared (--share): only the shared
 	// class selects it.
+	// A VF and the shared NIC have an RDMA device: only the VF is the
+	// RDMA class's.
 	for i := range inv.Devices {
-		if inv.Devices[i].Name == noIOMMU {
+		switch inv.Devices[i].Name {
+		case noIOMMU:
 			inv.Devices[i].Share = &devices.Share{Interfaces: 8}
+			inv.Devices[i].Netdev.RDMADevice = "mlx5_1"
+		case vfNetdev2:
+			inv.Devices[i].Netdev.RDMADevice = "mlx5_2"
 		}
 	}
 	want := map[string][]string{
@@ -38,6 +44,7 @@ func TestDeployDeviceClasses(t *testing.T) {
 		"netdev.fastpath.dev": {"pci-0000-3b-00-1", vfNetdev, vfNetdev2},
 		"shared.fastpath.dev": {noIOMMU},
 		"afxdp.fastpath.dev":  {vfNetdev},
+		"rdma.fastpath.dev":   {vfNetdev2},
 		// Not the PF with VFs, not the NIC without an IOMMU group.
 		"vfio.fastpath.dev": {"pci-0000-3b-00-1", vfNetdev, vfNetdev2, vfVFIO, "pci-0000-3b-01-3"},
 		// Not the endpoint that does not answer.
@@ -46,7 +53,7 @@ func TestDeployDeviceClasses(t *testing.T) {
 		// with VFs.
 		"delegate.fastpath.dev": {"pci-0000-3b-00-1", vfNetdev, vfNetdev2, vfVFIO, "pci-0000-3b-01-3"},
 	}
-	modes := map[string]string{"netdev.fastpath.dev": v1alpha1.ModeNetdev, "afxdp.fastpath.dev": v1alpha1.ModeAFXDP, "vfio.fastpath.dev": v1alpha1.ModeVFIO,
+	modes := map[string]string{"netdev.fastpath.dev": v1alpha1.ModeNetdev, "rdma.fastpath.dev": v1alpha1.ModeNetdev, "afxdp.fastpath.dev": v1alpha1.ModeAFXDP, "vfio.fastpath.dev": v1alpha1.ModeVFIO,
 		"shared.fastpath.dev": v1alpha1.ModeMacvlan, "delegate.fastpath.dev": v1alpha1.ModeDelegate}
 	classes := deployDeviceClasses(t)
 	for _, class := range classes {
@@ -60,6 +67,9 @@ func TestDeployDeviceClasses(t *testing.T) {
 			}
 			if cfg.Mode != mode {
 				t.Errorf("%s sets mode %q, want %q", class.Name, cfg.Mode, mode)
+			}
+			if (cfg.RDMA != nil) != (class.Name == "rdma.fastpath.dev") {
+				t.Errorf("%s sets rdma %+v", class.Name, cfg.RDMA)
 			}
 		}
 		selector, err := filter.Compile(class.Spec.Selectors[0].CEL.Expression)

@@ -30,6 +30,10 @@ APT_PACKAGES=(clang llvm libbpf-dev libseccomp-dev pkg-config iproute2 iputils-p
 # The test bed's too: dpdk-testpmd and its memif PMD, for the dpdk image
 # (test/testbed/images.go).
 TESTBED_APT_PACKAGES=(dpdk-dev)
+# The SR-IOV VM's workloads, run in the guest from the host's root it
+# mounts: dpdk-testpmd (TESTBED_APT_PACKAGES), the rdma tool, the verbs
+# providers (soft-RoCE's among them), ibv_devinfo, rping and ib_write_bw.
+VM_APT_PACKAGES=(iproute2 rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest)
 
 # The protoc plugins of the generated gRPC code (dra/netapi): protoc-gen-go
 # at the google.golang.org/protobuf of go.mod, so the generated code and the
@@ -321,7 +325,7 @@ VARS
 }
 
 case "${1:-all}" in
-all) install_apt "${TESTBED_APT_PACKAGES[@]}"; proto; lint; testbed; image; vm ;;
+all) install_apt "${TESTBED_APT_PACKAGES[@]}" "${VM_APT_PACKAGES[@]}"; proto; lint; testbed; image; vm ;;
 apt) install_apt ;;
 fast) install_apt; proto; lint; unit ;;
 unit) install_apt; unit ;;
@@ -329,7 +333,7 @@ proto) install_apt; proto ;;
 lint) lint ;;
 testbed) install_apt "${TESTBED_APT_PACKAGES[@]}"; testbed ;;
 image) image ;;
-vm) vm ;;
+vm) install_apt "${TESTBED_APT_PACKAGES[@]}" "${VM_APT_PACKAGES[@]}"; vm ;;
 env) env_vars ;;
 *) echo "usage: $0 [all|apt|fast|unit|lint|proto|testbed|image|vm|env]" >&2; exit 2 ;;
 esac

@@ -174,7 +174,7 @@ func TestDefaults(t *testing.T) {
 	for _, o := range objs {
 		kinds[o.GetObjectKind().GroupVersionKind().Kind]++
 	}
-	for kind, n := range map[string]int{"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "DaemonSet": 1, "DeviceClass": 6,
+	for kind, n := range map[string]int{"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "DaemonSet": 1, "DeviceClass": 7,
 		"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1} {
 		if kinds[kind] != n {
 			t.Errorf("%d %s rendered, want %d (all: %v)", kinds[kind], kind, n, kinds)
@@ -296,7 +296,7 @@ func TestAllValues(t *testing.T) {
 		"ConfigMap":      {"fastpath-system/fastpathd-memif", "fastpath-system/fastpathd-ip-pools"},
 		"CNIConfig":      {"/macvlan-storage"},
 		"ServiceAccount": {"fastpath-system/fastpathd-node", "fastpath-system/fastpathd-controller"},
-		"DeviceClass":    {"/netdev.fastpath.dev", "/afxdp.fastpath.dev", "/vfio.fastpath.dev", "/memif.fastpath.dev", "/shared.fastpath.dev", "/delegate.fastpath.dev", "/cni.networking.x-k8s.io"},
+		"DeviceClass":    {"/netdev.fastpath.dev", "/afxdp.fastpath.dev", "/rdma.fastpath.dev", "/vfio.fastpath.dev", "/memif.fastpath.dev", "/shared.fastpath.dev", "/delegate.fastpath.dev", "/cni.networking.x-k8s.io"},
 		"ServiceMonitor": {"fastpath-system/fastpathd"},
 		"Service":        {"fastpath-system/fastpathd-metrics", "fastpath-system/fastpathd-webhook"},
 		"Secret":         {"fastpath-system/fastpathd-webhook-certs"},
@@ -418,7 +418,7 @@ func TestSchemaRefuses(t *testing.T) {
 // extendedResourceName, and no other class one.
 func TestExtendedResourceNames(t *testing.T) {
 	objs := render(t, "--values", chartFile(t, "ci/all-values.yaml"))
-	want := map[string]string{"netdev.fastpath.dev": "intel.com/sriov_netdevice", "vfio.fastpath.dev": "intel.com/intel_sriov_dpdk"}
+	want := map[string]string{"netdev.fastpath.dev": "intel.com/sriov_netdevice", "vfio.fastpath.dev": "intel.com/intel_sriov_dpdk", "rdma.fastpath.dev": "nvidia.com/rdma_vf"}
 	seen := 0
 	for _, o := range objs {
 		c, ok := o.(*resourceapi.DeviceClass)

@@ -26,8 +26,8 @@ func deviceClasses(t *testing.T, objs []runtime.Object) map[string]*resourceapi.
 // TestDeviceClassesPFWithVFs: the chart's DeviceClass selectors, compiled
 // and run as the scheduler runs them, leave a PF that has VFs out of every
 // class that hands a device over whole, while a PF without VFs and a VF
-// stay in; with allowPFWithVFs the PF with VFs is in netdev, afxdp and
-// delegate, never in vfio (bound to vfio-pci it would take its VFs away),
+// stay in; with allowPFWithVFs the PF with VFs is in netdev, afxdp, rdma
+// and delegate, never in vfio (bound to vfio-pci it would take its VFs away),
 // and the daemon runs with --allow-pf-with-vfs.
 func TestDeviceClassesPFWithVFs(t *testing.T) {
 	pf := func(name, addr string, group, numVFs int) devices.Device {
@@ -35,15 +35,15 @@ func TestDeviceClassesPFWithVFs(t *testing.T) {
 			PCI: &devices.PCI{Address: addr, Vendor: "8086", Device: "1592", Driver: "ice", NUMANode: 0, IOMMUGroup: new(group)},
 			PF:  &devices.PF{TotalVFs: 128, NumVFs: numVFs},
 			Netdev: &devices.Netdev{Name: "ens1f" + addr[len(addr)-1:], MTU: 1500, MAC: "02:00:00:00:00:0" + addr[len(addr)-1:],
-				XDP: devices.XDP{Supported: new(true)}}}
+				XDP: devices.XDP{Supported: new(true)}, RDMADevice: "mlx5_" + addr[len(addr)-1:]}}
 	}
 	withVFs, withoutVFs := pf("pf-with-vfs", "0000:3b:00.0", 40, 4), pf("pf-without-vfs", "0000:3b:00.1", 60, 0)
 	vf := devices.Device{Name: "vf", Kind: devices.KindSRIOVVF, ResourceName: devices.DefaultResourceName(devices.KindSRIOVVF),
 		PCI: &devices.PCI{Address: "0000:3b:01.0", Vendor: "8086", Device: "1889", Driver: "iavf", NUMANode: 0, IOMMUGroup: new(41)},
 		VF:  &devices.VF{ID: 0, PFPCIAddress: "0000:3b:00.0", PFName: "ens1f0"},
 		Netdev: &devices.Netdev{Name: "ens1f0v0", MTU: 1500, MAC: "02:00:00:00:01:00",
-			XDP: devices.XDP{Supported: new(true)}}}
-	whole := []string{"netdev.fastpath.dev", "afxdp.fastpath.dev", "delegate.fastpath.dev", "vfio.fastpath.dev"}
+			XDP: devices.XDP{Supported: new(true)}, RDMADevice: "mlx5_2"}}
+	whole := []string{"netdev.fastpath.dev", "afxdp.fastpath.dev", "rdma.fastpath.dev", "delegate.fastpath.dev", "vfio.fastpath.dev"}
 
 	for _, tc := range []struct {
 		name string
@@ -56,12 +56,14 @@ func TestDeviceClassesPFWithVFs(t *testing.T) {
 		{name: "default", want: map[string][]string{
 			"netdev.fastpath.dev":   {"pf-without-vfs", "vf"},
 			"afxdp.fastpath.dev":    {"pf-without-vfs", "vf"},
+			"rdma.fastpath.dev":     {"pf-without-vfs", "vf"},
 			"delegate.fastpath.dev": {"pf-without-vfs", "vf"},
 			"vfio.fastpath.dev":     {"pf-without-vfs", "vf"},
 		}},
 		{name: "allowPFWithVFs", args: []string{"--set", "allowPFWithVFs=true"}, wantFlag: true, want: map[string][]string{
 			"netdev.fastpath.dev":   {"pf-with-vfs", "pf-without-vfs", "vf"},
 			"afxdp.fastpath.dev":    {"pf-with-vfs", "pf-without-vfs", "vf"},
+			"rdma.fastpath.dev":     {"pf-with-vfs", "pf-without-vfs", "vf"},
 			"delegate.fastpath.dev": {"pf-with-vfs", "pf-without-vfs", "vf"},
 			"vfio.fastpath.dev":     {"pf-without-vfs", "vf"},
 		}},

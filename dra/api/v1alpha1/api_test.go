@@ -145,6 +145,8 @@ func TestValidate(t *testing.T) {
 		"min above max":      {func(c *InterfaceConfig) { c.VF.MinTxRateMbps, c.VF.MaxTxRateMbps = new(20), new(10) }, "must not exceed maxTxRateMbps"},
 		"xdp in netdev":      {func(c *InterfaceConfig) { c.XDP = &XDPConfig{} }, "xdp: Forbidden: only for mode afxdp"},
 		"interface in vfio":  {func(c *InterfaceConfig) { c.Mode = ModeVFIO }, "interface: Forbidden"},
+		"rdma in vfio":       {func(c *InterfaceConfig) { c.Mode, c.Interface, c.RDMA = ModeVFIO, nil, &RDMAConfig{} }, "rdma: Forbidden: only for modes netdev, macvlan, ipvlan, vlan"},
+		"rdma in delegate":   {func(c *InterfaceConfig) { c.Mode, c.Interface, c.RDMA = ModeDelegate, nil, &RDMAConfig{} }, "rdma: Forbidden"},
 		"memif uid":          {func(c *InterfaceConfig) { c.Memif = &MemifSpec{UID: new(int64(-1))} }, "memif.uid"},
 		"memif gid":          {func(c *InterfaceConfig) { c.Memif = &MemifSpec{GID: new(int64(1) << 32)} }, "memif.gid"},
 	} {
