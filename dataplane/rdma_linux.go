@@ -62,11 +62,16 @@ func (a *Attacher) rdmaLeaveHost(r *RDMA) error {
 		return err
 	}
 	defer host.Close()
-	if _, err := host.RdmaLinkByName(r.Device); err != nil {
+	return rdmaRemove(host, r.Device, "the host before its netdev moves")
+}
+
+// rdmaRemove removes RDMA device name, seen through h, if h sees it.
+func rdmaRemove(h *netlink.Handle, name, from string) error {
+	if _, err := h.RdmaLinkByName(name); err != nil {
 		return nil
 	}
-	if err := host.RdmaLinkDel(r.Device); err != nil {
-		return fmt.Errorf("remove RDMA device %s from the host before its netdev moves: %w", r.Device, err)
+	if err := h.RdmaLinkDel(name); err != nil {
+		return fmt.Errorf("remove RDMA device %s from %s: %w", name, from, err)
 	}
 	return nil
 }
@@ -173,26 +178,18 @@ func (a *Attacher) detachRDMA(ns netns.NsHandle, nd Netdev) error {
 	// exclusive mode, it is the pod's; else it is the one on the pod's
 	// interface, which a kernel may have kept in the host's namespace.
 	ours := a.rdmaFiles().RDMAParent(r.Device) == nd.Name
-	h := pod
-	switch {
-	case inPod == nil && (r.Exclusive || ours):
-	case ours:
-		host, err := rdmaHandle(a.host)
-		if err != nil {
-			return err
-		}
-		defer host.Close()
-		if _, err := host.RdmaLinkByName(r.Device); err != nil {
-			return nil
-		}
-		h = host
-	default:
+	if inPod == nil && (r.Exclusive || ours) {
+		return rdmaRemove(pod, r.Device, "the pod")
+	}
+	if !ours {
 		return nil
 	}
-	if err := h.RdmaLinkDel(r.Device); err != nil {
-		return fmt.Errorf("remove RDMA device %s from the pod: %w", r.Device, err)
+	host, err := rdmaHandle(a.host)
+	if err != nil {
+		return err
 	}
-	return nil
+	defer host.Close()
+	return rdmaRemove(host, r.Device, "the host's namespace, where the kernel kept the pod's")
 }
 
 // rdmaRestore makes a software RDMA device again on its netdev, back in

@@ -3,13 +3,11 @@
 package dra
 
 import (
+	"context"
 	"encoding/binary"
-	"fmt"
-	"maps"
 	"net"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -71,30 +69,10 @@ func TestSRIOVDPDKTestpmd(t *testing.T) {
 	}
 
 	// The container: its /dev from the spec's device nodes, its
-	// environment the spec's.
-	var script strings.Builder
-	script.WriteString("set -e\nmount -t tmpfs -o mode=755 tmpfs /run\nmkdir /run/stage\n")
-	nodes := map[string]string{"/dev/null": "/dev/null", "/dev/zero": "/dev/zero", "/dev/urandom": "/dev/urandom"}
-	for _, n := range dev.ContainerEdits.DeviceNodes {
-		host := n.HostPath
-		if host == "" {
-			host = n.Path
-		}
-		nodes[n.Path] = host
-	}
-	paths := slices.Sorted(maps.Keys(nodes))
-	for i, path := range paths {
-		fmt.Fprintf(&script, "touch /run/stage/%d && mount --bind %s /run/stage/%d\n", i, nodes[path], i)
-	}
-	script.WriteString("mount -t tmpfs -o mode=755 tmpfs /dev\nmkdir -p /dev/hugepages && mount -t hugetlbfs nodev /dev/hugepages\n")
-	for i, path := range paths {
-		fmt.Fprintf(&script, "mkdir -p $(dirname %s) && touch %s && mount --move /run/stage/%d %s\n", path, path, i, path)
-	}
-	env := append([]string{"PATH=/usr/bin:/bin"}, dev.ContainerEdits.Env...)
-	fmt.Fprintf(&script, "exec env -i %s sh -c 'exec dpdk-testpmd -l 0,1 -m 128 --file-prefix fpctr -a \"$PCIDEVICE_FASTPATH_DEV_DPDK\" "+
-		"-- --forward-mode=macswap --auto-start --nb-cores=1 --total-num-mbufs=4096 --rxd=256 --txd=256 --stats-period=2'\n", strings.Join(env, " "))
-	cmd := exec.Command("unshare", "--mount", "--net", "--fork", "--propagation", "private", "--kill-child=SIGINT", "sh", "-c", script.String())
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// environment the spec's, hugetlbfs.
+	cmd := sriovtest.Container{Device: dev, Hugepages: true}.Command(context.Background(),
+		`exec dpdk-testpmd -l 0,1 -m 128 --file-prefix fpctr -a "$PCIDEVICE_FASTPATH_DEV_DPDK" `+
+			"-- --forward-mode=macswap --auto-start --nb-cores=1 --total-num-mbufs=4096 --rxd=256 --txd=256 --stats-period=2")
 	out := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {

@@ -54,21 +54,9 @@ type vfJob struct {
 
 func (j vfJob) run() error {
 	ctx := klog.NewContext(context.Background(), logr.Discard())
-	store, err := claims.Open(filepath.Join(j.Dir, "state", "checkpoint.json"), claims.Legacy{})
+	d, _, err := workerDriver(ctx, j.Dir, j.Inventory, j.Claim, false)
 	if err != nil {
 		return err
-	}
-	client := fake.NewClientset(j.Claim)
-	d, err := dra.New(dra.Options{NodeName: testNode, Client: client, PluginDir: filepath.Join(j.Dir, "plugin"),
-		StateDir: filepath.Join(j.Dir, "state"), CDIDir: filepath.Join(j.Dir, "cdi"), BPFDir: filepath.Join(j.Dir, "bpf"),
-		MemifDir: filepath.Join(j.Dir, "memif"), Store: store, Status: status.NewWriter(client),
-		PCI: dataplane.PCIBinder{SysfsRoot: "/", DevRoot: "/"}})
-	if err != nil {
-		return err
-	}
-	d.UseInventory(j.Inventory)
-	if err := d.Reconcile(ctx); err != nil {
-		return fmt.Errorf("reconcile: %w", err)
 	}
 	switch j.Op {
 	case "prepare":
@@ -81,6 +69,40 @@ func (j vfJob) run() error {
 		return nil
 	}
 	return fmt.Errorf("unknown operation %q", j.Op)
+}
+
+// workerDriver is the driver of a worker's life on the state below dir,
+// as the daemon builds it (VF settings through the PF with netlink,
+// vfio-pci binding on this node's sysfs and /dev), with the claim in a
+// fake API server, reconciled; with hooks, it has the runtime's hooks too.
+func workerDriver(ctx context.Context, dir string, inv devices.Inventory, claim *resourceapi.ResourceClaim, hooks bool) (*dra.Driver, *nri.Plugin, error) {
+	store, err := claims.Open(filepath.Join(dir, "state", "checkpoint.json"), claims.Legacy{})
+	if err != nil {
+		return nil, nil, err
+	}
+	client := fake.NewClientset(claim)
+	opts := dra.Options{NodeName: testNode, Client: client, PluginDir: filepath.Join(dir, "plugin"),
+		StateDir: filepath.Join(dir, "state"), CDIDir: filepath.Join(dir, "cdi"), BPFDir: filepath.Join(dir, "bpf"),
+		MemifDir: filepath.Join(dir, "memif"), Store: store, Status: status.NewWriter(client),
+		PCI: dataplane.PCIBinder{SysfsRoot: "/", DevRoot: "/"}}
+	var plugin *nri.Plugin
+	if hooks {
+		attacher, err := dataplane.NewAttacher()
+		if err != nil {
+			return nil, nil, err
+		}
+		plugin = nri.New(nri.Options{Store: store, Attacher: attacher, Status: opts.Status, WriteCDI: dra.WriteCDISpec})
+		opts.Runtime = plugin
+	}
+	d, err := dra.New(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	d.UseInventory(inv)
+	if err := d.Reconcile(ctx); err != nil {
+		return nil, nil, fmt.Errorf("reconcile: %w", err)
+	}
+	return d, plugin, nil
 }
 
 // vfNode is what fastpath changes of one VF and of its state directory.
@@ -285,27 +307,9 @@ type rdmaJob struct {
 
 func (j rdmaJob) run() error {
 	ctx := klog.NewContext(context.Background(), logr.Discard())
-	store, err := claims.Open(filepath.Join(j.Dir, "state", "checkpoint.json"), claims.Legacy{})
+	d, plugin, err := workerDriver(ctx, j.Dir, j.Inventory, j.Claim, true)
 	if err != nil {
 		return err
-	}
-	client := fake.NewClientset(j.Claim)
-	writer := status.NewWriter(client)
-	attacher, err := dataplane.NewAttacher()
-	if err != nil {
-		return err
-	}
-	plugin := nri.New(nri.Options{Store: store, Attacher: attacher, Status: writer, WriteCDI: dra.WriteCDISpec})
-	d, err := dra.New(dra.Options{NodeName: testNode, Client: client, PluginDir: filepath.Join(j.Dir, "plugin"),
-		StateDir: filepath.Join(j.Dir, "state"), CDIDir: filepath.Join(j.Dir, "cdi"), BPFDir: filepath.Join(j.Dir, "bpf"),
-		MemifDir: filepath.Join(j.Dir, "memif"), Store: store, Status: writer, Runtime: plugin,
-		PCI: dataplane.PCIBinder{SysfsRoot: "/", DevRoot: "/"}})
-	if err != nil {
-		return err
-	}
-	d.UseInventory(j.Inventory)
-	if err := d.Reconcile(ctx); err != nil {
-		return fmt.Errorf("reconcile: %w", err)
 	}
 	res, _ := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{j.Claim})
 	if err := res[j.Claim.UID].Err; err != nil {

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -14,8 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -250,11 +247,11 @@ func TestSRIOVRDMA(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 		defer cancel()
 		bw := fmt.Sprintf("ib_write_bw -d %s -x %d -n 1000 -s 65536", rxp, gid)
-		server := &lockedOutput{}
+		var server string
 		done := make(chan error, 1)
 		go func() {
 			out, err := inContainer(ctx, podNS, dev, bw)
-			server.add(out)
+			server = out
 			done <- err
 		}()
 		var client2 []byte
@@ -264,12 +261,14 @@ func TestSRIOVRDMA(t *testing.T) {
 			return err == nil || !strings.Contains(string(client2), "Couldn't connect")
 		})
 		if err != nil {
-			t.Fatalf("ib_write_bw on the host: %v\n%s", err, client2)
+			cancel()
+			_ = <-done
+			t.Fatalf("ib_write_bw on the host: %v\n%s\nin the pod:\n%s", err, client2, server)
 		}
 		if err := <-done; err != nil {
-			t.Fatalf("ib_write_bw in the pod: %v\n%s", err, server.String())
+			t.Fatalf("ib_write_bw in the pod: %v\n%s", err, server)
 		}
-		for who, out := range map[string]string{"host": string(client2), "pod": server.String()} {
+		for who, out := range map[string]string{"host": string(client2), "pod": server} {
 			n, mbps := bwResult(out)
 			if n != 1000 || mbps <= 0 {
 				t.Errorf("ib_write_bw in the %s: %d iterations at %.2f MB/s, want 1000 at more than 0:\n%s", who, n, mbps, out)
@@ -520,41 +519,12 @@ func wantRDMAStatus(t *testing.T, client *fake.Clientset, claim *resourceapi.Res
 	t.Logf("claim status data: %s", last)
 }
 
-// inContainer runs script as a container made from the CDI device alone
-// would: in the pod's network namespace and a mount namespace of its own,
-// whose /dev holds the device's nodes (and the runtime's null, zero and
-// urandom), whose sysfs is the pod's, and whose environment is the
-// device's.
+// inContainer runs script in a container made from the CDI device alone,
+// in the pod's network namespace.
 func inContainer(ctx context.Context, podNS string, dev *cdi.Device, script string) (string, error) {
-	var s strings.Builder
-	s.WriteString("set -e\nmount -t tmpfs -o mode=755 tmpfs /run\nmkdir /run/stage\n")
-	nodes := map[string]string{"/dev/null": "/dev/null", "/dev/zero": "/dev/zero", "/dev/urandom": "/dev/urandom"}
-	for _, n := range dev.ContainerEdits.DeviceNodes {
-		host := n.HostPath
-		if host == "" {
-			host = n.Path
-		}
-		nodes[n.Path] = host
-	}
-	paths := slices.Sorted(maps.Keys(nodes))
-	for i, path := range paths {
-		fmt.Fprintf(&s, "touch /run/stage/%d && mount --bind %s /run/stage/%d\n", i, nodes[path], i)
-	}
-	s.WriteString("mount -t tmpfs -o mode=755 tmpfs /dev\nmount -t sysfs sysfs /sys\n")
-	for i, path := range paths {
-		fmt.Fprintf(&s, "mkdir -p $(dirname %s) && touch %s && mount --move /run/stage/%d %s\n", path, path, i, path)
-	}
-	env := append([]string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, dev.ContainerEdits.Env...)
-	fmt.Fprintf(&s, "exec env -i %s sh -c %s\n", strings.Join(env, " "), shellQuote(script))
-	cmd := exec.CommandContext(ctx, "nsenter", "--net="+podNS, "unshare", "--mount", "--fork", "--propagation", "private", "sh", "-c", s.String())
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) }
-	cmd.WaitDelay = 20 * time.Second
-	out, err := cmd.CombinedOutput()
+	out, err := sriovtest.Container{Device: dev, NetNS: podNS}.Command(ctx, script).CombinedOutput()
 	return string(out), err
 }
-
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // bwResult is the iterations and average bandwidth (MB/s) of
 // ib_write_bw's result line.
@@ -576,22 +546,4 @@ func bwResult(out string) (int, float64) {
 func firstLinesOf(s string, n int) string {
 	lines := strings.Split(s, "\n")
 	return strings.Join(lines[:min(n, len(lines))], "\n")
-}
-
-// lockedOutput collects a process's output while the test reads it.
-type lockedOutput struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedOutput) add(s string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.b.WriteString(s)
-}
-
-func (l *lockedOutput) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
