@@ -262,8 +262,8 @@ func TestSRIOVRDMA(t *testing.T) {
 		})
 		if err != nil {
 			cancel()
-			_ = <-done
-			t.Fatalf("ib_write_bw on the host: %v\n%s\nin the pod:\n%s", err, client2, server)
+			podErr := <-done
+			t.Fatalf("ib_write_bw on the host: %v\n%s\nin the pod (%v):\n%s", err, client2, podErr, server)
 		}
 		if err := <-done; err != nil {
 			t.Fatalf("ib_write_bw in the pod: %v\n%s", err, server)
