@@ -197,8 +197,8 @@ func TestDRAPlugin(t *testing.T) {
 	// examples must be valid for the API server.
 	applyDeviceClasses(t, ctx, "deviceclasses.yaml")
 	examples, _ := filepath.Glob(filepath.Join(bed.Config().RepoDir, "deploy", "examples", "*.yaml"))
-	if len(examples) != 11 {
-		t.Errorf("deploy/examples holds %d files, want one per class (fastpath's six and CNI), an approved CNIConfig, the toleration of unhealthy devices, a class pinning a VLAN and a pod asking for an extended resource", len(examples))
+	if len(examples) != 12 {
+		t.Errorf("deploy/examples holds %d files, want one per class (fastpath's seven and CNI), an approved CNIConfig, the toleration of unhealthy devices, a class pinning a VLAN and a pod asking for an extended resource", len(examples))
 	}
 	for _, ex := range examples {
 		dryRunCreate(t, ctx, ex)
