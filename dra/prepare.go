@@ -44,6 +44,12 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 		// Prepared in another boot, or its CDI spec is gone: do every
 		// step again.
 		logger.Info("Preparing again", "preparedInBoot", c.BootID, "cdiSpec", exists(c.CDISpec))
+		if c.BootID != d.opts.BootID {
+			// This boot may number the RDMA devices' files otherwise.
+			if err := d.observeRDMAAgain(claim, &c); err != nil {
+				return kubeletplugin.PrepareResult{Err: err}
+			}
+		}
 		c.Prepared, c.Steps, c.BootID = false, nil, d.opts.BootID
 	case !ok:
 		planned, err := plan(claim, d.inventoryMap(), d.opts.NodeName, planPaths{
@@ -208,6 +214,25 @@ func (d *Driver) observeRDMA(dev *claims.Device) (why string, _ error) {
 	r.Link, r.Exclusive = info.Link, mode == dataplane.RDMANetnsExclusive && dev.Shared == nil
 	r.DeviceNodes = deviceNodes(info.Files)
 	return "", nil
+}
+
+// observeRDMAAgain reads the RDMA devices of a claim prepared in an
+// earlier boot again: the mode, and the files, which the kernel numbers
+// anew at each boot.
+func (d *Driver) observeRDMAAgain(claim *resourceapi.ResourceClaim, c *claims.Claim) error {
+	for i := range c.Devices {
+		dev := &c.Devices[i]
+		if dev.RDMA == nil {
+			continue
+		}
+		if why, err := d.observeRDMA(dev); err != nil || why != "" {
+			if err == nil {
+				err = errors.New(why)
+			}
+			return fmt.Errorf("claim %s, request %q, device %s: rdma: %w", klog.KObj(claim), dev.Request, dev.Device, err)
+		}
+	}
+	return nil
 }
 
 // deviceNodes are character devices as the record keeps them.
