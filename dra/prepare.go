@@ -158,7 +158,7 @@ func (d *Driver) observe(ctx context.Context, claim *resourceapi.ResourceClaim, 
 				{Path: fmt.Sprintf("/dev/vfio/%d", v.IOMMUGroup), HostPath: d.opts.PCI.GroupNode(v.IOMMUGroup)},
 			}
 		}
-		if r := dev.RDMA; r != nil {
+		if dev.RDMA != nil {
 			if why, err := d.observeRDMA(dev); err != nil {
 				return fail(err)
 			} else if why != "" {
@@ -212,7 +212,7 @@ func (d *Driver) observeRDMA(dev *claims.Device) (why string, _ error) {
 		return "", err
 	}
 	r.Link, r.Exclusive = info.Link, mode == dataplane.RDMANetnsExclusive && dev.Shared == nil
-	r.DeviceNodes = deviceNodes(info.Files)
+	r.DeviceNodes = attach.DeviceNodes(info.Files)
 	return "", nil
 }
 
@@ -233,15 +233,6 @@ func (d *Driver) observeRDMAAgain(claim *resourceapi.ResourceClaim, c *claims.Cl
 		}
 	}
 	return nil
-}
-
-// deviceNodes are character devices as the record keeps them.
-func deviceNodes(files []dataplane.CharDevice) []claims.DeviceNode {
-	var out []claims.DeviceNode
-	for _, f := range files {
-		out = append(out, claims.DeviceNode{Path: f.Path, HostPath: f.HostPath})
-	}
-	return out
 }
 
 // checkPodNetwork is the name of the PodNetwork a claim's config names,

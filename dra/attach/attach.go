@@ -49,3 +49,12 @@ func Netdev(d claims.Device) (dataplane.Netdev, bool) {
 	}
 	return nd, true
 }
+
+// DeviceNodes are character devices as the claim record keeps them.
+func DeviceNodes(files []dataplane.CharDevice) []claims.DeviceNode {
+	var out []claims.DeviceNode
+	for _, f := range files {
+		out = append(out, claims.DeviceNode{Path: f.Path, HostPath: f.HostPath})
+	}
+	return out
+}

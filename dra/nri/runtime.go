@@ -391,10 +391,7 @@ func (p *Plugin) recordRDMAFiles(n podNetdev, files []dataplane.CharDevice) erro
 	if r == nil {
 		return nil
 	}
-	var nodes []claims.DeviceNode
-	for _, f := range files {
-		nodes = append(nodes, claims.DeviceNode{Path: f.Path, HostPath: f.HostPath})
-	}
+	nodes := attach.DeviceNodes(files)
 	if slices.Equal(nodes, r.DeviceNodes) {
 		return nil
 	}
