@@ -65,7 +65,10 @@ func TestPlanShared(t *testing.T) {
 	if bw, err := planSharedClaim(t, bwClaim); err != nil || bw.Devices[0].Shared.MaxTxRate != 100_000_000 {
 		t.Errorf("bandwidth share = %+v, %v", bw, err)
 	}
-	v, err := planSharedClaim(t, sharedClaim("v", `"mode": "vlan", "vlan": {"id": 42}`))
+	vClaim := sharedClaim("v", `"mode": "vlan", "vlan": {"id": 42}`)
+	vClaim.Status.Allocation.Devices.Config = append(testClaim("", nil, fromClass(config(`"sharedParent": {"vlanIDs": ["40-49"]}`))).Status.Allocation.Devices.Config,
+		vClaim.Status.Allocation.Devices.Config...)
+	v, err := planSharedClaim(t, vClaim)
 	if err != nil || *v.Devices[0].Shared != (claims.SharedInterface{Parent: "ens1f0", Kind: "vlan", VLANID: 42, VLANProto: "802.1q", ShareID: "share-v"}) {
 		t.Errorf("vlan = %+v, %v", v, err)
 	}
