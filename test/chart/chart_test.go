@@ -395,6 +395,11 @@ func TestSchemaRefuses(t *testing.T) {
 		"extended resource of kubernetes.io":   {"deviceClasses: {extendedResourceNames: {vfio: kubernetes.io/vf}}", []string{"/deviceClasses/extendedResourceNames/vfio"}},
 		"extended resource of no such class":   {"deviceClasses: {extendedResourceNames: {gpu: example.com/gpu}}", []string{"'gpu' not allowed"}},
 		"CNI plugins at once a negative count": {"cni: {maxPlugins: -1}", []string{"/cni/maxPlugins"}},
+		"shared class in mode netdev":          {"share: {class: {mode: netdev}}", []string{"/share/class/mode"}},
+		"shared class macvlan mode source":     {"share: {class: {macvlanModes: [bridge, source]}}", []string{"/share/class/macvlanModes/1"}},
+		"shared class VLAN 0":                  {"share: {class: {vlanIDs: [0]}}", []string{"/share/class/vlanIDs/0"}},
+		"shared class VLAN range of words":     {"share: {class: {vlanIDs: [one-two]}}", []string{"/share/class/vlanIDs/0"}},
+		"shared class VLAN protocol qinq":      {"share: {class: {vlanProtocols: [qinq]}}", []string{"/share/class/vlanProtocols/0"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "values.yaml")
