@@ -31,11 +31,12 @@ import (
 // interface names unique within a claim.
 type Check struct {
 	Policy cnipolicy.Options
-	// Classes are the DeviceClasses known (the inputs'): their configs
-	// apply under the claims', and their selectors say which driver serves
-	// a request. Without its class, a request's driver is known by the
-	// class name: cni.networking.x-k8s.io, or a name ending in
-	// .fastpath.dev.
+	// Classes are the DeviceClasses known: their configs apply under the
+	// claims', and their selectors say which driver serves a request.
+	// Without its class, a request's driver is known by the class name:
+	// cni.networking.x-k8s.io, or a name ending in .fastpath.dev.
+	// CheckManifests lays the chart's under those given (the cluster's,
+	// for the admission webhook), and the inputs' over them.
 	Classes map[string]*resourceapi.DeviceClass
 	// Approved are the approved configs known (the inputs'); a claim
 	// naming another is checked short of it.

@@ -92,3 +92,27 @@ func classConfig(t *testing.T, c *resourceapi.DeviceClass) string {
 	}
 	return string(data)
 }
+
+// A claim of the chart's shared.fastpath.dev is judged by the class the
+// check knows (the cluster's, with the operator's values), else by the
+// chart's defaults: VLANs refused unless the class allows them.
+func TestObjectClusterClasses(t *testing.T) {
+	claim := []byte(`{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "vlan"}, "spec": {"devices": {
+		"requests": [{"name": "fast", "exactly": {"deviceClassName": "shared.fastpath.dev"}}],
+		"config": [{"opaque": {"driver": "fastpath.dev", "parameters": {"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig", "vlan": {"id": 100}}}}]}}}`)
+	rules := npwg.ConfigRules{Plugins: cnipolicy.DefaultPlugins}
+	check := Check{Policy: cnipolicy.Options{Plugins: cnipolicy.DefaultPlugins}}
+	if v := Object(claim, "app", check, rules); len(v.Problems) != 1 || !strings.Contains(v.Problems[0].Err.Error(), "vlan: Forbidden: only for mode vlan") {
+		t.Errorf("with the chart's defaults: %+v, want the class's macvlan", v.Problems)
+	}
+	class := ChartDeviceClasses()["shared.fastpath.dev"].DeepCopy()
+	class.Spec.Config[0].Opaque.Parameters.Raw = []byte(`{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig", "mode": "vlan", "pinned": ["mode"], ` +
+		`"sharedParent": {"vlanIDs": ["100-199"]}}`)
+	check.Classes = map[string]*resourceapi.DeviceClass{class.Name: class}
+	if v := Object(claim, "app", check, rules); len(v.Problems) != 0 {
+		t.Errorf("with the cluster's class allowing VLANs 100-199: %+v", v.Problems)
+	}
+	if len(chartClasses()["shared.fastpath.dev"].Spec.Config) != 1 || strings.Contains(string(chartClasses()["shared.fastpath.dev"].Spec.Config[0].Opaque.Parameters.Raw), "vlanIDs") {
+		t.Error("the cluster's class changed the chart's")
+	}
+}
