@@ -71,6 +71,18 @@ func TestDeployDeviceClasses(t *testing.T) {
 			if (cfg.RDMA != nil) != (class.Name == "rdma.fastpath.dev") {
 				t.Errorf("%s sets rdma %+v", class.Name, cfg.RDMA)
 			}
+			// Its selector is written for its mode: a claim may not
+			// change it.
+			if !slices.Equal(cfg.Pinned, []string{"mode"}) {
+				t.Errorf("%s pins %q, want its mode", class.Name, cfg.Pinned)
+			}
+			// What takes a shared device from the claims sharing it, only
+			// as the API's defaults allow.
+			if sp := cfg.SharedParent; (sp != nil) != (class.Name == "shared.fastpath.dev") ||
+				sp != nil && (!slices.Equal(sp.MacvlanModes, v1alpha1.DefaultSharedMacvlanModes) || len(sp.VLANIDs) > 0 ||
+					!slices.Equal(sp.VLANProtocols, v1alpha1.DefaultSharedVLANProtocols) || sp.RDMAUMAD) {
+				t.Errorf("%s: sharedParent %+v", class.Name, sp)
+			}
 		}
 		selector, err := filter.Compile(class.Spec.Selectors[0].CEL.Expression)
 		if err != nil {

@@ -16,23 +16,27 @@ import (
 )
 
 // fakeRDMA is a node's RDMA subsystem in a mode, whose devices have a
-// verbs device (uverbs2 unless verbs says) and rdma_cm, and no
-// management datagram device.
+// verbs device (uverbs2 unless verbs says) and rdma_cm, and a management
+// datagram device only when umad names it.
 type fakeRDMA struct {
-	mode, link, verbs string
+	mode, link, verbs, umad string
 }
 
 func (f fakeRDMA) NetnsMode() (string, error) { return f.mode, nil }
 
 func (f fakeRDMA) Device(name string, umad bool) (dataplane.RDMADevice, error) {
-	if umad {
+	if umad && f.umad == "" {
 		return dataplane.RDMADevice{}, errors.New("RDMA device " + name + " has no management datagram device (umad)")
 	}
 	verbs := "/dev/infiniband/" + cmp.Or(f.verbs, "uverbs2")
-	return dataplane.RDMADevice{Link: f.link, Files: []dataplane.CharDevice{
+	dev := dataplane.RDMADevice{Link: f.link, Files: []dataplane.CharDevice{
 		{Path: verbs, HostPath: verbs},
 		{Path: "/dev/infiniband/rdma_cm", HostPath: "/dev/infiniband/rdma_cm"},
-	}}, nil
+	}}
+	if umad {
+		dev.Files = append(dev.Files, dataplane.CharDevice{Path: "/dev/infiniband/" + f.umad, HostPath: "/dev/infiniband/" + f.umad})
+	}
+	return dev, nil
 }
 
 // rdmaInventory is the E810 fixture's, with an RDMA device on a VF

@@ -65,7 +65,10 @@ func TestPlanShared(t *testing.T) {
 	if bw, err := planSharedClaim(t, bwClaim); err != nil || bw.Devices[0].Shared.MaxTxRate != 100_000_000 {
 		t.Errorf("bandwidth share = %+v, %v", bw, err)
 	}
-	v, err := planSharedClaim(t, sharedClaim("v", `"mode": "vlan", "vlan": {"id": 42}`))
+	vClaim := sharedClaim("v", `"mode": "vlan", "vlan": {"id": 42}`)
+	vClaim.Status.Allocation.Devices.Config = append(testClaim("", nil, fromClass(config(`"sharedParent": {"vlanIDs": ["40-49"]}`))).Status.Allocation.Devices.Config,
+		vClaim.Status.Allocation.Devices.Config...)
+	v, err := planSharedClaim(t, vClaim)
 	if err != nil || *v.Devices[0].Shared != (claims.SharedInterface{Parent: "ens1f0", Kind: "vlan", VLANID: 42, VLANProto: "802.1q", ShareID: "share-v"}) {
 		t.Errorf("vlan = %+v, %v", v, err)
 	}
@@ -275,4 +278,66 @@ func leaseOf(c claims.Claim) string {
 		return ""
 	}
 	return c.Devices[0].IPAM.Address
+}
+
+// TestPrepareSharedParent: on a shared device, Prepare refuses what takes
+// the device from the other claims sharing it unless the claim's
+// DeviceClass allows it (sharedParent): with the chart's shared class, a
+// passthru macvlan, the RDMA device's management datagram devices, another
+// mode, and a claim's own sharedParent; with an operator's class, a VLAN
+// or protocol outside it. Each error names the claim, request, device,
+// field and class, and a refused claim leaves nothing; what a class allows
+// is prepared.
+func TestPrepareSharedParent(t *testing.T) {
+	var chart string
+	for _, c := range deployDeviceClasses(t) {
+		if c.Name == "shared.fastpath.dev" {
+			chart = string(c.Spec.Config[0].Opaque.Parameters.Raw)
+		}
+	}
+	if chart == "" {
+		t.Fatal("deploy/deviceclasses.yaml has no shared.fastpath.dev")
+	}
+	vlans := config(`"mode": "vlan", "sharedParent": {"vlanIDs": ["100-199"]}`)
+	whole := config(`"mode": "macvlan", "sharedParent": {"macvlanModes": ["passthru"], "rdmaUMAD": true}`)
+	const at = `claim default/%s, request "fast", device ` + pfDevice + `: config[1][FromClaim].parameters.`
+	for _, tc := range []struct {
+		name, class, classConfig, claim string
+		want                            string // the error after at; "" for none
+	}{
+		{name: "bridge", class: "shared.fastpath.dev", classConfig: chart, claim: `"macvlan": {"mode": "bridge"}, "interface": {"name": "fast0"}`},
+		{name: "passthru", class: "shared.fastpath.dev", classConfig: chart, claim: `"macvlan": {"mode": "passthru"}`,
+			want: `macvlan.mode: Forbidden: macvlan mode passthru is not among those DeviceClass shared.fastpath.dev allows on its shared devices (bridge, private, vepa): ` +
+				`a passthru macvlan takes the device from every claim sharing it`},
+		{name: "umad", class: "shared.fastpath.dev", classConfig: chart, claim: `"rdma": {"umad": true}`,
+			want: `rdma.umad: Forbidden: DeviceClass shared.fastpath.dev does not allow the management datagram devices (umadN) of its shared devices' RDMA devices`},
+		{name: "ipvlan", class: "shared.fastpath.dev", classConfig: chart, claim: `"mode": "ipvlan"`,
+			want: `mode: Forbidden: DeviceClass shared.fastpath.dev pins mode to "macvlan"`},
+		{name: "own", class: "shared.fastpath.dev", classConfig: chart, claim: `"sharedParent": {"macvlanModes": ["passthru"]}`,
+			want: `sharedParent: Forbidden: only a DeviceClass's config says what its claims may do to a shared device`},
+		{name: "vlan-42", class: "vlans.example.com", classConfig: vlans, claim: `"vlan": {"id": 42}`,
+			want: `vlan.id: Forbidden: VLAN 42 is not among the VLAN IDs DeviceClass vlans.example.com allows on its shared devices (100-199)`},
+		{name: "vlan-150", class: "vlans.example.com", classConfig: vlans, claim: `"vlan": {"id": 150}`},
+		{name: "qinq", class: "vlans.example.com", classConfig: vlans, claim: `"vlan": {"id": 150, "protocol": "802.1ad"}`,
+			want: `vlan.protocol: Forbidden: VLAN protocol 802.1ad is not among those DeviceClass vlans.example.com allows on its shared devices (802.1q)`},
+		{name: "whole", class: "whole.example.com", classConfig: whole, claim: `"macvlan": {"mode": "passthru"}, "rdma": {"umad": true}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			claim := testClaim(tc.name, []alloc{{Request: "fast", Device: pfDevice}}, fromClass(tc.classConfig), fromClaim(config(tc.claim)))
+			claim.Spec.Devices.Requests[0].Exactly.DeviceClassName = tc.class
+			claim.Status.Allocation.Devices.Results[0].ShareID = new(types.UID("share-" + tc.name))
+			d, k, ctx := startTestDriverWith(t, &fakePF{}, func(o *Options) { o.RDMA = fakeRDMA{mode: "shared", umad: "umad0"} }, &fakeObject{claim})
+			d.UseInventory(rdmaInventory(t))
+			e := prepare(t, ctx, k, claim)
+			if tc.want == "" {
+				if e != "" {
+					t.Fatalf("prepare: %s", e)
+				}
+				unprepare(t, ctx, k, claim)
+			} else if want := fmt.Sprintf(at, tc.name) + tc.want; !strings.Contains(e, want) {
+				t.Errorf("error %q\nwant %q", e, want)
+			}
+			assertNothingLeft(t, d)
+		})
+	}
 }

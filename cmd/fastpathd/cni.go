@@ -32,6 +32,7 @@ type cniPolicyOptions struct {
 	plugins         string
 	configNamespace string
 	requireApproved bool
+	vlanIDs         string
 }
 
 func (o *cniPolicyOptions) addFlags(fs *flag.FlagSet) {
@@ -41,6 +42,9 @@ func (o *cniPolicyOptions) addFlags(fs *flag.FlagSet) {
 		"namespace approved configs (CNIConfig objects) read ConfigMaps from (configMapKeyRef)")
 	fs.BoolVar(&o.requireApproved, "cni-require-approved", false,
 		"claims may only name approved configs (configName), not carry plugins of their own")
+	fs.StringVar(&o.vlanIDs, "cni-vlan-ids", "",
+		"comma-separated VLAN IDs and ranges (100,200-299; 0-4094) of the CNI devices' interface a claim's own config may make its interface on (the vlan plugin's vlanId, 0 when left out); "+
+			"none by default: a VLAN of the node's interface is a network of the node's (approved configs may use any)")
 }
 
 func (o *cniPolicyOptions) validate(cmd string) error {
@@ -56,11 +60,15 @@ func (o *cniPolicyOptions) validate(cmd string) error {
 	if msgs := validation.IsDNS1123Label(o.configNamespace); len(msgs) > 0 {
 		return usagef("%s: --cni-config-namespace %q: %s", cmd, o.configNamespace, strings.Join(msgs, "; "))
 	}
+	if err := cnipolicy.ValidateVLANIDs(splitList(o.vlanIDs)); err != nil {
+		return usagef("%s: --cni-vlan-ids: %v", cmd, err)
+	}
 	return nil
 }
 
 func (o *cniPolicyOptions) policy() cnipolicy.Options {
-	return cnipolicy.Options{Plugins: splitList(o.plugins), ConfigNamespace: o.configNamespace, RequireApproved: o.requireApproved}
+	return cnipolicy.Options{Plugins: splitList(o.plugins), ConfigNamespace: o.configNamespace, RequireApproved: o.requireApproved,
+		VLANIDs: splitList(o.vlanIDs)}
 }
 
 // cniOptions are the flags of the CNI DRA driver (cni.dra.networking.x-k8s.io).

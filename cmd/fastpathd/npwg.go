@@ -68,6 +68,7 @@ type npwgConfigOptions struct {
 	hostDevices    string
 	hostPaths      string
 	hostOptions    string
+	vlanIDs        string
 }
 
 // addFlags adds the flags; confDir is --npwg-conf-dir's default.
@@ -83,12 +84,15 @@ func (o *npwgConfigOptions) addFlags(fs *flag.FlagSet, confDir string) {
 	fs.StringVar(&o.hostPaths, "npwg-host-paths", "", "comma-separated host directories under which a NetworkAttachmentDefinition's spec.config may name files "+
 		"(host-local's dataDir, any absolute path; \"/\": all); none by default")
 	fs.StringVar(&o.hostOptions, "npwg-host-options", "", "comma-separated options that change the node which a NetworkAttachmentDefinition's spec.config may turn on, "+
-		"as <plugin type>.<option> patterns (bridge.isGateway, bridge.ipMasq, bridge.*, tuning.sysctl for sysctls outside net.*; \"*\": all); none by default")
+		"as <plugin type>.<option> patterns (bridge.isGateway, bridge.ipMasq, bridge.*, tuning.sysctl for sysctls outside net.*, macvlan.passthru for a macvlan that takes its master whole; \"*\": all); none by default")
+	fs.StringVar(&o.vlanIDs, "npwg-vlan-ids", "", "comma-separated VLAN IDs and ranges (100,200-299; 0-4094) of a host device a NetworkAttachmentDefinition's spec.config may make its interface on "+
+		"(the vlan plugin's vlanId, 0 when left out; a device delegated to the pod excepted); none by default")
 }
 
 // hostPolicy is the policy's part for objects of the host.
 func (o *npwgConfigOptions) hostPolicy() npwg.Policy {
-	return npwg.Policy{HostDevices: splitList(o.hostDevices), HostPaths: splitList(o.hostPaths), HostOptions: splitList(o.hostOptions)}
+	return npwg.Policy{HostDevices: splitList(o.hostDevices), HostPaths: splitList(o.hostPaths), HostOptions: splitList(o.hostOptions),
+		VLANIDs: splitList(o.vlanIDs)}
 }
 
 // confDirRules are the operator's directory and who may use it.
@@ -103,7 +107,7 @@ func (o *npwgConfigOptions) validate(cmd string) error {
 		return usagef("%s: --npwg-conf-namespaces: %v", cmd, err)
 	}
 	if err := o.hostPolicy().Validate(); err != nil {
-		return usagef("%s: --npwg-host-devices, --npwg-host-paths, --npwg-host-options: %v", cmd, err)
+		return usagef("%s: --npwg-host-devices, --npwg-host-paths, --npwg-host-options, --npwg-vlan-ids: %v", cmd, err)
 	}
 	return nil
 }
@@ -218,7 +222,7 @@ func (o *npwgOptions) validate(cni *cniOptions) error {
 		return err
 	}
 	if err := o.policy().Validate(); err != nil {
-		return usagef("run: --npwg-allowed-namespaces, --npwg-host-devices, --npwg-host-paths: %v", err)
+		return usagef("run: --npwg-allowed-namespaces, --npwg-host-devices, --npwg-host-paths, --npwg-host-options, --npwg-vlan-ids: %v", err)
 	}
 	if err := npwg.ValidInterfaceName(o.defaultInterface); err != nil {
 		return usagef("run: --npwg-default-interface %q: %v", o.defaultInterface, err)

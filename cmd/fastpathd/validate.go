@@ -46,8 +46,8 @@ every opaque config of fastpath.dev and cni.dra.networking.x-k8s.io, a Pod's
 k8s.v1.cni.cncf.io/networks annotation (the Network Plumbing WG's network
 selection), a NetworkAttachmentDefinition's CNI configuration as the node
 reads and judges it (--cni-plugins, --npwg-host-devices, --npwg-host-paths,
---npwg-host-options, --npwg-conf-namespaces; one with an empty spec.config
-is judged further only with --npwg-conf-dir). Prints one line per problem
+--npwg-host-options, --npwg-vlan-ids, --npwg-conf-namespaces; one with an
+empty spec.config is judged further only with --npwg-conf-dir). Prints one line per problem
 (file:line: object: request: field: problem), and on standard error one line
 per object it does not judge (skipped: kind namespace/name).
 Exit codes: 0 no problem, 1 problems found, 2 unreadable input or bad flags.

@@ -11,16 +11,27 @@ import (
 // (Inspect), its arguments set (set: the dotted field path each
 // argument set, and from where): an object of the host, named or taken by
 // default, may be in a claim's own config only when an argument takes it
-// from the allocated device (attributeRef); a host-changing option not at
-// all; a field spelled twice never. The operator's approved configs are
-// not checked.
-func hostObjects(view View, set map[string]argSource, path *field.Path) field.ErrorList {
+// from the allocated device (attributeRef); a VLAN of it only when
+// vlanIDs (--cni-vlan-ids) hold it (static: a VLAN an argument reads from
+// the cluster is left to the node); a host-changing option not at all; a
+// field spelled twice never. The operator's approved configs are not
+// checked.
+func hostObjects(view View, set map[string]argSource, path *field.Path, vlanIDs []string, static bool) field.ErrorList {
 	var errs field.ErrorList
 	for _, p := range view.Problems {
 		errs = append(errs, field.Invalid(path.Child("config"), "", p))
 	}
 	for _, r := range view.Refs {
 		src, ok := argumentOf(set, r.Path)
+		if r.Kind == HostVLAN {
+			if static && ok && src.kind != sourceValue {
+				continue
+			}
+			if !allowsVLAN(vlanIDs, r.Value) {
+				errs = append(errs, refuseVLAN(path, r, ok, src, vlanIDs))
+			}
+			continue
+		}
 		if ok && src.kind == sourceAttribute && !r.Omitted {
 			continue
 		}
@@ -67,13 +78,40 @@ func refuseHostObject(path *field.Path, r Ref, blame *argSource) *field.Error {
 		return field.Required(at, fmt.Sprintf("left out, the plugin takes %s (a %s): set %s from the allocated device (an argument with valueFrom.attributeRef), "+
 			"or name an approved CNIConfig (configName)", r.Value, r.Kind, r.Field))
 	case r.Kind == HostOption:
-		return field.Forbidden(at, fmt.Sprintf("changes the node (the plugin's %s): a claim's own config may not; only an approved CNIConfig (configName) may", r.Field))
+		what := "the plugin's " + r.Field
+		if r.Why != "" {
+			what = r.Why
+		}
+		const rule = "a claim's own config may not; only an approved CNIConfig (configName) may"
+		if blame != nil {
+			return field.Forbidden(blame.field(path), fmt.Sprintf("sets config.%s, which changes the node (%s): %s", r.Path, what, rule))
+		}
+		return field.Forbidden(at, fmt.Sprintf("changes the node (%s): %s", what, rule))
 	case blame != nil:
 		return field.Forbidden(blame.field(path), fmt.Sprintf("sets config.%s, which names an object of the host (%s): %s", r.Path, what, rule))
 	case Fold(LastKey(r.Path)) == Fold(r.Field) && LastKey(r.Path) != r.Field:
 		return field.Forbidden(at, fmt.Sprintf("read by the plugin as %s, names an object of the host (%s): %s", r.Field, what, rule))
 	}
 	return field.Forbidden(at, fmt.Sprintf("names an object of the host (%s): %s", what, rule))
+}
+
+// refuseVLAN is the error of a plugin's config at path making its
+// interface on a VLAN r of the allocated device that vlanIDs do not hold,
+// set by the config itself or, when byArgument, by the argument src.
+func refuseVLAN(path *field.Path, r Ref, byArgument bool, src argSource, vlanIDs []string) *field.Error {
+	at := path.Child("config")
+	for _, k := range strings.Split(r.Path, ".") {
+		at = at.Child(k)
+	}
+	if byArgument && !r.Omitted {
+		at = src.field(path)
+	}
+	allowed := fmt.Sprintf("the VLAN IDs the operator allows CNI claims (--cni-vlan-ids: %s): a VLAN of the node's interface is a network of the node's; "+
+		"use one of them, or name an approved CNIConfig (configName)", listOrNone(vlanIDs))
+	if r.Omitted {
+		return field.Required(at, fmt.Sprintf("left out, the plugin makes VLAN 0 of the node's interface (priority tags on its untagged network), which is not among %s", allowed))
+	}
+	return field.Forbidden(at, fmt.Sprintf("VLAN %s of the node's interface is not among %s", r.Value, allowed))
 }
 
 // redactErrs removes values read from ConfigMaps from errors.

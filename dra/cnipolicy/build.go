@@ -34,6 +34,11 @@ type Options struct {
 	// RequireApproved: claims may only name approved configs
 	// (configName), not carry their own plugins.
 	RequireApproved bool
+	// VLANIDs are the VLANs of the allocated device (the node's
+	// interface) a claim's own config may make its interface on (vlan's
+	// vlanId), as Policy.VLANIDs; none by default. Approved configs may
+	// use any.
+	VLANIDs []string
 }
 
 // Sources is what an argument may refer to.
@@ -160,7 +165,7 @@ func Build(ctx context.Context, cfg v1alpha1.CNIConfig, name string, policy Opti
 		}
 		view := Inspect(conf)
 		if !trusted {
-			errs = append(errs, hostObjects(view, set, path)...)
+			errs = append(errs, hostObjects(view, set, path, policy.VLANIDs, c.Static)...)
 		}
 		for _, t := range view.Types {
 			if !slices.Contains(policy.Plugins, t.Name) {

@@ -53,7 +53,8 @@ func testCNIContext(t testing.TB) Sources {
 		Slice:      map[string]string{"spec.nodeName": "node-a", "spec.pool.name": "node-a", "spec.driver": v1alpha1.CNIDriver}}
 }
 
-var testPolicy = Options{Plugins: []string{"macvlan", "host-local", "tuning", "vlan", "bridge", "host-device"}, ConfigNamespace: "fastpath-system"}
+var testPolicy = Options{Plugins: []string{"macvlan", "host-local", "tuning", "vlan", "bridge", "host-device"}, ConfigNamespace: "fastpath-system",
+	VLANIDs: []string{"100-199", "300"}}
 
 func decodeCNI(t *testing.T, doc string) v1alpha1.CNIConfig {
 	t.Helper()
@@ -299,5 +300,68 @@ func TestBuildUpstreamForm(t *testing.T) {
 		!strings.Contains(errs.ToAggregate().Error(), "config.plugins[0].master: Forbidden: names an object of the host") ||
 		!strings.Contains(errs.ToAggregate().Error(), "leave the field out where the node fills it from the allocated device") {
 		t.Errorf("master eth0 in the upstream form: %v", errs)
+	}
+}
+
+// A CNI claim's macvlan, vlan and ipvlan are made on the node's interface,
+// which every CNI claim of the node shares: a claim's own config may not
+// take it whole (a passthru macvlan, in any letter case of key and value,
+// by a constant argument too) nor make its interface on a VLAN of it the
+// operator did not allow (--cni-vlan-ids: a vlanId, in any letter case;
+// left out, VLAN 0); an approved config may.
+func TestBuildConflistSharedMaster(t *testing.T) {
+	plugin := func(s string) string { return `{` + cniHead + `, "plugins": [` + s + `]}` }
+	const master = `"arguments": [{"fieldPath": "master", "valueFrom": {"attributeRef": "name"}}]`
+	const whole = "changes the node (a passthru macvlan takes its master whole: the master turns promiscuous, its MAC is the pod's to change, " +
+		"and no other macvlan can be made on it): a claim's own config may not; only an approved CNIConfig (configName) may"
+	noVLANs := Options{Plugins: testPolicy.Plugins, ConfigNamespace: testPolicy.ConfigNamespace}
+	for name, tc := range map[string]struct {
+		doc    string
+		policy *Options
+		want   []string // errors, whole; none: built
+	}{
+		"bridge":   {doc: plugin(`{"type": "macvlan", "config": {"mode": "bridge"}, ` + master + `}`)},
+		"vepa":     {doc: plugin(`{"type": "macvlan", "config": {"mode": "vepa"}, ` + master + `}`)},
+		"passthru": {doc: plugin(`{"type": "macvlan", "config": {"mode": "passthru"}, ` + master + `}`), want: []string{"plugins[0].config.mode: Forbidden: " + whole}},
+		"Mode PASSTHRU": {doc: plugin(`{"type": "macvlan", "config": {"Mode": "PASSTHRU"}, ` + master + `}`),
+			want: []string{"plugins[0].config.Mode: Forbidden: " + whole}},
+		"passthru by argument": {doc: plugin(`{"type": "macvlan", "arguments": [{"fieldPath": "master", "attributeRef": "name"}, {"fieldPath": "mode", "value": "passthru"}]}`),
+			want: []string{"plugins[0].arguments[1].value: Forbidden: sets config.mode, which " + whole}},
+		"passthru of another plugin": {doc: plugin(`{"type": "tuning", "config": {"mode": "passthru"}}`)},
+		"a VLAN allowed":             {doc: plugin(`{"type": "vlan", "config": {"vlanId": 150, "ipam": {"type": "host-local"}}, ` + master + `}`)},
+		"a VLAN not allowed": {doc: plugin(`{"type": "vlan", "config": {"vlanId": 42}, ` + master + `}`),
+			want: []string{"plugins[0].config.vlanId: Forbidden: VLAN 42 of the node's interface is not among the VLAN IDs the operator allows CNI claims (--cni-vlan-ids: 100-199, 300): " +
+				"a VLAN of the node's interface is a network of the node's; use one of them, or name an approved CNIConfig (configName)"}},
+		"VLANID in capitals": {doc: plugin(`{"type": "vlan", "config": {"VLANID": 42}, ` + master + `}`),
+			want: []string{"plugins[0].config.VLANID: Forbidden: VLAN 42 of the node's interface"}},
+		"a VLAN by argument": {doc: plugin(`{"type": "vlan", "arguments": [{"fieldPath": "master", "attributeRef": "name"}, {"fieldPath": "VlanId", "value": 4000}]}`),
+			want: []string{"plugins[0].arguments[1].value: Forbidden: VLAN 4000 of the node's interface"}},
+		"the VLAN left out": {doc: plugin(`{"type": "vlan", ` + master + `}`),
+			want: []string{"plugins[0].config.vlanId: Required value: left out, the plugin makes VLAN 0 of the node's interface (priority tags on its untagged network), " +
+				"which is not among the VLAN IDs the operator allows CNI claims (--cni-vlan-ids: 100-199, 300)"}},
+		"no VLAN allowed": {doc: plugin(`{"type": "vlan", "config": {"vlanId": 150}, ` + master + `}`), policy: &noVLANs,
+			want: []string{"plugins[0].config.vlanId: Forbidden: VLAN 150 of the node's interface is not among the VLAN IDs the operator allows CNI claims (--cni-vlan-ids: none)"}},
+		"an approved config": {doc: `{"ifName": "net3", "configName": "takes-all"}`, policy: &noVLANs},
+	} {
+		t.Run(name, func(t *testing.T) {
+			policy := testPolicy
+			if tc.policy != nil {
+				policy = *tc.policy
+			}
+			c := testCNIContext(t)
+			set := c.Approved.(ApprovedSet)
+			set["takes-all"] = &v1alpha1.CNIConfigObject{Spec: v1alpha1.CNIConfig{Plugins: []v1alpha1.CNIPlugin{
+				{Type: "macvlan", Config: map[string]any{"master": "ens1f0", "mode": "passthru"}},
+				{Type: "vlan", Config: map[string]any{"master": "ens1f0", "vlanId": 7}}}}}
+			_, errs := Build(context.Background(), decodeCNI(t, tc.doc), "default-c-r", policy, c)
+			if len(errs) != len(tc.want) {
+				t.Fatalf("errors %v, want %q", errs, tc.want)
+			}
+			for i, want := range tc.want {
+				if !strings.HasPrefix(errs[i].Error(), want) {
+					t.Errorf("error %d:\n%s\nwant\n%s", i, errs[i], want)
+				}
+			}
+		})
 	}
 }

@@ -49,7 +49,7 @@ func TestInspect(t *testing.T) {
 		"macvlan left out": {config: `{"type": "macvlan", "ipam": {"type": "static"}}`, types: []string{"macvlan", "static"},
 			refs: []string{"host device* master=" + DefaultRouteLink}},
 		"macvlan empty": {config: `{"type": "macvlan", "master": ""}`, types: []string{"macvlan"}, refs: []string{"host device* master=" + DefaultRouteLink}},
-		"vlan null":     {config: `{"type": "vlan", "MASTER": null, "vlanId": 4}`, types: []string{"vlan"}, refs: []string{"host device* master=" + DefaultRouteLink}},
+		"vlan null":     {config: `{"type": "vlan", "MASTER": null, "vlanId": 4}`, types: []string{"vlan"}, refs: []string{"host device* master=" + DefaultRouteLink, "host VLAN vlanId=4"}},
 		"IPAM's type": {config: `{"type": "macvlan", "master": "x", "IPAM": {"TYPE": "host-device"}, "Device": "eth0"}`, types: []string{"macvlan", "host-device"},
 			refs: []string{"host device Device=eth0", "host device master=x"}},
 		"bridge": {config: `{"type": "bridge", "isGateway": true, "ipMasq": false, "HairpinMode": true, "vlan": 0}`, types: []string{"bridge"},
@@ -60,6 +60,14 @@ func TestInspect(t *testing.T) {
 			refs: []string{"host option sysctl[kernel.core_pattern]=kernel.core_pattern", "host option sysctl[net/../kernel]=net/../kernel"}},
 		"spelled twice": {config: `{"type": "macvlan", "master": "a", "Master": "b"}`, types: []string{"macvlan"},
 			refs: []string{"host device Master=b", "host device master=a"}, problems: []string{`the keys "Master" and "master" set one field`}},
+		"macvlan passthru": {config: `{"type": "macvlan", "master": "x", "MODE": "PassThru"}`, types: []string{"macvlan"},
+			refs: []string{"host option MODE=PassThru", "host device master=x"}},
+		"macvlan bridge":  {config: `{"type": "macvlan", "master": "x", "mode": "bridge"}`, types: []string{"macvlan"}, refs: []string{"host device master=x"}},
+		"ipvlan passthru": {config: `{"type": "ipvlan", "master": "x", "mode": "passthru"}`, types: []string{"ipvlan"}, refs: []string{"host device master=x"}},
+		"vlan":            {config: `{"type": "vlan", "master": "x", "VlanID": 7}`, types: []string{"vlan"}, refs: []string{"host VLAN VlanID=7", "host device master=x"}},
+		"vlan left out":   {config: `{"type": "vlan", "master": "x"}`, types: []string{"vlan"}, refs: []string{"host device master=x", "host VLAN* vlanId=0"}},
+		"vlan a string":   {config: `{"type": "vlan", "master": "x", "vlanId": "7"}`, types: []string{"vlan"}, refs: []string{"host device master=x", "host VLAN vlanId=7"}},
+		"vlan a fraction": {config: `{"type": "vlan", "master": "x", "vlanId": 7.5}`, types: []string{"vlan"}, refs: []string{"host device master=x", "host VLAN vlanId=7.5"}},
 		"type spelled twice": {config: `{"type": "macvlan", "Type": "host-device"}`,
 			refs: nil, problems: []string{`the keys "Type" and "type" set one field`}},
 	} {
@@ -102,7 +110,7 @@ func TestPolicy(t *testing.T) {
 	ref := func(kind Kind, field, value string, omitted bool) Ref {
 		return Ref{Kind: kind, Path: field, Field: field, Value: value, Omitted: omitted}
 	}
-	p := Policy{Devices: []string{"ens1f*", "cni0"}, Paths: []string{"/var/lib/cni"}, Options: []string{"bridge.ipMasq"}}
+	p := Policy{Devices: []string{"ens1f*", "cni0"}, Paths: []string{"/var/lib/cni"}, Options: []string{"bridge.ipMasq", "macvlan.passthru"}, VLANIDs: []string{"7", "100-199"}}
 	for _, tc := range []struct {
 		typ  string
 		ref  Ref
@@ -117,6 +125,12 @@ func TestPolicy(t *testing.T) {
 		{"host-local", ref(HostPath, "dataDir", "/var/lib/cni/x", false), true},
 		{"host-local", ref(HostPath, "dataDir", "/var/lib/cni/../../etc", false), false},
 		{"host-local", ref(HostPath, "dataDir", "/var/lib/cnix", false), false},
+		{"macvlan", ref(HostOption, "passthru", "passthru", false), true},
+		{"vlan", ref(HostVLAN, "vlanId", "150", false), true},
+		{"vlan", ref(HostVLAN, "vlanId", "7", false), true},
+		{"vlan", ref(HostVLAN, "vlanId", "8", false), false},
+		{"vlan", ref(HostVLAN, "vlanId", "0", true), false},
+		{"vlan", ref(HostVLAN, "vlanId", "7.5", false), false},
 	} {
 		if got := p.Allows(tc.typ, tc.ref); got != tc.want {
 			t.Errorf("%s %+v: allowed %v, want %v", tc.typ, tc.ref, got, tc.want)
@@ -126,9 +140,11 @@ func TestPolicy(t *testing.T) {
 	if !all.Allows("macvlan", ref(HostDevice, "master", DefaultRouteLink, true)) || !all.Allows("tuning", ref(HostOption, "sysctl", "kernel.x", false)) {
 		t.Error("* does not allow all")
 	}
-	if err := (Policy{Devices: []string{"["}, Paths: []string{"rel", "/a/../b"}, Options: []string{"ipMasq"}}).Validate(); err == nil ||
+	if err := (Policy{Devices: []string{"["}, Paths: []string{"rel", "/a/../b"}, Options: []string{"ipMasq"}, VLANIDs: []string{"0-4094", "5000", "9-1"}}).Validate(); err == nil ||
 		!strings.Contains(err.Error(), `host device "["`) || !strings.Contains(err.Error(), `host path "rel"`) ||
-		!strings.Contains(err.Error(), `host path "/a/../b"`) || !strings.Contains(err.Error(), `host option "ipMasq"`) {
+		!strings.Contains(err.Error(), `host path "/a/../b"`) || !strings.Contains(err.Error(), `host option "ipMasq"`) ||
+		strings.Contains(err.Error(), `"0-4094"`) || !strings.Contains(err.Error(), `VLAN IDs "5000": VLAN ID 5000 is not between 0 and 4094`) ||
+		!strings.Contains(err.Error(), `VLAN IDs "9-1": the range 9-1 ends below its start`) {
 		t.Errorf("Validate: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"testing"
 )
 
@@ -18,9 +19,15 @@ type (
 			Type string `json:"type"`
 		} `json:"ipam"`
 	}
-	macvlanConf struct { // plugins/main/macvlan, ipvlan and vlan
+	macvlanConf struct { // plugins/main/macvlan and ipvlan
 		netConf
 		Master string `json:"master"`
+		Mode   string `json:"mode"`
+	}
+	vlanConf struct { // plugins/main/vlan
+		netConf
+		Master string `json:"master"`
+		VlanID int    `json:"vlanId"`
 	}
 	bridgeConf struct { // plugins/main/bridge
 		netConf
@@ -61,8 +68,9 @@ type (
 
 // FuzzPluginView: the policy's view of a configuration (Inspect) and what
 // the plugins' own decoding reads from it never disagree on a plugin
-// type, a host device, a host path or a host-changing option. A view
-// with problems is refused whatever the policy, so it need not agree.
+// type, a host device, a host path, a host-changing option (a passthru
+// macvlan among them) or a VLAN of the master. A view with problems is
+// refused whatever the policy, so it need not agree.
 func FuzzPluginView(f *testing.F) {
 	for _, seed := range []string{
 		`{"type": "macvlan", "master": "eth0", "ipam": {"type": "host-local", "dataDir": "/var/lib/cni"}}`,
@@ -75,6 +83,12 @@ func FuzzPluginView(f *testing.F) {
 		`{"type": "tuning", "sysctl": {"kernel.core_pattern": "|/x", "net.ipv4.ip_forward": "1"}}`,
 		`{"type": "bridge", "bridge": "", "hairpinMode": false}`,
 		`{"type": "macvlan", "master": "a", "master": "b"}`,
+		`{"type": "macvlan", "Master": "ens1f0", "MODE": "passthru"}`,
+		`{"type": "macvlan", "master": "ens1f0", "mode": "PASSTHRU"}`,
+		`{"type": "vlan", "master": "ens1f0", "VLANID": 42}`,
+		`{"type": "vlan", "master": "ens1f0", "vlanId": -0}`,
+		`{"type": "vlan", "master": "ens1f0", "vlanId": null}`,
+		`{"type": "vlan", "master": "ens1f0", "vlanId": 1e2}`,
 	} {
 		f.Add(seed)
 	}
@@ -114,16 +128,33 @@ func FuzzPluginView(f *testing.F) {
 			}
 		}
 		decode := func(into any) bool { return json.Unmarshal([]byte(data), into) == nil }
+		master := func(m string) {
+			t.Helper()
+			if m == "" {
+				has(HostDevice, "master", DefaultRouteLink, true)
+			} else {
+				has(HostDevice, "master", m, false)
+			}
+		}
 		switch nc.Type {
-		case "macvlan", "ipvlan", "vlan":
+		case "macvlan", "ipvlan":
 			var c macvlanConf
 			if !decode(&c) {
 				return
 			}
-			if c.Master == "" {
-				has(HostDevice, "master", DefaultRouteLink, true)
-			} else {
-				has(HostDevice, "master", c.Master, false)
+			master(c.Master)
+			if nc.Type == "macvlan" && c.Mode == "passthru" &&
+				!slices.ContainsFunc(v.Refs, func(r Ref) bool { return r.Kind == HostOption && r.Field == "passthru" && r.OfMaster }) {
+				t.Errorf("%s: macvlan takes its master whole (passthru), the policy sees %+v", data, v.Refs)
+			}
+		case "vlan":
+			var c vlanConf
+			if !decode(&c) {
+				return
+			}
+			master(c.Master)
+			if id := strconv.Itoa(c.VlanID); !slices.ContainsFunc(v.Refs, func(r Ref) bool { return r.Kind == HostVLAN && r.Value == id && r.OfMaster }) {
+				t.Errorf("%s: vlan makes VLAN %s of its master, the policy sees %+v", data, id, v.Refs)
 			}
 		case "bridge":
 			var c bridgeConf

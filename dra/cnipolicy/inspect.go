@@ -1,9 +1,12 @@
 package cnipolicy
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -18,8 +21,11 @@ const (
 	HostPath
 	// HostOption is an option that changes the host: addresses, routes or
 	// NAT rules on the node, forwarding, a sysctl outside the pod's
-	// network namespace.
+	// network namespace, a mode that takes the master whole.
 	HostOption
+	// HostVLAN is a VLAN of the master the plugin makes its interface on
+	// (vlan's vlanId): a network of the node's, whoever else is on it.
+	HostVLAN
 )
 
 func (k Kind) String() string {
@@ -28,6 +34,8 @@ func (k Kind) String() string {
 		return "host device"
 	case HostPath:
 		return "host path"
+	case HostVLAN:
+		return "host VLAN"
 	}
 	return "host option"
 }
@@ -52,6 +60,12 @@ type Ref struct {
 	Value string
 	// Omitted: the field is left out and the plugin takes its default.
 	Omitted bool
+	// OfMaster: it takes or changes the master alone (a passthru
+	// macvlan, a VLAN), nothing else of the host.
+	OfMaster bool
+	// Why says what it does to the host where its field does not, for
+	// errors.
+	Why string
 }
 
 // A TypeRef is an executable a configuration runs: the plugin's type or
@@ -166,6 +180,29 @@ func (v *View) plugin(conf map[string]any, p pluginFacts) {
 			v.Refs = append(v.Refs, Ref{Kind: HostOption, Path: key, Field: o, Value: fmt.Sprint(val)})
 		}
 	}
+	if p.masterModes != nil {
+		if key, val, ok := Get(conf, "mode"); ok {
+			// The plugin reads the value as written (macvlan's
+			// modeFromString); any letter case is refused alike.
+			if s, isString := val.(string); isString {
+				for _, m := range p.masterModes {
+					if Fold(s) == Fold(m.name) {
+						v.Refs = append(v.Refs, Ref{Kind: HostOption, Path: key, Field: m.name, Value: s, OfMaster: true, Why: m.why})
+					}
+				}
+			}
+		}
+	}
+	if p.vlanID != "" {
+		key, val, ok := Get(conf, p.vlanID)
+		r := Ref{Kind: HostVLAN, Path: key, Field: p.vlanID, Value: jsonValue(val), OfMaster: true}
+		if !ok || val == nil {
+			// Left out, the plugin makes VLAN 0: priority tags on the
+			// master's untagged network.
+			r.Path, r.Value, r.Omitted = p.vlanID, "0", true
+		}
+		v.Refs = append(v.Refs, r)
+	}
 	if p.sysctls {
 		if key, val, ok := Get(conf, "sysctl"); ok {
 			m, _ := val.(map[string]any)
@@ -183,6 +220,21 @@ func (v *View) plugin(conf map[string]any, p pluginFacts) {
 // as slashes; anything else there is the node's).
 func podSysctl(name string) bool {
 	return strings.HasPrefix(name, "net.") && !strings.ContainsAny(name, "/\\") && !strings.Contains(name, "..")
+}
+
+// jsonValue is a value decoded from JSON as text: an integral number in
+// decimal, a string as it is, anything else as JSON.
+func jsonValue(v any) string {
+	switch v := v.(type) {
+	case float64:
+		if v == math.Trunc(v) && math.Abs(v) < 1<<53 {
+			return strconv.FormatInt(int64(v), 10)
+		}
+	case string:
+		return v
+	}
+	data, _ := json.Marshal(v)
+	return string(data)
 }
 
 // truthy says whether an option's value turns it on: anything but false,

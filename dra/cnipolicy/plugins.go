@@ -51,16 +51,29 @@ type pluginFacts struct {
 	hostOptions []string
 	// sysctls: its sysctl map is written under /proc/sys.
 	sysctls bool
+	// masterModes are the values of its field mode that take its master
+	// whole, each a host option named as the mode.
+	masterModes []masterMode
+	// vlanID is its field of the VLAN of its master it makes its
+	// interface on; "" for none.
+	vlanID string
 }
+
+// A masterMode is a mode that takes the master whole.
+type masterMode struct{ name, why string }
 
 // referencePlugins are the facts of the reference plugins
 // (containernetworking/plugins) a tenant's configuration may name.
 var referencePlugins = map[string]pluginFacts{
 	// macvlan, ipvlan and vlan make their interface on master, the
-	// node's default-route interface when left out.
-	"macvlan": {defaults: []defaultRef{{"master", HostDevice, DefaultRouteLink}}},
-	"ipvlan":  {defaults: []defaultRef{{"master", HostDevice, DefaultRouteLink}}},
-	"vlan":    {defaults: []defaultRef{{"master", HostDevice, DefaultRouteLink}}},
+	// node's default-route interface when left out. A passthru macvlan
+	// takes its master whole; a vlan is a VLAN of its master, 0 when
+	// vlanId is left out (the plugin makes 802.1Q alone).
+	"macvlan": {defaults: []defaultRef{{"master", HostDevice, DefaultRouteLink}},
+		masterModes: []masterMode{{"passthru", "a passthru macvlan takes its master whole: the master turns promiscuous, " +
+			"its MAC is the pod's to change, and no other macvlan can be made on it"}}},
+	"ipvlan": {defaults: []defaultRef{{"master", HostDevice, DefaultRouteLink}}},
+	"vlan":   {defaults: []defaultRef{{"master", HostDevice, DefaultRouteLink}}, vlanID: "vlanId"},
 	// bridge attaches to (and makes) the bridge cni0 when left out; its
 	// options put the gateway address on the bridge and turn on
 	// forwarding (isGateway, isDefaultGateway, forceAddress), add NAT

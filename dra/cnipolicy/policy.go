@@ -6,7 +6,10 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 )
 
 // AllowAll in a Policy's lists allows every device ("*"), or every host
@@ -28,8 +31,13 @@ type Policy struct {
 	Paths []string
 	// Options are the host-changing options allowed, as patterns of
 	// "<plugin type>.<option>" ("bridge.ipMasq", "bridge.*", "tuning.sysctl");
-	// AllowAll allows all.
+	// AllowAll allows all. A mode that takes the master whole is an
+	// option named as the mode ("macvlan.passthru").
 	Options []string
+	// VLANIDs are the VLANs of their master a configuration may make its
+	// interface on (vlan's vlanId, 0 when left out), as IDs ("100") and
+	// ranges ("100-199") from 0 to 4094.
+	VLANIDs []string
 }
 
 // Validate says why the policy is not one an operator can mean, or nil.
@@ -50,7 +58,26 @@ func (p Policy) Validate() error {
 			errs = append(errs, fmt.Errorf("host option %q: not a pattern of <plugin type>.<option>", pat))
 		}
 	}
+	errs = append(errs, ValidateVLANIDs(p.VLANIDs))
 	return errors.Join(errs...)
+}
+
+// ValidateVLANIDs says why a list of VLAN IDs and ranges is not one an
+// operator can mean, or nil.
+func ValidateVLANIDs(ids []string) error {
+	var errs []error
+	for _, s := range ids {
+		if _, err := v1alpha1.ParseVLANRange(s, 0); err != nil {
+			errs = append(errs, fmt.Errorf("VLAN IDs %q: %w", s, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// allowsVLAN says whether the VLAN ID id (a Ref's value) is among ids.
+func allowsVLAN(ids []string, id string) bool {
+	n, err := strconv.Atoi(id)
+	return err == nil && v1alpha1.VLANIDsAllow(ids, 0, n)
 }
 
 // Allows says whether the policy lets a configuration of a plugin of
@@ -64,6 +91,8 @@ func (p Policy) Allows(pluginType string, r Ref) bool {
 		return matchAny(p.Devices, r.Value)
 	case HostPath:
 		return p.allowsPath(r.Value)
+	case HostVLAN:
+		return allowsVLAN(p.VLANIDs, r.Value)
 	}
 	return matchAny(p.Options, pluginType+"."+r.Field) || slices.Contains(p.Options, AllowAll)
 }
@@ -120,6 +149,13 @@ func (p Policy) Refusal(pluginType string, r Ref) string {
 		return fmt.Sprintf("%s %q is not one of the host devices the operator allows (%s)", at, r.Value, listOrNone(p.Devices))
 	case r.Kind == HostPath:
 		return fmt.Sprintf("%s %q is not under a host directory the operator allows (%s)", at, r.Value, listOrNone(p.Paths))
+	case r.Kind == HostVLAN && r.Omitted:
+		return fmt.Sprintf("%s is left out, so %s makes VLAN 0 of its master (priority tags on its untagged network), which is not among the VLAN IDs the operator allows (%s): "+
+			"a VLAN of a host device is a network of the node's", r.Field, pluginType, listOrNone(p.VLANIDs))
+	case r.Kind == HostVLAN:
+		return fmt.Sprintf("%s %s is not among the VLAN IDs the operator allows (%s): a VLAN of a host device is a network of the node's", at, r.Value, listOrNone(p.VLANIDs))
+	case r.Why != "":
+		return fmt.Sprintf("%s %q changes the node (%s's %s: %s), and is not among the host options the operator allows (%s)", at, r.Value, pluginType, r.Field, r.Why, listOrNone(p.Options))
 	}
 	return fmt.Sprintf("%s %q changes the node (%s's %s), and is not among the host options the operator allows (%s)", at, r.Value, pluginType, r.Field, listOrNone(p.Options))
 }

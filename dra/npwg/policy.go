@@ -46,8 +46,14 @@ type Policy struct {
 	HostPaths []string
 	// HostOptions are the host-changing options a spec.config may turn on
 	// (bridge's isGateway or ipMasq, tuning's sysctls outside net.*), as
-	// patterns of "<plugin type>.<option>"; "*" allows all.
+	// patterns of "<plugin type>.<option>"; "*" allows all. A mode that
+	// takes the master whole is an option named as the mode
+	// ("macvlan.passthru").
 	HostOptions []string
+	// VLANIDs are the VLANs of its master a spec.config may make its
+	// interface on (vlan's vlanId, 0 when left out), as IDs ("100") and
+	// ranges ("100-199"); none by default.
+	VLANIDs []string
 }
 
 // Validate says why the policy is not one an operator can mean, or nil.
@@ -73,16 +79,18 @@ var ErrHostObject = errors.New("names an object of the host")
 
 // hostPolicy is the policy's part for objects of the host.
 func (p Policy) hostPolicy() cnipolicy.Policy {
-	return cnipolicy.Policy{Devices: p.HostDevices, Paths: p.HostPaths, Options: p.HostOptions}
+	return cnipolicy.Policy{Devices: p.HostDevices, Paths: p.HostPaths, Options: p.HostOptions, VLANIDs: p.VLANIDs}
 }
 
 // HostObjects says why the configuration takes or changes an object of
 // the host the policy does not allow (wrapping ErrHostObject), or nil.
 // Each plugin's configuration is read as the plugin reads it
 // (cnipolicy.Inspect: keys in any letter case, defaults that are host
-// objects, host-changing options). delegated says the network is given
-// a device of the pod's claims, which fills a master left out. Only a
-// configuration of spec.config is checked.
+// objects, host-changing options, VLANs of the master). delegated says
+// the network is given a device of the pod's claims, which fills a master
+// left out: that master is the pod's own device, so what takes it whole
+// or makes VLANs of it is the pod's too. Only a configuration of
+// spec.config is checked.
 func (p Policy) HostObjects(cfg *Config, delegated bool) error {
 	if cfg.Source != SourceSpec {
 		return nil
@@ -95,8 +103,8 @@ func (p Policy) HostObjects(cfg *Config, delegated bool) error {
 			return fmt.Errorf("plugins[%d]: %w", i, err)
 		}
 		view := cnipolicy.Inspect(conf)
-		if delegated && cnipolicy.MakesOnMaster(pc.Network.Type) {
-			view.Refs = slices.DeleteFunc(view.Refs, func(r cnipolicy.Ref) bool { return r.Omitted && r.Field == "master" })
+		if delegated && cnipolicy.MakesOnMaster(pc.Network.Type) && slices.ContainsFunc(view.Refs, isMasterLeftOut) {
+			view.Refs = slices.DeleteFunc(view.Refs, func(r cnipolicy.Ref) bool { return isMasterLeftOut(r) || r.OfMaster })
 		}
 		for _, f := range pol.Faults(view) {
 			faults = append(faults, fmt.Sprintf("plugins[%d] (%s): %s", i, pc.Network.Type, f))
@@ -106,6 +114,11 @@ func (p Policy) HostObjects(cfg *Config, delegated bool) error {
 		return nil
 	}
 	return fmt.Errorf("%w: %s", ErrHostObject, strings.Join(faults, "; "))
+}
+
+// isMasterLeftOut says whether r is a master left out.
+func isMasterLeftOut(r cnipolicy.Ref) bool {
+	return r.Kind == cnipolicy.HostDevice && r.Omitted && r.Field == "master"
 }
 
 func listOrNone(l []string) string {

@@ -124,6 +124,25 @@ func TestPolicyHostObjects(t *testing.T) {
 		"an absolute path in any field, deep in a list": {policy: operator,
 			config: `{"cniVersion": "1.0.0", "type": "macvlan", "master": "ens1f1", "ipam": {"type": "static", "routes": [{"dst": "/proc/self"}]}}`,
 			err:    []string{`ipam.routes[0].dst "/proc/self"`}},
+		// A master a NetworkAttachmentDefinition names may be shared by
+		// every network of the node on it: taking it whole, or a VLAN of
+		// it, is the operator's to allow.
+		"macvlan passthru": {policy: operator, config: `{"cniVersion": "1.0.0", "type": "macvlan", "master": "ens1f0", "mode": "passthru"}`,
+			err: []string{`plugins[0] (macvlan): mode "passthru" changes the node (macvlan's passthru: a passthru macvlan takes its master whole: the master turns promiscuous, ` +
+				`its MAC is the pod's to change, and no other macvlan can be made on it), and is not among the host options the operator allows (none)`}},
+		"MODE PassThru": {policy: operator, config: `{"cniVersion": "1.0.0", "type": "macvlan", "master": "ens1f0", "MODE": "PassThru"}`,
+			err: []string{`MODE "PassThru" changes the node (macvlan's passthru`}},
+		"macvlan passthru allowed": {config: `{"cniVersion": "1.0.0", "type": "macvlan", "master": "ens1f0", "mode": "passthru"}`,
+			policy: Policy{HostDevices: []string{"ens1f0"}, HostOptions: []string{"macvlan.passthru"}}},
+		"macvlan bridge": {policy: operator, config: `{"cniVersion": "1.0.0", "type": "macvlan", "master": "ens1f0", "mode": "bridge"}`},
+		"a VLAN": {policy: operator, config: `{"cniVersion": "1.0.0", "type": "vlan", "master": "ens1f0", "vlanId": 42}`,
+			err: []string{`plugins[0] (vlan): vlanId 42 is not among the VLAN IDs the operator allows (none): a VLAN of a host device is a network of the node's`}},
+		"a VLAN in capitals": {policy: Policy{HostDevices: []string{"ens1f0"}, VLANIDs: []string{"100-199"}}, config: `{"cniVersion": "1.0.0", "type": "vlan", "master": "ens1f0", "VLANID": 42}`,
+			err: []string{`VLANID (read by the plugin as vlanId) 42 is not among the VLAN IDs the operator allows (100-199)`}},
+		"the VLAN left out": {policy: operator, config: `{"cniVersion": "1.0.0", "type": "vlan", "master": "ens1f0"}`,
+			err: []string{`plugins[0] (vlan): vlanId is left out, so vlan makes VLAN 0 of its master (priority tags on its untagged network), which is not among the VLAN IDs the operator allows (none)`}},
+		"a VLAN allowed": {config: `{"cniVersion": "1.0.0", "type": "vlan", "master": "ens1f0", "vlanId": 142}`,
+			policy: Policy{HostDevices: []string{"ens1f0"}, VLANIDs: []string{"7", "100-199"}}},
 		"each fault of each plugin": {policy: operator,
 			config: `{"cniVersion": "1.0.0", "plugins": [{"type": "host-device", "device": "eth0"}, {"type": "tuning", "sysctlConf": "/etc/sysctl.conf"}]}`,
 			err:    []string{`plugins[0] (host-device): device "eth0"`, `plugins[1] (tuning): sysctlConf "/etc/sysctl.conf"`}},
@@ -169,6 +188,22 @@ func TestPolicyHostObjects(t *testing.T) {
 	}
 	if err := (Policy{}).HostObjects(cfg, true); err != nil {
 		t.Errorf("a delegated device's network without master: %v", err)
+	}
+	// That master is the pod's own device: the pod may take it whole, or
+	// make VLANs of it; not of a master it names.
+	for config, want := range map[string]string{
+		`{"cniVersion": "1.0.0", "plugins": [{"type": "macvlan", "mode": "passthru"}, {"type": "vlan", "vlanId": 4000}]}`: "",
+		`{"cniVersion": "1.0.0", "type": "macvlan", "master": "ens1f0", "mode": "passthru"}`:                              `mode "passthru" changes the node`,
+		`{"cniVersion": "1.0.0", "type": "vlan", "master": "ens1f0", "vlanId": 4000}`:                                     `vlanId 4000 is not among the VLAN IDs`,
+	} {
+		cfg, err := LoadConfig(nad("app", "net-a", config), dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = (Policy{HostDevices: []string{"ens1f0"}}).HostObjects(cfg, true)
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("a delegated device's network %s: %v, want %q", config, err, want)
+		}
 	}
 	if err := (Policy{HostDevices: []string{"[eth"}, HostPaths: []string{"var/lib", "/var/lib/"}}).Validate(); err == nil ||
 		!strings.Contains(err.Error(), `host device "[eth"`) || !strings.Contains(err.Error(), `host path "var/lib"`) || !strings.Contains(err.Error(), `host path "/var/lib/"`) {

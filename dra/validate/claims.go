@@ -2,8 +2,10 @@ package validate
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,11 +31,12 @@ import (
 // interface names unique within a claim.
 type Check struct {
 	Policy cnipolicy.Options
-	// Classes are the DeviceClasses known (the inputs'): their configs
-	// apply under the claims', and their selectors say which driver serves
-	// a request. Without its class, a request's driver is known by the
-	// class name: cni.networking.x-k8s.io, or a name ending in
-	// .fastpath.dev.
+	// Classes are the DeviceClasses known: their configs apply under the
+	// claims', and their selectors say which driver serves a request.
+	// Without its class, a request's driver is known by the class name:
+	// cni.networking.x-k8s.io, or a name ending in .fastpath.dev.
+	// CheckManifests lays the chart's under those given (the cluster's,
+	// for the admission webhook), and the inputs' over them.
 	Classes map[string]*resourceapi.DeviceClass
 	// Approved are the approved configs known (the inputs'); a claim
 	// naming another is checked short of it.
@@ -56,26 +59,37 @@ type Interface struct {
 	Name, Request string
 }
 
-// ChartDeviceClassModes are the DeviceClasses the chart installs for
-// fastpath.dev (deploy/deviceclasses.yaml) and the mode each sets; memif
-// sets none.
-var ChartDeviceClassModes = map[string]string{
-	"netdev.fastpath.dev": v1alpha1.ModeNetdev, "afxdp.fastpath.dev": v1alpha1.ModeAFXDP,
-	"vfio.fastpath.dev": v1alpha1.ModeVFIO, "memif.fastpath.dev": "", "shared.fastpath.dev": v1alpha1.ModeMacvlan,
-	"delegate.fastpath.dev": v1alpha1.ModeDelegate,
+// ChartDeviceClassConfigs are the DeviceClasses the chart installs for
+// fastpath.dev (deploy/deviceclasses.yaml) and the config each sets, with
+// the chart's defaults: each pins its mode, and the shared class's
+// sharedParent allows what the API's defaults do; memif sets none.
+var ChartDeviceClassConfigs = map[string]*v1alpha1.InterfaceConfig{
+	"netdev.fastpath.dev":   chartConfig(v1alpha1.ModeNetdev),
+	"afxdp.fastpath.dev":    chartConfig(v1alpha1.ModeAFXDP),
+	"vfio.fastpath.dev":     chartConfig(v1alpha1.ModeVFIO),
+	"rdma.fastpath.dev":     {Mode: v1alpha1.ModeNetdev, RDMA: &v1alpha1.RDMAConfig{}, Pinned: []string{"mode"}},
+	"memif.fastpath.dev":    nil,
+	"delegate.fastpath.dev": chartConfig(v1alpha1.ModeDelegate),
+	"shared.fastpath.dev": {Mode: v1alpha1.ModeMacvlan, Pinned: []string{"mode"}, SharedParent: &v1alpha1.SharedParent{
+		MacvlanModes: v1alpha1.DefaultSharedMacvlanModes, VLANProtocols: v1alpha1.DefaultSharedVLANProtocols}},
 }
 
-// ChartDeviceClasses are the chart's DeviceClasses as far as a static
-// check needs them (the driver and the config): for claims whose class is
-// not among fastpathd validate's inputs.
+func chartConfig(mode string) *v1alpha1.InterfaceConfig {
+	return &v1alpha1.InterfaceConfig{Mode: mode, Pinned: []string{"mode"}}
+}
+
+// ChartDeviceClasses are the chart's DeviceClasses, with its defaults, as
+// far as a static check needs them (the driver and the config): for claims
+// whose class is not among fastpathd validate's inputs.
 func ChartDeviceClasses() map[string]*resourceapi.DeviceClass {
 	out := map[string]*resourceapi.DeviceClass{}
-	for name, mode := range ChartDeviceClassModes {
+	for name, cfg := range ChartDeviceClassConfigs {
 		c := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: resourceapi.DeviceClassSpec{
 			Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: `device.driver == "` + devices.DriverName + `"`}}}}}
-		if mode != "" {
+		if cfg != nil {
+			data, _ := json.Marshal(cfg) // a config always marshals
 			c.Spec.Config = []resourceapi.DeviceClassConfiguration{{DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
-				Driver: devices.DriverName, Parameters: runtime.RawExtension{Raw: []byte(`{"apiVersion":"` + v1alpha1.GroupVersion + `","kind":"` + v1alpha1.KindInterfaceConfig + `","mode":"` + mode + `"}`)},
+				Driver: devices.DriverName, Parameters: runtime.RawExtension{Raw: data},
 			}}}}
 		}
 		out[name] = c
@@ -275,10 +289,18 @@ func (s Check) Class(class *resourceapi.DeviceClass) []Problem {
 		var errs field.ErrorList
 		switch c.Opaque.Driver {
 		case devices.DriverName:
+			// Merged as Prepare merges it, the class's config alone: what
+			// it asks of a shared device is judged by its own sharedParent.
+			m := v1alpha1.Merge{ClassName: class.Name}
+			if errs = m.AddClass(c.Opaque.Parameters.Raw, path); len(errs) > 0 {
+				break
+			}
 			var cfg v1alpha1.InterfaceConfig
-			if errs = v1alpha1.DecodeInterfaceConfig(c.Opaque.Parameters.Raw, &cfg, path); len(errs) == 0 {
+			if cfg, errs = m.Config(); len(errs) == 0 {
 				cfg.Default("class")
-				errs = cfg.Validate()
+				// A class may leave to its claims what a config needs
+				// (mode vlan's VLAN ID).
+				errs = slices.DeleteFunc(cfg.Validate(), func(e *field.Error) bool { return e.Type == field.ErrorTypeRequired })
 				for _, e := range errs {
 					e.Field = path.String() + "." + e.Field
 				}

@@ -270,8 +270,12 @@ func CheckManifests(docs []*Manifest, check Check, nads npwg.ConfigRules) ([]Fin
 		}
 	}
 	var all []decoded
-	// The chart's classes, unless the inputs have their own.
-	check.Classes = maps.Clone(chartClasses())
+	// The chart's classes, unless the check knows the cluster's or the
+	// inputs have their own: a class's config (the chart's with the
+	// operator's values) decides what its claims may do.
+	classes := maps.Clone(chartClasses())
+	maps.Copy(classes, check.Classes)
+	check.Classes = classes
 	check.Approved = cnipolicy.ApprovedSet{}
 	for _, d := range docs {
 		dec, errs := decode(d)

@@ -1,9 +1,15 @@
 package validate
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
+	"github.com/fastpath-dra/fastpath/dra/claimspec"
 	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
 	"github.com/fastpath-dra/fastpath/dra/npwg"
 )
@@ -35,5 +41,78 @@ func TestObject(t *testing.T) {
 	}
 	if v := Object([]byte(`[1, 2]`), "app", check, rules); !v.Judged || len(v.Problems) != 1 || !strings.Contains(v.Problems[0].Err.Error(), "not a Kubernetes object: it is a JSON array") {
 		t.Errorf("a JSON array: %+v, want it refused as no object", v)
+	}
+}
+
+// TestChartDeviceClasses: the classes the checks assume of the chart when
+// the inputs lack them are the chart's, as deploy/deviceclasses.yaml
+// renders them with its defaults: the same configs (each pinning its
+// mode, the shared class's sharedParent), none more or fewer.
+func TestChartDeviceClasses(t *testing.T) {
+	docs, errs := ReadManifests([]string{"../../deploy/deviceclasses.yaml"}, nil)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	chart := ChartDeviceClasses()
+	for _, d := range docs {
+		dec, errs := decode(d)
+		if len(errs) > 0 || dec == nil || dec.class == nil {
+			t.Fatalf("%s: %v", d.Object(), errs)
+		}
+		name := dec.class.Name
+		c, ok := chart[name]
+		if !ok {
+			t.Errorf("deploy/deviceclasses.yaml has %s, ChartDeviceClasses does not", name)
+			continue
+		}
+		delete(chart, name)
+		if got, want := classConfig(t, c), classConfig(t, dec.class); got != want {
+			t.Errorf("%s: ChartDeviceClasses' config %s, the chart's %s", name, got, want)
+		}
+	}
+	delete(chart, claimspec.CNIClassName)
+	for name := range chart {
+		t.Errorf("ChartDeviceClasses has %s, deploy/deviceclasses.yaml does not", name)
+	}
+}
+
+// classConfig is the InterfaceConfig of a class as JSON, "" for none.
+func classConfig(t *testing.T, c *resourceapi.DeviceClass) string {
+	t.Helper()
+	if len(c.Spec.Config) == 0 {
+		return ""
+	}
+	var cfg v1alpha1.InterfaceConfig
+	if errs := v1alpha1.DecodeInterfaceConfig(c.Spec.Config[0].Opaque.Parameters.Raw, &cfg, field.NewPath(c.Name)); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	data, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// A claim of the chart's shared.fastpath.dev is judged by the class the
+// check knows (the cluster's, with the operator's values), else by the
+// chart's defaults: VLANs refused unless the class allows them.
+func TestObjectClusterClasses(t *testing.T) {
+	claim := []byte(`{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "vlan"}, "spec": {"devices": {
+		"requests": [{"name": "fast", "exactly": {"deviceClassName": "shared.fastpath.dev"}}],
+		"config": [{"opaque": {"driver": "fastpath.dev", "parameters": {"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig", "vlan": {"id": 100}}}}]}}}`)
+	rules := npwg.ConfigRules{Plugins: cnipolicy.DefaultPlugins}
+	check := Check{Policy: cnipolicy.Options{Plugins: cnipolicy.DefaultPlugins}}
+	if v := Object(claim, "app", check, rules); len(v.Problems) != 1 || !strings.Contains(v.Problems[0].Err.Error(), "vlan: Forbidden: only for mode vlan") {
+		t.Errorf("with the chart's defaults: %+v, want the class's macvlan", v.Problems)
+	}
+	class := ChartDeviceClasses()["shared.fastpath.dev"].DeepCopy()
+	class.Spec.Config[0].Opaque.Parameters.Raw = []byte(`{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig", "mode": "vlan", "pinned": ["mode"], ` +
+		`"sharedParent": {"vlanIDs": ["100-199"]}}`)
+	check.Classes = map[string]*resourceapi.DeviceClass{class.Name: class}
+	if v := Object(claim, "app", check, rules); len(v.Problems) != 0 {
+		t.Errorf("with the cluster's class allowing VLANs 100-199: %+v", v.Problems)
+	}
+	if len(chartClasses()["shared.fastpath.dev"].Spec.Config) != 1 || strings.Contains(string(chartClasses()["shared.fastpath.dev"].Spec.Config[0].Opaque.Parameters.Raw), "vlanIDs") {
+		t.Error("the cluster's class changed the chart's")
 	}
 }

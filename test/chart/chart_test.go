@@ -242,18 +242,28 @@ func TestAllValues(t *testing.T) {
 	ds := daemonSet(t, objs)
 	c := ds.Spec.Template.Spec.Containers[0]
 	for _, want := range []string{"--logging-format=json", "-v=4", "--metrics-addr=0.0.0.0:9300", "--health-grace=3s", "--health-evict", "--cni", "--cni-plugins=macvlan,host-local,tuning",
-		"--cni-require-approved", "--cni-check-interval=1m",
+		"--cni-require-approved", "--cni-vlan-ids=0,100-199", "--cni-check-interval=1m",
 		"--cni-devices=16", "--cni-shared-device", "--cni-interface=ens1f0", "--cni-config-namespace=cni-configs", "--cni-bin-dir=/opt/cni/bin,/usr/libexec/cni",
 		"--cni-plugin-dir=/data/kubelet/plugins/cni.dra.networking.x-k8s.io", "--memif-dir=/run/vpp/memif",
 		"--memif-config=/etc/fastpath/memif/config.yaml", "--rediscover-interval=10m", "--profiling",
 		`--share=device.attributes["fastpath.dev"].ifName == "ens1f1"`, "--share-interfaces=32", "--share-bandwidth-mbps=25000", "--allow-pf-with-vfs", "--ip-pools=/etc/fastpath/ip-pools/pools.yaml",
 		`--filter=device.attributes["fastpath.dev"].kind == "sriov-vf" && device.attributes["fastpath.dev"].pfName == "ens1f0"`,
-		"--npwg", "--npwg-conf-dir=/etc/cni/multus/net.d", "--npwg-conf-namespaces=net-ops", "--npwg-allowed-namespaces=net-shared", "--npwg-host-devices=ens1f*,br-data", "--npwg-host-paths=/var/lib/cni/networks", "--npwg-host-options=bridge.isGateway", "--npwg-default-network=kube-system/cluster-net",
+		"--npwg", "--npwg-conf-dir=/etc/cni/multus/net.d", "--npwg-conf-namespaces=net-ops", "--npwg-allowed-namespaces=net-shared", "--npwg-host-devices=ens1f*,br-data", "--npwg-host-paths=/var/lib/cni/networks", "--npwg-host-options=bridge.isGateway,macvlan.passthru", "--npwg-vlan-ids=300,400-499", "--npwg-default-network=kube-system/cluster-net",
 		"--npwg-ipamclaims", "--npwg-ipamclaim-check-interval=30s", "--npwg-device-info-dir=/run/k8s.cni.cncf.io/devinfo", "--npwg-max-networks=16", "--npwg-max-interfaces=48",
 		`--resource-name=intel.com/intel_sriov_netdevice=device.attributes["fastpath.dev"].pfName == "ens1f0"`,
 		"--network-api-socket=/run/fp-netapi/network-api.sock", "--network-api-cni-conf-dir=/etc/cni/net.d", "--nri-plugin-index=20", "--cni-max-plugins=4"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args lack %q: %q", want, c.Args)
+		}
+	}
+	// The webhook judges with the nodes' rules.
+	for _, o := range objs {
+		if d, ok := o.(*appsv1.Deployment); ok {
+			for _, want := range []string{"--cni-vlan-ids=0,100-199", "--npwg-host-options=bridge.isGateway,macvlan.passthru", "--npwg-vlan-ids=300,400-499"} {
+				if args := d.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, want) {
+					t.Errorf("controller args lack %q: %q", want, args)
+				}
+			}
 		}
 	}
 	if c.Image != "registry.example/fastpath/fastpathd@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef" {
@@ -395,6 +405,13 @@ func TestSchemaRefuses(t *testing.T) {
 		"extended resource of kubernetes.io":   {"deviceClasses: {extendedResourceNames: {vfio: kubernetes.io/vf}}", []string{"/deviceClasses/extendedResourceNames/vfio"}},
 		"extended resource of no such class":   {"deviceClasses: {extendedResourceNames: {gpu: example.com/gpu}}", []string{"'gpu' not allowed"}},
 		"CNI plugins at once a negative count": {"cni: {maxPlugins: -1}", []string{"/cni/maxPlugins"}},
+		"shared class in mode netdev":          {"share: {class: {mode: netdev}}", []string{"/share/class/mode"}},
+		"shared class macvlan mode source":     {"share: {class: {macvlanModes: [bridge, source]}}", []string{"/share/class/macvlanModes/1"}},
+		"shared class VLAN 0":                  {"share: {class: {vlanIDs: [0]}}", []string{"/share/class/vlanIDs/0"}},
+		"shared class VLAN range of words":     {"share: {class: {vlanIDs: [one-two]}}", []string{"/share/class/vlanIDs/0"}},
+		"shared class VLAN protocol qinq":      {"share: {class: {vlanProtocols: [qinq]}}", []string{"/share/class/vlanProtocols/0"}},
+		"CNI VLAN 4095":                        {"cni: {vlanIDs: [4095]}", []string{"/cni/vlanIDs/0"}},
+		"NAD VLAN range of words":              {"npwg: {vlanIDs: [one-two]}", []string{"/npwg/vlanIDs/0"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "values.yaml")

@@ -2,13 +2,16 @@ package chart
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/fastpath-dra/fastpath/devices"
 	"github.com/fastpath-dra/fastpath/devices/filter"
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 )
 
 // deviceClasses are the DeviceClasses the chart renders with args, by name.
@@ -100,6 +103,97 @@ func TestDeviceClassesPFWithVFs(t *testing.T) {
 			args := daemonSet(t, objs).Spec.Template.Spec.Containers[0].Args
 			if slices.Contains(args, "--allow-pf-with-vfs") != tc.wantFlag {
 				t.Errorf("the daemon's args %q: --allow-pf-with-vfs should be there: %v", args, tc.wantFlag)
+			}
+		})
+	}
+}
+
+// TestDeviceClassesPinMode: every class of the chart that sets a mode pins
+// it (its selector is written for that mode), and a claim asking another
+// mode of it is refused naming the class.
+func TestDeviceClassesPinMode(t *testing.T) {
+	classes := deviceClasses(t, render(t))
+	pinned := 0
+	for name, class := range classes {
+		if len(class.Spec.Config) == 0 {
+			continue
+		}
+		m := v1alpha1.Merge{ClassName: name}
+		for i, c := range class.Spec.Config {
+			if errs := m.AddClass(c.Opaque.Parameters.Raw, field.NewPath("class").Index(i)); len(errs) > 0 {
+				t.Fatalf("%s: %v", name, errs)
+			}
+		}
+		other := v1alpha1.ModeVFIO
+		if name == "vfio.fastpath.dev" {
+			other = v1alpha1.ModeNetdev
+		}
+		m.AddClaim([]byte(`{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig", "mode": "`+other+`"}`), field.NewPath("claim"))
+		cfg, errs := m.Config()
+		if cfg.Mode == "" || !slices.Contains(cfg.Pinned, "mode") {
+			t.Errorf("%s: mode %q, pinned %q", name, cfg.Mode, cfg.Pinned)
+			continue
+		}
+		if len(errs) == 0 || !strings.Contains(errs[0].Error(), "claim.mode: Forbidden: DeviceClass "+name+" pins mode") {
+			t.Errorf("%s: a claim asking mode %s: %v", name, other, errs)
+		}
+		pinned++
+	}
+	if pinned != 6 {
+		t.Errorf("%d classes pin their mode, want 6 (every class but memif's)", pinned)
+	}
+}
+
+// TestSharedClass: the chart's shared.fastpath.dev pins the mode of
+// share.class.mode and says in its sharedParent what claims may do to the
+// shared device: by default a bridge, private or vepa macvlan, no
+// passthru, no VLAN, no RDMA management devices; with the values, what
+// they allow.
+func TestSharedClass(t *testing.T) {
+	head := `"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig"`
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		claims map[string]string // claim config -> the error it gets, "" none
+	}{
+		{name: "default", claims: map[string]string{
+			`"macvlan": {"mode": "bridge"}`:                  "",
+			`"macvlan": {"mode": "vepa"}`:                    "",
+			`"macvlan": {"mode": "passthru"}`:                "claim.macvlan.mode: Forbidden: macvlan mode passthru is not among those DeviceClass shared.fastpath.dev allows on its shared devices (bridge, private, vepa)",
+			`"rdma": {"umad": true}`:                         "claim.rdma.umad: Forbidden: DeviceClass shared.fastpath.dev does not allow the management datagram devices",
+			`"mode": "vlan", "vlan": {"id": 100}`:            `claim.mode: Forbidden: DeviceClass shared.fastpath.dev pins mode to "macvlan"`,
+			`"mode": "ipvlan"`:                               `claim.mode: Forbidden: DeviceClass shared.fastpath.dev pins mode to "macvlan"`,
+			`"sharedParent": {"macvlanModes": ["passthru"]}`: "claim.sharedParent: Forbidden: only a DeviceClass's config",
+		}},
+		{name: "all values", args: []string{"--values", chartFile(t, "ci/all-values.yaml")}, claims: map[string]string{
+			`"vlan": {"id": 100}`:                         "",
+			`"vlan": {"id": 250, "protocol": "802.1ad"}`:  "",
+			`"vlan": {"id": 300}`:                         "claim.vlan.id: Forbidden: VLAN 300 is not among the VLAN IDs DeviceClass shared.fastpath.dev allows on its shared devices (100, 200-299)",
+			`"vlan": {"id": 100}, "rdma": {"umad": true}`: "",
+			`"mode": "macvlan"`:                           `claim.mode: Forbidden: DeviceClass shared.fastpath.dev pins mode to "vlan"`,
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			class := deviceClasses(t, render(t, tc.args...))["shared.fastpath.dev"]
+			if class == nil || len(class.Spec.Config) != 1 {
+				t.Fatalf("shared.fastpath.dev = %+v", class)
+			}
+			for claim, want := range tc.claims {
+				m := v1alpha1.Merge{ClassName: class.Name}
+				errs := m.AddClass(class.Spec.Config[0].Opaque.Parameters.Raw, field.NewPath("class"))
+				errs = append(errs, m.AddClaim([]byte(`{`+head+`, `+claim+`}`), field.NewPath("claim"))...)
+				cfg, merged := m.Config()
+				errs = append(errs, merged...)
+				if len(errs) == 0 {
+					cfg.Default("net1")
+					errs = cfg.Validate()
+				}
+				switch {
+				case want == "" && len(errs) > 0:
+					t.Errorf("%s: %v", claim, errs)
+				case want != "" && (len(errs) == 0 || !strings.HasPrefix(errs[0].Error(), want)):
+					t.Errorf("%s: errors %v, want %q", claim, errs, want)
+				}
 			}
 		})
 	}

@@ -14,7 +14,8 @@ import (
 // PinnableFields are the fields a DeviceClass's config may pin (its
 // pinned list), by their paths: every field of InterfaceConfig but
 // apiVersion, kind and pinned, and every field of its sections (mode,
-// vf, vf.vlan, ipam.pool, ...).
+// vf, vf.vlan, ipam.pool, ...). sharedParent, a class's alone, is not
+// among them.
 var PinnableFields = pinnableFields()
 
 func pinnableFields() []string {
@@ -23,7 +24,7 @@ func pinnableFields() []string {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		name := jsonName(f)
-		if name == "" || name == "apiVersion" || name == "kind" || name == "pinned" {
+		if name == "" || slices.Contains(classOnlyFields, name) || name == "apiVersion" || name == "kind" {
 			continue
 		}
 		out = append(out, name)
@@ -63,14 +64,19 @@ func validatePinned(path *field.Path, pinned []string) field.ErrorList {
 	return errs
 }
 
+// classOnlyFields are the fields only a DeviceClass's config may set.
+var classOnlyFields = []string{"pinned", "sharedParent"}
+
 // Merge lays the InterfaceConfigs that apply to one device over each
 // other as Prepare does: the DeviceClass's first (AddClass), then the
 // claim's (AddClaim), a field set later winning, a list replaced whole.
-// A claim's config may not set pinned, nor change a field the class's
-// configs pin: Config refuses a claim whose configs leave such a field
-// with another value than the class gave it (unset included), naming the
-// field, the class and the value it is pinned to. The zero Merge, with
-// ClassName set, is ready to use.
+// A claim's config may not set pinned or sharedParent, nor change a field
+// the class's configs pin: Config refuses a claim whose configs leave
+// such a field with another value than the class gave it (unset
+// included), naming the field, the class and the value it is pinned to;
+// and a config of a shared mode that asks of the shared device what the
+// class's sharedParent does not allow. The zero Merge, with ClassName
+// set, is ready to use.
 type Merge struct {
 	// ClassName is the device's DeviceClass, for errors.
 	ClassName string
@@ -82,12 +88,17 @@ type Merge struct {
 	// claim's config that last changed each.
 	class     map[string]string
 	changedBy map[string]*field.Path
+	// setBy is the config that last changed each field a sharedParent
+	// judges.
+	setBy map[string]*field.Path
 }
 
 // AddClass lays a DeviceClass's config, decoded strictly at path, over
 // what the earlier ones gave; every class config comes before the
-// claim's. Its pinned fields add to theirs.
+// claim's. Its pinned fields add to theirs; its sharedParent is laid over
+// theirs.
 func (m *Merge) AddClass(data []byte, path *field.Path) field.ErrorList {
+	before := fieldValues(&m.cfg, sharedParentFields)
 	m.cfg.Pinned = nil
 	errs := DecodeInterfaceConfig(data, &m.cfg, path)
 	if len(errs) == 0 {
@@ -99,51 +110,78 @@ func (m *Merge) AddClass(data []byte, path *field.Path) field.ErrorList {
 		}
 	}
 	m.cfg.Pinned = m.pinned
+	m.track(before, path)
 	return errs
 }
 
 // AddClaim lays a claim's config, decoded strictly at path, over what
-// the earlier ones gave. It may not set pinned.
+// the earlier ones gave. It may not set pinned or sharedParent.
 func (m *Merge) AddClaim(data []byte, path *field.Path) field.ErrorList {
 	if m.class == nil {
-		m.class, m.changedBy = pinnedValues(&m.cfg, m.pinned), map[string]*field.Path{}
+		m.class, m.changedBy = fieldValues(&m.cfg, m.pinned), map[string]*field.Path{}
 	}
-	before := pinnedValues(&m.cfg, m.pinned)
+	before, beforeShared := fieldValues(&m.cfg, m.pinned), fieldValues(&m.cfg, sharedParentFields)
+	// The claim's class-only fields are decoded into their own values
+	// (the decoder would reuse the class's), then dropped.
+	shared := m.cfg.SharedParent
+	m.cfg.Pinned, m.cfg.SharedParent = nil, nil
 	errs := DecodeInterfaceConfig(data, &m.cfg, path)
-	if setsPinned(data) {
-		errs = append(errs, field.Forbidden(path.Child("pinned"), "only a DeviceClass's config pins fields: a claim's config may not set pinned"))
+	m.cfg.Pinned, m.cfg.SharedParent = m.pinned, shared
+	for _, f := range classOnlyFields {
+		if setsKey(data, f) {
+			errs = append(errs, field.Forbidden(path.Child(f), classOnly[f]))
+		}
 	}
-	m.cfg.Pinned = m.pinned
-	for f, v := range pinnedValues(&m.cfg, m.pinned) {
+	for f, v := range fieldValues(&m.cfg, m.pinned) {
 		if v != before[f] {
 			m.changedBy[f] = path
 		}
 	}
+	m.track(beforeShared, path)
 	return errs
 }
 
+// classOnly says why a claim's config may not set each of classOnlyFields.
+var classOnly = map[string]string{
+	"pinned":       "only a DeviceClass's config pins fields: a claim's config may not set pinned",
+	"sharedParent": "only a DeviceClass's config says what its claims may do to a shared device: a claim's config may not set sharedParent",
+}
+
+// track records path as where the fields a sharedParent judges that
+// changed from before were set.
+func (m *Merge) track(before map[string]string, path *field.Path) {
+	if m.setBy == nil {
+		m.setBy = map[string]*field.Path{}
+	}
+	for f, v := range fieldValues(&m.cfg, sharedParentFields) {
+		if v != before[f] {
+			m.setBy[f] = path
+		}
+	}
+}
+
 // Config is the merged config, or the errors of the pinned fields the
-// claim's configs changed.
+// claim's configs changed and of what the config asks of a shared device
+// that the class's sharedParent does not allow.
 func (m *Merge) Config() (InterfaceConfig, field.ErrorList) {
-	if m.class == nil {
-		return m.cfg, nil
-	}
 	var errs field.ErrorList
-	got := pinnedValues(&m.cfg, m.pinned)
-	for _, f := range m.pinned {
-		if got[f] == m.class[f] {
-			continue
+	if m.class != nil {
+		got := fieldValues(&m.cfg, m.pinned)
+		for _, f := range m.pinned {
+			if got[f] == m.class[f] {
+				continue
+			}
+			path := m.changedBy[f]
+			if path == nil {
+				path = field.NewPath("pinned")
+			}
+			parts := strings.Split(f, ".")
+			errs = append(errs, field.Forbidden(path.Child(parts[0], parts[1:]...), fmt.Sprintf(
+				"DeviceClass %s pins %s to %s, and a claim's config may not change it (this one makes it %s): leave it out of the claim's config, or use another DeviceClass",
+				m.ClassName, f, shown(m.class[f]), shown(got[f]))))
 		}
-		path := m.changedBy[f]
-		if path == nil {
-			path = field.NewPath("pinned")
-		}
-		parts := strings.Split(f, ".")
-		errs = append(errs, field.Forbidden(path.Child(parts[0], parts[1:]...), fmt.Sprintf(
-			"DeviceClass %s pins %s to %s, and a claim's config may not change it (this one makes it %s): leave it out of the claim's config, or use another DeviceClass",
-			m.ClassName, f, shown(m.class[f]), shown(got[f]))))
 	}
-	return m.cfg, errs
+	return m.cfg, append(errs, checkSharedParent(&m.cfg, m.ClassName, m.setBy)...)
 }
 
 // shown is a pinned field's value for people.
@@ -154,9 +192,9 @@ func shown(v string) string {
 	return v
 }
 
-// pinnedValues are the values of the fields of c, as JSON; "" for a field
+// fieldValues are the values of the fields of c, as JSON; "" for a field
 // that is not set.
-func pinnedValues(c *InterfaceConfig, fields []string) map[string]string {
+func fieldValues(c *InterfaceConfig, fields []string) map[string]string {
 	out := make(map[string]string, len(fields))
 	if len(fields) == 0 {
 		return out
@@ -188,18 +226,16 @@ func jsonAt(data []byte, path []string) string {
 	return string(data)
 }
 
-// setsPinned says whether a config document has the key pinned (null
-// included).
-func setsPinned(data []byte) bool {
+// setsKey says whether a config document has the key (null included).
+func setsKey(data []byte, key string) bool {
 	js, errs := toJSON(data, nil)
 	if len(errs) > 0 {
 		return false
 	}
-	var doc struct {
-		Pinned json.RawMessage `json:"pinned"`
-	}
+	var doc map[string]json.RawMessage
 	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(js, &doc); err != nil {
 		return false
 	}
-	return len(doc.Pinned) > 0
+	v, ok := doc[key]
+	return ok && len(v) > 0
 }

@@ -108,14 +108,17 @@ func TestMergePinnedClasses(t *testing.T) {
 }
 
 // FuzzMergePinned: Merge lays configs over each other as decoding them in
-// turn does, pinned aside; a claim it accepts leaves every pinned field as
-// the class has it, and one that changes a pinned field is refused.
+// turn does, the fields of the class's alone (pinned, sharedParent) aside;
+// a claim it accepts leaves every pinned field as the class has it, and
+// one that changes a pinned field, or sets a field of the class's alone,
+// is refused.
 func FuzzMergePinned(f *testing.F) {
 	head := `"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig"`
 	f.Add(`{`+head+`, "vf": {"vlan": 100}, "pinned": ["vf.vlan", "mode"]}`, `{`+head+`, "vf": {"vlan": 200}}`)
 	f.Add(`{`+head+`, "mode": "netdev", "pinned": ["mode"]}`, `{`+head+`, "mode": "netdev", "interface": {"mtu": 9000}}`)
 	f.Add(`{`+head+`, "ipam": {"pool": "fast"}, "pinned": ["ipam"]}`, `{`+head+`, "ipam": null}`)
 	f.Add(`{`+head+`, "pinned": ["vf"]}`, "apiVersion: fastpath.dev/v1alpha1\nkind: InterfaceConfig\npinned: null\n")
+	f.Add(`{`+head+`, "mode": "macvlan", "sharedParent": {"vlanIDs": ["5"]}, "pinned": ["mode"]}`, `{`+head+`, "sharedParent": {"macvlanModes": ["passthru"]}, "macvlan": {"mode": "passthru"}}`)
 	f.Fuzz(func(t *testing.T, class, claim string) {
 		m := Merge{ClassName: "c"}
 		if errs := m.AddClass([]byte(class), field.NewPath("class")); len(errs) > 0 {
@@ -128,23 +131,29 @@ func FuzzMergePinned(f *testing.F) {
 			t.Fatalf("the class decodes in Merge, not alone: %v", errs)
 		}
 		pinned := want.Pinned
-		classValues := pinnedValues(&want, pinned)
+		classValues := fieldValues(&want, pinned)
+		var classCfg InterfaceConfig
+		DecodeInterfaceConfig([]byte(class), &classCfg, field.NewPath("class"))
 		if errs := DecodeInterfaceConfig([]byte(claim), &want, field.NewPath("claim")); len(errs) > 0 {
 			if len(claimErrs) == 0 {
 				t.Fatalf("Merge accepted a claim that does not decode: %v", errs)
 			}
 			return
 		}
-		want.Pinned = got.Pinned
+		if (setsKey([]byte(claim), "pinned") || setsKey([]byte(claim), "sharedParent")) && len(claimErrs) == 0 {
+			t.Fatalf("Merge accepted a claim setting a field of the class's alone")
+		}
+		want.Pinned, want.SharedParent = got.Pinned, classCfg.SharedParent
 		if !reflect.DeepEqual(got, want) {
 			a, _ := json.Marshal(got)
 			b, _ := json.Marshal(want)
 			t.Fatalf("merged %s, decoded in turn %s", a, b)
 		}
 		changed := false
-		for f, v := range pinnedValues(&got, pinned) {
+		for f, v := range fieldValues(&got, pinned) {
 			changed = changed || v != classValues[f]
 		}
+		pinErrs = slices.DeleteFunc(pinErrs, func(e *field.Error) bool { return !strings.Contains(e.Detail, " pins ") })
 		if changed != (len(pinErrs) > 0) {
 			t.Fatalf("pinned fields changed %v, errors %v", changed, pinErrs)
 		}

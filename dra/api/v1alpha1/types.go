@@ -163,6 +163,35 @@ type InterfaceConfig struct {
 	// class's (or unsets it) is refused. A pinned field the class leaves
 	// unset may not be set by a claim.
 	Pinned []string `json:"pinned,omitempty"`
+	// SharedParent, only in a DeviceClass's config, says what a claim of
+	// the class may do to a shared device that takes it from the other
+	// claims sharing it; left out, none of it.
+	SharedParent *SharedParent `json:"sharedParent,omitempty"`
+}
+
+// SharedParent is what claims of a DeviceClass may ask of a shared device
+// (modes macvlan, ipvlan and vlan) that takes it from the others sharing
+// it: a shared device is an L2 of many tenants, and each of these is the
+// operator's to give. A field left out (or empty) allows its default.
+type SharedParent struct {
+	// MacvlanModes are the macvlan modes a claim may use; default bridge,
+	// private and vepa. passthru only when listed: its sub-interface takes
+	// the device whole (promiscuous, its MAC the pod's to change, no
+	// other macvlan on it).
+	MacvlanModes []string `json:"macvlanModes,omitempty"`
+	// VLANIDs are the VLAN IDs a claim in mode vlan may use, each an ID
+	// ("100") or a range ("100-199") within 1-4094; default none, so mode
+	// vlan is refused: a VLAN of a shared device is a network of the
+	// node's.
+	VLANIDs []string `json:"vlanIDs,omitempty"`
+	// VLANProtocols are the VLAN protocols a claim in mode vlan may use;
+	// default 802.1q. 802.1ad only when listed: its sub-interface carries
+	// every customer VLAN of its service VLAN.
+	VLANProtocols []string `json:"vlanProtocols,omitempty"`
+	// RDMAUMAD lets a claim ask for the management datagram devices of the
+	// device's RDMA device (rdma.umad): on a shared device every claim on
+	// it would hold them, and with them InfiniBand management of the port.
+	RDMAUMAD bool `json:"rdmaUMAD,omitempty"`
 }
 
 // MacvlanConfig is a macvlan sub-interface (mode macvlan).

@@ -85,6 +85,7 @@ func (c *InterfaceConfig) Validate() field.ErrorList {
 		}
 	}
 	errs = append(errs, validatePinned(field.NewPath("pinned"), c.Pinned)...)
+	errs = append(errs, validateSharedParent(field.NewPath("sharedParent"), c.SharedParent)...)
 	if c.Interface != nil {
 		errs = append(errs, c.Interface.Validate(field.NewPath("interface"))...)
 	}

@@ -134,6 +134,7 @@ The CEL condition of a DeviceClass selector that leaves out PFs with VFs
 {{- with $v.npwg.hostDevices }}{{ $args = append $args (printf "--npwg-host-devices=%s" (join "," .)) }}{{ end }}
 {{- with $v.npwg.hostPaths }}{{ $args = append $args (printf "--npwg-host-paths=%s" (join "," .)) }}{{ end }}
 {{- with $v.npwg.hostOptions }}{{ $args = append $args (printf "--npwg-host-options=%s" (join "," .)) }}{{ end }}
+{{- with $v.npwg.vlanIDs }}{{ $args = append $args (printf "--npwg-vlan-ids=%s" (join "," .)) }}{{ end }}
 {{- if ne $v.npwg.defaultNetwork "default/cluster-network" }}{{ $args = append $args (printf "--npwg-default-network=%s" $v.npwg.defaultNetwork) }}{{ end }}
 {{- $args = append $args (printf "--npwg-device-info-dir=%s" $v.npwg.deviceInfoDir) }}
 {{- $args = append $args (printf "--npwg-max-networks=%v" $v.npwg.maxNetworks) }}
@@ -210,6 +211,7 @@ service: {name: {{ include "fastpath.webhookName" . }}, namespace: {{ .Release.N
 {{- with $v.npwg.hostDevices }}{{ $args = append $args (printf "--npwg-host-devices=%s" (join "," .)) }}{{ end }}
 {{- with $v.npwg.hostPaths }}{{ $args = append $args (printf "--npwg-host-paths=%s" (join "," .)) }}{{ end }}
 {{- with $v.npwg.hostOptions }}{{ $args = append $args (printf "--npwg-host-options=%s" (join "," .)) }}{{ end }}
+{{- with $v.npwg.vlanIDs }}{{ $args = append $args (printf "--npwg-vlan-ids=%s" (join "," .)) }}{{ end }}
 {{- toYaml $args }}
 {{- end }}
 
@@ -219,6 +221,7 @@ service: {name: {{ include "fastpath.webhookName" . }}, namespace: {{ .Release.N
 {{- $args := list (printf "--cni-config-namespace=%s" (include "fastpath.cniConfigNamespace" .)) }}
 {{- with $v.cni.plugins }}{{ $args = append $args (printf "--cni-plugins=%s" (join "," .)) }}{{ end }}
 {{- if $v.cni.requireApproved }}{{ $args = append $args "--cni-require-approved" }}{{ end }}
+{{- with $v.cni.vlanIDs }}{{ $args = append $args (printf "--cni-vlan-ids=%s" (join "," .)) }}{{ end }}
 {{- toYaml $args }}
 {{- end }}
 
