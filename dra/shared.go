@@ -163,11 +163,12 @@ func (p IPPools) assign(c *claims.Claim, others []*claims.Claim, avoid []netip.A
 	if err := p.holdStatic(c, holders); err != nil {
 		return err
 	}
-	if mine, theirs, taken := sharedl2.Taken(sharedl2.Of(c), others); taken {
+	holdings := sharedl2.All(others)
+	if mine, theirs, taken := sharedl2.Taken(sharedl2.Of(c), holdings); taken {
 		return &claimspec.ClaimError{Claim: c.String(), Request: mine.Request, Device: mine.Device, Errs: field.ErrorList{
 			field.Invalid(field.NewPath(mine.Field), mine.Value, sharedl2.TakenDetail(mine, theirs, c.Namespace))}}
 	}
-	held := sharedl2.Held(others)
+	held := sharedl2.Held(holdings)
 	for a := range holders {
 		held[a] = true
 	}

@@ -306,7 +306,7 @@ func admitter(own []sharedl2.Holding) func(c *claims.Claim, others []*claims.Cla
 		return nil
 	}
 	return func(c *claims.Claim, others []*claims.Claim) error {
-		if mine, theirs, taken := sharedl2.Taken(own, others); taken {
+		if mine, theirs, taken := sharedl2.Taken(own, sharedl2.All(others)); taken {
 			return &claimspec.ClaimError{Claim: c.String(), Request: mine.Request, Device: mine.Device,
 				Errs: field.ErrorList{field.Invalid(field.NewPath(mine.Field), mine.Value, sharedl2.TakenDetail(mine, theirs, c.Namespace))}}
 		}

@@ -55,7 +55,7 @@ func admitter(pod Pod, own []sharedl2.Holding, elements []string) func(c *claims
 		return nil
 	}
 	return func(c *claims.Claim, others []*claims.Claim) error {
-		mine, theirs, taken := sharedl2.Taken(own, others)
+		mine, theirs, taken := sharedl2.Taken(own, sharedl2.All(others))
 		if !taken {
 			return nil
 		}

@@ -92,23 +92,30 @@ func Of(c *claims.Claim) []Holding {
 	return out
 }
 
-// Held are every address of the records' holdings (on any parent), for a
-// node pool not to give them.
-func Held(cls []*claims.Claim) map[netip.Addr]bool {
-	held := map[netip.Addr]bool{}
+// All are the holdings of the records (Of), in their order.
+func All(cls []*claims.Claim) []Holding {
+	var out []Holding
 	for _, c := range cls {
-		for _, h := range Of(c) {
-			held[h.Addr] = true
-		}
+		out = append(out, Of(c)...)
+	}
+	return out
+}
+
+// Held are the addresses of the holdings (on any parent), for a node pool
+// not to give them.
+func Held(hs []Holding) map[netip.Addr]bool {
+	held := map[netip.Addr]bool{}
+	for _, h := range hs {
+		held[h.Addr] = true
 	}
 	return held
 }
 
 // Taken is the first static address of own (a record's holdings, Of)
-// that another holding on its L2 has: one of another record of others,
-// or another of own's record (two of its interfaces on one link). ok is
+// that another holding on its L2 has: one of others (other records'), or
+// another of own's (two of the record's interfaces on one link). ok is
 // false when there is none.
-func Taken(own []Holding, others []*claims.Claim) (mine, theirs Holding, ok bool) {
+func Taken(own, others []Holding) (mine, theirs Holding, ok bool) {
 	byL2 := map[L2]map[netip.Addr]Holding{}
 	hold := func(h Holding) {
 		m := byL2[h.L2]
@@ -120,10 +127,8 @@ func Taken(own []Holding, others []*claims.Claim) (mine, theirs Holding, ok bool
 			m[h.Addr] = h
 		}
 	}
-	for _, o := range others {
-		for _, h := range Of(o) {
-			hold(h)
-		}
+	for _, h := range others {
+		hold(h)
 	}
 	// own's first, then its static ones in order: one a pool gave was
 	// free when given.

@@ -54,7 +54,7 @@ func TestOf(t *testing.T) {
 func TestTaken(t *testing.T) {
 	other := &claims.Claim{Driver: claims.DriverFastpath, UID: "o", Namespace: "ns", Name: "other", Devices: []claims.Device{sub("ens1f0", "macvlan", 0, "10.9.0.5/24")}}
 	mine := &claims.Claim{Driver: claims.DriverFastpath, UID: "m", Namespace: "ns", Name: "mine", Devices: []claims.Device{sub("ens1f0", "ipvlan", 0, "10.9.0.5/32")}}
-	m, theirs, ok := Taken(Of(mine), []*claims.Claim{other})
+	m, theirs, ok := Taken(Of(mine), Of(other))
 	if !ok || theirs.Claim != other || m.Field != "interface.addresses[0]" {
 		t.Fatalf("Taken = %+v, %+v, %v", m, theirs, ok)
 	}
