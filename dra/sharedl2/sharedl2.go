@@ -113,8 +113,9 @@ func Held(hs []Holding) map[netip.Addr]bool {
 
 // Taken is the first static address of own (a record's holdings, Of)
 // that another holding on its L2 has: one of others (other records'), or
-// another of own's (two of the record's interfaces on one link). ok is
-// false when there is none.
+// one of another interface of own's record (two of its interfaces on one
+// link; one interface may write its address twice, as a range of one
+// address and the ips asking for it). ok is false when there is none.
 func Taken(own, others []Holding) (mine, theirs Holding, ok bool) {
 	byL2 := map[L2]map[netip.Addr]Holding{}
 	hold := func(h Holding) {
@@ -141,12 +142,18 @@ func Taken(own, others []Holding) (mine, theirs Holding, ok bool) {
 		if !h.Static {
 			continue
 		}
-		if other, held := byL2[h.L2][h.Addr]; held {
+		if other, held := byL2[h.L2][h.Addr]; held && !sameInterface(h, other) {
 			return h, other, true
 		}
 		hold(h)
 	}
 	return Holding{}, Holding{}, false
+}
+
+// sameInterface says whether two holdings are of one interface of one
+// record.
+func sameInterface(a, b Holding) bool {
+	return a.Claim.Key() == b.Claim.Key() && a.Request == b.Request && a.Device == b.Device
 }
 
 // TakenDetail says why mine is refused: theirs holds it. The holder is

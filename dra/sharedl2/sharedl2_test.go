@@ -70,6 +70,16 @@ func TestTaken(t *testing.T) {
 	if m, theirs, ok := Taken(Of(twice), nil); !ok || !strings.Contains(TakenDetail(m, theirs, "ns"), `this claim's request "r-ens1f0"`) {
 		t.Errorf("an address given twice by one claim: %+v, %v", m, ok)
 	}
+	// One interface writing its address twice (a range of one address,
+	// the ips asking for it) holds it once.
+	again := &claims.Claim{Driver: claims.DriverCNI, UID: "n", Namespace: "ns", Name: "again", Networks: []claims.Network{{Request: "a", Device: "cni-0",
+		Conflist: []byte(`{"plugins": [{"type": "macvlan", "master": "ens1f0", "args": {"cni": {"ips": ["10.9.0.8"]}}, ` +
+			`"ipam": {"type": "host-local", "ranges": [[{"subnet": "10.9.0.0/24", "rangeStart": "10.9.0.8", "rangeEnd": "10.9.0.8"}]]}}]}`)}}}
+	if hs := Of(again); len(hs) != 2 {
+		t.Errorf("holdings %+v, want the address twice", hs)
+	} else if m, _, ok := Taken(hs, nil); ok {
+		t.Errorf("one interface's address taken from itself: %+v", m)
+	}
 	given := &claims.Claim{Driver: claims.DriverFastpath, UID: "g", Namespace: "ns", Name: "given", Devices: []claims.Device{sub("ens1f0", "macvlan", 0, "10.9.0.7/24", "10.9.0.7/24")}}
 	given.Devices[0].IPAM = &claims.IPAMLease{Address: "10.9.0.7/24"}
 	if _, _, ok := Taken(Of(given), nil); ok {
