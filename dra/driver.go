@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"sync"
 	"time"
@@ -126,6 +127,10 @@ type Options struct {
 	// Metadata writes the device metadata of prepared claims
 	// (--device-metadata); nil: none.
 	Metadata *kubelet.Metadata
+	// HostAddresses reads the addresses of a host netdev, the parent of
+	// a claim's sub-interface, at Prepare. Default:
+	// dataplane.LinkAddresses.
+	HostAddresses func(netdev string) ([]netip.Addr, error)
 }
 
 // Driver is fastpath's DRA kubelet plugin for driver fastpath.dev.
@@ -187,6 +192,9 @@ func New(opts Options) (*Driver, error) {
 		if vfs, ok := opts.PCI.(VFCounter); ok {
 			opts.VFs = vfs
 		}
+	}
+	if opts.HostAddresses == nil {
+		opts.HostAddresses = dataplane.LinkAddresses
 	}
 	if opts.BootID == "" {
 		id, err := claims.BootID()

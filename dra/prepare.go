@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,11 +59,17 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 		if err == nil {
 			err = d.observe(ctx, claim, planned)
 		}
+		var parents []netip.Addr
 		if err == nil {
-			// The plan and the first step's start are one record.
+			parents, err = d.checkHost(planned)
+		}
+		if err == nil {
+			// The plan and the first step's start are one record; the
+			// store checks the addresses against every other record's,
+			// and gives pools' addresses, in the same write.
 			planned.BootID = d.opts.BootID
 			planned.SetStep(d.steps(planned)[0].name, claims.StepStarted)
-			err = d.opts.Store.AdmitWith(*planned, d.ipPools().assigner())
+			err = d.opts.Store.AdmitWith(*planned, d.ipPools().admitter(planned, parents))
 		}
 		if err != nil {
 			logger.Info("Rejected claim", "err", err)

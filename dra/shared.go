@@ -14,6 +14,7 @@ import (
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/claimspec"
+	"github.com/fastpath-dra/fastpath/dra/sharedl2"
 )
 
 // planShared is the record of a sub-interface of a shared device: the
@@ -128,7 +129,7 @@ func (p IPPools) holdStatic(c *claims.Claim, holders map[netip.Addr]*claims.Clai
 			if h, held := holders[prefix.Addr()]; held && h.Key() != c.Key() {
 				return &claimspec.ClaimError{Claim: c.String(), Request: d.Request, Device: d.Device, Errs: field.ErrorList{field.Invalid(field.NewPath("interface", "addresses").Index(i), a,
 					fmt.Sprintf("%s is of the node's IP pool %s (%s) and held by %s: an address is given to one claim at a time; choose another, or ipam: {pool: %s} for a free one",
-						prefix.Addr(), pool.Name, pool.Subnet, holderName(h), pool.Name))}}
+						prefix.Addr(), pool.Name, pool.Subnet, sharedl2.HolderName(h, c.Namespace), pool.Name))}}
 			}
 			holders[prefix.Addr()] = c
 		}
@@ -136,37 +137,42 @@ func (p IPPools) holdStatic(c *claims.Claim, holders map[netip.Addr]*claims.Clai
 	return nil
 }
 
-// holderName names the holder of an address for people.
-func holderName(c *claims.Claim) string {
-	if c.Driver == claims.DriverIPAMClaim {
-		return "IPAMClaim " + c.String()
-	}
-	return "claim " + c.String()
-}
-
-// assigner is assign, or nil for a node without IP pools: no claim's
-// address is then the node's to give or to check, and the store need not
-// show the claim every other (Store.AdmitWith).
-func (p IPPools) assigner() func(c *claims.Claim, others []*claims.Claim) error {
-	if len(p) == 0 {
+// admitter is what the claim store runs to admit c (Store.AdmitWith):
+// assign, or nil when the node has no IP pools and c no sub-interface of
+// a shared device (no address of c is then the node's to give or to
+// check, and the store need not show c every other claim). avoid are
+// addresses no pool gives c: those of the parents of its sub-interfaces.
+func (p IPPools) admitter(c *claims.Claim, avoid []netip.Addr) func(c *claims.Claim, others []*claims.Claim) error {
+	if len(p) == 0 && !slices.ContainsFunc(c.Devices, func(d claims.Device) bool { return d.Shared != nil }) {
 		return nil
 	}
-	return p.assign
+	return func(c *claims.Claim, others []*claims.Claim) error { return p.assign(c, others, avoid) }
 }
 
 // assign counts the static addresses of c's devices that are of a pool's
-// subnet as held by c, refusing one another claim holds (holdStatic);
-// then gives each device of c that asks a pool for an address the pool's
-// lowest address that no claim holds (the claim store admits c with it in
+// subnet as held by c, refusing one another claim holds (holdStatic), and
+// refuses a static address of a sub-interface that another record holds
+// on the same shared parent (sharedl2.Taken: a fastpath.dev claim's, a
+// CNI claim's or a pod's network's); then gives each device of c that
+// asks a pool for an address the pool's lowest address that no record
+// holds and that is not among avoid (the claim store admits c with it in
 // the same write), and the pool's routes. The records of the other claims
 // are the leases: an address is free again when its claim is forgotten.
-func (p IPPools) assign(c *claims.Claim, others []*claims.Claim) error {
+func (p IPPools) assign(c *claims.Claim, others []*claims.Claim, avoid []netip.Addr) error {
 	holders := claims.AddressHolders(others)
 	if err := p.holdStatic(c, holders); err != nil {
 		return err
 	}
-	held := map[netip.Addr]bool{}
+	holdings := sharedl2.All(others)
+	if mine, theirs, taken := sharedl2.Taken(sharedl2.Of(c), holdings); taken {
+		return &claimspec.ClaimError{Claim: c.String(), Request: mine.Request, Device: mine.Device, Errs: field.ErrorList{
+			field.Invalid(field.NewPath(mine.Field), mine.Value, sharedl2.TakenDetail(mine, theirs, c.Namespace))}}
+	}
+	held := sharedl2.Held(holdings)
 	for a := range holders {
+		held[a] = true
+	}
+	for _, a := range avoid {
 		held[a] = true
 	}
 	for i := range c.Devices {
@@ -198,4 +204,34 @@ func (p IPPools) assign(c *claims.Claim, others []*claims.Claim) error {
 		}
 	}
 	return nil
+}
+
+// checkHost reads the own addresses of the parents of c's sub-interfaces
+// (Options.HostAddresses), and refuses a static address of c that is one
+// of them, or the gateway of one of the node's IP pools: the node's
+// addresses on a shared parent are no pod's. It returns the parents'
+// addresses, for no pool to give them.
+func (d *Driver) checkHost(c *claims.Claim) ([]netip.Addr, error) {
+	host := sharedl2.Host{Parents: map[string][]netip.Addr{}, Gateways: sharedl2.GatewaysOf(d.ipPools())}
+	var avoid []netip.Addr
+	for _, dev := range c.Devices {
+		if dev.Shared == nil {
+			continue
+		}
+		parent := dev.Shared.Parent
+		if _, read := host.Parents[parent]; read {
+			continue
+		}
+		addrs, err := d.opts.HostAddresses(parent)
+		if err != nil {
+			return nil, fmt.Errorf("claim %s, request %q, device %s: read the addresses of the parent %s: %w", c, dev.Request, dev.Device, parent, err)
+		}
+		host.Parents[parent] = addrs
+		avoid = append(avoid, addrs...)
+	}
+	if h, why, refused := host.Refused(sharedl2.Of(c)); refused {
+		return nil, &claimspec.ClaimError{Claim: c.String(), Request: h.Request, Device: h.Device,
+			Errs: field.ErrorList{field.Invalid(field.NewPath(h.Field), h.Value, why)}}
+	}
+	return avoid, nil
 }

@@ -1,8 +1,10 @@
 package dra
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -104,7 +106,7 @@ func admitShared(t *testing.T, s *claims.Store, name, pool string) (claims.Claim
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AdmitWith(*c, testPools.assign); err != nil {
+	if err := s.AdmitWith(*c, testPools.admitter(c, nil)); err != nil {
 		return claims.Claim{}, err
 	}
 	got, _ := s.Get(c.Key())
@@ -169,7 +171,7 @@ func TestIPAMConcurrent(t *testing.T) {
 				Pod: claims.Pod{UID: types.UID(fmt.Sprintf("p%d", i))}, Devices: []claims.Device{{Request: "r", Pool: testNode, Device: pfDevice,
 					Shared: &claims.SharedInterface{Parent: "ens1f0", Kind: "macvlan", ShareID: fmt.Sprint(i)}, Pod: &claims.PodInterface{Name: "net1"},
 					IPAM: &claims.IPAMLease{Pool: "p"}}}}
-			errs <- s.AdmitWith(c, pools.assign)
+			errs <- s.AdmitWith(c, pools.admitter(&c, nil))
 		})
 	}
 	wg.Wait()
@@ -200,7 +202,7 @@ func admitConfig(t *testing.T, s *claims.Store, name, body string) (claims.Claim
 	if err != nil {
 		return claims.Claim{}, err
 	}
-	if err := s.AdmitWith(*c, testPools.assign); err != nil {
+	if err := s.AdmitWith(*c, testPools.admitter(c, nil)); err != nil {
 		return claims.Claim{}, err
 	}
 	got, _ := s.Get(c.Key())
@@ -245,11 +247,11 @@ func TestStaticAddressInPool(t *testing.T) {
 	if c, err := admitShared(t, s, "next", "fast"); err != nil || leaseOf(c) != "10.56.0.5/29" {
 		t.Errorf("lease after the static address: %q, %v; want 10.56.0.5/29", leaseOf(c), err)
 	}
-	// An address of no pool is not the pools' concern.
-	for _, name := range []string{"outside-1", "outside-2"} {
-		if _, err := admitConfig(t, s, name, `"interface": {"addresses": ["10.99.0.1/24"]}`); err != nil {
-			t.Errorf("%s: %v", name, err)
-		}
+	// An address of no pool is not the pools' concern (on a shared
+	// parent, it is one interface's at a time:
+	// TestStaticAddressOnSharedParent).
+	if _, err := admitConfig(t, s, "outside", `"interface": {"addresses": ["10.99.0.1/24"]}`); err != nil {
+		t.Errorf("outside: %v", err)
 	}
 
 	reopened, err := claims.Open(s.Path(), claims.Legacy{})
@@ -339,5 +341,274 @@ func TestPrepareSharedParent(t *testing.T) {
 			}
 			assertNothingLeft(t, d)
 		})
+	}
+}
+
+// newRecord is a claim's record, as another driver or the runtime's hooks
+// admit it, holding what the store refuses twice (its pod) alone.
+func newRecord(driver, namespace, name string) claims.Claim {
+	return claims.Claim{Driver: driver, UID: types.UID("uid-" + namespace + "-" + name), Namespace: namespace, Name: name,
+		Pod: claims.Pod{UID: types.UID("pod-" + namespace + "-" + name), Name: "pod-" + name}, Prepared: true}
+}
+
+// subInterface is a record of a fastpath.dev claim whose sub-interface on
+// parent has the addresses.
+func subInterface(namespace, name, parent string, addresses ...string) claims.Claim {
+	c := newRecord(claims.DriverFastpath, namespace, name)
+	c.Devices = []claims.Device{{Request: "r", Pool: testNode, Device: "dev-" + name, Mode: "macvlan",
+		Shared: &claims.SharedInterface{Parent: parent, Kind: "macvlan"}, Pod: &claims.PodInterface{Name: "net1", Addresses: addresses}}}
+	return c
+}
+
+// cniNetwork is a record of driver (a CNI claim's, or a pod's NPWG one)
+// with one network of the CNI configuration list conflist.
+func cniNetwork(driver, namespace, name, network, conflist string, capabilityArgs map[string]any) claims.Claim {
+	c := newRecord(driver, namespace, name)
+	c.Networks = []claims.Network{{Request: network, Pool: testNode, Device: "cni-" + name, IfName: "net2", Conflist: json.RawMessage(conflist), CapabilityArgs: capabilityArgs}}
+	return c
+}
+
+// admitBody plans a claim on the shared device with the whole config body
+// and admits it as Prepare does.
+func admitBody(t *testing.T, s *claims.Store, name, body string) error {
+	t.Helper()
+	c, err := planSharedClaim(t, sharedClaim(name, body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.AdmitWith(*c, testPools.admitter(c, nil))
+}
+
+// A static address of a sub-interface is refused when another record
+// holds it on the same shared parent, whatever the prefix lengths, IPv4
+// or IPv6: another fastpath.dev claim's sub-interface, a CNI claim's
+// network made on the parent (a static IPAM's address), a pod's network
+// (a host-local range of one address, the element's "ips"). The error
+// names claim, request, device, the field, the parent and the holder; a
+// holder of another namespace only as such. On another parent, or
+// another VLAN of the parent, the address is free.
+func TestStaticAddressOnSharedParent(t *testing.T) {
+	s := testStore(t)
+	macvlan := func(ipam string) string {
+		return `{"cniVersion": "1.0.0", "name": "n", "plugins": [{"type": "macvlan", "master": "ens1f0", "ipam": ` + ipam + `}]}`
+	}
+	for _, c := range []claims.Claim{
+		subInterface("default", "other-parent", "ens2f0", "10.9.0.7/24"),
+		subInterface("tenant-b", "theirs", "ens1f0", "10.9.0.13/24"),
+		cniNetwork(claims.DriverCNI, "default", "cni-a", "macvlan0", macvlan(`{"type": "static", "addresses": [{"address": "10.9.0.8/24", "gateway": "10.9.0.254"}]}`), nil),
+		cniNetwork(claims.DriverCNI, "default", "cni-vlan", "vlan0",
+			`{"cniVersion": "1.0.0", "name": "n", "plugins": [{"type": "vlan", "master": "ens1f0", "vlanId": 42, "ipam": {"type": "static", "addresses": [{"address": "10.9.0.9/24"}]}}]}`, nil),
+		cniNetwork(claims.DriverNPWG, "default", "pod-p", "default/net-a",
+			macvlan(`{"type": "host-local", "ranges": [[{"subnet": "10.9.0.0/24", "rangeStart": "10.9.0.10", "rangeEnd": "10.9.0.10"}]]}`),
+			map[string]any{"ips": []any{"10.9.0.11/24"}}),
+		cniNetwork(claims.DriverNPWG, "tenant-b", "pod-q", "tenant-b/net-b", macvlan(`{"type": "static", "addresses": [{"address": "10.9.0.12/24"}]}`), nil),
+	} {
+		if err := s.Admit(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := admitConfig(t, s, "a", `"interface": {"addresses": ["10.9.0.5/24", "fd00:9::5/64"]}`); err != nil {
+		t.Fatal(err)
+	}
+	const refused = `claim default/%s, request "fast", device pci-0000-3b-00-0: interface.addresses[0]: Invalid value: "%s": `
+	for _, tc := range []struct {
+		name, body, want string
+		not              []string
+	}{
+		{"b", `"mode": "macvlan", "interface": {"addresses": ["10.9.0.5/32"]}`,
+			fmt.Sprintf(refused, "b", "10.9.0.5/32") + `10.9.0.5 is already the address of claim default/a on parent ens1f0: an address on a shared parent is one interface's at a time; choose another address`, nil},
+		{"b6", `"mode": "ipvlan", "interface": {"addresses": ["fd00:9::5/120"]}`,
+			fmt.Sprintf(refused, "b6", "fd00:9::5/120") + `fd00:9::5 is already the address of claim default/a on parent ens1f0`, nil},
+		{"cni", `"mode": "macvlan", "interface": {"addresses": ["10.9.0.8/24"]}`,
+			fmt.Sprintf(refused, "cni", "10.9.0.8/24") + `10.9.0.8 is already the address of claim default/cni-a on parent ens1f0`, nil},
+		{"npwg-range", `"mode": "macvlan", "interface": {"addresses": ["10.9.0.10/24"]}`,
+			fmt.Sprintf(refused, "npwg-range", "10.9.0.10/24") + `10.9.0.10 is already the address of pod default/pod-p, network default/net-a on parent ens1f0`, nil},
+		{"npwg-ips", `"mode": "macvlan", "interface": {"addresses": ["10.9.0.11/24"]}`,
+			`10.9.0.11 is already the address of pod default/pod-p, network default/net-a on parent ens1f0`, nil},
+		{"other-pod", `"mode": "macvlan", "interface": {"addresses": ["10.9.0.12/24"]}`,
+			`10.9.0.12 is already the address of a pod of another namespace on parent ens1f0`, []string{"tenant-b", "pod-q", "net-b"}},
+		{"other-claim", `"mode": "macvlan", "interface": {"addresses": ["10.9.0.13/24"]}`,
+			`10.9.0.13 is already the address of a claim of another namespace on parent ens1f0`, []string{"tenant-b", "theirs"}},
+		{"same-vlan", `"mode": "vlan", "vlan": {"id": 42}, "interface": {"addresses": ["10.9.0.9/24"]}`,
+			fmt.Sprintf(refused, "same-vlan", "10.9.0.9/24") + `10.9.0.9 is already the address of claim default/cni-vlan on parent ens1f0, VLAN 42`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := admitBody(t, s, tc.name, tc.body)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error = %v, want %q", err, tc.want)
+			}
+			for _, leak := range tc.not {
+				if err != nil && strings.Contains(err.Error(), leak) {
+					t.Errorf("error %q names %q, of another namespace", err, leak)
+				}
+			}
+			if _, ok := s.Get(claims.Key{Driver: claims.DriverFastpath, UID: types.UID("uid-" + tc.name)}); ok {
+				t.Error("a refused claim was admitted")
+			}
+		})
+	}
+	// Free: on another parent (10.9.0.7 is ens2f0's), untagged beside a
+	// VLAN (10.9.0.9 is VLAN 42's), on another VLAN.
+	for name, body := range map[string]string{
+		"other-parent": `"mode": "macvlan", "interface": {"addresses": ["10.9.0.7/24"]}`,
+		"untagged":     `"mode": "macvlan", "interface": {"addresses": ["10.9.0.9/24"]}`,
+		"vlan-43":      `"mode": "vlan", "vlan": {"id": 43}, "interface": {"addresses": ["10.9.0.9/24"]}`,
+	} {
+		if err := admitBody(t, s, name, body); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// A pool gives no address a record holds statically on a shared parent,
+// of any driver: a CNI claim's static address of the pool's subnet is
+// skipped.
+func TestPoolSkipsSharedParentAddresses(t *testing.T) {
+	s := testStore(t)
+	if err := s.Admit(cniNetwork(claims.DriverCNI, "default", "cni-a", "macvlan0",
+		`{"cniVersion": "1.0.0", "name": "n", "plugins": [{"type": "macvlan", "master": "ens1f0", "ipam": {"type": "static", "addresses": [{"address": "10.56.0.2/29"}]}}]}`, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := admitShared(t, s, "leased", "fast"); err != nil || leaseOf(c) != "10.56.0.4/29" {
+		t.Errorf("lease = %q, %v; want 10.56.0.4/29 (10.56.0.2 is the CNI claim's, 10.56.0.3 excluded)", leaseOf(c), err)
+	}
+}
+
+// Two daemons of the node sharing the store (a rolling update), each
+// admitting claims with one static address on one parent at once: one
+// claim holds it, every other is refused. The check and the record are
+// one write under the store's lock, so no kill between them can give the
+// address twice.
+func TestStaticAddressRollingUpdate(t *testing.T) {
+	path := testStore(t).Path()
+	var stores []*claims.Store
+	for range 2 {
+		s, err := claims.Open(path, claims.Legacy{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Share(); err != nil {
+			t.Fatal(err)
+		}
+		stores = append(stores, s)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := range 16 {
+		wg.Go(func() {
+			c := subInterface("default", fmt.Sprintf("c%d", i), "ens1f0", "10.9.0.5/24")
+			errs <- stores[i%2].AdmitWith(c, testPools.admitter(&c, nil))
+		})
+	}
+	wg.Wait()
+	close(errs)
+	admitted := 0
+	for err := range errs {
+		switch {
+		case err == nil:
+			admitted++
+		case !strings.Contains(err.Error(), "10.9.0.5 is already the address of claim default/c"):
+			t.Errorf("refused with %v", err)
+		}
+	}
+	if admitted != 1 {
+		t.Errorf("%d claims admitted with 10.9.0.5 on ens1f0, want 1", admitted)
+	}
+}
+
+// At Prepare, a static address of a sub-interface that is an address of
+// the parent itself, IPv4 or IPv6, or the gateway of a node pool, is
+// refused naming claim, request, device, field and parent; the parent's
+// addresses are read once per parent, and no pool gives them.
+func TestSharedParentOwnAddresses(t *testing.T) {
+	reads := map[string]int{}
+	d := &Driver{opts: Options{HostAddresses: func(name string) ([]netip.Addr, error) {
+		reads[name]++
+		if name == "ens1f0" {
+			return []netip.Addr{netip.MustParseAddr("10.9.0.1"), netip.MustParseAddr("fe80::1"), netip.MustParseAddr("10.56.0.4")}, nil
+		}
+		return nil, nil
+	}}, pools: testPools}
+	for _, tc := range []struct{ address, want string }{
+		{"10.9.0.1/24", `claim default/c, request "r", device dev-c: interface.addresses[0]: Invalid value: "10.9.0.1/24": 10.9.0.1 is an address of the parent ens1f0 itself, the node's: choose another address`},
+		{"fe80::1/64", `fe80::1 is an address of the parent ens1f0 itself`},
+		// Pools' gateways, of any subnet: Prepare's plan refuses those of
+		// a pool's subnet before (TestStaticAddressInPool).
+		{"10.56.0.1/16", `interface.addresses[0]: Invalid value: "10.56.0.1/16": 10.56.0.1 is the gateway of the node's IP pool fast (10.56.0.0/29): choose another address`},
+	} {
+		c := subInterface("default", "c", "ens1f0", tc.address)
+		if _, err := d.checkHost(&c); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error = %v, want %q", tc.address, err, tc.want)
+		}
+	}
+	// A static address and one of a pool on the parent: the pool gives
+	// its lowest free address; then, past the exclusion, not the
+	// parent's.
+	c := subInterface("default", "c", "ens1f0", "10.9.0.2/24")
+	c.Devices = append(c.Devices, c.Devices[0])
+	c.Devices[1].Request, c.Devices[1].Device, c.Devices[1].Pod = "r2", "dev-c2", &claims.PodInterface{Name: "net2"}
+	c.Devices[1].IPAM = &claims.IPAMLease{Pool: "fast"}
+	s := testStore(t)
+	for i, want := range []string{"10.56.0.2/29", "10.56.0.5/29"} {
+		if i > 0 {
+			c = subInterface("default", "next", "ens1f0")
+			c.Devices[0].IPAM = &claims.IPAMLease{Pool: "fast"}
+		}
+		avoid, err := d.checkHost(&c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.AdmitWith(c, d.pools.admitter(&c, avoid)); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := s.Get(c.Key())
+		if lease := got.Devices[len(got.Devices)-1].IPAM.Address; lease != want {
+			t.Errorf("lease %d = %s, want %s (10.56.0.3 is excluded, 10.56.0.4 the parent's)", i, lease, want)
+		}
+	}
+	if reads["ens1f0"] != 5 {
+		t.Errorf("ens1f0 read %d times, want 5: once per Prepare", reads["ens1f0"])
+	}
+}
+
+// Through the kubelet: a claim whose static address another claim's
+// sub-interface on the shared parent has, or the parent itself has, is
+// refused at Prepare naming claim, request, device, field, parent and
+// holder, and leaves nothing; the claim holding it keeps it.
+func TestPrepareStaticAddressOnSharedParent(t *testing.T) {
+	a := sharedClaim("a", `"mode": "macvlan", "interface": {"name": "fast0", "addresses": ["10.9.0.5/24"]}`)
+	b := sharedClaim("b", `"mode": "ipvlan", "interface": {"name": "fast0", "addresses": ["10.9.0.5/24"]}`)
+	c := sharedClaim("c", `"mode": "macvlan", "interface": {"name": "fast0", "addresses": ["10.9.0.1/24"]}`)
+	d, k, ctx := startTestDriverWith(t, &fakePF{}, func(o *Options) {
+		o.HostAddresses = func(name string) ([]netip.Addr, error) {
+			if name != "ens1f0" {
+				return nil, fmt.Errorf("no parent %s", name)
+			}
+			return []netip.Addr{netip.MustParseAddr("10.9.0.1")}, nil
+		}
+	}, &fakeObject{a}, &fakeObject{b}, &fakeObject{c})
+	inv := testInventory(t)
+	for i := range inv.Devices {
+		if inv.Devices[i].Name == pfDevice {
+			inv.Devices[i].Share = &devices.Share{Interfaces: 8}
+		}
+	}
+	d.UseInventory(inv)
+	if e := prepare(t, ctx, k, a); e != "" {
+		t.Fatal(e)
+	}
+	for claim, want := range map[*resourceapi.ResourceClaim]string{
+		b: `claim default/b, request "fast", device pci-0000-3b-00-0: interface.addresses[0]: Invalid value: "10.9.0.5/24": 10.9.0.5 is already the address of claim default/a on parent ens1f0`,
+		c: `claim default/c, request "fast", device pci-0000-3b-00-0: interface.addresses[0]: Invalid value: "10.9.0.1/24": 10.9.0.1 is an address of the parent ens1f0 itself`,
+	} {
+		if e := prepare(t, ctx, k, claim); !strings.Contains(e, want) {
+			t.Errorf("prepare %s: %q, want %q", claim.Name, e, want)
+		}
+		if _, ok := d.store.Get(claims.Key{Driver: claims.DriverFastpath, UID: claim.UID}); ok {
+			t.Errorf("refused claim %s recorded", claim.Name)
+		}
+	}
+	if got, ok := d.store.Get(claims.Key{Driver: claims.DriverFastpath, UID: a.UID}); !ok || !got.Prepared {
+		t.Error("the claim holding the address lost it")
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/fastpath-dra/fastpath/dra/kubelet"
 	"github.com/fastpath-dra/fastpath/dra/metrics"
 	"github.com/fastpath-dra/fastpath/dra/nri"
+	"github.com/fastpath-dra/fastpath/dra/sharedl2"
 	"github.com/fastpath-dra/fastpath/dra/status"
 	"github.com/fastpath-dra/fastpath/dra/watch"
 )
@@ -137,7 +138,8 @@ func splitList(s string) []string {
 
 // start starts the CNI driver, and the periodic CHECK of its networks.
 func (o *cniOptions) start(ctx context.Context, restConfig *rest.Config, client kubernetes.Interface, nodeName, registryDir string,
-	store *claims.Store, writer *status.Writer, plugin *nri.Plugin, m *metrics.Metrics, podUID types.UID, meta *kubelet.Metadata) (*cnidriver.Driver, error) {
+	store *claims.Store, writer *status.Writer, plugin *nri.Plugin, m *metrics.Metrics, podUID types.UID, meta *kubelet.Metadata,
+	gateways func() sharedl2.Gateways) (*cnidriver.Driver, error) {
 	attrs := map[string]string{}
 	iface := o.iface
 	if iface == "" {
@@ -154,7 +156,7 @@ func (o *cniOptions) start(ctx context.Context, restConfig *rest.Config, client 
 		NodeName: nodeName, Client: client, PluginDir: o.pluginDir, RegistryDir: registryDir,
 		Store: store, Status: writer, Runtime: plugin, Metrics: m, PodUID: podUID,
 		Devices: o.devices, SharedDevice: o.sharedDevice, Attributes: attrs,
-		Policy: o.policy(), Approved: watch.NewApprovedConfigs(dyn), Metadata: meta,
+		Policy: o.policy(), Approved: watch.NewApprovedConfigs(dyn), Metadata: meta, PoolGateways: gateways,
 	})
 	if err != nil {
 		return nil, err

@@ -196,7 +196,7 @@ func controllerCommand(args []string, stderr io.Writer) error {
 	}
 	var hook *webhook
 	if o.webhook.port != 0 {
-		hook = &webhook{restConfig: restConfig}
+		hook = &webhook{restConfig: restConfig, client: client}
 	}
 	return runController(ctx, o, client, ctrls, hook)
 }
@@ -211,6 +211,34 @@ func controllerEvents(ctx context.Context, client kubernetes.Interface) record.E
 // webhook is what the admission webhook needs besides its flags.
 type webhook struct {
 	restConfig *rest.Config
+	client     kubernetes.Interface
+}
+
+// claimIndexPermissions are what the webhook's index of the cluster's
+// claims needs (admission.Claims).
+var claimIndexPermissions = []permission{
+	{group: "resource.k8s.io", resource: "resourceclaims", verb: "list", why: "checking a new claim's static addresses against the other claims"},
+	{group: "resource.k8s.io", resource: "resourceclaims", verb: "watch", why: "checking a new claim's static addresses against the other claims"},
+	{group: "resource.k8s.io", resource: "deviceclasses", verb: "list", why: "the classes' modes, for the claims' static addresses"},
+	{group: "resource.k8s.io", resource: "deviceclasses", verb: "watch", why: "the classes' modes, for the claims' static addresses"},
+}
+
+// claimIndex starts the index of the cluster's claims the webhook checks
+// a new claim's static addresses against, until ctx ends; nil when the
+// controller may not list them (the nodes check them anyway).
+func (w *webhook) claimIndex(ctx context.Context) admission.ClaimIndex {
+	logger := klog.FromContext(ctx)
+	if err := checkPermissions(ctx, w.client, claimIndexPermissions); err != nil {
+		logger.Error(err, "The webhook does not check new claims' static addresses against the other claims; the nodes do, at Prepare")
+		return nil
+	}
+	idx, err := admission.NewClaims(w.client)
+	if err != nil {
+		logger.Error(err, "The webhook does not check new claims' static addresses against the other claims; the nodes do, at Prepare")
+		return nil
+	}
+	go idx.Run(ctx)
+	return idx
 }
 
 // serve starts the webhook's server and, with --webhook-secret, the
@@ -238,6 +266,7 @@ func (w *webhook) serve(ctx context.Context, o controllerOptions, m *metrics.Met
 		NADs: npwg.ConfigRules{ConfDir: o.webhook.nads.confDirRules(), Plugins: splitList(o.cni.plugins),
 			Policy: o.webhook.nads.hostPolicy()},
 		Metrics: m,
+		Claims:  w.claimIndex(ctx),
 	}
 	srv, err := admission.Listen(ctx, fmt.Sprintf(":%d", o.webhook.port), o.webhook.certDir,
 		map[string]http.Handler{admission.Path: h, admission.GatePath: &admission.Gate{Metrics: m}})

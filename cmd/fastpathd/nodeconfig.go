@@ -60,6 +60,7 @@ func (o *runOptions) startNodeConfig(ctx context.Context, restConfig *rest.Confi
 		SetPools: func(pools []fpv1.IPPool) {
 			p := dra.NewIPPools(fpv1.IPPoolConfig{Pools: pools})
 			driver.SetIPPools(p)
+			o.gateways.set(p)
 			if ipamClaims != nil {
 				ipamClaims.SetPools(p)
 			}

@@ -44,6 +44,7 @@ import (
 	"github.com/fastpath-dra/fastpath/dra/kubelet"
 	"github.com/fastpath-dra/fastpath/dra/metrics"
 	"github.com/fastpath-dra/fastpath/dra/nri"
+	"github.com/fastpath-dra/fastpath/dra/sharedl2"
 	"github.com/fastpath-dra/fastpath/dra/status"
 )
 
@@ -74,6 +75,10 @@ type runOptions struct {
 	nodeConfig   nodeConfigOptions
 	ipPoolsFile  string
 	ipPools      dra.IPPools
+	// gateways are those of the node's IP pools, as ipPools or the node's
+	// FastpathNodeConfig set them, for the CNI driver and the networks
+	// pods select.
+	gateways *poolGateways
 	// allowPFWithVFs lets claims take PFs that have VFs whole.
 	allowPFWithVFs bool
 	// deviceMetadata writes the device metadata of prepared claims.
@@ -153,6 +158,26 @@ func (o *runOptions) validate() error {
 		o.ipPools = pools
 	}
 	return nil
+}
+
+// poolGateways are the gateways of the node's IP pools, which no static
+// address of a network may be; set again when the pools change.
+type poolGateways struct {
+	mu  sync.Mutex
+	gws sharedl2.Gateways
+}
+
+func (g *poolGateways) set(pools dra.IPPools) {
+	gws := sharedl2.GatewaysOf(pools)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.gws = gws
+}
+
+func (g *poolGateways) get() sharedl2.Gateways {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.gws
 }
 
 // loadIPPools reads, defaults and validates a file of IP pools.
@@ -365,7 +390,12 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	if err := o.npwg.watch(ctx, restConfig); err != nil {
 		return err
 	}
+	o.gateways = &poolGateways{}
+	o.gateways.set(o.ipPools)
 	nriOpts.NPWG = o.npwg.options(client, &o.cni, o.ipPools)
+	if nriOpts.NPWG != nil {
+		nriOpts.NPWG.PoolGateways = o.gateways.get
+	}
 	api, err := o.networkAPI.start(ctx, o.stateDir, splitList(o.cni.binDirs), cniLimit, o.npwg.networkSources()...)
 	if err != nil {
 		return err
@@ -457,7 +487,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	defer driver.Stop()
 	ready.add(driver.RegistrationStatus)
 	if o.cni.enabled {
-		cniDriver, err := o.cni.start(ctx, restConfig, client, o.nodeName, o.registryDir, store, writer, plugin, m, types.UID(o.podUID), meta)
+		cniDriver, err := o.cni.start(ctx, restConfig, client, o.nodeName, o.registryDir, store, writer, plugin, m, types.UID(o.podUID), meta, o.gateways.get)
 		if err != nil {
 			return err
 		}

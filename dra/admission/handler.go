@@ -11,6 +11,7 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
@@ -59,6 +60,10 @@ type Handler struct {
 	NADs npwg.ConfigRules
 	// Metrics records each review; nil records none.
 	Metrics *metrics.Metrics
+	// Claims are the cluster's ResourceClaims and DeviceClasses, against
+	// which a new claim's static addresses on shared parents are checked;
+	// nil: they are not.
+	Claims ClaimIndex
 }
 
 // ServeHTTP answers one review. A body that is not an AdmissionReview is
@@ -140,6 +145,13 @@ func (h *Handler) Review(req *admissionv1.AdmissionRequest) (*admissionv1.Admiss
 	if v.Partly != "" {
 		resp.Warnings = append(resp.Warnings, "fastpath judged this object only in part: "+v.Partly)
 	}
+	if kind == "ResourceClaim" && req.Operation == admissionv1.Create && h.Claims != nil {
+		problems, warning := h.claimAddresses(req.Object.Raw, req.Namespace)
+		v.Problems = append(v.Problems, problems...)
+		if warning != "" {
+			resp.Warnings = append(resp.Warnings, warning)
+		}
+	}
 	problems := messages(v.Problems)
 	if req.Operation == admissionv1.Update && len(problems) > 0 && len(req.OldObject.Raw) > 0 {
 		old := messages(validate.Object(req.OldObject.Raw, req.Namespace, h.Check, h.NADs).Problems)
@@ -154,6 +166,23 @@ func (h *Handler) Review(req *admissionv1.AdmissionRequest) (*admissionv1.Admiss
 		Message: "fastpath: " + strings.Join(problems, "; "),
 	}
 	return resp, kind, VerdictDenied
+}
+
+// claimAddresses are the problems of a new claim's static addresses on
+// shared parents (addressProblems), or a warning that they were not
+// checked: the index has not listed the cluster's claims yet.
+func (h *Handler) claimAddresses(raw []byte, namespace string) ([]validate.Problem, string) {
+	var claim resourceapi.ResourceClaim
+	if err := json.Unmarshal(raw, &claim); err != nil {
+		return nil, "" // validate says why
+	}
+	if claim.Namespace == "" {
+		claim.Namespace = namespace
+	}
+	if !h.Claims.Synced() {
+		return nil, "fastpath did not check the claim's static addresses against the cluster's other claims: it has not listed them yet; the node checks them at Prepare"
+	}
+	return addressProblems(h.Claims, &claim), ""
 }
 
 // messages are the problems as validate prints them: the request, if

@@ -429,7 +429,13 @@ func (s *Store) AdmitWith(c Claim, assign func(c *Claim, others []*Claim) error)
 // journal entry cut short, or a pending file that does not parse, is
 // dropped, and the checkpoint is only ever replaced by a synced file.
 func (s *Store) AdmitPending(c Claim) (wait func() error, _ error) {
-	release, durable, err := s.write(c.Key(), admit(c, nil), false)
+	return s.AdmitPendingWith(c, nil)
+}
+
+// AdmitPendingWith admits c as AdmitPending does, after assign checked or
+// completed it in view of every other claim, as AdmitWith.
+func (s *Store) AdmitPendingWith(c Claim, assign func(c *Claim, others []*Claim) error) (wait func() error, _ error) {
+	release, durable, err := s.write(c.Key(), admit(c, assign), false)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package cnidriver
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -15,12 +16,14 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
 
+	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/dataplane/hostdir"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/claimspec"
 	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
 	"github.com/fastpath-dra/fastpath/dra/kubelet"
 	"github.com/fastpath-dra/fastpath/dra/metrics"
+	"github.com/fastpath-dra/fastpath/dra/sharedl2"
 	"github.com/fastpath-dra/fastpath/dra/status"
 	"github.com/fastpath-dra/fastpath/dra/watch"
 )
@@ -60,6 +63,13 @@ type Options struct {
 	Approved cnipolicy.ApprovedConfigs
 	// Metadata: see dra.Options.Metadata.
 	Metadata *kubelet.Metadata
+	// HostAddresses reads the addresses of a host netdev, the parent
+	// (master) of a network's sub-interface, at Prepare. Default:
+	// dataplane.LinkAddresses.
+	HostAddresses func(netdev string) ([]netip.Addr, error)
+	// PoolGateways are the gateways of the node's IP pools (--ip-pools),
+	// which no network's static address may be; nil for none.
+	PoolGateways func() sharedl2.Gateways
 }
 
 // Driver serves the CNI DRA driver API (cni.dra.networking.x-k8s.io): a
@@ -89,6 +99,9 @@ func New(opts Options) (*Driver, error) {
 	}
 	if opts.Status == nil {
 		opts.Status = status.NewWriter(opts.Client)
+	}
+	if opts.HostAddresses == nil {
+		opts.HostAddresses = dataplane.LinkAddresses
 	}
 	d := &Driver{opts: opts, attrs: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{}, errs: kubelet.Errors{Metrics: opts.Metrics}}
 	d.slices = kubelet.NewPublisher(opts.Client, DriverName, opts.NodeName, func(ctx context.Context, err error) {
@@ -196,8 +209,14 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 		return kubelet.Result(&c, d.opts.Metadata, d.attributes)
 	}
 	c, err := d.plan(ctx, claim)
+	var own []sharedl2.Holding
 	if err == nil {
-		err = d.opts.Store.Admit(*c)
+		own, err = d.checkHost(c)
+	}
+	if err == nil {
+		// The store checks the addresses against every other record's
+		// in the same write.
+		err = d.opts.Store.AdmitWith(*c, admitter(own))
 	}
 	if err != nil {
 		logger.Info("Rejected CNI claim", "err", err)
@@ -250,6 +269,49 @@ func (d *Driver) plan(ctx context.Context, claim *resourceapi.ResourceClaim) (*c
 		return nil, fail("", "", "no device of driver "+DriverName+" is allocated", nil)
 	}
 	return c, nil
+}
+
+// checkHost is the addresses c's networks give pods on shared parents
+// (sharedl2.Of): a static one that is an address of its parent itself
+// (Options.HostAddresses) or the gateway of one of the node's IP pools is
+// refused.
+func (d *Driver) checkHost(c *claims.Claim) ([]sharedl2.Holding, error) {
+	own := sharedl2.Of(c)
+	if len(own) == 0 {
+		return nil, nil
+	}
+	host := sharedl2.Host{Parents: map[string][]netip.Addr{}}
+	if d.opts.PoolGateways != nil {
+		host.Gateways = d.opts.PoolGateways()
+	}
+	for _, parent := range sharedl2.Parents(own) {
+		addrs, err := d.opts.HostAddresses(parent)
+		if err != nil {
+			return nil, fmt.Errorf("claim %s: read the addresses of the parent %s: %w", c, parent, err)
+		}
+		host.Parents[parent] = addrs
+	}
+	if h, why, refused := host.Refused(own); refused {
+		return nil, &claimspec.ClaimError{Claim: c.String(), Request: h.Request, Device: h.Device,
+			Errs: field.ErrorList{field.Invalid(field.NewPath(h.Field), h.Value, why)}}
+	}
+	return own, nil
+}
+
+// admitter refuses, under the store's lock, a static address of own that
+// another record holds on the same shared parent (sharedl2.Taken); nil
+// when own holds none.
+func admitter(own []sharedl2.Holding) func(c *claims.Claim, others []*claims.Claim) error {
+	if len(own) == 0 {
+		return nil
+	}
+	return func(c *claims.Claim, others []*claims.Claim) error {
+		if mine, theirs, taken := sharedl2.Taken(own, sharedl2.All(others)); taken {
+			return &claimspec.ClaimError{Claim: c.String(), Request: mine.Request, Device: mine.Device,
+				Errs: field.ErrorList{field.Invalid(field.NewPath(mine.Field), mine.Value, sharedl2.TakenDetail(mine, theirs, c.Namespace))}}
+		}
+		return nil
+	}
 }
 
 // UnprepareResourceClaims runs DEL for networks still added (a DEL that

@@ -195,8 +195,45 @@ func Build(ctx context.Context, cfg v1alpha1.CNIConfig, name string, policy Opti
 	if _, err := libcni.ConfListFromBytes(data); err != nil {
 		return Network{}, redactErrs(field.ErrorList{field.Invalid(sub(base, "plugins"), "", fmt.Sprintf("not a valid CNI configuration: %v", err))}, net.Redact)
 	}
+	if errs := ownGateway(data, base); len(errs) > 0 {
+		if cfg.Upstream && !trusted {
+			errs = upstreamPaths(errs)
+		}
+		return Network{}, redactErrs(errs, net.Redact)
+	}
 	net.Conflist = data
 	return net, nil
+}
+
+// ownGateway refuses a static address of the list that is also a
+// gateway it names (OwnGateway), at its path in the config under base.
+func ownGateway(conflist []byte, base *field.Path) field.ErrorList {
+	a, err := ReadAddressing(conflist, nil)
+	if err != nil {
+		return nil // libcni read it: not for here
+	}
+	s, g, ok := a.OwnGateway()
+	if !ok {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(ConfigPath(base, s), s.Value, OwnGatewayDetail(s, ConfigPath(base, g).String()))}
+}
+
+// ConfigPath is where a plugin's address is written in a config whose
+// plugins are under base (nil: the claim's parameters):
+// plugins[i].config.path.
+func ConfigPath(base *field.Path, a Address) *field.Path {
+	if a.Plugin < 0 {
+		return field.NewPath(a.Path)
+	}
+	return sub(base, "plugins").Index(a.Plugin).Child("config", a.Path)
+}
+
+// OwnGatewayDetail says why the static address s, also the gateway at
+// gateway, is refused, and what to do.
+func OwnGatewayDetail(s Address, gateway string) string {
+	return fmt.Sprintf("%s is also the gateway %s: a route through the interface's own address goes nowhere; "+
+		"write the router's address as the gateway, or give the interface another address", s.Addr, gateway)
 }
 
 // sub is base.Child(name), or a path of name alone for a nil base.

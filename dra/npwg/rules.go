@@ -8,6 +8,9 @@ import (
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
 )
 
 var (
@@ -119,7 +122,25 @@ func (r ConfigRules) Config(nad *nadv1.NetworkAttachmentDefinition) (*Config, er
 	if err := r.Policy.HostObjects(cfg, nad.Annotations[ResourceNameAnnot] != ""); err != nil {
 		return nil, &ConfigError{NAD: nadName(nad), Source: cfg.Source, Err: fmt.Errorf("%w (--npwg-host-devices, --npwg-host-paths, --npwg-host-options, --npwg-vlan-ids)", err)}
 	}
+	if err := ownGateway(cfg); err != nil {
+		return nil, &ConfigError{NAD: nadName(nad), Source: cfg.Source, Err: err}
+	}
 	return cfg, nil
+}
+
+// ownGateway refuses a static address of the configuration that is also a
+// gateway it names (cnipolicy.Addressing.OwnGateway), at its path in the
+// list (a single configuration is the list of its one plugin).
+func ownGateway(cfg *Config) error {
+	a, err := cnipolicy.ReadAddressing(cfg.List.Bytes, nil)
+	if err != nil {
+		return nil // libcni read it: not for here
+	}
+	s, g, ok := a.OwnGateway()
+	if !ok {
+		return nil
+	}
+	return field.Invalid(field.NewPath(s.Field()), s.Value, cnipolicy.OwnGatewayDetail(s, g.Field()))
 }
 
 // AllowedPlugins says which plugin types (and IPAM types) of the

@@ -25,6 +25,7 @@ import (
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/npwg"
+	"github.com/fastpath-dra/fastpath/dra/sharedl2"
 	"github.com/fastpath-dra/fastpath/dra/status"
 )
 
@@ -69,6 +70,13 @@ type NPWGOptions struct {
 	// Limits bound the networks and interfaces of a pod; zero: the
 	// defaults.
 	Limits npwg.Limits
+	// HostAddresses reads the addresses of a host netdev, the parent
+	// (master) of a network's sub-interface (dataplane.LinkAddresses, the
+	// default).
+	HostAddresses func(netdev string) ([]netip.Addr, error)
+	// PoolGateways are the gateways of the node's IP pools (--ip-pools),
+	// which no network's static address may be; nil for none.
+	PoolGateways func() sharedl2.Gateways
 }
 
 // errNPWG is the error of a pod whose selection annotation cannot be
@@ -122,7 +130,7 @@ func (p *Plugin) admitNPWG(ctx context.Context, pod Pod) (fresh bool, durable fu
 	if c, ok := p.opts.Store.Get(npwgKey(pod.UID)); ok && slices.ContainsFunc(c.Networks, func(n claims.Network) bool { return n.Added }) {
 		return false, nil, nil
 	}
-	rec, err := p.resolveNPWG(ctx, pod)
+	rec, elements, err := p.resolveNPWG(ctx, pod)
 	if err != nil {
 		p.dropNPWG(pod.UID)
 		return false, nil, err
@@ -131,13 +139,23 @@ func (p *Plugin) admitNPWG(ctx context.Context, pod Pod) (fresh bool, durable fu
 		p.dropNPWG(pod.UID)
 		return false, nil, nil
 	}
+	own, err := p.checkHost(pod, &rec, elements)
+	if err != nil {
+		p.dropNPWG(pod.UID)
+		return false, nil, err
+	}
 	for i := range rec.Networks {
 		n := &rec.Networks[i]
 		n.Added, n.SandboxID, n.NetNS = true, pod.SandboxID, pod.NetNS
 	}
-	durable, err = p.opts.Store.AdmitPending(rec)
+	// The store checks the addresses against every other record's in the
+	// same write.
+	durable, err = p.opts.Store.AdmitPendingWith(rec, admitter(pod, own, elements))
 	if err != nil {
 		p.dropNPWG(pod.UID)
+		if _, taken := errors.AsType[*takenError](err); taken {
+			return false, nil, err
+		}
 		return false, nil, errNPWG(pod, nil, err)
 	}
 	fault.Point("npwg.admitted")
@@ -146,27 +164,28 @@ func (p *Plugin) admitNPWG(ctx context.Context, pod Pod) (fresh bool, durable fu
 
 // resolveNPWG is the pod's NPWG record: the annotation parsed, interface
 // names given, each network allowed, read, configured and checked against
-// the allowlist, in the annotation's order. Nothing is recorded.
-func (p *Plugin) resolveNPWG(ctx context.Context, pod Pod) (claims.Claim, error) {
+// the allowlist, in the annotation's order. Nothing is recorded. elements
+// name the element of each of the record's networks, for errors.
+func (p *Plugin) resolveNPWG(ctx context.Context, pod Pod) (rec claims.Claim, elements []string, _ error) {
 	o := p.opts.NPWG
-	rec := claims.Claim{Driver: claims.DriverNPWG, UID: pod.UID, Namespace: pod.Namespace, Name: pod.Name,
+	rec = claims.Claim{Driver: claims.DriverNPWG, UID: pod.UID, Namespace: pod.Namespace, Name: pod.Name,
 		Pod: claims.Pod{UID: pod.UID, Name: pod.Name}, Prepared: true}
 	var atts []npwg.Attachment
 	if strings.TrimSpace(pod.Networks) != "" {
 		var errs field.ErrorList
 		if atts, errs = npwg.ParseNetworks(pod.Namespace, pod.Networks); len(errs) > 0 {
-			return rec, errNPWG(pod, nil, errs.ToAggregate())
+			return rec, nil, errNPWG(pod, nil, errs.ToAggregate())
 		}
 	}
 	// The PodNetworks the pod names come after, their names given with
 	// the same rules.
 	kep, kepAtts, err := p.podNetworkAttachments(ctx, pod)
 	if err != nil {
-		return rec, err
+		return rec, nil, err
 	}
 	nNPWG := len(atts)
 	if err := p.checkLimits(pod, nNPWG, len(kepAtts)); err != nil {
-		return rec, err
+		return rec, nil, err
 	}
 	atts = append(atts, kepAtts...)
 	taken := map[string]bool{o.DefaultInterface: true}
@@ -179,7 +198,7 @@ func (p *Plugin) resolveNPWG(ctx context.Context, pod Pod) (claims.Claim, error)
 		}
 	}
 	if err := npwg.AssignInterfaces(atts, taken); err != nil {
-		return rec, errNPWG(pod, nil, err)
+		return rec, nil, errNPWG(pod, nil, err)
 	}
 	used := map[string]bool{}
 	// The element that attached each PodNetwork: a pod references one
@@ -192,7 +211,7 @@ func (p *Plugin) resolveNPWG(ctx context.Context, pod Pod) (claims.Claim, error)
 			el := kep[i-nNPWG]
 			n, ok, err := p.resolvePodNetwork(ctx, pod, el, a)
 			if err != nil {
-				return rec, fmt.Errorf("pod %s, annotation %s, element %d (interface %s): %w", pod, pnv1.AnnotationNetworks, a.Index, a.InterfaceRequest, err)
+				return rec, nil, fmt.Errorf("pod %s, annotation %s, element %d (interface %s): %w", pod, pnv1.AnnotationNetworks, a.Index, a.InterfaceRequest, err)
 			}
 			if !ok {
 				continue
@@ -202,20 +221,23 @@ func (p *Plugin) resolveNPWG(ctx context.Context, pod Pod) (claims.Claim, error)
 				if el.PodNetworkAttachmentName != "" {
 					via = " through PodNetworkAttachment " + el.PodNetworkAttachmentName
 				}
-				return rec, fmt.Errorf("pod %s, annotation %s: elements %d and %d both attach PodNetwork %s (element %d%s): a pod references a PodNetwork once",
+				return rec, nil, fmt.Errorf("pod %s, annotation %s: elements %d and %d both attach PodNetwork %s (element %d%s): a pod references a PodNetwork once",
 					pod, pnv1.AnnotationNetworks, first, a.Index, n.PodNetwork, a.Index, via)
 			}
 			attached[n.PodNetwork] = a.Index
 			rec.Networks = append(rec.Networks, n)
+			elements = append(elements, fmt.Sprintf("annotation %s, element %d (interface %s)", pnv1.AnnotationNetworks, a.Index, a.InterfaceRequest))
 			continue
 		}
 		n, err := p.resolveAttachment(ctx, pod, a, used)
 		if err != nil {
-			return rec, errNPWG(pod, a, err)
+			return rec, nil, errNPWG(pod, a, err)
 		}
 		rec.Networks = append(rec.Networks, n)
+		elements = append(elements, fmt.Sprintf("annotation %s, element %d (network %s, interface %s)",
+			nadv1.NetworkAttachmentAnnot, a.Index, a.Network(), a.InterfaceRequest))
 	}
-	return rec, nil
+	return rec, elements, nil
 }
 
 // resolveAttachment is the record of one attachment. used are the pod's

@@ -20,6 +20,7 @@ import (
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/npwg"
+	"github.com/fastpath-dra/fastpath/dra/sharedl2"
 )
 
 // IPAMClaims (NPWG §8): an element's "ipam-claim-reference" names an
@@ -211,7 +212,13 @@ func (p *Plugin) holdIPAMClaim(ctx context.Context, pod Pod, a *npwg.Attachment,
 	// found again; killed before, nothing is held.
 	if pool != nil {
 		err = p.opts.Store.AdmitWith(rec, func(c *claims.Claim, others []*claims.Claim) error {
-			return lease(c, a.Network(), pool, claimed, claims.HeldAddresses(others))
+			// Held: the records' addresses, and those a CNI claim or a
+			// pod's network writes for a shared parent.
+			held := claims.HeldAddresses(others)
+			for a := range sharedl2.Held(sharedl2.All(others)) {
+				held[a] = true
+			}
+			return lease(c, a.Network(), pool, claimed, held)
 		})
 	} else {
 		err = p.opts.Store.Put(rec)

@@ -377,14 +377,23 @@ func TestIPAMClaimSkipsStaticAddress(t *testing.T) {
 	static := claims.Claim{Driver: claims.DriverFastpath, UID: "uid-static", Namespace: "default", Name: "static", Prepared: true,
 		Pod:     claims.Pod{UID: "pod-static", Name: "other"},
 		Devices: []claims.Device{{Request: "nic", Pool: "node", Device: "pci-0", Pod: &claims.PodInterface{Name: "net1", Addresses: []string{"10.94.0.10/24"}}}}}
-	r := newIPAMRig(t, static)
-	r.api.add("default", "vm-a", "pooled")
-	pod := ipamPod("uid-1", "virt-launcher-1", `[{"name":"pooled","ipam-claim-reference":"vm-a"}]`)
-	r.api.setPod(pod, corev1.PodRunning)
-	if err := r.plugin.AttachPod(r.ctx, pod); err != nil {
-		t.Fatal(err)
-	}
-	if got := r.ips(t, "net1"); got != "[10.94.0.11/24]" {
-		t.Errorf("ips capability %s, want [10.94.0.11/24]: 10.94.0.10 is claim default/static's", got)
+	// A CNI claim's static address on a shared parent is held too.
+	cni := claims.Claim{Driver: claims.DriverCNI, UID: "uid-cni", Namespace: "default", Name: "cni", Prepared: true,
+		Pod: claims.Pod{UID: "pod-cni", Name: "another"},
+		Networks: []claims.Network{{Request: "a", Pool: "node", Device: "cni-0", IfName: "net1",
+			Conflist: []byte(`{"plugins": [{"type": "macvlan", "master": "eth9", "ipam": {"type": "static", "addresses": [{"address": "10.94.0.10/24"}]}}]}`)}}}
+	for _, holder := range []claims.Claim{static, cni} {
+		t.Run(holder.Name, func(t *testing.T) {
+			r := newIPAMRig(t, holder)
+			r.api.add("default", "vm-a", "pooled")
+			pod := ipamPod("uid-1", "virt-launcher-1", `[{"name":"pooled","ipam-claim-reference":"vm-a"}]`)
+			r.api.setPod(pod, corev1.PodRunning)
+			if err := r.plugin.AttachPod(r.ctx, pod); err != nil {
+				t.Fatal(err)
+			}
+			if got := r.ips(t, "net1"); got != "[10.94.0.11/24]" {
+				t.Errorf("ips capability %s, want [10.94.0.11/24]: 10.94.0.10 is claim default/%s's", got, holder.Name)
+			}
+		})
 	}
 }

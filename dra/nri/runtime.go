@@ -139,13 +139,16 @@ func New(opts Options) *Plugin {
 	if opts.Name == "" {
 		opts.Name = PluginName
 	}
-	if opts.NPWG != nil && (opts.NPWG.SetDefaultRoute == nil || opts.NPWG.InspectLink == nil) {
+	if opts.NPWG != nil && (opts.NPWG.SetDefaultRoute == nil || opts.NPWG.InspectLink == nil || opts.NPWG.HostAddresses == nil) {
 		npwg := *opts.NPWG
 		if npwg.SetDefaultRoute == nil {
 			npwg.SetDefaultRoute = dataplane.SetDefaultRoute
 		}
 		if npwg.InspectLink == nil {
 			npwg.InspectLink = dataplane.InspectPodLink
+		}
+		if npwg.HostAddresses == nil {
+			npwg.HostAddresses = dataplane.LinkAddresses
 		}
 		opts.NPWG = &npwg
 	}

@@ -116,3 +116,39 @@ func TestObjectClusterClasses(t *testing.T) {
 		t.Error("the cluster's class changed the chart's")
 	}
 }
+
+// An address that is also the gateway of the same config is refused at
+// apply time: a fastpath.dev interface's route through its own address,
+// a CNI claim's static IPAM address that is its gateway, and the same in
+// a NetworkAttachmentDefinition's configuration.
+func TestObjectOwnGateway(t *testing.T) {
+	check := Check{Policy: cnipolicy.Options{Plugins: cnipolicy.DefaultPlugins}}
+	rules := npwg.ConfigRules{Plugins: cnipolicy.DefaultPlugins, Policy: npwg.Policy{HostDevices: []string{"ens1f0"}}}
+	for name, tc := range map[string]struct{ object, want string }{
+		"fastpath.dev": {`{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "nic"}, "spec": {"devices": {
+			"requests": [{"name": "a", "exactly": {"deviceClassName": "shared.fastpath.dev"}}],
+			"config": [{"opaque": {"driver": "fastpath.dev", "parameters": {"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig",
+				"interface": {"addresses": ["10.9.0.5/24"], "routes": [{"destination": "0.0.0.0/0", "gateway": "10.9.0.5"}]}}}}]}}}`,
+			`spec.devices.config[0].opaque.parameters.interface.addresses[0]: Invalid value: "10.9.0.5/24": 10.9.0.5 is also the gateway of interface.routes[0]`},
+		"CNI claim": {`{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "net"}, "spec": {"devices": {
+			"requests": [{"name": "a", "exactly": {"deviceClassName": "cni.networking.x-k8s.io"}}],
+			"config": [{"opaque": {"driver": "cni.dra.networking.x-k8s.io", "parameters": {"apiVersion": "cni.networking.x-k8s.io/v1alpha1", "kind": "CNI", "ifName": "net1",
+				"plugins": [{"type": "macvlan", "config": {"ipam": {"type": "static", "addresses": [{"address": "10.9.0.5/24", "gateway": "10.9.0.5"}]}},
+					"arguments": [{"fieldPath": "master", "valueFrom": {"attributeRef": "name"}}]}]}}}]}}}`,
+			`spec.devices.config[0].opaque.parameters.plugins[0].config.ipam.addresses[0].address: Invalid value: "10.9.0.5/24": 10.9.0.5 is also the gateway`},
+		"NetworkAttachmentDefinition": {`{"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition", "metadata": {"name": "storage"}, "spec": {"config":
+			"{\"cniVersion\": \"1.0.0\", \"type\": \"macvlan\", \"master\": \"ens1f0\", \"ipam\": {\"type\": \"static\", \"addresses\": [{\"address\": \"10.9.0.5/24\"}], \"routes\": [{\"dst\": \"0.0.0.0/0\", \"gw\": \"10.9.0.5\"}]}}"}}`,
+			`plugins[0].ipam.addresses[0].address: Invalid value: "10.9.0.5/24": 10.9.0.5 is also the gateway plugins[0].ipam.routes[0].gw`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			v := Object([]byte(tc.object), "app", check, rules)
+			var msgs []string
+			for _, p := range v.Problems {
+				msgs = append(msgs, p.Err.Error())
+			}
+			if !v.Judged || !strings.Contains(strings.Join(msgs, "\n"), tc.want) {
+				t.Errorf("problems %q, want %q", msgs, tc.want)
+			}
+		})
+	}
+}

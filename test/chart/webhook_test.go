@@ -207,6 +207,13 @@ func TestWebhookConfiguration(t *testing.T) {
 			}) {
 				t.Errorf("the controller's ClusterRole may not update its webhook configuration alone: %+v", o.Rules)
 			}
+			// The index of the cluster's claims, for their static
+			// addresses on shared parents.
+			if o.Name == "fastpath-controller" && !slices.ContainsFunc(o.Rules, func(r rbacv1.PolicyRule) bool {
+				return slices.Equal(r.Resources, []string{"resourceclaims", "deviceclasses"}) && slices.Equal(r.Verbs, []string{"list", "watch"})
+			}) {
+				t.Errorf("the controller's ClusterRole may not list and watch claims and classes: %+v", o.Rules)
+			}
 		}
 	}
 	// With a URL, the API server calls it, and the certificate is for its

@@ -248,6 +248,28 @@ func (s *InterfaceSpec) Validate(path *field.Path) field.ErrorList {
 			}
 		}
 	}
+	return append(errs, s.ownGateway(path)...)
+}
+
+// ownGateway refuses an address of the interface that is also the gateway
+// of one of its routes: a route through the interface's own address goes
+// nowhere.
+func (s *InterfaceSpec) ownGateway(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, a := range s.Addresses {
+		prefix, err := netip.ParsePrefix(a)
+		if err != nil {
+			continue
+		}
+		for j, r := range s.Routes {
+			if gw, err := netip.ParseAddr(r.Gateway); err == nil && gw == prefix.Addr() {
+				errs = append(errs, field.Invalid(path.Child("addresses").Index(i), a, fmt.Sprintf(
+					"%s is also the gateway of %s: a route through the interface's own address goes nowhere; "+
+						"write the router's address as the gateway, or give the interface another address", gw, path.Child("routes").Index(j))))
+				break
+			}
+		}
+	}
 	return errs
 }
 
