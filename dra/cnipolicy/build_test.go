@@ -208,6 +208,14 @@ func TestBuildConflistErrors(t *testing.T) {
 				"plugins[0].config.IPMASQ: Forbidden: changes the node (the plugin's ipMasq)"}},
 		"a sysctl of the node": {doc: plugin(`{"type": "tuning", "config": {"sysctl": {"kernel.core_pattern": "|/x", "net.ipv4.conf.net1.rp_filter": "0"}}}`),
 			want: []string{"plugins[0].config.sysctl[kernel.core_pattern]: Forbidden: changes the node (the plugin's sysctl)"}},
+		// tuning reads args.cni over its own fields: a sysctl there is one
+		// it writes.
+		"a sysctl of the node in args.cni": {doc: plugin(`{"type": "tuning", "config": {"sysctl": {}, "args": {"cni": {"sysctl": {"kernel.core_pattern": "|/x"}}}}}`),
+			want: []string{"plugins[0].config.args.cni.sysctl[kernel.core_pattern]: Forbidden: changes the node (the plugin's sysctl)"}},
+		"a sysctl of the node by argument": {doc: plugin(`{"type": "tuning", "arguments": [{"fieldPath": "args.cni.sysctl", "value": {"kernel.core_pattern": "|/x"}}]}`),
+			want: []string{"plugins[0].config.args.cni.sysctl[kernel.core_pattern]: Forbidden: changes the node"}},
+		"promisc, which reaches the master": {doc: plugin(`{"type": "tuning", "config": {"ARGS": {"CNI": {"promisc": true}}}}`),
+			want: []string{"plugins[0].config.ARGS.CNI.promisc: Forbidden: changes the node (the plugin's promisc)"}},
 		"value and valueFrom": {doc: plugin(`{"type": "macvlan", "arguments": [{"fieldPath": "mode", "value": "x", "valueFrom": {"attributeRef": "name"}}]}`),
 			want: []string{"not more than one"}},
 	} {
