@@ -63,8 +63,6 @@ type ConfigMaps interface {
 // originAllowlist marks the errors of plugin types not on the allowlist.
 const originAllowlist = "allowlist"
 
-var cniNetworkName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`)
-
 // Network is a request's network, resolved: what runs at sandbox
 // creation.
 type Network struct {
@@ -122,8 +120,8 @@ func Build(ctx context.Context, cfg v1alpha1.CNIConfig, name string, policy Opti
 		cniVersion = v1alpha1.DefaultCNIVersion
 	}
 	var errs field.ErrorList
-	if !cniNetworkName.MatchString(name) {
-		errs = append(errs, field.Invalid(field.NewPath("name"), name, "not a valid CNI network name"))
+	if err := ValidNetworkName(name); err != nil {
+		errs = append(errs, field.Invalid(field.NewPath("name"), name, err.Error()))
 	}
 	ns := c.Namespace
 	if trusted {
