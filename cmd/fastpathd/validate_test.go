@@ -205,7 +205,7 @@ func TestValidateInputs(t *testing.T) {
 		"a kind it does not judge": {args: []string{"-f", "testdata/validate/good/list.json"}, code: 0, noLines: true,
 			errOut: "skipped: Deployment not-checked (testdata/validate/good/list.json:1): not a kind validate judges\n"},
 		"a host device by default": {stdin: uplinkNAD, args: []string{"-f", "-"}, code: 1,
-			out: `<stdin>:1: NetworkAttachmentDefinition app/uplink: spec.config: Forbidden: names an object of the host: plugins[0] (macvlan): master "eth0" is not one of the host devices the operator allows (none) (--npwg-host-devices, --npwg-host-paths)`},
+			out: `<stdin>:1: NetworkAttachmentDefinition app/uplink: spec.config: Forbidden: names an object of the host: plugins[0] (macvlan): master "eth0" is not one of the host devices the operator allows (none) (--npwg-host-devices, --npwg-host-paths, --npwg-host-options)`},
 		"a host device the operator allows": {stdin: uplinkNAD, args: []string{"-f", "-", "--npwg-host-devices", "ens*,eth0"}, code: 0, noLines: true},
 		"another allowlist for a NAD": {stdin: uplinkNAD, args: []string{"-f", "-", "--npwg-host-devices", "eth0", "--cni-plugins", "ipvlan"}, code: 1,
 			out: `spec.config: Forbidden: plugin type not allowed: ["macvlan"] not on this node's allowlist [ipvlan] (--cni-plugins)`},

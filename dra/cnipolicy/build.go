@@ -235,6 +235,9 @@ const (
 type argSource struct {
 	kind  int
 	index int // of the argument
+	// top: an attribute named by the argument's own attributeRef, not
+	// by valueFrom's.
+	top bool
 }
 
 func (s argSource) field(path *field.Path) *field.Path {
@@ -246,6 +249,11 @@ func (s argSource) field(path *field.Path) *field.Path {
 		return a.Child("valueFrom", "resourceSliceFieldRef")
 	case sourceConfigMap:
 		return a.Child("valueFrom", "configMapKeyRef")
+	case sourceAttribute:
+		if s.top {
+			return a.Child("attributeRef")
+		}
+		return a.Child("valueFrom", "attributeRef")
 	}
 	return a
 }
@@ -261,7 +269,7 @@ func (c Sources) resolve(a v1alpha1.CNIArgument, ns string, path *field.Path) (a
 		return v, argSource{kind: sourceValue}, nil
 	case a.AttributeRef != "":
 		v, err := c.attribute(a.AttributeRef, path.Child("attributeRef"))
-		return v, argSource{kind: sourceAttribute}, err
+		return v, argSource{kind: sourceAttribute, top: true}, err
 	case a.ValueFrom == nil:
 		return nil, argSource{}, field.Required(path.Child("value"), "give value or valueFrom")
 	}

@@ -117,7 +117,7 @@ func (r ConfigRules) Config(nad *nadv1.NetworkAttachmentDefinition) (*Config, er
 	// A network given a device of the pod's claims has its master filled
 	// from it (Invocation.GiveDevice).
 	if err := r.Policy.HostObjects(cfg, nad.Annotations[ResourceNameAnnot] != ""); err != nil {
-		return nil, &ConfigError{NAD: nadName(nad), Source: cfg.Source, Err: fmt.Errorf("%w (--npwg-host-devices, --npwg-host-paths)", err)}
+		return nil, &ConfigError{NAD: nadName(nad), Source: cfg.Source, Err: fmt.Errorf("%w (--npwg-host-devices, --npwg-host-paths, --npwg-host-options)", err)}
 	}
 	return cfg, nil
 }

@@ -87,7 +87,7 @@ func TestConfigRules(t *testing.T) {
 		"a plugin off the allowlist": {config: `{"cniVersion": "1.0.0", "type": "macvlan", "master": "ens1f0", "ipam": {"type": "host-local"}}`, target: ErrPluginNotAllowed,
 			want: `NetworkAttachmentDefinition app/storage: spec.config: plugin type not allowed: ["host-local"] not on this node's allowlist [macvlan static tuning] (--cni-plugins): a network's configuration may run only the plugins the operator allows`},
 		"a host device not allowed": {config: `{"cniVersion": "1.0.0", "type": "macvlan", "master": "eth0"}`, target: ErrHostObject,
-			want: `NetworkAttachmentDefinition app/storage: spec.config: names an object of the host: plugins[0] (macvlan): master "eth0" is not one of the host devices the operator allows (ens1f*) (--npwg-host-devices, --npwg-host-paths)`},
+			want: `NetworkAttachmentDefinition app/storage: spec.config: names an object of the host: plugins[0] (macvlan): master "eth0" is not one of the host devices the operator allows (ens1f*) (--npwg-host-devices, --npwg-host-paths, --npwg-host-options)`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg, err := rules.Config(nad("app", "storage", tc.config))
