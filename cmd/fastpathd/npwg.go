@@ -164,30 +164,40 @@ func (o *npwgOptions) podNetworkOptions(client kubernetes.Interface, configs nri
 
 // networkSources are the CRI Network API's networks from the cluster:
 // the PodNetworks (--podnetworks) and the NetworkAttachmentDefinitions
-// (--npwg) this node attaches. watch has run.
-func (o *npwgOptions) networkSources() []netapi.Source {
+// (--npwg) this node attaches, judged by the node's rules (plugins:
+// --cni-plugins). watch has run.
+func (o *npwgOptions) networkSources(plugins []string) []netapi.Source {
 	if !o.enabled {
 		return nil
 	}
-	sources := []netapi.Source{netapi.NADSource{NADs: o.nads, ConfDir: o.confDirRules()}}
+	sources := []netapi.Source{netapi.NADSource{NADs: o.nads, Rules: o.rules(plugins)}}
 	if o.podNetworks {
-		sources = append(sources, netapi.PodNetworkSource{Objects: o.pnObjects, NADs: o.nads, ConfDir: o.confDirRules()})
+		sources = append(sources, netapi.PodNetworkSource{Objects: o.pnObjects, NADs: o.nads, Rules: o.rules(plugins)})
 	}
 	return sources
+}
+
+// rules are what the node holds a network's configuration to, as the
+// runtime's hook does (nri.NPWGOptions): plugins are --cni-plugins.
+func (o *npwgOptions) rules(plugins []string) npwg.ConfigRules {
+	return npwg.ConfigRules{ConfDir: o.confDirRules(), Plugins: plugins, Policy: o.policy()}
 }
 
 // nodeLabels keeps the labels of the PodNetworks this node can attach on
 // its Node (--podnetworks), judged again when the watches of PodNetworks
 // and NetworkAttachmentDefinitions change; nil when --podnetworks is off.
-// api are the CRI Network API's networks (nil when it is off), which
-// override the PodNetworks' of their name. watch has run; the caller runs
-// the labels.
-func (o *npwgOptions) nodeLabels(client kubernetes.Interface, nodeName string, api netapi.NamedConfigs, binDirs []string) (*status.NodeLabels, error) {
+// A PodNetwork is judged as the runtime's hook judges it when a pod names
+// it (enabled and Ready; its configuration by the node's rules, plugins
+// being --cni-plugins), so that the node advertises none its hook would
+// refuse. api are the CRI Network API's networks (nil when it is off),
+// which override the PodNetworks' of their name. watch has run; the
+// caller runs the labels.
+func (o *npwgOptions) nodeLabels(client kubernetes.Interface, nodeName string, api netapi.NamedConfigs, binDirs, plugins []string) (*status.NodeLabels, error) {
 	if !o.podNetworks {
 		return nil, nil
 	}
 	judge := netapi.PodNetworkJudge{
-		Source:  netapi.PodNetworkSource{Objects: o.pnObjects, NADs: o.nads, ConfDir: o.confDirRules()},
+		Source:  netapi.PodNetworkSource{Objects: o.pnObjects, NADs: o.nads, Rules: o.rules(plugins)},
 		API:     api,
 		BinDirs: binDirs,
 	}

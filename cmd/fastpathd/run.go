@@ -366,13 +366,13 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 		return err
 	}
 	nriOpts.NPWG = o.npwg.options(client, &o.cni, o.ipPools)
-	api, err := o.networkAPI.start(ctx, o.stateDir, splitList(o.cni.binDirs), cniLimit, o.npwg.networkSources()...)
+	api, err := o.networkAPI.start(ctx, o.stateDir, splitList(o.cni.binDirs), cniLimit, o.npwg.networkSources(splitList(o.cni.plugins))...)
 	if err != nil {
 		return err
 	}
 	defer api.stop()
 	nriOpts.PodNetworks = o.npwg.podNetworkOptions(client, api.configs())
-	nodeLabels, err := o.npwg.nodeLabels(client, o.nodeName, api.configs(), splitList(o.cni.binDirs))
+	nodeLabels, err := o.npwg.nodeLabels(client, o.nodeName, api.configs(), splitList(o.cni.binDirs), splitList(o.cni.plugins))
 	if err != nil {
 		return err
 	}
