@@ -163,7 +163,7 @@ func (j job) run() error {
 		NPWG: &nri.NPWGOptions{NADs: nad, ConfDir: r.Dir, Plugins: []string{"macvlan", "host-local"}, DefaultInterface: "eth0",
 			Policy:     npwg.Policy{HostDevices: []string{r.MasterLink}, HostPaths: []string{r.Dir}},
 			Status:     status.PodNetworkStatus{Client: client},
-			IPAMClaims: nri.NewIPAMClaimOptions(watch.IPAMClaims{Dynamic: dyn, Client: client}, nil, time.Minute)}})
+			IPAMClaims: nri.NewIPAMClaimOptions(watch.IPAMClaims{Dynamic: dyn, Client: client}, testNode, nil, time.Minute)}})
 	// The writer's claims are answered once the operation returned
 	// (slowClaims), and the writes left to the background end before the
 	// worker does, as they would in a daemon that lives on.

@@ -265,14 +265,14 @@ func (o *npwgOptions) driverDeviceInfoDir() string {
 
 // options are the NRI plugin's NPWG options; nil when --npwg is off.
 // watch has run.
-func (o *npwgOptions) options(client kubernetes.Interface, cni *cniOptions, pools dra.IPPools) *nri.NPWGOptions {
+func (o *npwgOptions) options(client kubernetes.Interface, nodeName string, cni *cniOptions, pools dra.IPPools) *nri.NPWGOptions {
 	if !o.enabled {
 		return nil
 	}
 	opts := &nri.NPWGOptions{NADs: o.nads, ConfDir: o.confDir, ConfNamespaces: splitList(o.confNamespaces), Policy: o.policy(), Plugins: splitList(cni.plugins),
 		Status: status.PodNetworkStatus{Client: client}, DefaultNetwork: o.defaultNetwork, DefaultInterface: o.defaultInterface, Limits: o.limits.limits()}
 	if o.ipamClaims {
-		opts.IPAMClaims = nri.NewIPAMClaimOptions(watch.IPAMClaims{Dynamic: o.dyn, Client: client}, pools, o.ipamClaimInterval)
+		opts.IPAMClaims = nri.NewIPAMClaimOptions(watch.IPAMClaims{Dynamic: o.dyn, Client: client}, nodeName, pools, o.ipamClaimInterval)
 	}
 	return opts
 }

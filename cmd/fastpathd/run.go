@@ -365,7 +365,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	if err := o.npwg.watch(ctx, restConfig); err != nil {
 		return err
 	}
-	nriOpts.NPWG = o.npwg.options(client, &o.cni, o.ipPools)
+	nriOpts.NPWG = o.npwg.options(client, o.nodeName, &o.cni, o.ipPools)
 	api, err := o.networkAPI.start(ctx, o.stateDir, splitList(o.cni.binDirs), cniLimit, o.npwg.networkSources(splitList(o.cni.plugins))...)
 	if err != nil {
 		return err
