@@ -2,11 +2,15 @@ package chart
 
 import (
 	"context"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -452,5 +456,41 @@ func TestIPAMClaimStatusPolicy(t *testing.T) {
 		}(), ""},
 	} {
 		wantDecision(t, what, v, tc.r, tc.want)
+	}
+}
+
+// TestIPAMClaimController: with npwg.ipamClaims, the controller runs (the
+// CNI driver off) and lets go of IPAMClaims whose holding node or pod is
+// gone: --ipamclaims, a watch of IPAMClaims and the update of their
+// status, a get of nodes and pods; without, none of it.
+func TestIPAMClaimController(t *testing.T) {
+	var role *rbacv1.ClusterRole
+	var args []string
+	for _, o := range render(t, "--set", "cni.enabled=false", "--set", "npwg.enabled=true", "--set", "npwg.ipamClaims.enabled=true") {
+		switch o := o.(type) {
+		case *rbacv1.ClusterRole:
+			if o.Name == "fastpath-controller" {
+				role = o
+			}
+		case *appsv1.Deployment:
+			args = o.Spec.Template.Spec.Containers[0].Args
+		}
+	}
+	if role == nil || !slices.Contains(args, "--ipamclaims") {
+		t.Fatalf("the controller does not run with --ipamclaims: role %v, args %q", role, args)
+	}
+	for _, want := range []rbacv1.PolicyRule{
+		{APIGroups: []string{"k8s.cni.cncf.io"}, Resources: []string{"ipamclaims"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"k8s.cni.cncf.io"}, Resources: []string{"ipamclaims/status"}, Verbs: []string{"update"}},
+		{APIGroups: []string{""}, Resources: []string{"nodes", "pods"}, Verbs: []string{"get"}},
+	} {
+		if !slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool { return reflect.DeepEqual(r, want) }) {
+			t.Errorf("the controller's role lacks %+v: %+v", want, role.Rules)
+		}
+	}
+	for _, o := range render(t, "--set", "npwg.enabled=true") {
+		if d, ok := o.(*appsv1.Deployment); ok && slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--ipamclaims") {
+			t.Errorf("without npwg.ipamClaims the controller runs with --ipamclaims: %q", d.Spec.Template.Spec.Containers[0].Args)
+		}
 	}
 }
