@@ -614,3 +614,26 @@ func TestNPWGAddressNotHonoured(t *testing.T) {
 		t.Error("a record left")
 	}
 }
+
+// CNI_ARGS carry no key of the pod's: IgnoreUnknown and the K8S_POD_*
+// keys, whose values are the pod's Kubernetes names and IDs, whatever
+// the element asks for. A pod's addresses, MAC and cni-args reach the
+// plugins only in their configuration (args.cni, runtimeConfig), where
+// they are judged with it: none as CNI_ARGS' IP, MAC or GATEWAY, which
+// host-local, static and tuning also read.
+func TestNPWGCNIArgs(t *testing.T) {
+	r := newNPWGRig(t)
+	pod := npwgPod(`[{"name":"net-a","ips":["10.1.0.9/24"],"cni-args":{"IP":"10.9.9.9","MAC":"02:00:00:00:00:01"}}]`)
+	if err := r.plugin.AttachPod(r.ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	n, ok := r.cni.added["net1"]
+	if !ok {
+		t.Fatalf("no ADD of net1: %v", r.cni.order)
+	}
+	want := [][2]string{{"IgnoreUnknown", "true"}, {"K8S_POD_NAMESPACE", "default"}, {"K8S_POD_NAME", "web"},
+		{"K8S_POD_INFRA_CONTAINER_ID", pod.SandboxID}, {"K8S_POD_UID", string(pod.UID)}}
+	if !slices.Equal(n.Args, want) {
+		t.Errorf("CNI_ARGS %q, want %q", n.Args, want)
+	}
+}
