@@ -82,8 +82,9 @@ func (o *npwgConfigOptions) addFlags(fs *flag.FlagSet, confDir string) {
 		"none by default: whoever may write one in a namespace is not trusted with the node (configurations of --npwg-conf-dir may name any)")
 	fs.StringVar(&o.hostPaths, "npwg-host-paths", "", "comma-separated host directories under which a NetworkAttachmentDefinition's spec.config may name files "+
 		"(host-local's dataDir, any absolute path; \"/\": all); none by default")
-	fs.StringVar(&o.hostOptions, "npwg-host-options", "", "comma-separated options that change the node which a NetworkAttachmentDefinition's spec.config may turn on, "+
-		"as <plugin type>.<option> patterns (bridge.isGateway, bridge.ipMasq, bridge.*, tuning.sysctl for sysctls outside net.*; \"*\": all); none by default")
+	fs.StringVar(&o.hostOptions, "npwg-host-options", "", "comma-separated options that change the node which a NetworkAttachmentDefinition's spec.config, "+
+		"or a pod's element (its cni-args, its portMappings), may turn on, as <plugin type>.<option> patterns "+
+		"(bridge.isGateway, bridge.ipMasq, bridge.*, tuning.sysctl for sysctls outside net.*, tuning.promisc, portmap.portMappings; \"*\": all); none by default")
 }
 
 // hostPolicy is the policy's part for objects of the host.
