@@ -1,6 +1,7 @@
 package cnipolicy
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -247,7 +248,8 @@ func podSysctl(name string) bool {
 }
 
 // truthy says whether an option's value turns it on: anything but false,
-// null, zero, an empty string, list or object.
+// null, zero (decoded as a float64 or, keeping its digits, a
+// json.Number), an empty string, list or object.
 func truthy(v any) bool {
 	switch v := v.(type) {
 	case nil:
@@ -256,6 +258,9 @@ func truthy(v any) bool {
 		return v
 	case float64:
 		return v != 0
+	case json.Number:
+		f, err := v.Float64()
+		return err != nil || f != 0
 	case string:
 		return v != ""
 	case []any:

@@ -49,6 +49,10 @@ func TestInvocationHostObjects(t *testing.T) {
 				`the element's "portMappings", which libcni gives the plugin as runtimeConfig.portMappings`}},
 		"portMappings of the operator's configuration": {config: portmap, trusted: true, element: `[{"name": "net-b", "portMappings": [{"hostPort": 22, "containerPort": 2222}]}]`,
 			want: []string{`runtimeConfig.portMappings`}},
+		// Numbers keep their digits as libcni hands them over: a zero is
+		// off.
+		"an option at zero, numbers as written": {config: `{"cniVersion": "1.0.0", "plugins": [{"type": "bridge", "bridge": "eth1", "vlan": 0, "ipam": {"type": "static"}}]}`,
+			element: `[{"name": "net-b", "cni-args": {"mtu": 1500}}]`},
 		"portMappings, allowed": {config: portmap, element: `[{"name": "net-b", "portMappings": [{"hostPort": 8080, "containerPort": 80}]}]`,
 			policy: &Policy{HostDevices: []string{"eth1"}, HostOptions: []string{"portmap.portMappings"}}},
 	} {
