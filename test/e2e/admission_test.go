@@ -15,6 +15,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -249,7 +250,12 @@ func waitRefused(t *testing.T, ctx context.Context, what string, call func() err
 // Writes are dry runs.
 func TestIPAMClaimNodePolicy(t *testing.T) {
 	ctx := testContext(t)
-	startDaemon(t, ctx, 26303, "--npwg", "--npwg-ipamclaims", "--cni-bin-dir", bed.Config().CNIBinDir(), "--cni-plugins", "macvlan,static")
+	// Without fastpathd controller, which would let go of the IPAMClaims
+	// this test makes held by pods that do not exist.
+	d := newDaemon(t, 26303, "--npwg", "--npwg-ipamclaims", "--cni-bin-dir", bed.Config().CNIBinDir(), "--cni-plugins", "macvlan,static")
+	d.values["controller"] = map[string]any{"enabled": false}
+	d.start(t, ctx)
+	t.Cleanup(func() { d.stop(t) })
 	other, own := twoNodes(t, ctx)
 	onOwn, err := dynamic.NewForConfig(nodeBoundConfig(t, ctx, own))
 	if err != nil {
@@ -330,5 +336,69 @@ spec:
 	set(t, "e2e-a", own.Name, metav1.ConditionTrue)
 	if err := take(t, "e2e-a", own.Name, metav1.ConditionFalse); err != nil {
 		t.Errorf("an IPAMClaim this node holds, let go: %v", err)
+	}
+}
+
+// TestIPAMClaimHolderGone: fastpathd controller (run by the chart with
+// npwg.ipamClaims) lets go of an IPAMClaim held on a node whose holding
+// pod is gone: the condition fastpath.dev/HeldOnNode turns False (reason
+// HolderGone), still naming the node, and the bed's node's daemon may
+// then take it.
+func TestIPAMClaimHolderGone(t *testing.T) {
+	ctx := testContext(t)
+	startDaemon(t, ctx, 26304, "--npwg", "--npwg-ipamclaims", "--cni-bin-dir", bed.Config().CNIBinDir(), "--cni-plugins", "macvlan,static")
+	other, own := twoNodes(t, ctx)
+	admin := dynamicClient(t).Resource(ipamClaimsGVR).Namespace("default")
+	createServed(t, ctx, ipamClaimsGVR, `apiVersion: k8s.cni.cncf.io/v1alpha1
+kind: IPAMClaim
+metadata:
+  name: e2e-ipc-gone
+spec:
+  network: net-p
+  interface: net1
+`)
+	t.Cleanup(func() { deleteIPAMClaim(t, "e2e-ipc-gone") })
+	u, err := admin.Get(ctx, "e2e-ipc-gone", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &npwg.IPAMClaim{Status: npwg.IPAMClaimStatus{IPs: []string{"10.94.0.10/24"}}}
+	c.Status, _ = npwg.WithOwner(c, "e2e-ipc-no-such-pod", other.Name, nil)
+	st, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&c.Status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Object["status"] = st
+	if _, err := admin.UpdateStatus(ctx, u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var got *npwg.IPAMClaim
+	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		got = getIPAMClaim(t, ctx, "e2e-ipc-gone")
+		return npwg.HeldOn(got) == "", nil
+	}); err != nil {
+		t.Fatalf("IPAMClaim e2e-ipc-gone, held on %s by a pod that does not exist, was not let go: %+v\n%s", other.Name, got.Status, controllerState(t))
+	}
+	cond := meta.FindStatusCondition(got.Status.Conditions, npwg.IPAMClaimNodeCondition)
+	if cond == nil || cond.Reason != npwg.ReasonHolderGone || cond.Message != other.Name {
+		t.Errorf("condition %+v, want False %s naming %s", cond, npwg.ReasonHolderGone, other.Name)
+	}
+	// The bed's node may take it now.
+	onOwn, err := dynamic.NewForConfig(nodeBoundConfig(t, ctx, own))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err = admin.Get(ctx, "e2e-ipc-gone", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = getIPAMClaim(t, ctx, "e2e-ipc-gone")
+	c.Status, _ = npwg.WithOwner(c, "e2e-ipc-next", own.Name, nil)
+	if st, err = runtime.DefaultUnstructuredConverter.ToUnstructured(&c.Status); err != nil {
+		t.Fatal(err)
+	}
+	u.Object["status"] = st
+	if _, err := onOwn.Resource(ipamClaimsGVR).Namespace("default").UpdateStatus(ctx, u, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Errorf("the IPAMClaim let go, taken by this node: %v", err)
 	}
 }
