@@ -5,6 +5,7 @@
 // PodNetworkAttachments, their in-use finalizers and the default
 // PodNetwork, and lifts the scheduling gates of pods whose networks pass
 // the KEP's active validation, with node affinity to the nodes that attach
-// them. It runs once per cluster and touches no node: it imports no
+// them; and the IPAMClaim controller, which lets go, for a node, of the
+// IPAMClaims whose node or holding pod is gone. It runs once per cluster and touches no node: it imports no
 // netlink, eBPF, runtime hook or kubelet plugin package (make lint checks).
 package controller

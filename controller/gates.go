@@ -247,14 +247,16 @@ func podScheduled(pod *corev1.Pod) *corev1.PodCondition {
 }
 
 // lift requires the node labels and removes the gate: one patch of the
-// pod as the cache has it, on the condition that the API server has it so
-// too (its resourceVersion); if not, one update of the pod as the API
-// server has it. A scheduling gate's pod may have its node affinity
-// tightened, and only then.
+// pod as the cache has it, judged (labels), on the condition that the API
+// server has it so too (its resourceVersion); if not, the pod as the API
+// server has it is judged again, and lifted with one update at its
+// resourceVersion, or kept gated. A scheduling gate's pod may have its
+// node affinity tightened, and only then.
 func (c *PodNetworkController) lift(ctx context.Context, cached *corev1.Pod, labels []string) error {
+	lifted := true
 	err := c.liftCached(ctx, cached, labels)
 	if apierrors.IsConflict(err) {
-		err = c.liftCurrent(ctx, cached, labels)
+		lifted, labels, err = c.liftCurrent(ctx, cached)
 	}
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -262,13 +264,16 @@ func (c *PodNetworkController) lift(ctx context.Context, cached *corev1.Pod, lab
 	if err != nil {
 		return fmt.Errorf("pod %s/%s: lift the scheduling gate %s: %w", cached.Namespace, cached.Name, pnv1.SchedulingGate, err)
 	}
-	klog.FromContext(ctx).Info("Networks ready: scheduling gate lifted", "pod", klog.KObj(cached), "nodeLabels", labels)
+	if lifted {
+		klog.FromContext(ctx).Info("Networks ready: scheduling gate lifted", "pod", klog.KObj(cached), "nodeLabels", labels)
+	}
 	return nil
 }
 
 // liftCached lifts the gate of the pod as cached, a merge patch that
 // replaces its gates and required node affinity, conditional on its
-// resourceVersion.
+// resourceVersion: the API server refuses it (a conflict) when the pod
+// changed since the copy judged.
 func (c *PodNetworkController) liftCached(ctx context.Context, cached *corev1.Pod, labels []string) error {
 	pod := cached.DeepCopy()
 	requireLabels(pod, labels)
@@ -288,21 +293,31 @@ func (c *PodNetworkController) liftCached(ctx context.Context, cached *corev1.Po
 	return err
 }
 
-// liftCurrent lifts the gate of the pod as the API server has it, if it
-// is still the cached one and gated.
-func (c *PodNetworkController) liftCurrent(ctx context.Context, cached *corev1.Pod, labels []string) error {
+// liftCurrent judges the pod as the API server has it, if it is still
+// the cached one and gated, and lifts its gate with the node labels of
+// the networks it lists now, in an update at the resourceVersion read
+// (a pod changed again meanwhile conflicts, and is judged again from the
+// queue); a pod whose networks no longer pass stays gated, saying why.
+// The labels of the cached copy are never written to another copy.
+func (c *PodNetworkController) liftCurrent(ctx context.Context, cached *corev1.Pod) (lifted bool, labels []string, err error) {
 	pods := c.o.Pods.CoreV1().Pods(cached.Namespace)
 	pod, err := pods.Get(ctx, cached.Name, metav1.GetOptions{})
 	if err != nil {
-		return err
+		return false, nil, err
 	}
 	if pod.UID != cached.UID || !gated(pod) {
-		return nil
+		return false, nil, nil
+	}
+	labels, problem := c.judgeNetworks(pod)
+	if problem != nil {
+		return false, nil, c.keepGated(ctx, pod, problem)
 	}
 	requireLabels(pod, labels)
 	pod.Spec.SchedulingGates = slices.DeleteFunc(pod.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == pnv1.SchedulingGate })
-	_, err = pods.Update(ctx, pod, metav1.UpdateOptions{FieldManager: fieldManager})
-	return err
+	if _, err := pods.Update(ctx, pod, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+		return false, nil, err
+	}
+	return true, labels, nil
 }
 
 // requireLabels adds to the pod's required node affinity that the node

@@ -262,3 +262,74 @@ func TestGateLiftRequests(t *testing.T) {
 		})
 	}
 }
+
+// The pod changes between the cache's copy, judged, and the write that
+// lifts its gate (the API server refuses the patch at the copy's
+// resourceVersion): the pod written is the one judged, as the API server
+// has it. A network it lists now that does not pass keeps it gated; one
+// that does is what its node affinity requires, not the copy's.
+func TestGateJudgesThePodItWrites(t *testing.T) {
+	for name, tc := range map[string]struct {
+		now    string // the pod's annotation when the gate is lifted
+		reason string // kept gated for; "" lifted
+		want   []string
+	}{
+		"a network that does not exist": {now: `[{"name":"a"},{"name":"nope","interfaceName":"net2"}]`, reason: ReasonPodNetworkMissing,
+			want: []string{"PodNetwork nope does not exist"}},
+		"a network no node attaches":  {now: `[{"name":"nowhere"}]`, reason: ReasonNoNode, want: []string{pnv1.NodeLabel("nowhere")}},
+		"another network that passes": {now: `[{"name":"b"}]`, want: []string{pnv1.NodeLabel("b")}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newGateFixture(t)
+			f.node("node-a", map[string]string{pnv1.NodeLabel("a"): "true", pnv1.NodeLabel("b"): "true"})
+			f.network(podNetwork("a", nil))
+			f.network(podNetwork("b", nil))
+			f.network(podNetwork("nowhere", nil))
+			f.pod("app", `[{"name":"a"}]`, nil)
+			list, err := f.client.CoreV1().Pods("ns1").List(f.ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.pods = []*corev1.Pod{&list.Items[0]}
+			// The patch at the cached copy's resourceVersion finds the pod
+			// changed: the API server's conflict.
+			patched := false
+			f.client.PrependReactor("patch", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+				if patched {
+					return false, nil, nil
+				}
+				patched = true
+				p, err := f.client.Tracker().Get(corev1.SchemeGroupVersion.WithResource("pods"), "ns1", "app")
+				if err != nil {
+					return true, nil, err
+				}
+				pod := p.(*corev1.Pod).DeepCopy()
+				pod.Annotations[pnv1.AnnotationNetworks] = tc.now
+				if err := f.client.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), pod, "ns1"); err != nil {
+					return true, nil, err
+				}
+				return true, nil, apierrors.NewConflict(corev1.Resource("pods"), "app", errors.New("the object has been modified"))
+			})
+			f.reconcile(objectKey{pod: true, namespace: "ns1", name: "app"})
+			p, err := f.client.CoreV1().Pods("ns1").Get(f.ctx, "app", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !patched {
+				t.Fatal("no patch lifted the gate")
+			}
+			if tc.reason != "" {
+				f.wantGated(p, tc.reason, tc.want...)
+				return
+			}
+			wantLifted(t, p, tc.want...)
+			for _, term := range p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+				for _, e := range term.MatchExpressions {
+					if e.Key == pnv1.NodeLabel("a") {
+						t.Errorf("the pod requires %s, the label of the network its cached copy listed", e.Key)
+					}
+				}
+			}
+		})
+	}
+}

@@ -163,7 +163,7 @@ func (j job) run() error {
 		NPWG: &nri.NPWGOptions{NADs: nad, ConfDir: r.Dir, Plugins: []string{"macvlan", "host-local"}, DefaultInterface: "eth0",
 			Policy:     npwg.Policy{HostDevices: []string{r.MasterLink}, HostPaths: []string{r.Dir}},
 			Status:     status.PodNetworkStatus{Client: client},
-			IPAMClaims: nri.NewIPAMClaimOptions(watch.IPAMClaims{Dynamic: dyn, Client: client}, nil, time.Minute)}})
+			IPAMClaims: nri.NewIPAMClaimOptions(watch.IPAMClaims{Dynamic: dyn, Client: client}, testNode, nil, time.Minute)}})
 	// The writer's claims are answered once the operation returned
 	// (slowClaims), and the writes left to the background end before the
 	// worker does, as they would in a daemon that lives on.
@@ -182,8 +182,8 @@ func (j job) run() error {
 	}
 	d.UseInventory(r.inventory())
 	cniDriver, err := cnidriver.New(cnidriver.Options{NodeName: testNode, Client: client, PluginDir: filepath.Join(r.Dir, "cniplugin"), Devices: 4,
-		Store: store, Status: writer, Runtime: plugin, Attributes: map[string]string{"name": r.MasterLink, "ipamDir": r.IPAMDir},
-		Policy: cnipolicy.Options{Plugins: []string{"macvlan", "host-local"}}})
+		Store: store, Status: writer, Runtime: plugin, Attributes: map[string]string{"name": r.MasterLink},
+		Policy: cnipolicy.Options{Plugins: []string{"macvlan", "host-local"}}, Approved: r.approvedCNIConfigs()})
 	if err != nil {
 		return err
 	}
@@ -509,13 +509,9 @@ func newRig(t *testing.T) *rig {
 		fromClaimFor("fast", config(`"mode": "macvlan", "interface": {"name": "fast0"}, "ipam": {"pool": "fast"}`)))
 	r.Claim.Status.Allocation.Devices.Results[4].ShareID = new(types.UID("0a1b2c3d-0000-4000-8000-000000000001"))
 	r.Claim.Status.ReservedFor[0].UID = "pod-fault"
-	cniCfg, _ := json.Marshal(v1alpha1.CNIConfig{IfName: "net2", CNIVersion: "1.0.0", Plugins: []v1alpha1.CNIPlugin{{Type: "macvlan",
-		Config: map[string]any{"mode": "bridge", "ipam": map[string]any{"type": "host-local",
-			"ranges": [][]any{{map[string]any{"subnet": "10.92.0.0/24"}}}}},
-		// Host objects come from the device: the master, and the rig's
-		// IPAM directory.
-		Arguments: []v1alpha1.CNIArgument{{FieldPath: "master", ValueFrom: &v1alpha1.CNIValueSource{AttributeRef: "name"}},
-			{FieldPath: "ipam.dataDir", ValueFrom: &v1alpha1.CNIValueSource{AttributeRef: "ipamDir"}}}}}})
+	// The operator's approved config: its master from the device, its
+	// IPAM directory the rig's (approvedCNIConfigs).
+	cniCfg, _ := json.Marshal(v1alpha1.CNIConfig{IfName: "net2", ConfigName: faultCNIConfig})
 	r.CNIClaim = cniTestClaim([]string{"macvlan"}, fromClaim(string(cniCfg)))
 	r.CNIClaim.Name, r.CNIClaim.UID = "cni", "uid-cni"
 	r.CNIClaim.Status.ReservedFor[0].UID = "pod-fault"
@@ -1055,4 +1051,19 @@ func referenceRun(t *testing.T) references {
 func (refs references) pick(name string) snapshot {
 	return map[string]snapshot{"initial": refs.initial, "prepared": refs.prepared, "running": refs.running,
 		"unhealthy": refs.unhealthy, "stopped": refs.stopped, "final": refs.final}[name]
+}
+
+// faultCNIConfig is the approved config the rig's CNI claim names.
+const faultCNIConfig = "fault-macvlan"
+
+// approvedCNIConfigs are the operator's approved configs of the rig: a
+// macvlan on the device's master whose host-local keeps its addresses in
+// the rig's IPAM directory, a host path only the operator may name.
+func (r *rig) approvedCNIConfigs() cnipolicy.ApprovedSet {
+	return cnipolicy.ApprovedSet{faultCNIConfig: &v1alpha1.CNIConfigObject{APIVersion: v1alpha1.CNIGroupVersion, Kind: v1alpha1.KindCNIConfig,
+		ObjectMeta: metav1.ObjectMeta{Name: faultCNIConfig},
+		Spec: v1alpha1.CNIConfig{CNIVersion: "1.0.0", Plugins: []v1alpha1.CNIPlugin{{Type: "macvlan",
+			Config: map[string]any{"mode": "bridge", "ipam": map[string]any{"type": "host-local", "dataDir": r.IPAMDir,
+				"ranges": [][]any{{map[string]any{"subnet": "10.92.0.0/24"}}}}},
+			Arguments: []v1alpha1.CNIArgument{{FieldPath: "master", ValueFrom: &v1alpha1.CNIValueSource{AttributeRef: "name"}}}}}}}}
 }

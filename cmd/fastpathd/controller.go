@@ -49,6 +49,7 @@ type controllerOptions struct {
 	metricsAddr string
 	resync      time.Duration
 	webhook     webhookOptions
+	ipamClaims  bool
 }
 
 // webhookOptions are the flags of the validating admission webhook, which
@@ -142,6 +143,9 @@ func controllerCommand(args []string, stderr io.Writer) error {
 	fs.StringVar(&o.identity, "leader-election-identity", identity, "this replica's name in the Lease (default $POD_NAME, else the host name)")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9179", "address for /healthz and /readyz; empty disables")
 	fs.DurationVar(&o.resync, "resync", 10*time.Minute, "judge every CNIConfig again this often")
+	fs.BoolVar(&o.ipamClaims, "ipamclaims", false, "let go, for the node that holds it, of an IPAMClaim whose node or holding pod is gone "+
+		"(status condition "+npwg.IPAMClaimNodeCondition+" False), so that a pod of another node may take it (needs the IPAMClaim CRD); "+
+		"looked at when it changes and every --resync")
 	o.webhook.addFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -193,6 +197,9 @@ func controllerCommand(args []string, stderr io.Writer) error {
 			AllowedNamespaces: splitList(o.podNetworks.allowedNamespaces),
 			Events:            controllerEvents(ctx, client),
 		}))
+	}
+	if o.ipamClaims {
+		ctrls = append(ctrls, controller.NewIPAMClaimController(dyn, client, o.resync))
 	}
 	var hook *webhook
 	if o.webhook.port != 0 {

@@ -83,8 +83,10 @@ func (o *npwgConfigOptions) addFlags(fs *flag.FlagSet, confDir string) {
 		"none by default: whoever may write one in a namespace is not trusted with the node (configurations of --npwg-conf-dir may name any)")
 	fs.StringVar(&o.hostPaths, "npwg-host-paths", "", "comma-separated host directories under which a NetworkAttachmentDefinition's spec.config may name files "+
 		"(host-local's dataDir, any absolute path; \"/\": all); none by default")
-	fs.StringVar(&o.hostOptions, "npwg-host-options", "", "comma-separated options that change the node which a NetworkAttachmentDefinition's spec.config may turn on, "+
-		"as <plugin type>.<option> patterns (bridge.isGateway, bridge.ipMasq, bridge.*, tuning.sysctl for sysctls outside net.*, macvlan.passthru for a macvlan that takes its master whole; \"*\": all); none by default")
+	fs.StringVar(&o.hostOptions, "npwg-host-options", "", "comma-separated options that change the node which a NetworkAttachmentDefinition's spec.config, "+
+		"or a pod's element (its cni-args, its portMappings), may turn on, as <plugin type>.<option> patterns "+
+		"(bridge.isGateway, bridge.ipMasq, bridge.*, tuning.sysctl for sysctls outside net.*, tuning.promisc, portmap.portMappings, "+
+		"macvlan.passthru for a macvlan that takes its master whole; \"*\": all); none by default")
 	fs.StringVar(&o.vlanIDs, "npwg-vlan-ids", "", "comma-separated VLAN IDs and ranges (100,200-299; 0-4094) of a host device a NetworkAttachmentDefinition's spec.config may make its interface on "+
 		"(the vlan plugin's vlanId, 0 when left out; a device delegated to the pod excepted); none by default")
 }
@@ -168,30 +170,40 @@ func (o *npwgOptions) podNetworkOptions(client kubernetes.Interface, configs nri
 
 // networkSources are the CRI Network API's networks from the cluster:
 // the PodNetworks (--podnetworks) and the NetworkAttachmentDefinitions
-// (--npwg) this node attaches. watch has run.
-func (o *npwgOptions) networkSources() []netapi.Source {
+// (--npwg) this node attaches, judged by the node's rules (plugins:
+// --cni-plugins). watch has run.
+func (o *npwgOptions) networkSources(plugins []string) []netapi.Source {
 	if !o.enabled {
 		return nil
 	}
-	sources := []netapi.Source{netapi.NADSource{NADs: o.nads, ConfDir: o.confDirRules()}}
+	sources := []netapi.Source{netapi.NADSource{NADs: o.nads, Rules: o.rules(plugins)}}
 	if o.podNetworks {
-		sources = append(sources, netapi.PodNetworkSource{Objects: o.pnObjects, NADs: o.nads, ConfDir: o.confDirRules()})
+		sources = append(sources, netapi.PodNetworkSource{Objects: o.pnObjects, NADs: o.nads, Rules: o.rules(plugins)})
 	}
 	return sources
+}
+
+// rules are what the node holds a network's configuration to, as the
+// runtime's hook does (nri.NPWGOptions): plugins are --cni-plugins.
+func (o *npwgOptions) rules(plugins []string) npwg.ConfigRules {
+	return npwg.ConfigRules{ConfDir: o.confDirRules(), Plugins: plugins, Policy: o.policy()}
 }
 
 // nodeLabels keeps the labels of the PodNetworks this node can attach on
 // its Node (--podnetworks), judged again when the watches of PodNetworks
 // and NetworkAttachmentDefinitions change; nil when --podnetworks is off.
-// api are the CRI Network API's networks (nil when it is off), which
-// override the PodNetworks' of their name. watch has run; the caller runs
-// the labels.
-func (o *npwgOptions) nodeLabels(client kubernetes.Interface, nodeName string, api netapi.NamedConfigs, binDirs []string) (*status.NodeLabels, error) {
+// A PodNetwork is judged as the runtime's hook judges it when a pod names
+// it (enabled and Ready; its configuration by the node's rules, plugins
+// being --cni-plugins), so that the node advertises none its hook would
+// refuse. api are the CRI Network API's networks (nil when it is off),
+// which override the PodNetworks' of their name. watch has run; the
+// caller runs the labels.
+func (o *npwgOptions) nodeLabels(client kubernetes.Interface, nodeName string, api netapi.NamedConfigs, binDirs, plugins []string) (*status.NodeLabels, error) {
 	if !o.podNetworks {
 		return nil, nil
 	}
 	judge := netapi.PodNetworkJudge{
-		Source:  netapi.PodNetworkSource{Objects: o.pnObjects, NADs: o.nads, ConfDir: o.confDirRules()},
+		Source:  netapi.PodNetworkSource{Objects: o.pnObjects, NADs: o.nads, Rules: o.rules(plugins)},
 		API:     api,
 		BinDirs: binDirs,
 	}
@@ -259,14 +271,14 @@ func (o *npwgOptions) driverDeviceInfoDir() string {
 
 // options are the NRI plugin's NPWG options; nil when --npwg is off.
 // watch has run.
-func (o *npwgOptions) options(client kubernetes.Interface, cni *cniOptions, pools dra.IPPools) *nri.NPWGOptions {
+func (o *npwgOptions) options(client kubernetes.Interface, nodeName string, cni *cniOptions, pools dra.IPPools) *nri.NPWGOptions {
 	if !o.enabled {
 		return nil
 	}
 	opts := &nri.NPWGOptions{NADs: o.nads, ConfDir: o.confDir, ConfNamespaces: splitList(o.confNamespaces), Policy: o.policy(), Plugins: splitList(cni.plugins),
 		Status: status.PodNetworkStatus{Client: client}, DefaultNetwork: o.defaultNetwork, DefaultInterface: o.defaultInterface, Limits: o.limits.limits()}
 	if o.ipamClaims {
-		opts.IPAMClaims = nri.NewIPAMClaimOptions(watch.IPAMClaims{Dynamic: o.dyn, Client: client}, pools, o.ipamClaimInterval)
+		opts.IPAMClaims = nri.NewIPAMClaimOptions(watch.IPAMClaims{Dynamic: o.dyn, Client: client}, nodeName, pools, o.ipamClaimInterval)
 	}
 	return opts
 }

@@ -392,17 +392,17 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	}
 	o.gateways = &poolGateways{}
 	o.gateways.set(o.ipPools)
-	nriOpts.NPWG = o.npwg.options(client, &o.cni, o.ipPools)
+	nriOpts.NPWG = o.npwg.options(client, o.nodeName, &o.cni, o.ipPools)
 	if nriOpts.NPWG != nil {
 		nriOpts.NPWG.PoolGateways = o.gateways.get
 	}
-	api, err := o.networkAPI.start(ctx, o.stateDir, splitList(o.cni.binDirs), cniLimit, o.npwg.networkSources()...)
+	api, err := o.networkAPI.start(ctx, o.stateDir, splitList(o.cni.binDirs), cniLimit, o.npwg.networkSources(splitList(o.cni.plugins))...)
 	if err != nil {
 		return err
 	}
 	defer api.stop()
 	nriOpts.PodNetworks = o.npwg.podNetworkOptions(client, api.configs())
-	nodeLabels, err := o.npwg.nodeLabels(client, o.nodeName, api.configs(), splitList(o.cni.binDirs))
+	nodeLabels, err := o.npwg.nodeLabels(client, o.nodeName, api.configs(), splitList(o.cni.binDirs), splitList(o.cni.plugins))
 	if err != nil {
 		return err
 	}

@@ -10,12 +10,14 @@ import (
 // hostObjects checks a plugin's config, read as the plugin reads it
 // (Inspect), its arguments set (set: the dotted field path each
 // argument set, and from where): an object of the host, named or taken by
-// default, may be in a claim's own config only when an argument takes it
-// from the allocated device (attributeRef); a VLAN of it only when
-// vlanIDs (--cni-vlan-ids) hold it (static: a VLAN an argument reads from
-// the cluster is left to the node); a host-changing option not at all; a
-// field spelled twice never. The operator's approved configs are not
-// checked.
+// default, may be in a claim's own config only as the plugin's master
+// taken from the allocated device (an argument with attributeRef, as the
+// device's attribute name gives it); a VLAN of it only when vlanIDs
+// (--cni-vlan-ids) hold it (static: a VLAN an argument reads from the
+// cluster is left to the node); any other host device, host path or
+// host-changing option not at all, from the device's attributes, a
+// ResourceSlice's fields, a ConfigMap or the config; a field spelled
+// twice never. The operator's approved configs are not checked.
 func hostObjects(view View, set map[string]argSource, path *field.Path, vlanIDs []string, static bool) field.ErrorList {
 	var errs field.ErrorList
 	for _, p := range view.Problems {
@@ -32,7 +34,7 @@ func hostObjects(view View, set map[string]argSource, path *field.Path, vlanIDs 
 			}
 			continue
 		}
-		if ok && src.kind == sourceAttribute && !r.Omitted {
+		if ok && src.kind == sourceAttribute && fromDevice(r) {
 			continue
 		}
 		var blame *argSource
@@ -42,6 +44,16 @@ func hostObjects(view View, set map[string]argSource, path *field.Path, vlanIDs 
 		errs = append(errs, refuseHostObject(path, r, blame))
 	}
 	return errs
+}
+
+// fromDevice says whether r is what a claim may take from the allocated
+// device: the plugin's master (macvlan's, ipvlan's, vlan's), named. The
+// device gives no host path (its attributes name interfaces, not
+// directories) and no other host device: an attribute in host-device's
+// device, or in bridge's bridge, would hand the pod the node's interface
+// the device only stands on.
+func fromDevice(r Ref) bool {
+	return r.Kind == HostDevice && !r.Omitted && r.Field == "master" && Fold(r.Path) == Fold(r.Field)
 }
 
 // argumentOf is the argument that set the field at the dotted path p, or
@@ -63,8 +75,11 @@ func argumentOf(set map[string]argSource, p string) (argSource, bool) {
 // refuseHostObject is the error of a plugin's config at path taking r,
 // set by the config itself or by the argument blame.
 func refuseHostObject(path *field.Path, r Ref, blame *argSource) *field.Error {
-	const rule = "in a claim's own config it may only come from the allocated device (an argument with valueFrom.attributeRef), " +
-		"or from an approved CNIConfig (configName)"
+	rule := "in a claim's own config it may only come from an approved CNIConfig (configName)"
+	if r.Kind == HostDevice && LastKey(r.Path) == r.Path && Fold(r.Path) == Fold("master") {
+		rule = "in a claim's own config it may only come from the allocated device (an argument with valueFrom.attributeRef), " +
+			"or from an approved CNIConfig (configName)"
+	}
 	at := path.Child("config")
 	for _, k := range strings.Split(r.Path, ".") {
 		at = at.Child(k)
@@ -74,9 +89,11 @@ func refuseHostObject(path *field.Path, r Ref, blame *argSource) *field.Error {
 		what = "a path"
 	}
 	switch {
-	case r.Omitted:
+	case r.Omitted && r.Field == "master":
 		return field.Required(at, fmt.Sprintf("left out, the plugin takes %s (a %s): set %s from the allocated device (an argument with valueFrom.attributeRef), "+
 			"or name an approved CNIConfig (configName)", r.Value, r.Kind, r.Field))
+	case r.Omitted:
+		return field.Required(at, fmt.Sprintf("left out, the plugin takes %s (a %s), which a claim's own config may not name: name an approved CNIConfig (configName)", r.Value, r.Kind))
 	case r.Kind == HostOption:
 		what := "the plugin's " + r.Field
 		if r.Why != "" {
@@ -87,6 +104,9 @@ func refuseHostObject(path *field.Path, r Ref, blame *argSource) *field.Error {
 			return field.Forbidden(blame.field(path), fmt.Sprintf("sets config.%s, which changes the node (%s): %s", r.Path, what, rule))
 		}
 		return field.Forbidden(at, fmt.Sprintf("changes the node (%s): %s", what, rule))
+	case blame != nil && blame.kind == sourceAttribute:
+		return field.Forbidden(blame.field(path), fmt.Sprintf("sets config.%s, which names an object of the host (%s, a %s), from an attribute of the allocated device: "+
+			"the device gives a claim its plugin's master and nothing else of the host; %s", r.Path, what, r.Kind, rule))
 	case blame != nil:
 		return field.Forbidden(blame.field(path), fmt.Sprintf("sets config.%s, which names an object of the host (%s): %s", r.Path, what, rule))
 	case Fold(LastKey(r.Path)) == Fold(r.Field) && LastKey(r.Path) != r.Field:

@@ -68,8 +68,6 @@ type ConfigMaps interface {
 // originAllowlist marks the errors of plugin types not on the allowlist.
 const originAllowlist = "allowlist"
 
-var cniNetworkName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`)
-
 // Network is a request's network, resolved: what runs at sandbox
 // creation.
 type Network struct {
@@ -127,8 +125,8 @@ func Build(ctx context.Context, cfg v1alpha1.CNIConfig, name string, policy Opti
 		cniVersion = v1alpha1.DefaultCNIVersion
 	}
 	var errs field.ErrorList
-	if !cniNetworkName.MatchString(name) {
-		errs = append(errs, field.Invalid(field.NewPath("name"), name, "not a valid CNI network name"))
+	if err := ValidNetworkName(name); err != nil {
+		errs = append(errs, field.Invalid(field.NewPath("name"), name, err.Error()))
 	}
 	ns := c.Namespace
 	if trusted {
@@ -279,6 +277,9 @@ const (
 type argSource struct {
 	kind  int
 	index int // of the argument
+	// top: an attribute named by the argument's own attributeRef, not
+	// by valueFrom's.
+	top bool
 }
 
 func (s argSource) field(path *field.Path) *field.Path {
@@ -290,6 +291,11 @@ func (s argSource) field(path *field.Path) *field.Path {
 		return a.Child("valueFrom", "resourceSliceFieldRef")
 	case sourceConfigMap:
 		return a.Child("valueFrom", "configMapKeyRef")
+	case sourceAttribute:
+		if s.top {
+			return a.Child("attributeRef")
+		}
+		return a.Child("valueFrom", "attributeRef")
 	}
 	return a
 }
@@ -305,7 +311,7 @@ func (c Sources) resolve(a v1alpha1.CNIArgument, ns string, path *field.Path) (a
 		return v, argSource{kind: sourceValue}, nil
 	case a.AttributeRef != "":
 		v, err := c.attribute(a.AttributeRef, path.Child("attributeRef"))
-		return v, argSource{kind: sourceAttribute}, err
+		return v, argSource{kind: sourceAttribute, top: true}, err
 	case a.ValueFrom == nil:
 		return nil, argSource{}, field.Required(path.Child("value"), "give value or valueFrom")
 	}

@@ -58,6 +58,18 @@ func TestInspect(t *testing.T) {
 			types: []string{"macvlan", "host-local"}, refs: []string{"host path ipam.dataDir=/var/lib/x", "host path ipam.ranges[0][0].subnet=/etc", "host device master=x"}},
 		"tuning": {config: `{"type": "tuning", "sysctl": {"net.ipv4.conf.eth0.rp_filter": "0", "kernel.core_pattern": "x", "net/../kernel": "y"}}`, types: []string{"tuning"},
 			refs: []string{"host option sysctl[kernel.core_pattern]=kernel.core_pattern", "host option sysctl[net/../kernel]=net/../kernel"}},
+		// tuning reads args.cni (where a pod's cni-args go) over its own
+		// fields, and merges its sysctls.
+		"tuning's args.cni": {config: `{"type": "tuning", "sysctl": {"net.ipv4.ip_forward": "1"}, "args": {"cni": {"sysctl": {"kernel.core_pattern": "|/x", "net.core.somaxconn": "9"}, "promisc": true}}}`,
+			types: []string{"tuning"}, refs: []string{"host option args.cni.promisc=true", "host option args.cni.sysctl[kernel.core_pattern]=kernel.core_pattern"}},
+		"tuning's ARGS.Cni in capitals": {config: `{"type": "tuning", "ARGS": {"Cni": {"SYSCTL": {"vm.overcommit_memory": "1"}, "AllMulti": true}}}`,
+			types: []string{"tuning"}, refs: []string{"host option ARGS.Cni.AllMulti=true", "host option ARGS.Cni.SYSCTL[vm.overcommit_memory]=vm.overcommit_memory"}},
+		"tuning's args.cni turning promisc off": {config: `{"type": "tuning", "promisc": true, "args": {"cni": {"promisc": false}}}`, types: []string{"tuning"}},
+		"tuning's args.cni null":                {config: `{"type": "tuning", "promisc": true, "args": {"cni": {"promisc": null}}}`, types: []string{"tuning"}, refs: []string{"host option promisc=true"}},
+		"args.cni of a plugin that does not read it": {config: `{"type": "bridge", "bridge": "br1", "args": {"cni": {"sysctl": {"kernel.x": "1"}, "isGateway": true}}}`,
+			types: []string{"bridge"}, refs: []string{"host device bridge=br1"}},
+		"portmap": {config: `{"type": "portmap", "RuntimeConfig": {"portMappings": [{"hostPort": 22, "containerPort": 2222}]}, "conditionsV4": ["-s", "10.0.0.0/8"]}`,
+			types: []string{"portmap"}, refs: []string{"host option RuntimeConfig.portMappings=[map[containerPort:2222 hostPort:22]]", "host option conditionsV4=[-s 10.0.0.0/8]"}},
 		"spelled twice": {config: `{"type": "macvlan", "master": "a", "Master": "b"}`, types: []string{"macvlan"},
 			refs: []string{"host device Master=b", "host device master=a"}, problems: []string{`the keys "Master" and "master" set one field`}},
 		"macvlan passthru": {config: `{"type": "macvlan", "master": "x", "MODE": "PassThru"}`, types: []string{"macvlan"},

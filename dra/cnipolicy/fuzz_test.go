@@ -62,9 +62,60 @@ type (
 	}
 	tuningConf struct { // plugins/meta/tuning
 		netConf
-		SysCtl map[string]string `json:"sysctl"`
+		SysCtl   map[string]string `json:"sysctl"`
+		Promisc  bool              `json:"promisc,omitempty"`
+		Allmulti *bool             `json:"allmulti,omitempty"`
+		Args     *struct {
+			A *struct {
+				SysCtl   *map[string]string `json:"sysctl"`
+				Promisc  *bool              `json:"promisc,omitempty"`
+				Allmulti *bool              `json:"allmulti,omitempty"`
+			} `json:"cni"`
+		} `json:"args"`
+	}
+	portMapConf struct { // plugins/meta/portmap
+		netConf
+		ConditionsV4         *[]string `json:"conditionsV4"`
+		ConditionsV6         *[]string `json:"conditionsV6"`
+		ExternalSetMarkChain *string   `json:"externalSetMarkChain"`
+		RuntimeConfig        struct {
+			PortMaps []struct {
+				HostPort      int    `json:"hostPort"`
+				ContainerPort int    `json:"containerPort"`
+				Protocol      string `json:"protocol"`
+				HostIP        string `json:"hostIP,omitempty"`
+			} `json:"portMappings,omitempty"`
+		} `json:"runtimeConfig,omitempty"`
 	}
 )
+
+// effective are the sysctls tuning writes and the options it turns on,
+// as its parseConf reads them: args.cni's sysctls merged into its own,
+// args.cni's promisc and allmulti over its own.
+func (c tuningConf) effective() (sysctls map[string]string, promisc, allmulti bool) {
+	sysctls = map[string]string{}
+	for k, v := range c.SysCtl {
+		sysctls[k] = v
+	}
+	promisc = c.Promisc
+	if c.Allmulti != nil {
+		allmulti = *c.Allmulti
+	}
+	if c.Args != nil && c.Args.A != nil {
+		if a := c.Args.A.SysCtl; a != nil {
+			for k, v := range *a {
+				sysctls[k] = v
+			}
+		}
+		if a := c.Args.A.Promisc; a != nil {
+			promisc = *a
+		}
+		if a := c.Args.A.Allmulti; a != nil {
+			allmulti = *a
+		}
+	}
+	return sysctls, promisc, allmulti
+}
 
 // FuzzPluginView: the policy's view of a configuration (Inspect) and what
 // the plugins' own decoding reads from it never disagree on a plugin
@@ -89,6 +140,11 @@ func FuzzPluginView(f *testing.F) {
 		`{"type": "vlan", "master": "ens1f0", "vlanId": -0}`,
 		`{"type": "vlan", "master": "ens1f0", "vlanId": null}`,
 		`{"type": "vlan", "master": "ens1f0", "vlanId": 1e2}`,
+		`{"type": "tuning", "sysctl": {}, "args": {"cni": {"sysctl": {"kernel.core_pattern": "|/x"}, "promisc": true}}}`,
+		`{"type": "tuning", "promisc": true, "ARGS": {"Cni": {"PROMISC": false, "allmulti": true}}}`,
+		`{"type": "tuning", "args": {"cni": {"promisc": null}}, "promisc": true}`,
+		`{"type": "portmap", "runtimeConfig": {"portMappings": [{"hostPort": 22, "containerPort": 22}]}, "conditionsV4": ["-s", "1.2.3.4"]}`,
+		`{"type": "portmap", "externalSetMarkChain": "KUBE-MARK-MASQ", "RUNTIMECONFIG": {"PortMappings": []}}`,
 	} {
 		f.Add(seed)
 	}
@@ -189,9 +245,30 @@ func FuzzPluginView(f *testing.F) {
 			if !decode(&c) {
 				return
 			}
-			for name := range c.SysCtl {
+			sysctls, promisc, allmulti := c.effective()
+			for name := range sysctls {
 				if !podSysctl(name) {
 					has(HostOption, "sysctl", name, false)
+				}
+			}
+			hasOption := func(field string, on bool) {
+				t.Helper()
+				if on && !slices.ContainsFunc(v.Refs, func(r Ref) bool { return r.Kind == HostOption && r.Field == field }) {
+					t.Errorf("%s: tuning turns on %s, the policy sees %+v", data, field, v.Refs)
+				}
+			}
+			hasOption("promisc", promisc)
+			hasOption("allmulti", allmulti)
+		case "portmap":
+			var c portMapConf
+			if !decode(&c) {
+				return
+			}
+			for field, on := range map[string]bool{"portMappings": len(c.RuntimeConfig.PortMaps) > 0,
+				"conditionsV4": c.ConditionsV4 != nil && len(*c.ConditionsV4) > 0, "conditionsV6": c.ConditionsV6 != nil && len(*c.ConditionsV6) > 0,
+				"externalSetMarkChain": c.ExternalSetMarkChain != nil && *c.ExternalSetMarkChain != ""} {
+				if on && !slices.ContainsFunc(v.Refs, func(r Ref) bool { return r.Kind == HostOption && r.Field == field }) {
+					t.Errorf("%s: portmap sets %s, the policy sees %+v", data, field, v.Refs)
 				}
 			}
 		}

@@ -167,17 +167,26 @@ func (v *View) walk(x any, path string) {
 }
 
 // plugin adds what a reference plugin takes by default and the options
-// of its that change the host.
+// of its that change the host, from its configuration and, for the
+// fields it also reads there, from args.cni.
 func (v *View) plugin(conf map[string]any, p pluginFacts) {
 	for _, d := range p.defaults {
 		if LeftOut(conf, d.field) {
 			v.Refs = append(v.Refs, Ref{Kind: d.kind, Path: d.field, Field: d.field, Value: d.value, Omitted: true})
 		}
 	}
+	argsPath, args := argsCNI(conf)
 	for _, o := range p.hostOptions {
-		key, val, ok := Get(conf, o)
+		key, val, ok := getPath(conf, o)
+		if args != nil && slices.Contains(p.args, o) {
+			// The plugin reads a value of args.cni over its own (null
+			// is none).
+			if k, av, aok := Get(args, o); aok && av != nil {
+				key, val, ok = argsPath+"."+k, av, true
+			}
+		}
 		if ok && truthy(val) {
-			v.Refs = append(v.Refs, Ref{Kind: HostOption, Path: key, Field: o, Value: fmt.Sprint(val)})
+			v.Refs = append(v.Refs, Ref{Kind: HostOption, Path: key, Field: LastKey(o), Value: fmt.Sprint(val)})
 		}
 	}
 	if p.masterModes != nil {
@@ -204,15 +213,67 @@ func (v *View) plugin(conf map[string]any, p pluginFacts) {
 		v.Refs = append(v.Refs, r)
 	}
 	if p.sysctls {
-		if key, val, ok := Get(conf, "sysctl"); ok {
-			m, _ := val.(map[string]any)
-			for _, name := range slices.Sorted(maps.Keys(m)) {
-				if !podSysctl(name) {
-					v.Refs = append(v.Refs, Ref{Kind: HostOption, Path: key + "[" + name + "]", Field: "sysctl", Value: name})
-				}
-			}
+		v.sysctls(conf, "")
+		if args != nil && slices.Contains(p.args, "sysctl") {
+			v.sysctls(args, argsPath)
 		}
 	}
+}
+
+// sysctls adds the sysctls of obj's sysctl map (obj at path) that are
+// not the pod's.
+func (v *View) sysctls(obj map[string]any, path string) {
+	key, val, ok := Get(obj, "sysctl")
+	if !ok {
+		return
+	}
+	m, _ := val.(map[string]any)
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		if !podSysctl(name) {
+			v.Refs = append(v.Refs, Ref{Kind: HostOption, Path: join(path, key) + "[" + name + "]", Field: "sysctl", Value: name})
+		}
+	}
+}
+
+// argsCNI is the object a plugin reads as args.cni, and its path as
+// spelled; nil when there is none.
+func argsCNI(conf map[string]any) (string, map[string]any) {
+	argsKey, v, ok := Get(conf, "args")
+	if !ok {
+		return "", nil
+	}
+	args, _ := v.(map[string]any)
+	cniKey, v, ok := Get(args, "cni")
+	if !ok {
+		return "", nil
+	}
+	cni, _ := v.(map[string]any)
+	if cni == nil {
+		return "", nil
+	}
+	return argsKey + "." + cniKey, cni
+}
+
+// getPath is the value a plugin reads at the dotted path of fields, and
+// the path as spelled.
+func getPath(conf map[string]any, dotted string) (string, any, bool) {
+	fields := strings.Split(dotted, ".")
+	var spelled []string
+	obj := conf
+	for i, f := range fields {
+		key, v, ok := Get(obj, f)
+		if !ok {
+			return "", nil, false
+		}
+		spelled = append(spelled, key)
+		if i == len(fields)-1 {
+			return strings.Join(spelled, "."), v, true
+		}
+		if obj, ok = v.(map[string]any); !ok {
+			return "", nil, false
+		}
+	}
+	return "", nil, false
 }
 
 // podSysctl says whether tuning writes the sysctl name in the pod's
@@ -238,7 +299,8 @@ func jsonValue(v any) string {
 }
 
 // truthy says whether an option's value turns it on: anything but false,
-// null, zero, an empty string, list or object.
+// null, zero (decoded as a float64 or, keeping its digits, a
+// json.Number), an empty string, list or object.
 func truthy(v any) bool {
 	switch v := v.(type) {
 	case nil:
@@ -247,6 +309,9 @@ func truthy(v any) bool {
 		return v
 	case float64:
 		return v != 0
+	case json.Number:
+		f, err := v.Float64()
+		return err != nil || f != 0
 	case string:
 		return v != ""
 	case []any:

@@ -3,7 +3,11 @@ package cnipolicy
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"strings"
+
+	"github.com/containernetworking/cni/pkg/utils"
 )
 
 // maxPlainNetworkName is the longest network name NetworkName gives
@@ -50,4 +54,28 @@ func NetworkName(namespace, claim, request string) string {
 	}
 	sum := sha256.Sum256([]byte(name))
 	return name[:maxPlainNetworkName-32] + "_" + hex.EncodeToString(sum[:16])
+}
+
+// MaxNetworkNameBytes is the longest network name whose files fit a file
+// name of 255 bytes: libcni's cache file <network>-<container ID>-<interface>,
+// with a container ID of 64 bytes and an interface name of 15.
+const MaxNetworkNameBytes = 255 - 64 - 15 - 2
+
+// ValidNetworkName says why name cannot be the name of a CNI network, or
+// nil. The name becomes part of file names: libcni's cache of results,
+// <cache>/results/<network>-<container ID>-<interface>, and host-local's
+// directory of addresses, <dataDir>/<network>, which its DEL walks. A name
+// is a letter or digit, then letters, digits, '_', '.' or '-' (libcni's
+// own rule, which it checks at ADD only: not at DEL, CHECK or GC, nor when
+// it reads its cache), of at most MaxNetworkNameBytes bytes: no '/', no
+// ".." or "." of its own, no leading dot, no NUL.
+func ValidNetworkName(name string) error {
+	if utils.ValidateNetworkName(name) != nil {
+		return errors.New("not a valid CNI network name: it names files (libcni's cache, host-local's directory of addresses), " +
+			"so it is a letter or digit, then letters, digits, '_', '.' or '-'")
+	}
+	if len(name) > MaxNetworkNameBytes {
+		return fmt.Errorf("not a valid CNI network name: %d bytes, more than the %d that fit libcni's cache file names", len(name), MaxNetworkNameBytes)
+	}
+	return nil
 }

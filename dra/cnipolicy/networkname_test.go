@@ -64,7 +64,7 @@ func TestCNINetworkNameCollisions(t *testing.T) {
 		t.Errorf("name = %q, want tenant-a_pod-1-nic-x7k2p_nic", got)
 	}
 	long := NetworkName(strings.Repeat("n", 63), strings.Repeat("c", 253), strings.Repeat("r", 63))
-	if len(long) != maxPlainNetworkName+1 || !cniNetworkName.MatchString(long) || !strings.HasPrefix(long, strings.Repeat("n", 63)+"_ccc") {
+	if len(long) != maxPlainNetworkName+1 || ValidNetworkName(long) != nil || !strings.HasPrefix(long, strings.Repeat("n", 63)+"_ccc") {
 		t.Errorf("the longest Kubernetes names give %q (%d bytes), want %d bytes, valid, beginning with the namespace", long, len(long), maxPlainNetworkName+1)
 	}
 }
@@ -105,8 +105,29 @@ func TestCNINetworkNameInjective(t *testing.T) {
 				t.Fatalf("%q: name %q decodes to %q, %v", triple, name, got, ok)
 			}
 		}
-		if triple[0] != "" && !cniNetworkName.MatchString(name) {
+		if triple[0] != "" && ValidNetworkName(name) != nil {
 			t.Fatalf("%q: %q is not a valid CNI network name", triple, name)
+		}
+	}
+}
+
+// A network's name becomes a file name (libcni's cache, host-local's
+// directory of addresses): names that would be a path, or no name at all
+// as a file, are refused.
+func TestValidNetworkName(t *testing.T) {
+	for _, name := range []string{"a", "net-1", "macvlan.conf_2", "A-b.C", "tenant-a_pod-1-nic-x7k2p_nic", strings.Repeat("n", MaxNetworkNameBytes)} {
+		if err := ValidNetworkName(name); err != nil {
+			t.Errorf("%q: %v", name, err)
+		}
+	}
+	for _, name := range []string{"", "../../../..", "..", ".", ".hidden", "-x", "_x", "a/b", "/etc", "a\x00b", "a b", "a\nb", "é", strings.Repeat("n", MaxNetworkNameBytes+1)} {
+		err := ValidNetworkName(name)
+		if err == nil {
+			t.Errorf("%q: valid", name)
+			continue
+		}
+		if !strings.Contains(err.Error(), "not a valid CNI network name") {
+			t.Errorf("%q: %v", name, err)
 		}
 	}
 }

@@ -47,7 +47,8 @@ type defaultRef struct {
 type pluginFacts struct {
 	// defaults are the fields that, left out, take an object of the host.
 	defaults []defaultRef
-	// hostOptions are the options that, on, change the host.
+	// hostOptions are the options that, on, change the host: a field, or
+	// a dotted path of fields ("runtimeConfig.portMappings").
 	hostOptions []string
 	// sysctls: its sysctl map is written under /proc/sys.
 	sysctls bool
@@ -57,6 +58,11 @@ type pluginFacts struct {
 	// vlanID is its field of the VLAN of its master it makes its
 	// interface on; "" for none.
 	vlanID string
+	// args are the fields it also reads from args.cni (the CNI
+	// conventions' arguments, where a pod's cni-args go), whose values
+	// there win over the configuration's own; sysctls of both are
+	// written.
+	args []string
 }
 
 // A masterMode is a mode that takes the master whole.
@@ -85,8 +91,17 @@ var referencePlugins = map[string]pluginFacts{
 			"promiscMode", "macspoofchk", "vlan", "vlanTrunk", "portIsolation"},
 	},
 	// tuning writes its sysctls under /proc/sys in the pod's network
-	// namespace, where only net.* is the pod's.
-	"tuning": {sysctls: true},
+	// namespace, where only net.* is the pod's; promisc and allmulti on
+	// the pod's interface reach the host device under it (the kernel
+	// passes both from a macvlan, ipvlan or vlan interface to its
+	// master). It reads each of these from args.cni too.
+	"tuning": {sysctls: true, hostOptions: []string{"promisc", "allmulti"},
+		args: []string{"sysctl", "mac", "promisc", "mtu", "allmulti"}},
+	// portmap forwards the node's ports (runtimeConfig.portMappings, the
+	// capability portMappings) to the pod, whatever else listens on them,
+	// with iptables rules of the node that its conditions and mark chain
+	// shape.
+	"portmap": {hostOptions: []string{"runtimeConfig.portMappings", "conditionsV4", "conditionsV6", "externalSetMarkChain"}},
 }
 
 // MakesOnMaster says whether a plugin of type typ makes its interface on

@@ -18,7 +18,9 @@ var _ NamedConfigs = (*Registry)(nil)
 // attach now, as the daemon would configure them: with the CRI Network
 // API's network of the PodNetwork's name when there is one, else with the
 // configuration its source gives (the NetworkAttachmentDefinition of its
-// parametersRefs).
+// parametersRefs, judged by the node's rules: PodNetworkSource). One its
+// source says is unusable (not enabled, not Ready) it cannot attach,
+// whatever its configuration.
 type PodNetworkJudge struct {
 	// Source lists the PodNetworks this node attaches (PodNetworkSource).
 	Source Source
@@ -43,6 +45,10 @@ func (j PodNetworkJudge) Attachable(ctx context.Context) (map[string]string, err
 	out := make(map[string]string, len(nets))
 	for _, n := range nets {
 		from, conflist, problem := n.From, n.Conflist, n.Problem
+		if n.Unusable != "" {
+			out[n.Name] = from + ": " + n.Unusable
+			continue
+		}
 		if j.API != nil {
 			if data, ok := j.API.Conflist(n.Name); ok {
 				from, conflist, problem = "the CRI Network API's network "+n.Name, data, ""

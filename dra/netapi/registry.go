@@ -50,6 +50,10 @@ type SourceNetwork struct {
 	// none this node can read.
 	Conflist []byte
 	Problem  string
+	// Unusable says why no pod may attach the network now, whatever its
+	// configuration (a PodNetwork not enabled or not Ready); a network of
+	// its name set through the API does not change it.
+	Unusable string
 }
 
 // Registry is the node's registry of named networks: those set through
@@ -204,7 +208,11 @@ func (r *Registry) List(ctx context.Context) []*PodNetworkResponse {
 // configuration as NetworkConfig, and its status, saying where it is from.
 func sourceNetwork(ctx context.Context, c checker, n SourceNetwork) *PodNetworkResponse {
 	pn := &PodNetworkResponse{Config: &NetworkConfig{Metadata: &NetworkMetadata{Name: n.Name}}}
-	if n.Problem != "" || n.Conflist == nil {
+	switch {
+	case n.Unusable != "":
+		pn.Status = &NetworkStatus{Message: n.From + ": " + n.Unusable}
+		return pn
+	case n.Problem != "" || n.Conflist == nil:
 		pn.Status = &NetworkStatus{Message: n.From + ": " + n.Problem}
 		return pn
 	}

@@ -6,6 +6,7 @@ import (
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 
 	pnv1 "github.com/fastpath-dra/fastpath/dra/api/podnetwork/v1alpha1"
+	"github.com/fastpath-dra/fastpath/dra/attach"
 	"github.com/fastpath-dra/fastpath/dra/npwg"
 )
 
@@ -20,16 +21,21 @@ type PodNetworks interface {
 	ListPodNetworks(ctx context.Context) ([]*pnv1.PodNetwork, error)
 }
 
-// PodNetworkSource lists, for the CRI Network API, the PodNetworks this
-// node attaches (fastpath's provider, or none) with the configuration of
-// the NetworkAttachmentDefinition of their parametersRefs, from the
-// daemon's watches of them.
+// PodNetworkSource lists, for the CRI Network API and the node's labels,
+// the PodNetworks this node attaches (fastpath's provider, or none) with
+// the configuration of the NetworkAttachmentDefinition of their
+// parametersRefs, from the daemon's watches of them, judged as the
+// runtime's hook judges them when a pod names one: a PodNetwork not
+// enabled and Ready, or whose configuration the node's rules refuse (a
+// plugin off the allowlist, an object of the host the operator does not
+// allow, an on-disk configuration its namespace may not use), has the
+// refusal as its problem.
 type PodNetworkSource struct {
 	Objects PodNetworks
 	NADs    NADs
-	// ConfDir is --npwg-conf-dir and --npwg-conf-namespaces, for an
-	// object with no spec.config.
-	ConfDir npwg.ConfDir
+	// Rules are what the node holds a NetworkAttachmentDefinition's
+	// configuration to (fastpathd run --npwg's).
+	Rules npwg.ConfigRules
 }
 
 // Networks lists the PodNetworks.
@@ -45,6 +51,9 @@ func (s PodNetworkSource) Networks(ctx context.Context) ([]SourceNetwork, error)
 		}
 		n := SourceNetwork{Name: pn.Name, From: "PodNetwork " + pn.Name}
 		n.Conflist, n.Problem = s.conflist(ctx, pn.Spec.ParametersRefs)
+		if err := attach.Usable(pn); err != nil {
+			n.Unusable = err.Error()
+		}
 		out = append(out, n)
 	}
 	return out, nil
@@ -61,7 +70,7 @@ func (s PodNetworkSource) conflist(ctx context.Context, refs []pnv1.ParametersRe
 		if err != nil {
 			return nil, err.Error()
 		}
-		cfg, err := s.ConfDir.Load(nad)
+		cfg, err := s.Rules.Config(nad)
 		if err != nil {
 			return nil, err.Error()
 		}
@@ -72,12 +81,12 @@ func (s PodNetworkSource) conflist(ctx context.Context, refs []pnv1.ParametersRe
 
 // NADSource lists, for the CRI Network API, the NetworkAttachmentDefinitions
 // of the cluster (--npwg), named namespace/name, with their configuration,
-// from the daemon's watch of them.
+// from the daemon's watch of them, judged by the node's rules as
+// PodNetworkSource's.
 type NADSource struct {
 	NADs NADs
-	// ConfDir is --npwg-conf-dir and --npwg-conf-namespaces, for an
-	// object with no spec.config.
-	ConfDir npwg.ConfDir
+	// Rules are what the node holds a configuration to.
+	Rules npwg.ConfigRules
 }
 
 // Networks lists the NetworkAttachmentDefinitions.
@@ -90,7 +99,7 @@ func (s NADSource) Networks(ctx context.Context) ([]SourceNetwork, error) {
 	for _, nad := range list {
 		name := nad.Namespace + "/" + nad.Name
 		n := SourceNetwork{Name: name, From: "NetworkAttachmentDefinition " + name}
-		if cfg, err := s.ConfDir.Load(nad); err != nil {
+		if cfg, err := s.Rules.Config(nad); err != nil {
 			n.Problem = err.Error()
 		} else {
 			n.Conflist = cfg.List.Bytes

@@ -16,6 +16,7 @@ import (
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
+	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
 )
 
 var (
@@ -56,9 +57,11 @@ type Config struct {
 // whose "name" is the object's name; else the first single configuration
 // (*.conf, *.json) of that name; else an error wrapping ErrNoConfig. A
 // spec.config without a name gets the object's (§3.4.2). A configuration
-// without a cniVersion is one of CNI 0.1.0, as CNI reads it; a version
-// the CNI library cannot run, a list older than CNI 0.3.0 or a plugin type
-// that is not a plain file name is an error. Errors name the object.
+// without a cniVersion is one of CNI 0.1.0, as CNI reads it; a name that
+// is not a CNI network name (it names files: cnipolicy.ValidNetworkName),
+// a version the CNI library cannot run, a list older than CNI 0.3.0 or a
+// plugin type that is not a plain file name is an error. Errors name the
+// object.
 func LoadConfig(nad *nadv1.NetworkAttachmentDefinition, confDir string) (*Config, error) {
 	if nad == nil || nad.Name == "" {
 		return nil, errors.New("a NetworkAttachmentDefinition without a name")
@@ -227,14 +230,17 @@ func singleList(conf map[string]any) (*libcni.NetworkConfigList, error) {
 	return list, nil
 }
 
-// checkList checks what libcni leaves to its caller: a name, a cniVersion
-// it can run, plugins, and plugin types that are plain file names (a type
-// is looked up in the plugin directories).
+// checkList checks what libcni leaves to its caller: a name that is a CNI
+// network name (libcni and host-local name files after it; libcni checks
+// it at ADD only), a cniVersion it can run, plugins, and plugin types that
+// are plain file names (a type is looked up in the plugin directories).
 func checkList(list *libcni.NetworkConfigList, single bool) error {
 	supported := version.All.SupportedVersions()
 	switch v := list.CNIVersion; {
 	case list.Name == "":
 		return errors.New("name must not be empty")
+	case cnipolicy.ValidNetworkName(list.Name) != nil:
+		return fmt.Errorf("name %q: %w", list.Name, cnipolicy.ValidNetworkName(list.Name))
 	case v == "":
 		return fmt.Errorf("%w: the configuration list names no cniVersion this node's CNI library runs (%s); a list needs one, %s or later",
 			ErrCNIVersion, strings.Join(supported, ", "), listVersion)

@@ -180,6 +180,15 @@ func TestLoadConfigErrors(t *testing.T) {
 		"a type that is a path":           {nad: nad("ns", "n", `{"cniVersion": "1.0.0", "type": "/bin/sh"}`), want: `plugins[0].type "/bin/sh": must be a file name`},
 		"a plugin type that is a path":    {nad: nad("ns", "n", `{"cniVersion": "1.0.0", "plugins": [{"type": "bridge"}, {"type": "../sh"}]}`), want: `plugins[1].type "../sh"`},
 		"capabilities of the wrong type":  {nad: nad("ns", "n", `{"cniVersion": "1.0.0", "type": "bridge", "capabilities": ["ips"]}`), want: "error parsing configuration"},
+		// The network's name becomes a file name: libcni's cache,
+		// host-local's directory of addresses (<dataDir>/<name>).
+		"a name that climbs out":     {nad: nad("ns", "n", `{"cniVersion": "1.0.0", "name": "../../../..", "type": "bridge"}`), want: `spec.config: name "../../../..": not a valid CNI network name`},
+		"a list name that climbs":    {nad: nad("ns", "n", `{"cniVersion": "1.0.0", "name": "..", "plugins": [{"type": "bridge"}]}`), want: `spec.config: name "..": not a valid CNI network name`},
+		"a name with a slash":        {nad: nad("ns", "n", `{"cniVersion": "1.0.0", "name": "a/b", "type": "bridge"}`), want: `name "a/b": not a valid CNI network name`},
+		"a name that is a dot":       {nad: nad("ns", "n", `{"cniVersion": "1.0.0", "name": ".", "type": "bridge"}`), want: `name ".": not a valid CNI network name`},
+		"a hidden name":              {nad: nad("ns", "n", `{"cniVersion": "1.0.0", "name": ".cache", "type": "bridge"}`), want: `name ".cache": not a valid CNI network name`},
+		"a name with a NUL":          {nad: nad("ns", "n", `{"cniVersion": "1.0.0", "name": "a\u0000b", "type": "bridge"}`), want: `not a valid CNI network name`},
+		"a name too long for libcni": {nad: nad("ns", "n", `{"cniVersion": "1.0.0", "name": "`+strings.Repeat("n", 175)+`", "type": "bridge"}`), want: `175 bytes, more than the 174`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c, err := LoadConfig(tc.nad, tc.dir)

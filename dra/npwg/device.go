@@ -33,6 +33,7 @@ type Device struct {
 // key host-device finds an interface by.
 func (inv *Invocation) GiveDevice(dev Device) error {
 	keys := map[string]any{}
+	given := []string{}
 	switch {
 	case dev.PCIAddress != "":
 		keys["deviceID"], keys["pciBusID"] = dev.PCIAddress, dev.PCIAddress
@@ -44,6 +45,7 @@ func (inv *Invocation) GiveDevice(dev Device) error {
 	list, err := rebuildList(inv.List, nil, func(conf map[string]any, typ string) error {
 		for k, v := range keys {
 			cnipolicy.Set(conf, k, v)
+			given = append(given, k)
 		}
 		// A plugin making its interface on a master left out would take
 		// the node's default-route interface: it gets the device's netdev.
@@ -54,17 +56,20 @@ func (inv *Invocation) GiveDevice(dev Device) error {
 			return fmt.Errorf("%s makes its interface on a master, which the configuration leaves to the device, and the device has no netdev (bound to a userspace driver?)", typ)
 		}
 		cnipolicy.Set(conf, "master", dev.Netdev)
+		given = append(given, "master")
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("network %s: %w", inv.Network, err)
 	}
 	inv.List = list
+	inv.given = append(inv.given, given...)
 	if dev.PCIAddress != "" {
 		if inv.CapabilityArgs == nil {
 			inv.CapabilityArgs = map[string]any{}
 		}
 		inv.CapabilityArgs[CapabilityDeviceID] = dev.PCIAddress
+		inv.given = append(inv.given, runtimeConfigKey+"."+CapabilityDeviceID)
 	}
 	return nil
 }

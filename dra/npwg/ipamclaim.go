@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/containernetworking/cni/libcni"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -140,11 +141,38 @@ func NeedsIPsCapability(att *Attachment, list *libcni.NetworkConfigList) error {
 		ErrCapability, att.Network(), IPAMClaimFieldPath, att.IPAMClaimReference, CapabilityIPs, strings.Join(types, ", "))
 }
 
-// WithOwner is the status that gives claim to pod with ips: the claim's
-// own status.ips are never changed once set, the owner is the pod, and
-// the conditions are kept. changed says whether it differs from the
-// claim's status.
-func WithOwner(claim *IPAMClaim, pod string, ips []string) (st IPAMClaimStatus, changed bool) {
+// IPAMClaimNodeCondition is the condition of an IPAMClaim's status by
+// which fastpath says which node's pod holds it: status True while one
+// does, False once that node let it go, its message the node's name. A
+// node's fastpathd writes it with every status it writes, and the
+// admission policies read it on the old and the new object: a node's
+// fastpathd writes no IPAMClaim that another node holds.
+const IPAMClaimNodeCondition = "fastpath.dev/HeldOnNode"
+
+// The reasons of IPAMClaimNodeCondition: a pod of the node holds the
+// claim; the node let it go (its pod's networks are gone); the node or
+// the pod is gone (fastpathd controller let it go for it).
+const (
+	ReasonHeldOnNode = "PodOnNode"
+	ReasonReleased   = "Released"
+	ReasonHolderGone = "HolderGone"
+)
+
+// HeldOn is the node whose pod holds the claim (IPAMClaimNodeCondition
+// True), "" for none.
+func HeldOn(claim *IPAMClaim) string {
+	c := meta.FindStatusCondition(claim.Status.Conditions, IPAMClaimNodeCondition)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return ""
+	}
+	return c.Message
+}
+
+// WithOwner is the status that gives claim to pod, of node, with ips: the
+// claim's own status.ips are never changed once set, the owner is the pod,
+// IPAMClaimNodeCondition names node, and the other conditions are kept.
+// changed says whether it differs from the claim's status.
+func WithOwner(claim *IPAMClaim, pod, node string, ips []string) (st IPAMClaimStatus, changed bool) {
 	st = claim.Status
 	st.Conditions = slices.Clone(st.Conditions)
 	if len(st.IPs) == 0 && len(ips) > 0 {
@@ -157,7 +185,35 @@ func WithOwner(claim *IPAMClaim, pod string, ips []string) (st IPAMClaimStatus, 
 	if st.OwnerPod == nil || st.OwnerPod.Name != pod {
 		st.OwnerPod, changed = &OwnerPod{Name: pod}, true
 	}
+	if setNode(&st, metav1.ConditionTrue, ReasonHeldOnNode, node) {
+		changed = true
+	}
 	return st, changed
+}
+
+// Released is the status of claim once node let it go, reason being
+// ReasonReleased or ReasonHolderGone: IPAMClaimNodeCondition False, still
+// naming the node; the rest as it is. changed is false, and the status the
+// claim's, when the condition does not say node holds it.
+func Released(claim *IPAMClaim, node, reason string) (st IPAMClaimStatus, changed bool) {
+	st = claim.Status
+	st.Conditions = slices.Clone(st.Conditions)
+	if node == "" || HeldOn(claim) != node {
+		return st, false
+	}
+	if st.IPs == nil {
+		st.IPs = []string{}
+	}
+	return st, setNode(&st, metav1.ConditionFalse, reason, node)
+}
+
+// setNode sets IPAMClaimNodeCondition; false when it was so.
+func setNode(st *IPAMClaimStatus, status metav1.ConditionStatus, reason, node string) bool {
+	if c := meta.FindStatusCondition(st.Conditions, IPAMClaimNodeCondition); c != nil && c.Status == status && c.Reason == reason && c.Message == node {
+		return false
+	}
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: IPAMClaimNodeCondition, Status: status, Reason: reason, Message: node})
+	return true
 }
 
 // IPPoolAnnotation, on a NetworkAttachmentDefinition, names the node's IP

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/containernetworking/cni/libcni"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -79,7 +80,8 @@ func TestNeedsIPsCapability(t *testing.T) {
 }
 
 // TestWithOwner: status.ips are written once and never changed; the
-// owner is the pod; an empty list, never null, for the CRD's schema.
+// owner is the pod, the node holding it the pod's; an empty list, never
+// null, for the CRD's schema.
 func TestWithOwner(t *testing.T) {
 	cond := metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Given"}
 	for name, tc := range map[string]struct {
@@ -94,18 +96,52 @@ func TestWithOwner(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			tc.claim.Status.Conditions = []metav1.Condition{cond}
-			st, changed := WithOwner(tc.claim, "virt-launcher-a", tc.ips)
+			st, changed := WithOwner(tc.claim, "virt-launcher-a", "node-a", tc.ips)
 			if changed != tc.wantChanged || st.IPs == nil || !slices.Equal(st.IPs, tc.wantIPs) || st.OwnerPod == nil || st.OwnerPod.Name != "virt-launcher-a" {
 				t.Errorf("status %+v changed %v, want ips %v, owner virt-launcher-a, changed %v", st, changed, tc.wantIPs, tc.wantChanged)
 			}
-			if len(st.Conditions) != 1 {
+			if len(st.Conditions) != 2 || st.Conditions[0] != cond {
 				t.Errorf("conditions %v, want them kept", st.Conditions)
 			}
 			tc.claim.Status = st
-			if _, again := WithOwner(tc.claim, "virt-launcher-a", tc.ips); again {
+			if HeldOn(tc.claim) != "node-a" {
+				t.Errorf("held on %q, want node-a: %+v", HeldOn(tc.claim), st.Conditions)
+			}
+			if _, again := WithOwner(tc.claim, "virt-launcher-a", "node-a", tc.ips); again {
 				t.Error("the same owner and addresses again are a change")
 			}
 		})
+	}
+}
+
+// A node lets go of the IPAMClaim it holds, and only that: the condition
+// says False, still naming it; another node's hold is not its to end.
+func TestReleased(t *testing.T) {
+	claim := ipamClaim("n", "", "10.0.0.7/24")
+	if _, changed := Released(claim, "node-a", ReasonReleased); changed {
+		t.Error("a claim no node holds let go")
+	}
+	claim.Status, _ = WithOwner(claim, "virt-launcher-a", "node-a", nil)
+	if _, changed := Released(claim, "node-b", ReasonReleased); changed {
+		t.Error("node-b let go of node-a's hold")
+	}
+	st, changed := Released(claim, "node-a", ReasonReleased)
+	c := meta.FindStatusCondition(st.Conditions, IPAMClaimNodeCondition)
+	if !changed || c == nil || c.Status != metav1.ConditionFalse || c.Reason != ReasonReleased || c.Message != "node-a" ||
+		!slices.Equal(st.IPs, []string{"10.0.0.7/24"}) || st.OwnerPod.Name != "virt-launcher-a" {
+		t.Errorf("released: %+v (changed %v)", st, changed)
+	}
+	claim.Status = st
+	if HeldOn(claim) != "" {
+		t.Errorf("held on %q once let go", HeldOn(claim))
+	}
+	if _, again := Released(claim, "node-a", ReasonReleased); again {
+		t.Error("let go twice")
+	}
+	// Taken again by a pod of another node.
+	claim.Status, _ = WithOwner(claim, "virt-launcher-b", "node-b", nil)
+	if HeldOn(claim) != "node-b" {
+		t.Errorf("held on %q, want node-b", HeldOn(claim))
 	}
 }
 

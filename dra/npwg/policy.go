@@ -121,6 +121,83 @@ func isMasterLeftOut(r cnipolicy.Ref) bool {
 	return r.Kind == cnipolicy.HostDevice && r.Omitted && r.Field == "master"
 }
 
+// InvocationHostObjects says why the plugins of the attachment's
+// invocation, as libcni runs them, take or change an object of the host
+// the policy does not allow (wrapping ErrHostObject), or nil. Each
+// plugin's configuration is read as the plugin reads it
+// (Invocation.PluginConfs): the element's cni-args merged into args.cni,
+// its capability values (ips, mac, portMappings...) in runtimeConfig, so
+// that a sysctl of the node in cni-args counts as one in the
+// configuration. What the node gave (GiveDevice) is not judged. Of a
+// configuration the operator gave (trusted: from the configuration
+// directory or the CRI Network API), only what the element added is.
+func (p Policy) InvocationHostObjects(inv *Invocation, trusted bool) error {
+	if trusted && len(inv.fromPod) == 0 {
+		return nil
+	}
+	confs, err := inv.PluginConfs()
+	if err != nil {
+		return err
+	}
+	var bases []map[string]any
+	if trusted {
+		if bases, err = (&Invocation{List: inv.base}).PluginConfs(); err != nil {
+			return err
+		}
+	}
+	pol := p.hostPolicy()
+	var faults []string
+	for i, conf := range confs {
+		typ := inv.List.Plugins[i].Network.Type
+		view := cnipolicy.Inspect(conf)
+		view.Refs = slices.DeleteFunc(view.Refs, func(r cnipolicy.Ref) bool {
+			return slices.Contains(inv.given, r.Path) || trusted && !slices.ContainsFunc(inv.fromPod, func(at string) bool { return under(r.Path, at) })
+		})
+		if trusted && i < len(bases) {
+			own := cnipolicy.Inspect(bases[i]).Problems
+			view.Problems = slices.DeleteFunc(view.Problems, func(pr string) bool { return slices.Contains(own, pr) })
+		}
+		for _, f := range pol.Faults(view) {
+			faults = append(faults, fmt.Sprintf("plugins[%d] (%s): %s%s", i, typ, f, inv.origin(f)))
+		}
+	}
+	if len(faults) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrHostObject, strings.Join(faults, "; "))
+}
+
+// origin says which key of the pod's element put what a fault names
+// there, "" for none.
+func (inv *Invocation) origin(fault string) string {
+	at, _, _ := strings.Cut(fault, " ")
+	for _, from := range inv.fromPod {
+		if !under(at, from) {
+			continue
+		}
+		if key, ok := strings.CutPrefix(from, "args.cni."); ok {
+			return fmt.Sprintf(" (the element's cni-args %q, which each plugin reads as args.cni.%s)", key, key)
+		}
+		capability := strings.TrimPrefix(from, runtimeConfigKey+".")
+		return fmt.Sprintf(" (the element's %q, which libcni gives the plugin as %s)", elementKeyOf(capability), from)
+	}
+	return ""
+}
+
+// elementKeyOf is the selection key whose value goes to the plugins as
+// the capability.
+func elementKeyOf(capability string) string {
+	if capability == CapabilityInfinibandGUID {
+		return "infiniband-guid"
+	}
+	return capability
+}
+
+// under says whether the dotted path is at or below at.
+func under(path, at string) bool {
+	return path == at || strings.HasPrefix(path, at+".") || strings.HasPrefix(path, at+"[")
+}
+
 func listOrNone(l []string) string {
 	if len(l) == 0 {
 		return "none"

@@ -76,6 +76,16 @@ type Invocation struct {
 	// CapabilityArgs are the runtimeConfig values for libcni, which gives
 	// each plugin those of the capabilities it declares.
 	CapabilityArgs map[string]any
+
+	// fromPod are the paths, in each plugin's configuration as libcni
+	// gives it (PluginConfs), of what the pod's element put there: its
+	// cni-args in args.cni, its capability values in runtimeConfig.
+	fromPod []string
+	// given are the paths of the fields the node set (GiveDevice).
+	given []string
+	// base is the network's configuration before the pod's element went
+	// in.
+	base *libcni.NetworkConfigList
 }
 
 // RuntimeConf is the libcni runtime configuration of the invocation for a
@@ -150,15 +160,59 @@ func BuildInvocation(att *Attachment, list *libcni.NetworkConfigList) (*Invocati
 	if att.CNIArgs != nil {
 		cniArgs = *att.CNIArgs
 	}
-	if cniArgs == nil && !mentionsFold(list, "runtimeConfig") {
+	inv := &Invocation{Network: att.Network(), List: list, IfName: att.InterfaceRequest, CapabilityArgs: args, base: list}
+	for _, k := range slices.Sorted(maps.Keys(cniArgs)) {
+		inv.fromPod = append(inv.fromPod, "args.cni."+k)
+	}
+	for _, c := range slices.Sorted(maps.Keys(args)) {
+		inv.fromPod = append(inv.fromPod, runtimeConfigKey+"."+c)
+	}
+	if cniArgs == nil && !mentionsFold(list, runtimeConfigKey) {
 		// Nothing to change: the list as it is.
-		return &Invocation{Network: att.Network(), List: list, IfName: att.InterfaceRequest, CapabilityArgs: args}, nil
+		return inv, nil
 	}
 	rebuilt, err := rebuildList(list, cniArgs, nil)
 	if err != nil {
 		return nil, fmt.Errorf("network %s: %w", att.Network(), err)
 	}
-	return &Invocation{Network: att.Network(), List: rebuilt, IfName: att.InterfaceRequest, CapabilityArgs: args}, nil
+	inv.List = rebuilt
+	return inv, nil
+}
+
+// runtimeConfigKey is the key libcni puts each plugin's capability values
+// under.
+const runtimeConfigKey = "runtimeConfig"
+
+// PluginConfs are the configurations of the invocation's plugins as
+// libcni hands them over: each plugin's of List, with the values of
+// CapabilityArgs of the capabilities it declares as its runtimeConfig
+// (libcni's injectRuntimeConfig). Numbers keep their digits.
+func (inv *Invocation) PluginConfs() ([]map[string]any, error) {
+	out := make([]map[string]any, 0, len(inv.List.Plugins))
+	for i, p := range inv.List.Plugins {
+		conf, err := decodeObject(p.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("plugins[%d]: %w", i, err)
+		}
+		rc := map[string]any{}
+		for c, declared := range p.Network.Capabilities {
+			if v, ok := inv.CapabilityArgs[c]; ok && declared {
+				rc[c] = v
+			}
+		}
+		if len(rc) > 0 {
+			// As JSON, as the plugin reads it.
+			data, err := json.Marshal(rc)
+			if err != nil {
+				return nil, fmt.Errorf("plugins[%d]: %w", i, err)
+			}
+			if conf[runtimeConfigKey], err = decodeObject(data); err != nil {
+				return nil, fmt.Errorf("plugins[%d]: %w", i, err)
+			}
+		}
+		out = append(out, conf)
+	}
+	return out, nil
 }
 
 // portMappings are the entries in the shape of CNI's conventions: the
@@ -218,7 +272,7 @@ func rebuildList(list *libcni.NetworkConfigList, cniArgs map[string]any, set fun
 		if err != nil {
 			return nil, fmt.Errorf("plugins[%d]: %w", i, err)
 		}
-		cnipolicy.Delete(conf, "runtimeConfig")
+		cnipolicy.Delete(conf, runtimeConfigKey)
 		if set != nil {
 			if err := set(conf, p.Network.Type); err != nil {
 				return nil, fmt.Errorf("plugins[%d]: %w", i, err)
@@ -247,7 +301,7 @@ func rebuildList(list *libcni.NetworkConfigList, cniArgs map[string]any, set fun
 			return nil, err
 		}
 	}
-	cnipolicy.Delete(top, "runtimeConfig")
+	cnipolicy.Delete(top, runtimeConfigKey)
 	top["name"], top["cniVersion"], top["plugins"] = list.Name, list.CNIVersion, raws
 	data, err := json.Marshal(top)
 	if err != nil {

@@ -268,6 +268,11 @@ func (p *Plugin) resolveAttachment(ctx context.Context, pod Pod, a *npwg.Attachm
 			return claims.Network{}, err
 		}
 	}
+	// Judged again as libcni runs it: the element's cni-args and
+	// capability values in each plugin's configuration.
+	if err := o.Policy.InvocationHostObjects(inv, cfg.Source != npwg.SourceSpec); err != nil {
+		return claims.Network{}, &npwg.ConfigError{NAD: a.Network(), Source: cfg.Source, Err: fmt.Errorf("%w (--npwg-host-devices, --npwg-host-paths, --npwg-host-options)", err)}
+	}
 	n := claims.Network{Request: a.Network(), Device: a.InterfaceRequest, IfName: a.InterfaceRequest, Conflist: inv.List.Bytes,
 		DefaultRoute: a.DefaultRoute(), Delegated: delegated}
 	if len(inv.CapabilityArgs) > 0 {

@@ -45,6 +45,14 @@ import (
 // replaced by one of another UID) and no pod holds it: checked after
 // each teardown, at start-up and every CheckInterval. Never when a pod
 // goes.
+//
+// Every status the node writes names the node in the condition
+// npwg.IPAMClaimNodeCondition (True), and the admission policies let a
+// node's fastpathd write only an IPAMClaim whose old status names no node
+// holding it, or its own. A pod of another node takes it once this node
+// let it go: the same checks, once no pod of the node holds it, write the
+// condition False (fastpathd controller does so for a node or a pod that
+// is gone).
 
 // IPAMClaimClient reads and writes IPAMClaims, and reads the pods that
 // hold them.
@@ -61,6 +69,8 @@ type IPAMClaimClient interface {
 // left to the network's plugins, which may read it from the pod.
 type IPAMClaimOptions struct {
 	Client IPAMClaimClient
+	// Node is this node's name, which the IPAMClaims it writes name.
+	Node string
 	// Pools are the node's IP pools (--ip-pools) by name; SetPools
 	// replaces them while the plugin runs.
 	Pools   map[string]v1alpha1.IPPool
@@ -73,9 +83,10 @@ type IPAMClaimOptions struct {
 	checks chan struct{}
 }
 
-// NewIPAMClaimOptions returns the options with what RunIPAMClaims needs.
-func NewIPAMClaimOptions(client IPAMClaimClient, pools map[string]v1alpha1.IPPool, interval time.Duration) *IPAMClaimOptions {
-	return &IPAMClaimOptions{Client: client, Pools: pools, CheckInterval: interval, checks: make(chan struct{}, 1)}
+// NewIPAMClaimOptions returns the options of node with what
+// RunIPAMClaims needs.
+func NewIPAMClaimOptions(client IPAMClaimClient, node string, pools map[string]v1alpha1.IPPool, interval time.Duration) *IPAMClaimOptions {
+	return &IPAMClaimOptions{Client: client, Node: node, Pools: pools, CheckInterval: interval, checks: make(chan struct{}, 1)}
 }
 
 // SetPools replaces the node's IP pools (its FastpathNodeConfig changed
@@ -188,6 +199,11 @@ func (p *Plugin) holdIPAMClaim(ctx context.Context, pod Pod, a *npwg.Attachment,
 				ErrIPAMClaimHeld, name, claim.Namespace, owner.Name)
 		}
 	}
+	if node := npwg.HeldOn(claim); node != "" && node != o.Node {
+		return nil, fmt.Errorf("%w: IPAMClaim %s is held on node %s (status condition %s): a node takes it once that node's fastpathd let it go, "+
+			"when its pod's networks are gone (or fastpathd controller, when the pod or the node is gone); the sandbox is tried again",
+			ErrIPAMClaimHeld, name, node, npwg.IPAMClaimNodeCondition)
+	}
 
 	key := ipamClaimKey(claim.UID)
 	unlock := p.opts.Store.Lock(key)
@@ -232,7 +248,7 @@ func (p *Plugin) holdIPAMClaim(ctx context.Context, pod Pod, a *npwg.Attachment,
 		rec, _ = p.opts.Store.Get(key)
 		ips = leased(rec, pool)
 	}
-	if st, changed := npwg.WithOwner(claim, pod.Name, ips); changed {
+	if st, changed := npwg.WithOwner(claim, pod.Name, o.Node, ips); changed {
 		claim.Status = st
 		if err := o.updateStatus(ctx, claim); err != nil {
 			return nil, fmt.Errorf("write the status of IPAMClaim %s: %w", name, err)
@@ -392,7 +408,7 @@ func (p *Plugin) writeIPAMClaimIPs(ctx context.Context, pod Pod, name string, ip
 		if err != nil {
 			return err
 		}
-		st, changed := npwg.WithOwner(claim, pod.Name, ips)
+		st, changed := npwg.WithOwner(claim, pod.Name, o.Node, ips)
 		if !changed {
 			return nil
 		}
@@ -470,9 +486,22 @@ func (p *Plugin) checkIPAMClaim(ctx context.Context, key claims.Key) error {
 		}
 		logger.V(2).Info("The pod that held the IPAMClaim is gone", "ipamClaim", rec.String(), "pod", rec.Namespace+"/"+rec.Pod.Name)
 	}
-	claim, err := p.ipamClaims().Client.GetIPAMClaim(ctx, rec.Namespace, rec.Name)
+	o := p.ipamClaims()
+	claim, err := o.Client.GetIPAMClaim(ctx, rec.Namespace, rec.Name)
 	switch {
+	case err == nil && claim.UID == rec.UID && rec.Prepared:
+		return nil
 	case err == nil && claim.UID == rec.UID:
+		// No pod of the node holds it: a pod of another node may.
+		st, changed := npwg.Released(claim, o.Node, npwg.ReasonReleased)
+		if !changed {
+			return nil
+		}
+		claim.Status = st
+		if err := o.updateStatus(ctx, claim); err != nil {
+			return fmt.Errorf("let go of IPAMClaim %s (status condition %s): %w", rec.String(), npwg.IPAMClaimNodeCondition, err)
+		}
+		logger.V(2).Info("The node let go of the IPAMClaim", "ipamClaim", rec.String())
 		return nil
 	case err != nil && !apierrors.IsNotFound(err):
 		return err

@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -31,6 +32,9 @@ type fakeIPAMClaims struct {
 	writes int
 	// failWrites fails the next writes of a status.
 	failWrites int
+	// node is the node of the writer, as the chart's admission policy
+	// reads it from its token: "" for none.
+	node string
 }
 
 func newFakeIPAMClaims() *fakeIPAMClaims {
@@ -98,6 +102,8 @@ func (f *fakeIPAMClaims) UpdateIPAMClaimStatus(_ context.Context, claim *npwg.IP
 	case len(cur.Status.IPs) > 0 && !slices.Equal(cur.Status.IPs, claim.Status.IPs):
 		// The chart's admission policy.
 		return apierrors.NewForbidden(gr, claim.Name, errors.New("status.ips are set once"))
+	case f.node != "" && npwg.HeldOn(cur) != "" && npwg.HeldOn(cur) != f.node:
+		return apierrors.NewForbidden(gr, claim.Name, fmt.Errorf("held on node %s", npwg.HeldOn(cur)))
 	}
 	rv, _ := strconv.Atoi(cur.ResourceVersion)
 	next := *cur
@@ -130,6 +136,7 @@ type ipamRig struct {
 func newIPAMRig(t *testing.T, cls ...claims.Claim) *ipamRig {
 	t.Helper()
 	r := &ipamRig{npwgRig: newNPWGRig(t, cls...), api: newFakeIPAMClaims()}
+	r.api.node = "node-a"
 	pooled := nad("default", "pooled", fmt.Sprintf(macvlanConf, "pooled"))
 	pooled.Annotations = map[string]string{npwg.IPPoolAnnotation: "tenant"}
 	nads := r.plugin.opts.NPWG.NADs.(fakeNADs)
@@ -137,7 +144,7 @@ func newIPAMRig(t *testing.T, cls ...claims.Claim) *ipamRig {
 	nowhere := nad("default", "nowhere", fmt.Sprintf(macvlanConf, "nowhere"))
 	nowhere.Annotations = map[string]string{npwg.IPPoolAnnotation: "missing"}
 	nads["default/nowhere"] = nowhere
-	r.plugin.opts.NPWG.IPAMClaims = NewIPAMClaimOptions(r.api, map[string]v1alpha1.IPPool{"tenant": ipamPool}, time.Hour)
+	r.plugin.opts.NPWG.IPAMClaims = NewIPAMClaimOptions(r.api, "node-a", map[string]v1alpha1.IPPool{"tenant": ipamPool}, time.Hour)
 	return r
 }
 
@@ -395,5 +402,61 @@ func TestIPAMClaimSkipsStaticAddress(t *testing.T) {
 				t.Errorf("ips capability %s, want [10.94.0.11/24]: 10.94.0.10 is claim default/%s's", got, holder.Name)
 			}
 		})
+	}
+}
+
+// The node's IPAMClaim writes name it (status condition
+// npwg.IPAMClaimNodeCondition), as the admission policies require; once
+// no pod of the node holds the IPAMClaim, the node lets it go. One a
+// pod of another node holds is refused, without a write, until that node
+// let it go.
+func TestIPAMClaimNode(t *testing.T) {
+	r := newIPAMRig(t)
+	r.api.add("default", "vm-a", "pooled")
+	pod := ipamPod("uid-1", "virt-launcher-1", `[{"name":"pooled","ipam-claim-reference":"vm-a"}]`)
+	r.api.setPod(pod, corev1.PodRunning)
+	if err := r.plugin.AttachPod(r.ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if c := r.api.get("default", "vm-a"); npwg.HeldOn(c) != "node-a" {
+		t.Fatalf("IPAMClaim status %+v, want it held on node-a", c.Status)
+	}
+	if err := r.plugin.DetachPod(r.ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	r.api.deletePod(pod)
+	r.plugin.CheckIPAMClaims(r.ctx)
+	c := r.api.get("default", "vm-a")
+	if cond := meta.FindStatusCondition(c.Status.Conditions, npwg.IPAMClaimNodeCondition); npwg.HeldOn(c) != "" || cond == nil ||
+		cond.Reason != npwg.ReasonReleased || cond.Message != "node-a" {
+		t.Fatalf("IPAMClaim status %+v after its pod went, want node-a to have let it go", c.Status)
+	}
+
+	// A pod of node-b takes it; node-a's next pod is refused, unwritten.
+	c.Status, _ = npwg.WithOwner(c, "virt-launcher-b", "node-b", nil)
+	r.api.mu.Lock()
+	r.api.claims["default/vm-a"] = c
+	r.api.mu.Unlock()
+	writes := r.api.writes
+	again := ipamPod("uid-2", "virt-launcher-2", `[{"name":"pooled","ipam-claim-reference":"vm-a"}]`)
+	r.api.setPod(again, corev1.PodRunning)
+	err := r.plugin.AttachPod(r.ctx, again)
+	if !errors.Is(err, ErrIPAMClaimHeld) || !strings.Contains(err.Error(), "IPAMClaim default/vm-a is held on node node-b (status condition "+npwg.IPAMClaimNodeCondition+")") {
+		t.Fatalf("error %v, want the IPAMClaim held on node-b", err)
+	}
+	if r.api.writes != writes {
+		t.Error("the IPAMClaim another node holds was written")
+	}
+	// node-b lets it go: node-a's pod takes it.
+	c = r.api.get("default", "vm-a")
+	c.Status, _ = npwg.Released(c, "node-b", npwg.ReasonReleased)
+	r.api.mu.Lock()
+	r.api.claims["default/vm-a"] = c
+	r.api.mu.Unlock()
+	if err := r.plugin.AttachPod(r.ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	if c := r.api.get("default", "vm-a"); npwg.HeldOn(c) != "node-a" || c.Status.OwnerPod.Name != again.Name {
+		t.Errorf("IPAMClaim status %+v, want it held on node-a by %s", c.Status, again.Name)
 	}
 }

@@ -184,10 +184,12 @@ func newNPWGRig(t *testing.T, cls ...claims.Claim) *npwgRig {
 		"default/bridged": nad("default", "bridged", `{"cniVersion":"1.0.0","name":"bridged","type":"bridge","ipam":{"type":"dhcp"}}`),
 		"default/plain":   nad("default", "plain", `{"cniVersion":"1.0.0","name":"plain","type":"macvlan","master":"eth9"}`),
 		"default/uplink":  nad("default", "uplink", `{"cniVersion":"1.0.0","name":"uplink","type":"macvlan","master":"eth0","ipam":{"type":"static","dataDir":"/etc"}}`),
+		"default/tuned": nad("default", "tuned", `{"cniVersion":"1.0.0","name":"tuned","plugins":[{"type":"macvlan","master":"eth9","ipam":{"type":"static"}},`+
+			`{"type":"tuning","sysctl":{"net.ipv4.conf.IFNAME.rp_filter":"0"}}]}`),
 	}
 	r.plugin = New(Options{Store: store, Status: writer, CNI: r.cni, DelBackoff: time.Millisecond, NPWG: &NPWGOptions{
 		NADs: nads, ConfDir: t.TempDir(), Policy: npwg.Policy{AllowedNamespaces: []string{"shared"}, HostDevices: []string{"eth9", "eth7"}},
-		Plugins: []string{"macvlan", "static"}, Status: r.patcher, DefaultNetwork: "default/cluster-network", DefaultInterface: "eth0",
+		Plugins: []string{"macvlan", "static", "tuning"}, Status: r.patcher, DefaultNetwork: "default/cluster-network", DefaultInterface: "eth0",
 		SetDefaultRoute: func(netns, ifName string, gws []net.IP) error {
 			r.routes = append(r.routes, fmt.Sprintf("%s %s via %v", netns, ifName, gws))
 			return nil
@@ -365,6 +367,11 @@ func TestNPWGRefused(t *testing.T) {
 		{"host objects not allowed", "net-a,uplink", []string{"element 1 (network default/uplink", `master "eth0" is not one of the host devices the operator allows (eth9, eth7)`,
 			`ipam.dataDir "/etc" is not under a host directory the operator allows (none)`, "--npwg-host-devices"}},
 		{"capability missing", `[{"name":"net-a"},{"name":"plain","mac":"02:00:00:00:00:09"}]`, []string{"element 1 (network default/plain", `capability "mac"`}},
+		// The element's cni-args go into tuning's args.cni, which tuning
+		// reads over its own sysctls.
+		{"a sysctl of the node in cni-args", `[{"name":"tuned","cni-args":{"sysctl":{"kernel.core_pattern":"|/tmp/x"}}}]`,
+			[]string{"element 0 (network default/tuned", `plugins[1] (tuning): args.cni.sysctl[kernel.core_pattern] "kernel.core_pattern" changes the node`,
+				`the element's cni-args "sysctl"`, "--npwg-host-options"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newNPWGRig(t, claim)
@@ -605,5 +612,28 @@ func TestNPWGAddressNotHonoured(t *testing.T) {
 	}
 	if _, ok := r.store.Get(npwgKey(npwgPodUID)); ok {
 		t.Error("a record left")
+	}
+}
+
+// CNI_ARGS carry no key of the pod's: IgnoreUnknown and the K8S_POD_*
+// keys, whose values are the pod's Kubernetes names and IDs, whatever
+// the element asks for. A pod's addresses, MAC and cni-args reach the
+// plugins only in their configuration (args.cni, runtimeConfig), where
+// they are judged with it: none as CNI_ARGS' IP, MAC or GATEWAY, which
+// host-local, static and tuning also read.
+func TestNPWGCNIArgs(t *testing.T) {
+	r := newNPWGRig(t)
+	pod := npwgPod(`[{"name":"net-a","ips":["10.1.0.9/24"],"cni-args":{"IP":"10.9.9.9","MAC":"02:00:00:00:00:01"}}]`)
+	if err := r.plugin.AttachPod(r.ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	n, ok := r.cni.added["net1"]
+	if !ok {
+		t.Fatalf("no ADD of net1: %v", r.cni.order)
+	}
+	want := [][2]string{{"IgnoreUnknown", "true"}, {"K8S_POD_NAMESPACE", "default"}, {"K8S_POD_NAME", "web"},
+		{"K8S_POD_INFRA_CONTAINER_ID", pod.SandboxID}, {"K8S_POD_UID", string(pod.UID)}}
+	if !slices.Equal(n.Args, want) {
+		t.Errorf("CNI_ARGS %q, want %q", n.Args, want)
 	}
 }

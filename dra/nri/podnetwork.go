@@ -140,6 +140,9 @@ func (p *Plugin) resolvePodNetwork(ctx context.Context, pod Pod, n pnv1.Network,
 	if err != nil {
 		return claims.Network{}, false, fmt.Errorf("PodNetwork %s (%s): %w", name, source, err)
 	}
+	if err := p.opts.NPWG.Policy.InvocationHostObjects(inv, list.Source != npwg.SourceSpec); err != nil {
+		return claims.Network{}, false, fmt.Errorf("PodNetwork %s (%s): %w (--npwg-host-devices, --npwg-host-paths, --npwg-host-options)", name, source, err)
+	}
 	net := claims.Network{Request: podNetworkRequest(name), Device: a.InterfaceRequest, IfName: a.InterfaceRequest, Conflist: inv.List.Bytes,
 		DefaultRoute: n.IsDefaultGW, PodNetwork: name}
 	// A network of the CRI Network API (it wins over parametersRefs)

@@ -2,13 +2,18 @@ package chart
 
 import (
 	"context"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
@@ -365,5 +370,127 @@ func TestPodNetworkNodeLabelsPolicy(t *testing.T) {
 		}(), ""},
 	} {
 		wantDecision(t, what, v, tc.r, tc.want)
+	}
+}
+
+var ipamClaimsResource = schema.GroupVersionResource{Group: "k8s.cni.cncf.io", Version: "v1alpha1", Resource: "ipamclaims"}
+
+// ipamClaimObject is an IPAMClaim as the API server has it: held by the
+// pod owner ("" for none), with the condition fastpath.dev/HeldOnNode
+// naming node (status "True" or "False"; none when node is "").
+func ipamClaimObject(owner, node, status string, ips ...string) *unstructured.Unstructured {
+	st := map[string]any{"ips": toAny(ips), "conditions": []any{map[string]any{"type": "Ready", "status": "True", "reason": "Allocated",
+		"message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}}}
+	if owner != "" {
+		st["ownerPod"] = map[string]any{"name": owner}
+	}
+	if node != "" {
+		st["conditions"] = append(st["conditions"].([]any), map[string]any{"type": "fastpath.dev/HeldOnNode", "status": status, "reason": "PodOnNode",
+			"message": node, "lastTransitionTime": "2026-01-01T00:00:00Z"})
+	}
+	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "k8s.cni.cncf.io/v1alpha1", "kind": "IPAMClaim",
+		"metadata": map[string]any{"namespace": "tenant", "name": "vm-a", "uid": "u1", "resourceVersion": "5"},
+		"spec":     map[string]any{"network": "tenant/pooled", "interface": "net1"},
+		"status":   st}}
+}
+
+func toAny(l []string) []any {
+	out := make([]any, 0, len(l))
+	for _, s := range l {
+		out = append(out, s)
+	}
+	return out
+}
+
+// TestIPAMClaimStatusPolicy: with npwg.ipamClaims, fastpathd's service
+// account, with a token bound to a node, writes the status of an IPAMClaim
+// no other node holds, naming its own node as the holder (or letting go
+// of what it holds); its addresses once; no spec, label or other
+// writer's condition.
+func TestIPAMClaimStatusPolicy(t *testing.T) {
+	v := admissionPolicies(t, "--set", "npwg.enabled=true", "--set", "npwg.ipamClaims.enabled=true")["fastpath-ipamclaim-status"]
+	if v == nil {
+		t.Fatal("no policy fastpath-ipamclaim-status")
+	}
+	write := func(node string, old, obj *unstructured.Unstructured) admissionRequest {
+		return admissionRequest{op: admission.Update, resource: ipamClaimsResource, subresource: "status", kind: "IPAMClaim", namespace: "tenant", name: "vm-a",
+			node: node, obj: obj, old: old}
+	}
+	const (
+		heldElsewhere = "fastpathd of node node-a may not write IPAMClaim tenant/vm-a, which node node-b holds (status condition fastpath.dev/HeldOnNode)"
+		namesItsNode  = "fastpathd of node node-a may write the status of IPAMClaim tenant/vm-a only naming its node in the condition fastpath.dev/HeldOnNode"
+	)
+	withOther := ipamClaimObject("p2", ownNode, "True", "10.0.0.5/24")
+	withOther.Object["status"].(map[string]any)["conditions"].([]any)[0].(map[string]any)["status"] = "False"
+	for what, tc := range map[string]struct {
+		r    admissionRequest
+		want string
+	}{
+		"a new IPAMClaim taken":             {write(ownNode, ipamClaimObject("", "", ""), ipamClaimObject("p1", ownNode, "True", "10.0.0.5/24")), ""},
+		"one it holds, another pod of it":   {write(ownNode, ipamClaimObject("p1", ownNode, "True", "10.0.0.5/24"), ipamClaimObject("p2", ownNode, "True", "10.0.0.5/24")), ""},
+		"one another node let go":           {write(ownNode, ipamClaimObject("p1", otherNode, "False", "10.0.0.5/24"), ipamClaimObject("p2", ownNode, "True", "10.0.0.5/24")), ""},
+		"one it holds, let go":              {write(ownNode, ipamClaimObject("p1", ownNode, "True", "10.0.0.5/24"), ipamClaimObject("p1", ownNode, "False", "10.0.0.5/24")), ""},
+		"one another node holds":            {write(ownNode, ipamClaimObject("p1", otherNode, "True", "10.0.0.5/24"), ipamClaimObject("p2", ownNode, "True", "10.0.0.5/24")), heldElsewhere},
+		"one another node holds, its owner": {write(ownNode, ipamClaimObject("p1", otherNode, "True"), ipamClaimObject("p2", otherNode, "True", "10.0.0.9/24")), heldElsewhere},
+		"another node's hold let go":        {write(ownNode, ipamClaimObject("p1", otherNode, "True"), ipamClaimObject("p1", otherNode, "False")), heldElsewhere},
+		"naming no node":                    {write(ownNode, ipamClaimObject("", "", ""), ipamClaimObject("p1", "", "", "10.0.0.5/24")), namesItsNode},
+		"naming another node":               {write(ownNode, ipamClaimObject("", "", ""), ipamClaimObject("p1", otherNode, "True", "10.0.0.5/24")), namesItsNode},
+		"letting go of what it does not hold": {write(ownNode, ipamClaimObject("p1", otherNode, "False", "10.0.0.5/24"), ipamClaimObject("p1", ownNode, "False", "10.0.0.5/24")),
+			namesItsNode},
+		"letting go, another owner": {write(ownNode, ipamClaimObject("p1", ownNode, "True", "10.0.0.5/24"), ipamClaimObject("p9", ownNode, "False", "10.0.0.5/24")), namesItsNode},
+		"another writer's condition": {write(ownNode, ipamClaimObject("p1", ownNode, "True", "10.0.0.5/24"), withOther),
+			"fastpathd may not change the conditions of IPAMClaim tenant/vm-a but fastpath.dev/HeldOnNode"},
+		"the addresses changed": {write(ownNode, ipamClaimObject("p1", ownNode, "True", "10.0.0.5/24"), ipamClaimObject("p1", ownNode, "True", "10.0.0.6/24")),
+			"fastpathd may not change the addresses of IPAMClaim tenant/vm-a once set"},
+		"a token bound to no node": {write("", ipamClaimObject("", "", ""), ipamClaimObject("p1", ownNode, "True", "10.0.0.5/24")),
+			"fastpathd may write IPAMClaim tenant/vm-a only with a service account token bound to a node"},
+		"the IPAMClaim, not its status": {func() admissionRequest {
+			r := write(ownNode, ipamClaimObject("p1", ownNode, "True"), ipamClaimObject("p1", ownNode, "True"))
+			r.subresource = ""
+			return r
+		}(), "fastpathd may write only the status of IPAMClaim tenant/vm-a"},
+		"the admin's": {func() admissionRequest {
+			r := write("", ipamClaimObject("p1", otherNode, "True", "10.0.0.5/24"), ipamClaimObject("", "", ""))
+			r.user = "kubernetes-admin"
+			return r
+		}(), ""},
+	} {
+		wantDecision(t, what, v, tc.r, tc.want)
+	}
+}
+
+// TestIPAMClaimController: with npwg.ipamClaims, the controller runs (the
+// CNI driver off) and lets go of IPAMClaims whose holding node or pod is
+// gone: --ipamclaims, a watch of IPAMClaims and the update of their
+// status, a get of nodes and pods; without, none of it.
+func TestIPAMClaimController(t *testing.T) {
+	var role *rbacv1.ClusterRole
+	var args []string
+	for _, o := range render(t, "--set", "cni.enabled=false", "--set", "npwg.enabled=true", "--set", "npwg.ipamClaims.enabled=true") {
+		switch o := o.(type) {
+		case *rbacv1.ClusterRole:
+			if o.Name == "fastpath-controller" {
+				role = o
+			}
+		case *appsv1.Deployment:
+			args = o.Spec.Template.Spec.Containers[0].Args
+		}
+	}
+	if role == nil || !slices.Contains(args, "--ipamclaims") {
+		t.Fatalf("the controller does not run with --ipamclaims: role %v, args %q", role, args)
+	}
+	for _, want := range []rbacv1.PolicyRule{
+		{APIGroups: []string{"k8s.cni.cncf.io"}, Resources: []string{"ipamclaims"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"k8s.cni.cncf.io"}, Resources: []string{"ipamclaims/status"}, Verbs: []string{"update"}},
+		{APIGroups: []string{""}, Resources: []string{"nodes", "pods"}, Verbs: []string{"get"}},
+	} {
+		if !slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool { return reflect.DeepEqual(r, want) }) {
+			t.Errorf("the controller's role lacks %+v: %+v", want, role.Rules)
+		}
+	}
+	for _, o := range render(t, "--set", "npwg.enabled=true") {
+		if d, ok := o.(*appsv1.Deployment); ok && slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--ipamclaims") {
+			t.Errorf("without npwg.ipamClaims the controller runs with --ipamclaims: %q", d.Spec.Template.Spec.Containers[0].Args)
+		}
 	}
 }

@@ -15,11 +15,16 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/fastpath-dra/fastpath/dra/npwg"
 	"github.com/fastpath-dra/fastpath/test/testbed"
 )
 
@@ -232,4 +237,168 @@ func waitRefused(t *testing.T, ctx context.Context, what string, call func() err
 		return err != nil && errors.As(err, &status) && strings.Contains(err.Error(), "ValidatingAdmissionPolicy"), nil
 	})
 	wantRefused(t, what, err, want...)
+}
+
+// TestIPAMClaimNodePolicy: with npwg.ipamClaims, the chart's admission
+// policy, on the bed's API server (the IPAMClaim CRD's schema), keeps a
+// node's fastpathd to the IPAMClaims no other node holds. Each status a
+// node's daemon writes names its node in the condition
+// fastpath.dev/HeldOnNode; with a token bound to the bed's node, the
+// daemon's service account may take an IPAMClaim no node holds or one
+// another node let go, and let go of its own; it may not take one another
+// node holds, name another node, nor touch another writer's condition.
+// Writes are dry runs.
+func TestIPAMClaimNodePolicy(t *testing.T) {
+	ctx := testContext(t)
+	// Without fastpathd controller, which would let go of the IPAMClaims
+	// this test makes held by pods that do not exist.
+	d := newDaemon(t, 26303, "--npwg", "--npwg-ipamclaims", "--cni-bin-dir", bed.Config().CNIBinDir(), "--cni-plugins", "macvlan,static")
+	d.values["controller"] = map[string]any{"enabled": false}
+	d.start(t, ctx)
+	t.Cleanup(func() { d.stop(t) })
+	other, own := twoNodes(t, ctx)
+	onOwn, err := dynamic.NewForConfig(nodeBoundConfig(t, ctx, own))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := onOwn.Resource(ipamClaimsGVR).Namespace("default")
+	admin := dynamicClient(t).Resource(ipamClaimsGVR).Namespace("default")
+	createServed(t, ctx, ipamClaimsGVR, `apiVersion: k8s.cni.cncf.io/v1alpha1
+kind: IPAMClaim
+metadata:
+  name: e2e-ipc-node
+spec:
+  network: net-p
+  interface: net1
+`)
+	t.Cleanup(func() { deleteIPAMClaim(t, "e2e-ipc-node") })
+	dryRun := metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}
+	// held is the IPAMClaim as the API server has it, its status the one
+	// of owner on node (status True or False; no condition for "").
+	held := func(t *testing.T, owner, node string, status metav1.ConditionStatus) *unstructured.Unstructured {
+		t.Helper()
+		u, err := admin.Get(ctx, "e2e-ipc-node", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &npwg.IPAMClaim{Status: npwg.IPAMClaimStatus{IPs: []string{"10.94.0.10/24"},
+			Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Allocated", LastTransitionTime: metav1.Now()}}}}
+		if node != "" {
+			c.Status, _ = npwg.WithOwner(c, owner, node, nil)
+			if status == metav1.ConditionFalse {
+				c.Status, _ = npwg.Released(c, node, npwg.ReasonReleased)
+			}
+		}
+		st, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&c.Status)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.Object["status"] = st
+		return u
+	}
+	// set makes the IPAMClaim's status, as another node's daemon or
+	// fastpathd controller would.
+	set := func(t *testing.T, owner, node string, status metav1.ConditionStatus) {
+		t.Helper()
+		if _, err := admin.UpdateStatus(ctx, held(t, owner, node, status), metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	take := func(t *testing.T, owner, node string, status metav1.ConditionStatus) error {
+		_, err := mine.UpdateStatus(ctx, held(t, owner, node, status), dryRun)
+		return err
+	}
+	const (
+		heldElsewhere = "may not write IPAMClaim default/e2e-ipc-node, which node fastpath-other-node holds (status condition fastpath.dev/HeldOnNode)"
+		namesItsNode  = "may write the status of IPAMClaim default/e2e-ipc-node only naming its node in the condition fastpath.dev/HeldOnNode"
+	)
+
+	// Held by no node: this node's daemon takes it, naming itself.
+	waitRefused(t, ctx, "an IPAMClaim no node holds, taken naming another node", func() error {
+		return take(t, "e2e-a", other.Name, metav1.ConditionTrue)
+	}, namesItsNode)
+	if err := take(t, "e2e-a", own.Name, metav1.ConditionTrue); err != nil {
+		t.Errorf("an IPAMClaim no node holds, taken by this node: %v", err)
+	}
+
+	// Held by the other node: not this node's to take, nor to let go.
+	set(t, "e2e-b", other.Name, metav1.ConditionTrue)
+	wantRefused(t, "an IPAMClaim another node holds, taken", take(t, "e2e-a", own.Name, metav1.ConditionTrue), heldElsewhere)
+	wantRefused(t, "an IPAMClaim another node holds, let go", take(t, "e2e-b", other.Name, metav1.ConditionFalse), heldElsewhere)
+
+	// Let go by the other node: this node's daemon takes it.
+	set(t, "e2e-b", other.Name, metav1.ConditionFalse)
+	if err := take(t, "e2e-a", own.Name, metav1.ConditionTrue); err != nil {
+		t.Errorf("an IPAMClaim another node let go, taken by this node: %v", err)
+	}
+
+	// Held by this node: it lets it go.
+	set(t, "e2e-a", own.Name, metav1.ConditionTrue)
+	if err := take(t, "e2e-a", own.Name, metav1.ConditionFalse); err != nil {
+		t.Errorf("an IPAMClaim this node holds, let go: %v", err)
+	}
+}
+
+// TestIPAMClaimHolderGone: fastpathd controller (run by the chart with
+// npwg.ipamClaims) lets go of an IPAMClaim held on a node whose holding
+// pod is gone: the condition fastpath.dev/HeldOnNode turns False (reason
+// HolderGone), still naming the node, and the bed's node's daemon may
+// then take it.
+func TestIPAMClaimHolderGone(t *testing.T) {
+	ctx := testContext(t)
+	startDaemon(t, ctx, 26304, "--npwg", "--npwg-ipamclaims", "--cni-bin-dir", bed.Config().CNIBinDir(), "--cni-plugins", "macvlan,static")
+	other, own := twoNodes(t, ctx)
+	admin := dynamicClient(t).Resource(ipamClaimsGVR).Namespace("default")
+	createServed(t, ctx, ipamClaimsGVR, `apiVersion: k8s.cni.cncf.io/v1alpha1
+kind: IPAMClaim
+metadata:
+  name: e2e-ipc-gone
+spec:
+  network: net-p
+  interface: net1
+`)
+	t.Cleanup(func() { deleteIPAMClaim(t, "e2e-ipc-gone") })
+	u, err := admin.Get(ctx, "e2e-ipc-gone", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &npwg.IPAMClaim{Status: npwg.IPAMClaimStatus{IPs: []string{"10.94.0.10/24"}}}
+	c.Status, _ = npwg.WithOwner(c, "e2e-ipc-no-such-pod", other.Name, nil)
+	st, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&c.Status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Object["status"] = st
+	if _, err := admin.UpdateStatus(ctx, u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var got *npwg.IPAMClaim
+	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		got = getIPAMClaim(t, ctx, "e2e-ipc-gone")
+		return npwg.HeldOn(got) == "", nil
+	}); err != nil {
+		t.Fatalf("IPAMClaim e2e-ipc-gone, held on %s by a pod that does not exist, was not let go: %+v\n%s", other.Name, got.Status, controllerState(t))
+	}
+	cond := meta.FindStatusCondition(got.Status.Conditions, npwg.IPAMClaimNodeCondition)
+	if cond == nil || cond.Reason != npwg.ReasonHolderGone || cond.Message != other.Name {
+		t.Errorf("condition %+v, want False %s naming %s", cond, npwg.ReasonHolderGone, other.Name)
+	}
+	// The bed's node may take it now.
+	onOwn, err := dynamic.NewForConfig(nodeBoundConfig(t, ctx, own))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err = admin.Get(ctx, "e2e-ipc-gone", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = getIPAMClaim(t, ctx, "e2e-ipc-gone")
+	c.Status, _ = npwg.WithOwner(c, "e2e-ipc-next", own.Name, nil)
+	if st, err = runtime.DefaultUnstructuredConverter.ToUnstructured(&c.Status); err != nil {
+		t.Fatal(err)
+	}
+	u.Object["status"] = st
+	if _, err := onOwn.Resource(ipamClaimsGVR).Namespace("default").UpdateStatus(ctx, u, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Errorf("the IPAMClaim let go, taken by this node: %v", err)
+	}
 }

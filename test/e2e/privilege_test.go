@@ -210,6 +210,17 @@ func twoNodes(t *testing.T, ctx context.Context) (other, own *corev1.Node) {
 // does for a pod's token.
 func nodeBoundClient(t *testing.T, ctx context.Context, node *corev1.Node) kubernetes.Interface {
 	t.Helper()
+	client, err := kubernetes.NewForConfig(nodeBoundConfig(t, ctx, node))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
+// nodeBoundConfig is the client configuration of nodeBoundClient, its
+// token checked.
+func nodeBoundConfig(t *testing.T, ctx context.Context, node *corev1.Node) *rest.Config {
+	t.Helper()
 	tok, err := bed.Client().CoreV1().ServiceAccounts(testbed.ChartNamespace).CreateToken(ctx, serviceAccount, &authnv1.TokenRequest{
 		Spec: authnv1.TokenRequestSpec{
 			ExpirationSeconds: new(int64(600)),
@@ -233,7 +244,7 @@ func nodeBoundClient(t *testing.T, ctx context.Context, node *corev1.Node) kuber
 	if u := review.Status.UserInfo; !strings.HasSuffix(u.Username, ":"+serviceAccount) || fmt.Sprint(u.Extra["authentication.kubernetes.io/node-name"]) != "["+node.Name+"]" {
 		t.Fatalf("the token of node %s authenticates as %+v", node.Name, u)
 	}
-	return client
+	return rc
 }
 
 // wantRefused checks that err is the API server's refusal and that its

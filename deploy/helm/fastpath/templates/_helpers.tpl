@@ -169,9 +169,9 @@ app.kubernetes.io/name: {{ include "fastpath.name" . }}-controller
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
-{{/* The controller runs with the CNI driver (it writes the status of CNIConfig objects), PodNetworks or the webhook. */}}
+{{/* The controller runs with the CNI driver (it writes the status of CNIConfig objects), PodNetworks, the webhook or IPAMClaims. */}}
 {{- define "fastpath.controllerEnabled" -}}
-{{- if and .Values.controller.enabled (or .Values.cni.enabled .Values.podNetworks.enabled .Values.webhook.enabled) }}true{{ end }}
+{{- if and .Values.controller.enabled (or .Values.cni.enabled .Values.podNetworks.enabled .Values.webhook.enabled (and .Values.npwg.enabled .Values.npwg.ipamClaims.enabled)) }}true{{ end }}
 {{- end }}
 
 {{/* The webhook's Service and ValidatingWebhookConfiguration; its Secret is this name with -certs. */}}
