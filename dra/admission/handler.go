@@ -2,6 +2,7 @@ package admission
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -27,7 +28,9 @@ const (
 )
 
 // maxReviewBytes bounds a review's body: the API server's objects are at
-// most 3 MiB, and an update's review carries two.
+// most 3 MiB, an update's review carries two, and the rest of a review
+// (the user's groups and extra, the options) is small. A body is read
+// into one buffer of its size, and the objects judged are slices of it.
 const maxReviewBytes = 8 << 20
 
 // Verdicts, the metric's label values.
@@ -82,20 +85,18 @@ func serveReview(w http.ResponseWriter, r *http.Request, m *metrics.Metrics,
 		http.Error(w, "an AdmissionReview is sent as application/json", http.StatusUnsupportedMediaType)
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxReviewBytes+1))
+	body, err := readBody(r)
 	if err != nil {
-		http.Error(w, fmt.Sprintf("reading the review: %v", err), http.StatusBadRequest)
-		return
-	}
-	if len(body) > maxReviewBytes {
-		http.Error(w, fmt.Sprintf("the review is larger than %d bytes", maxReviewBytes), http.StatusRequestEntityTooLarge)
-		return
-	}
-	var in admissionv1.AdmissionReview
-	if err := json.Unmarshal(body, &in); err != nil || in.Request == nil {
-		if err == nil {
-			err = fmt.Errorf("it has no request")
+		code := http.StatusBadRequest
+		if errors.Is(err, errTooLarge) {
+			code = http.StatusRequestEntityTooLarge
 		}
+		m.Review(kindOther, VerdictError, time.Since(start))
+		http.Error(w, fmt.Sprintf("reading the review: %v", err), code)
+		return
+	}
+	in, err := decodeReview(body)
+	if err != nil {
 		m.Review(kindOther, VerdictError, time.Since(start))
 		http.Error(w, fmt.Sprintf("not an AdmissionReview: %v", err), http.StatusBadRequest)
 		return
@@ -116,6 +117,76 @@ func serveReview(w http.ResponseWriter, r *http.Request, m *metrics.Metrics,
 		logger.V(2).Info("Denied", "kind", in.Request.Kind.Kind, "namespace", in.Request.Namespace,
 			"name", in.Request.Name, "operation", in.Request.Operation, "message", resp.Result.Message)
 	}
+}
+
+// errTooLarge is the error of a body over maxReviewBytes.
+var errTooLarge = fmt.Errorf("it is larger than %d bytes", maxReviewBytes)
+
+// readBody reads a review's body: into one buffer of its length when the
+// request says it (the API server does), refused unread when that is over
+// maxReviewBytes.
+func readBody(r *http.Request) ([]byte, error) {
+	if r.ContentLength > maxReviewBytes {
+		return nil, errTooLarge
+	}
+	if r.ContentLength < 0 {
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxReviewBytes+1))
+		if err == nil && len(body) > maxReviewBytes {
+			err = errTooLarge
+		}
+		return body, err
+	}
+	body := make([]byte, r.ContentLength)
+	if _, err := io.ReadFull(r.Body, body); err != nil {
+		return nil, err
+	}
+	return body, nil
+}
+
+// reviewIn is an AdmissionReview as the webhook reads it: its objects are
+// slices of the body, not copies (review.Request.Object.Raw and
+// OldObject.Raw are set to them).
+type reviewIn struct {
+	metav1.TypeMeta
+	Request *requestIn `json:"request"`
+}
+
+// requestIn is an AdmissionRequest whose objects are read as slices of
+// the body: its own fields Object and OldObject take the JSON names of the
+// embedded request's, which then has none.
+type requestIn struct {
+	admissionv1.AdmissionRequest
+	Object    rawSlice `json:"object"`
+	OldObject rawSlice `json:"oldObject"`
+}
+
+// rawSlice is a JSON value kept as the slice of the document it is in:
+// json.Unmarshal hands a value's decoder a slice of its input, which
+// readBody made for this review alone and nothing writes to.
+type rawSlice []byte
+
+func (r *rawSlice) UnmarshalJSON(data []byte) error {
+	if string(data) == "null" {
+		*r = nil
+		return nil
+	}
+	*r = data
+	return nil
+}
+
+// decodeReview decodes a review's body, which it keeps: the objects of
+// the request it returns are slices of it.
+func decodeReview(body []byte) (*admissionv1.AdmissionReview, error) {
+	var in reviewIn
+	if err := json.Unmarshal(body, &in); err != nil {
+		return nil, err
+	}
+	if in.Request == nil {
+		return nil, errors.New("it has no request")
+	}
+	req := &in.Request.AdmissionRequest
+	req.Object.Raw, req.OldObject.Raw = in.Request.Object, in.Request.OldObject
+	return &admissionv1.AdmissionReview{TypeMeta: in.TypeMeta, Request: req}, nil
 }
 
 // Review judges a request's object: a created object, or an updated one
