@@ -51,7 +51,7 @@ func (g *Gate) Review(req *admissionv1.AdmissionRequest) (*admissionv1.Admission
 	}
 	var pod gatedPod
 	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
-		resp.Warnings = []string{"fastpath: the pod does not decode, so it is not gated: " + err.Error()}
+		resp.Warnings = addWarning(resp.Warnings, "fastpath: the pod does not decode, so it is not gated: "+err.Error())
 		return resp, "Pod", VerdictError
 	}
 	value, ok := pod.Metadata.Annotations[pnv1.AnnotationNetworks]

@@ -8,7 +8,6 @@ import (
 	"mime"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -192,8 +191,10 @@ func decodeReview(body []byte) (*admissionv1.AdmissionReview, error) {
 // Review judges a request's object: a created object, or an updated one
 // short of the problems it had before (an object already stored is not
 // refused an update for what it already was, such as the controller's
-// finalizer on an older PodNetwork). It returns the response, the kind
-// for the metrics and the verdict.
+// finalizer on an older PodNetwork), those found in one pass over the
+// problems of both. The object before an update is judged only when the
+// update has problems. It returns the response, the kind for the metrics
+// and the verdict.
 func (h *Handler) Review(req *admissionv1.AdmissionRequest) (*admissionv1.AdmissionResponse, string, string) {
 	resp := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
 	kind := req.Kind.Kind
@@ -209,38 +210,38 @@ func (h *Handler) Review(req *admissionv1.AdmissionRequest) (*admissionv1.Admiss
 		return resp, kindOther, VerdictUnjudged
 	}
 	if v.Partly != "" {
-		resp.Warnings = append(resp.Warnings, "fastpath judged this object only in part: "+v.Partly)
+		resp.Warnings = addWarning(resp.Warnings, "fastpath judged this object only in part: "+v.Partly)
 	}
-	problems := messages(v.Problems)
-	if req.Operation == admissionv1.Update && len(problems) > 0 && len(req.OldObject.Raw) > 0 {
-		old := messages(validate.Object(req.OldObject.Raw, req.Namespace, h.Check, h.NADs).Problems)
-		problems = slices.DeleteFunc(problems, func(p string) bool { return slices.Contains(old, p) })
-	}
-	if len(problems) == 0 {
+	if len(v.Problems) == 0 {
 		return resp, kind, VerdictAllowed
 	}
+	var before *earlier
+	if req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
+		before = newEarlier(validate.Object(req.OldObject.Raw, req.Namespace, h.Check, h.NADs).Problems)
+	}
+	d := newDenial("fastpath: ")
+	for i, p := range v.Problems {
+		if before == nil && d.full() {
+			// The rest are counted, not printed.
+			d.more += len(v.Problems) - i
+			break
+		}
+		if text := problemText(p); !before.had(text) {
+			d.add(text)
+		}
+	}
+	if d.problems() == 0 {
+		return resp, kind, VerdictAllowed
+	}
+	return deny(resp, d.message()), kind, VerdictDenied
+}
+
+// deny makes resp a denial with message.
+func deny(resp *admissionv1.AdmissionResponse, message string) *admissionv1.AdmissionResponse {
 	resp.Allowed = false
 	resp.Result = &metav1.Status{
 		Status: metav1.StatusFailure, Code: http.StatusUnprocessableEntity, Reason: metav1.StatusReasonInvalid,
-		Message: "fastpath: " + strings.Join(problems, "; "),
+		Message: message,
 	}
-	return resp, kind, VerdictDenied
-}
-
-// messages are the problems as validate prints them: the request, if
-// any, then the field and what is wrong with it.
-func messages(problems []validate.Problem) []string {
-	out := make([]string, 0, len(problems))
-	for _, p := range problems {
-		m := p.Err.Error()
-		if p.Err.Field == "" || p.Err.Field == "<nil>" {
-			// A problem of the whole object.
-			m = p.Err.ErrorBody()
-		}
-		if p.Request != "" {
-			m = fmt.Sprintf("request %q: %s", p.Request, m)
-		}
-		out = append(out, m)
-	}
-	return out
+	return resp
 }
