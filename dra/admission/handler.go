@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,7 +30,9 @@ const (
 // maxReviewBytes bounds a review's body: the API server's objects are at
 // most 3 MiB, an update's review carries two, and the rest of a review
 // (the user's groups and extra, the options) is small. A body is read
-// into one buffer of its size, and the objects judged are slices of it.
+// into one buffer of its size, and the objects judged are slices of it:
+// the webhook's memory is this, the judged parts of the objects (each
+// within partBounds) and what judging those costs.
 const maxReviewBytes = 8 << 20
 
 // Verdicts, the metric's label values.
@@ -191,10 +194,12 @@ func decodeReview(body []byte) (*admissionv1.AdmissionReview, error) {
 // Review judges a request's object: a created object, or an updated one
 // short of the problems it had before (an object already stored is not
 // refused an update for what it already was, such as the controller's
-// finalizer on an older PodNetwork), those found in one pass over the
-// problems of both. The object before an update is judged only when the
-// update has problems. It returns the response, the kind for the metrics
-// and the verdict.
+// finalizer on an older PodNetwork). It judges the parts of the object
+// fastpath reads, and refuses unread an object whose parts are over the
+// bounds of the largest object of its kind (judgedParts). An update is
+// judged against the object before it only when it has problems, and not
+// at all when its judged parts are as they were. It returns the response,
+// the kind for the metrics and the verdict.
 func (h *Handler) Review(req *admissionv1.AdmissionRequest) (*admissionv1.AdmissionResponse, string, string) {
 	resp := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
 	kind := req.Kind.Kind
@@ -204,7 +209,23 @@ func (h *Handler) Review(req *admissionv1.AdmissionRequest) (*admissionv1.Admiss
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return resp, kind, VerdictUnjudged
 	}
-	v := validate.Object(req.Object.Raw, req.Namespace, h.Check, h.NADs)
+	obj := judgedParts(req.Object.Raw, req.Namespace)
+	if len(obj.over) > 0 {
+		d := newDenial("fastpath: " + obj.name + " is refused unread, larger than fastpath judges: ")
+		for _, e := range obj.over {
+			d.add(problemText(validate.Problem{Err: e}))
+		}
+		return deny(resp, d.message()), kind, VerdictDenied
+	}
+	var prev judged
+	if req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
+		prev = judgedParts(req.OldObject.Raw, req.Namespace)
+		if obj.parts && prev.parts && bytes.Equal(prev.js, obj.js) {
+			// What fastpath judges is as it was: so are its problems.
+			return resp, kind, VerdictAllowed
+		}
+	}
+	v := validate.Object(obj.js, req.Namespace, h.Check, h.NADs)
 	if !v.Judged {
 		// The configuration sent a kind by another group or version.
 		return resp, kindOther, VerdictUnjudged
@@ -215,9 +236,11 @@ func (h *Handler) Review(req *admissionv1.AdmissionRequest) (*admissionv1.Admiss
 	if len(v.Problems) == 0 {
 		return resp, kind, VerdictAllowed
 	}
+	// The object before the update, unless it is over the bounds: its
+	// problems are then unknown, and all of the update's count.
 	var before *earlier
-	if req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
-		before = newEarlier(validate.Object(req.OldObject.Raw, req.Namespace, h.Check, h.NADs).Problems)
+	if prev.js != nil && prev.over == nil {
+		before = newEarlier(validate.Object(prev.js, req.Namespace, h.Check, h.NADs).Problems)
 	}
 	d := newDenial("fastpath: ")
 	for i, p := range v.Problems {
