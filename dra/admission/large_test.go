@@ -11,10 +11,12 @@ import (
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/fastpath-dra/fastpath/dra/api/bounds"
+	"github.com/fastpath-dra/fastpath/dra/validate"
 )
 
 // list is a JSON list of n items.
@@ -272,21 +274,33 @@ func TestReviewLargePod(t *testing.T) {
 	}
 }
 
-// TestReviewMessageBounded: an object with thousands of problems is
-// answered with bounds.Problems of them, each cut to bounds.ProblemBytes,
-// and the count of the rest, within bounds.MessageBytes.
+// TestReviewMessageBounded: an object with thousands of problems, or
+// one of a long value, is answered with at most bounds.Problems of them,
+// each cut to bounds.ProblemBytes, and the count of the rest, within
+// bounds.MessageBytes.
 func TestReviewMessageBounded(t *testing.T) {
-	const names = 20000
+	var configs []string
+	for range resourceapi.DeviceConfigMaxSize {
+		configs = append(configs, cniParameters(1, 100))
+	}
+	h := newHandler(nil)
 	for _, tc := range []struct {
-		name, pod, want string
+		name, kind, namespace, object string
+		// many: the object has more problems than a denial says.
+		many bool
 	}{
-		{"thousands of problems", selectingPod(badNames(names), "", ""), fmt.Sprintf("; ... and %d more", names-bounds.Problems)},
-		{"a problem of a long value", `{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "app", "annotations": {"network.fastpath.dev/networks": "[` +
-			strings.Repeat(" ", 60<<10) + `"}}, "spec": {}}`, "..."},
+		{"a pod selecting thousands of networks that are not valid", "Pod", "app", selectingPod(badNames(20000), "", ""), false},
+		{"a claim of 32 requests, each with problems", "ResourceClaim", "tenant-a", cniClaim(configs...), true},
+		{"a problem of a long value", "Pod", "app", `{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "app", "annotations": {"network.fastpath.dev/networks": "[` +
+			strings.Repeat(" ", 60<<10) + `"}}, "spec": {}}`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resp, _, _ := newHandler(nil).Review(&admissionv1.AdmissionRequest{UID: "u", Kind: metav1.GroupVersionKind{Kind: "Pod"},
-				Namespace: "app", Operation: admissionv1.Create, Object: k8sruntime.RawExtension{Raw: []byte(tc.pod)}})
+			problems := len(validate.Object([]byte(tc.object), tc.namespace, h.Check, h.NADs).Problems)
+			if tc.many && problems <= bounds.Problems {
+				t.Fatalf("the object has %d problems, want more than %d", problems, bounds.Problems)
+			}
+			resp, _, _ := h.Review(&admissionv1.AdmissionRequest{UID: "u", Kind: metav1.GroupVersionKind{Kind: tc.kind},
+				Namespace: tc.namespace, Operation: admissionv1.Create, Object: k8sruntime.RawExtension{Raw: []byte(tc.object)}})
 			if resp.Allowed {
 				t.Fatal("allowed, want it refused")
 			}
@@ -294,8 +308,12 @@ func TestReviewMessageBounded(t *testing.T) {
 			if len(msg) > bounds.MessageBytes {
 				t.Errorf("the message is %d bytes, more than %d", len(msg), bounds.MessageBytes)
 			}
-			if !strings.HasSuffix(msg, tc.want) {
-				t.Errorf("message %.300q...%q does not end in %q", msg, msg[max(len(msg)-100, 0):], tc.want)
+			more := fmt.Sprintf("; ... and %d more", problems-bounds.Problems)
+			if problems > bounds.Problems && !strings.HasSuffix(msg, more) {
+				t.Errorf("message %.300q...%q does not end in %q", msg, msg[max(len(msg)-100, 0):], more)
+			}
+			if problems <= bounds.Problems && strings.Contains(msg, "... and") {
+				t.Errorf("message %.300q counts more than its %d problems", msg, problems)
 			}
 			for p := range strings.SplitSeq(strings.TrimPrefix(msg, "fastpath: "), "; ") {
 				if len(p) > bounds.ProblemBytes {
@@ -311,16 +329,15 @@ func TestReviewMessageBounded(t *testing.T) {
 // changes nothing fastpath reads is allowed without judging either
 // object.
 func TestReviewUpdateSharesProblems(t *testing.T) {
-	const names = 5000
 	h := newHandler(nil)
-	update := func(object, old string) *admissionv1.AdmissionRequest {
-		return &admissionv1.AdmissionRequest{UID: "u", Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, Namespace: "app",
+	update := func(kind, namespace, object, old string) *admissionv1.AdmissionRequest {
+		return &admissionv1.AdmissionRequest{UID: "u", Kind: metav1.GroupVersionKind{Kind: kind}, Namespace: namespace,
 			Operation: admissionv1.Update, Object: k8sruntime.RawExtension{Raw: []byte(object)}, OldObject: k8sruntime.RawExtension{Raw: []byte(old)}}
 	}
-	old := selectingPod(badNames(names), "", "")
 	t.Run("nothing fastpath reads changed", func(t *testing.T) {
+		old := selectingPod(badNames(5000), "", "")
 		labelled := strings.Replace(old, `"name": "p",`, `"name": "p", "labels": {"tier": "web"}, "resourceVersion": "2",`, 1)
-		resp, n := serve(t, h, update(labelled, old))
+		resp, n := serve(t, h, update("Pod", "app", labelled, old))
 		if !resp.Allowed {
 			t.Fatalf("refused: %s", resp.Result.Message)
 		}
@@ -329,21 +346,35 @@ func TestReviewUpdateSharesProblems(t *testing.T) {
 			t.Errorf("answering an update of %d and %d bytes allocated %d bytes, more than %d", len(labelled), len(old), n, most)
 		}
 	})
-	t.Run("one problem more", func(t *testing.T) {
-		resp, _, _ := h.Review(update(selectingPod(badNames(names+1), "", ""), old))
+	// Claims of requests whose configs have 250 host paths each.
+	claim := func(requests int) string {
+		var configs []string
+		for range requests {
+			configs = append(configs, cniParameters(1, 250))
+		}
+		return cniClaim(configs...)
+	}
+	old := claim(8)
+	t.Run("a request more", func(t *testing.T) {
+		resp, _, _ := h.Review(update("ResourceClaim", "tenant-a", claim(9), old))
 		if resp.Allowed {
-			t.Fatal("allowed, want it refused for its new problem")
+			t.Fatal("allowed, want it refused for its new request's problems")
 		}
 		msg := resp.Result.Message
-		if !strings.Contains(msg, fmt.Sprintf("metadata.annotations[k8s.v1.cni.cncf.io/networks][%d]", names)) || strings.Count(msg, "; ") != 0 {
-			t.Errorf("message %.500q: want the new problem alone", msg)
+		if !strings.Contains(msg, `request "r8"`) {
+			t.Errorf("message %.300q does not name the new request", msg)
+		}
+		for r := range 8 {
+			if earlier := fmt.Sprintf(`request "r%d"`, r); strings.Contains(msg, earlier) {
+				t.Errorf("message %.300q names %s, which the claim had before", msg, earlier)
+			}
 		}
 	})
 	t.Run("the same problems", func(t *testing.T) {
-		// hostNetwork said, as it was: the judged parts differ, not their
+		// Constraints said, none: the judged parts differ, not their
 		// problems.
-		same := strings.Replace(old, `"spec": {`, `"spec": {"hostNetwork": false, `, 1)
-		resp, _, _ := h.Review(update(same, old))
+		same := strings.Replace(old, `"devices": {`, `"devices": {"constraints": [], `, 1)
+		resp, _, _ := h.Review(update("ResourceClaim", "tenant-a", same, old))
 		if !resp.Allowed {
 			t.Fatalf("refused: %.300s", resp.Result.Message)
 		}
