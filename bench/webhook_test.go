@@ -543,26 +543,44 @@ func BenchmarkWebhookLargest(b *testing.B) {
 	}
 }
 
-// BenchmarkWebhookUpdate: an update of a pod whose selection has n
-// problems, to one with a problem more: the webhook judges both and
-// refuses the update for its one new problem. The work grows with n, not
-// its square.
+// BenchmarkWebhookUpdate: an update of a claim of n CNI requests, each
+// config 10 KiB of host paths, to one with a request more: the webhook
+// judges both and refuses the update for the new request's problems
+// alone. It reports the problems of the claim before (problems); the
+// work grows with them, not their square.
 func BenchmarkWebhookUpdate(b *testing.B) {
 	h := &admission.Handler{
 		Check: validate.Check{Policy: cnipolicy.Options{Plugins: cnipolicy.DefaultPlugins}},
 		NADs:  npwg.ConfigRules{Plugins: cnipolicy.DefaultPlugins},
 	}
-	for _, n := range []int{4000, 8000, 16000, 32000} {
-		b.Run(fmt.Sprintf("problems=%d", n), func(b *testing.B) {
-			req := &admissionv1.AdmissionRequest{UID: "u", Kind: metav1.GroupVersionKind{Kind: "Pod"}, Namespace: "app", Operation: admissionv1.Update,
-				Object:    runtime.RawExtension{Raw: webhookPod(badSelection(2*n+2), "[]", "")},
-				OldObject: runtime.RawExtension{Raw: webhookPod(badSelection(2*n), "[]", "")}}
+	claim := func(n int) []byte {
+		var reqs, cfgs []string
+		for i := range n {
+			reqs = append(reqs, fmt.Sprintf(`{"name": "r%d", "exactly": {"deviceClassName": "cni.networking.x-k8s.io"}}`, i))
+			cfgs = append(cfgs, fmt.Sprintf(`{"requests": ["r%d"], "opaque": {"driver": "cni.dra.networking.x-k8s.io", "parameters": %s}}`, i, largestCNIConfig(fmt.Sprintf("net%d", i))))
+		}
+		return []byte(`{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "big", "namespace": "tenant-a"}, "spec": {"devices": {"requests": [` +
+			strings.Join(reqs, ", ") + `], "config": [` + strings.Join(cfgs, ", ") + `]}}}`)
+	}
+	for _, n := range []int{4, 8, 16, resourceapi.DeviceConfigMaxSize - 1} {
+		b.Run(fmt.Sprintf("requests=%d", n), func(b *testing.B) {
+			old := claim(n)
+			req := &admissionv1.AdmissionRequest{UID: "u", Kind: metav1.GroupVersionKind{Kind: "ResourceClaim"}, Namespace: "tenant-a", Operation: admissionv1.Update,
+				Object: runtime.RawExtension{Raw: claim(n + 1)}, OldObject: runtime.RawExtension{Raw: old}}
+			problems := len(validate.Object(old, "tenant-a", h.Check, h.NADs).Problems)
 			b.ReportAllocs()
 			for b.Loop() {
-				if resp, _, _ := h.Review(req); resp.Allowed || strings.Contains(resp.Result.Message, "; ") {
-					b.Fatalf("allowed %v (%+v), want it refused for its one new problem", resp.Allowed, resp.Result)
+				resp, _, _ := h.Review(req)
+				if resp.Allowed {
+					b.Fatal("allowed, want it refused for the new request's problems")
+				}
+				for r := range n {
+					if msg := resp.Result.Message; strings.Contains(msg, fmt.Sprintf(`request "r%d"`, r)) {
+						b.Fatalf("refused for request r%d, which the claim had before: %.300s", r, msg)
+					}
 				}
 			}
+			b.ReportMetric(float64(problems), "problems")
 		})
 	}
 }
