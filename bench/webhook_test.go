@@ -10,21 +10,28 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
+	rtmetrics "runtime/metrics"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	admissionv1 "k8s.io/api/admission/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2"
 
 	"github.com/fastpath-dra/fastpath/dra/admission"
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
 	"github.com/fastpath-dra/fastpath/dra/metrics"
 	"github.com/fastpath-dra/fastpath/dra/npwg"
@@ -261,4 +268,319 @@ func webhookClient(jobFile string, in io.Reader, out io.Writer) error {
 		}
 	}
 	return lines.Err()
+}
+
+// The chart's controller: its memory limit, and the share of it the
+// webhook's answer to its largest object may take.
+const (
+	controllerLimit = 128 << 20
+	webhookShare    = controllerLimit / 4
+)
+
+// webhookObject is an object sent to the validating webhook: old, when
+// not nil, makes the review an update.
+type webhookObject struct {
+	name, kind string
+	object     []byte
+	old        []byte
+	// allowed is the verdict; unread, whether the object is refused
+	// unread.
+	allowed, unread bool
+}
+
+// slashes is a JSON list of n strings "/a": each a host path to the
+// nodes' CNI policy, and a problem.
+func slashes(n int) string {
+	return "[" + strings.TrimSuffix(strings.Repeat(`"/a",`, n), ",") + "]"
+}
+
+// pathLists are as many members "xN": [...] of host paths, lists of at
+// most bounds.Items, as fit in most bytes with head and tail around them.
+func pathLists(most int, head, tail string) string {
+	const item = len(`"/a",`)
+	var b strings.Builder
+	b.WriteString(head)
+	for i := 0; ; i++ {
+		key := fmt.Sprintf(`"x%d": `, i)
+		sep := ""
+		if i > 0 {
+			sep = ", "
+		}
+		room := most - b.Len() - len(tail) - len(sep) - len(key) - len("[]")
+		n := min(room/item, bounds.Items)
+		if n < 1 {
+			break
+		}
+		b.WriteString(sep + key + slashes(n))
+	}
+	b.WriteString(tail)
+	return b.String()
+}
+
+// largestCNIConfig is a CNI claim's config of bounds.ConfigBytes full of
+// host paths.
+func largestCNIConfig(ifName string) string {
+	return pathLists(bounds.ConfigBytes, `{"apiVersion": "cni.networking.x-k8s.io/v1alpha1", "kind": "CNI", "ifName": "`+ifName+`", "plugins": [{"type": "macvlan", "config": {`, `}}]}`)
+}
+
+// largestClaimSpec is the spec of the largest claim: as many CNI requests
+// and configs as the API server allows, each config full of host paths.
+func largestClaimSpec() string {
+	var reqs, cfgs []string
+	for i := range resourceapi.DeviceConfigMaxSize {
+		reqs = append(reqs, fmt.Sprintf(`{"name": "r%d", "exactly": {"deviceClassName": "cni.networking.x-k8s.io"}}`, i))
+		cfgs = append(cfgs, fmt.Sprintf(`{"requests": ["r%d"], "opaque": {"driver": "cni.dra.networking.x-k8s.io", "parameters": %s}}`, i, largestCNIConfig(fmt.Sprintf("net%d", i))))
+	}
+	return `{"devices": {"requests": [` + strings.Join(reqs, ", ") + `], "config": [` + strings.Join(cfgs, ", ") + `]}}`
+}
+
+// badSelection is an NPWG selection of n bytes, each network's name not
+// valid: a problem each.
+func badSelection(n int) string { return strings.TrimSuffix(strings.Repeat("A,", (n+1)/2), ",") }
+
+// badPodNetworks is a list of PodNetworks of about n bytes, each name not
+// valid.
+func badPodNetworks(n int) string {
+	const item = `{"podNetworkName": "A"}`
+	return "[" + strings.TrimSuffix(strings.Repeat(item+",", (n-2)/(len(item)+1)), ",") + "]"
+}
+
+// webhookPod is a pod app/p with the selection annotations and extra members of
+// its spec.
+func webhookPod(npwg, networks, spec string) []byte {
+	annotations, _ := json.Marshal(map[string]string{"k8s.v1.cni.cncf.io/networks": npwg, "network.fastpath.dev/networks": networks})
+	return []byte(`{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "app", "annotations": ` + string(annotations) +
+		`}, "spec": {"containers": [{"name": "c", "image": "x"}]` + spec + `}}`)
+}
+
+// manyContainers is a pod spec's containers member of about n bytes.
+func manyContainers(n int) string {
+	var b strings.Builder
+	b.WriteString(`, "initContainers": [`)
+	for i := 0; b.Len() < n; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"name": "i%d", "image": "registry.example.com/app:v1", "env": [{"name": "E", "value": "v"}]}`, i)
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+// largestNodeConfig is a FastpathNodeConfig with every list as long as its
+// CRD allows.
+func largestNodeConfig() string {
+	var labels, exprs, names, pools, memifs, vfs []string
+	for i := range 32 {
+		labels = append(labels, fmt.Sprintf(`"l%d": "v"`, i))
+		exprs = append(exprs, fmt.Sprintf(`{"key": "k%d", "operator": "In", "values": %s}`, i, slashes(64)))
+		names = append(names, fmt.Sprintf(`{"name": "example.com/n%d", "filter": "%s"}`, i, strings.Repeat("x", 4096)))
+	}
+	for i := range 64 {
+		var routes []string
+		for j := range 64 {
+			routes = append(routes, fmt.Sprintf(`{"destination": "10.%d.%d.0/24"}`, i, j))
+		}
+		pools = append(pools, fmt.Sprintf(`{"name": "p%d", "subnet": "10.%d.0.0/16", "exclude": %s, "routes": [%s]}`, i, i, slashes(256), strings.Join(routes, ",")))
+		vfs = append(vfs, fmt.Sprintf(`{"pf": {"name": "ens%d"}, "numVfs": -1}`, i))
+	}
+	for i := range 256 {
+		memifs = append(memifs, fmt.Sprintf(`{"name": "m%d", "role": "server"}`, i))
+	}
+	return `{"apiVersion": "fastpath.dev/v1alpha1", "kind": "FastpathNodeConfig", "metadata": {"name": "all"}, "spec": {"nodeSelector": {"matchLabels": {` +
+		strings.Join(labels, ",") + `}, "matchExpressions": [` + strings.Join(exprs, ",") + `]}, "resourceNames": [` + strings.Join(names, ",") +
+		`], "ipPools": [` + strings.Join(pools, ",") + `], "memifEndpoints": [` + strings.Join(memifs, ",") + `], "vfs": [` + strings.Join(vfs, ",") + `]}}`
+}
+
+// webhookObjects are the largest objects of each kind the webhook judges,
+// each built to have the most problems, the largest it refuses unread
+// and the largest review.
+func webhookObjects() []webhookObject {
+	claimSpec := largestClaimSpec()
+	var classConfigs []string
+	for i := range resourceapi.DeviceConfigMaxSize {
+		classConfigs = append(classConfigs, fmt.Sprintf(`{"opaque": {"driver": "cni.dra.networking.x-k8s.io", "parameters": %s}}`, largestCNIConfig(fmt.Sprintf("net%d", i))))
+	}
+	var plugins []string
+	for i := range bounds.Plugins {
+		// ptp is not on the nodes' allowlist.
+		plugins = append(plugins, pathLists(bounds.NetworkConfigBytes/bounds.Plugins-64, fmt.Sprintf(`{"type": "ptp", "config": {"name": "p%d", `, i), `}}`))
+	}
+	nadConfig, _ := json.Marshal(pathLists(bounds.NetworkConfigBytes, `{"cniVersion": "1.0.0", "name": "uplink", "plugins": [{"type": "macvlan", `, `}]}`))
+	var refs []string
+	for i := range 16 {
+		refs = append(refs, fmt.Sprintf(`{"group": "k8s.cni.cncf.io", "kind": "NetworkAttachmentDefinition", "name": "n%d"}`, i))
+	}
+	largestPod := webhookPod(badSelection(bounds.AnnotationBytes), badPodNetworks(bounds.AnnotationBytes), "")
+	return []webhookObject{
+		{name: "ResourceClaim", kind: "ResourceClaim",
+			object: []byte(`{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "big", "namespace": "tenant-a"}, "spec": ` + claimSpec + `}`)},
+		{name: "ResourceClaimTemplate", kind: "ResourceClaimTemplate",
+			object: []byte(`{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "big", "namespace": "tenant-a"}, "spec": {"spec": ` + claimSpec + `}}`)},
+		{name: "DeviceClass", kind: "DeviceClass",
+			object: []byte(`{"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "big"}, "spec": {"config": [` + strings.Join(classConfigs, ",") + `]}}`)},
+		{name: "CNIConfig", kind: "CNIConfig",
+			object: []byte(`{"apiVersion": "cni.networking.x-k8s.io/v1alpha1", "kind": "CNIConfig", "metadata": {"name": "big"}, "spec": {"ifName": "net1", "plugins": [` + strings.Join(plugins, ",") + `]}}`)},
+		{name: "NetworkAttachmentDefinition", kind: "NetworkAttachmentDefinition",
+			object: []byte(`{"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition", "metadata": {"name": "big", "namespace": "tenant-a"}, "spec": {"config": ` + string(nadConfig) + `}}`)},
+		{name: "Pod", kind: "Pod", object: largestPod},
+		{name: "Pod/update", kind: "Pod", object: webhookPod(badSelection(bounds.AnnotationBytes), badPodNetworks(bounds.AnnotationBytes), `, "hostNetwork": false`),
+			old: webhookPod(badSelection(bounds.AnnotationBytes-2), badPodNetworks(bounds.AnnotationBytes), "")},
+		{name: "PodNetwork", kind: "PodNetwork",
+			object: []byte(`{"apiVersion": "network.fastpath.dev/v1alpha1", "kind": "PodNetwork", "metadata": {"name": "big"}, "spec": {"provider": "x", "parametersRefs": [` + strings.Join(refs, ",") + `]}}`)},
+		{name: "PodNetworkAttachment", kind: "PodNetworkAttachment",
+			object: []byte(`{"apiVersion": "network.fastpath.dev/v1alpha1", "kind": "PodNetworkAttachment", "metadata": {"name": "big", "namespace": "app"}, "spec": {"podNetworkName": "A", "parametersRefs": [` + strings.Join(refs, ",") + `]}}`)},
+		{name: "FastpathNodeConfig", kind: "FastpathNodeConfig", object: []byte(largestNodeConfig())},
+		{name: "unread/ResourceClaim-1.5MB", kind: "ResourceClaim", unread: true,
+			object: []byte(`{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "big", "namespace": "tenant-a"}, "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "cni.networking.x-k8s.io"}}], "config": [{"requests": ["r"], "opaque": {"driver": "cni.dra.networking.x-k8s.io", "parameters": ` +
+				`{"apiVersion": "cni.networking.x-k8s.io/v1alpha1", "kind": "CNI", "ifName": "net1", "plugins": [{"type": "macvlan", "config": {"x": ` + slashes(300000) + `}}]}}}]}}}`)},
+		{name: "largest-review/Pod-update-8MiB", kind: "Pod",
+			object: webhookPod(badSelection(bounds.AnnotationBytes), badPodNetworks(bounds.AnnotationBytes), manyContainers(3900<<10)+`, "hostNetwork": false`),
+			old:    webhookPod(badSelection(bounds.AnnotationBytes-2), badPodNetworks(bounds.AnnotationBytes), manyContainers(3900<<10))},
+	}
+}
+
+// peakHeap runs op and returns the most heap it held at once beyond what
+// was in use before it: the heap's objects, live and not yet collected,
+// sampled from another goroutine every 50 µs and once at its end.
+func peakHeap(op func()) uint64 {
+	const heapObjects = "/memory/classes/heap/objects:bytes"
+	read := func(s []rtmetrics.Sample) uint64 {
+		rtmetrics.Read(s)
+		return s[0].Value.Uint64()
+	}
+	goruntime.GC()
+	base := read([]rtmetrics.Sample{{Name: heapObjects}})
+	var peak atomic.Uint64
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		s := []rtmetrics.Sample{{Name: heapObjects}}
+		for {
+			if v := read(s); v > peak.Load() {
+				peak.Store(v)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Microsecond):
+			}
+		}
+	}()
+	op()
+	if v := read([]rtmetrics.Sample{{Name: heapObjects}}); v > peak.Load() {
+		peak.Store(v)
+	}
+	close(stop)
+	<-stopped
+	return max(peak.Load(), base) - base
+}
+
+// BenchmarkWebhookLargest: the largest object of each kind the validating
+// webhook judges, built to have the most problems (a claim of 32 configs
+// each 10 KiB of host paths, a NetworkAttachmentDefinition of a 64 KiB
+// configuration, a pod of two 64 KiB selections of names that are not
+// valid, and an update of that pod to one with a problem more), the
+// claim of 1.5 MB, 300,000 host paths, it refuses unread, and the largest
+// review it reads (the pod's update, each pod with 3.9 MiB of containers
+// fastpath does not read), each sent to the handler as the API server
+// sends it (an AdmissionReview of JSON, its length said) and answered.
+// The time per op is the review's. It reports
+// the heap's peak while answering beyond the heap before it (peak-MiB,
+// sampled; B/op, the bytes allocated, bounds it), the answer's bytes
+// (answer-B), and the peak's share of the controller's memory limit in
+// the chart (128 MiB): the target is at most a quarter.
+func BenchmarkWebhookLargest(b *testing.B) {
+	h := &admission.Handler{
+		Check: validate.Check{Policy: cnipolicy.Options{Plugins: cnipolicy.DefaultPlugins}},
+		NADs:  npwg.ConfigRules{Plugins: cnipolicy.DefaultPlugins},
+	}
+	for _, o := range webhookObjects() {
+		b.Run(o.name, func(b *testing.B) {
+			op := admissionv1.Create
+			if o.old != nil {
+				op = admissionv1.Update
+			}
+			body, err := json.Marshal(admissionv1.AdmissionReview{
+				TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+				Request: &admissionv1.AdmissionRequest{UID: "u", Kind: metav1.GroupVersionKind{Kind: o.kind}, Namespace: "tenant-a", Operation: op,
+					Object: runtime.RawExtension{Raw: o.object}, OldObject: runtime.RawExtension{Raw: o.old}},
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var peak uint64
+			var answer int
+			b.ReportAllocs()
+			for b.Loop() {
+				rec := httptest.NewRecorder()
+				p := peakHeap(func() {
+					r := httptest.NewRequest(http.MethodPost, admission.Path, bytes.NewReader(body))
+					r.Header.Set("Content-Type", "application/json")
+					h.ServeHTTP(rec, r)
+				})
+				peak = max(peak, p)
+				var out admissionv1.AdmissionReview
+				if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Response == nil {
+					b.Fatalf("status %d, answer %.200s: %v", rec.Code, rec.Body, err)
+				}
+				if out.Response.Allowed != o.allowed {
+					b.Fatalf("allowed %v (%+v), want %v", out.Response.Allowed, out.Response.Result, o.allowed)
+				}
+				if unread := out.Response.Result != nil && strings.Contains(out.Response.Result.Message, "refused unread"); unread != o.unread {
+					b.Fatalf("refused unread: %v (%.300s), want %v", unread, out.Response.Result.Message, o.unread)
+				}
+				answer = rec.Body.Len()
+			}
+			b.ReportMetric(float64(len(body)), "review-B")
+			b.ReportMetric(float64(peak)/(1<<20), "peak-MiB")
+			b.ReportMetric(float64(peak)/controllerLimit*100, "%-of-limit")
+			b.ReportMetric(float64(answer), "answer-B")
+			if peak > webhookShare {
+				b.Logf("the heap's peak was %d MiB, more than the %d MiB a quarter of the controller's limit is", peak>>20, webhookShare>>20)
+			}
+		})
+	}
+}
+
+// BenchmarkWebhookUpdate: an update of a claim of n CNI requests, each
+// config 10 KiB of host paths, to one with a request more: the webhook
+// judges both and refuses the update for the new request's problems
+// alone. It reports the problems of the claim before (problems); the
+// work grows with them, not their square.
+func BenchmarkWebhookUpdate(b *testing.B) {
+	h := &admission.Handler{
+		Check: validate.Check{Policy: cnipolicy.Options{Plugins: cnipolicy.DefaultPlugins}},
+		NADs:  npwg.ConfigRules{Plugins: cnipolicy.DefaultPlugins},
+	}
+	claim := func(n int) []byte {
+		var reqs, cfgs []string
+		for i := range n {
+			reqs = append(reqs, fmt.Sprintf(`{"name": "r%d", "exactly": {"deviceClassName": "cni.networking.x-k8s.io"}}`, i))
+			cfgs = append(cfgs, fmt.Sprintf(`{"requests": ["r%d"], "opaque": {"driver": "cni.dra.networking.x-k8s.io", "parameters": %s}}`, i, largestCNIConfig(fmt.Sprintf("net%d", i))))
+		}
+		return []byte(`{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "big", "namespace": "tenant-a"}, "spec": {"devices": {"requests": [` +
+			strings.Join(reqs, ", ") + `], "config": [` + strings.Join(cfgs, ", ") + `]}}}`)
+	}
+	for _, n := range []int{4, 8, 16, resourceapi.DeviceConfigMaxSize - 1} {
+		b.Run(fmt.Sprintf("requests=%d", n), func(b *testing.B) {
+			old := claim(n)
+			req := &admissionv1.AdmissionRequest{UID: "u", Kind: metav1.GroupVersionKind{Kind: "ResourceClaim"}, Namespace: "tenant-a", Operation: admissionv1.Update,
+				Object: runtime.RawExtension{Raw: claim(n + 1)}, OldObject: runtime.RawExtension{Raw: old}}
+			problems := len(validate.Object(old, "tenant-a", h.Check, h.NADs).Problems)
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, _, _ := h.Review(req)
+				if resp.Allowed {
+					b.Fatal("allowed, want it refused for the new request's problems")
+				}
+				for r := range n {
+					if msg := resp.Result.Message; strings.Contains(msg, fmt.Sprintf(`request "r%d"`, r)) {
+						b.Fatalf("refused for request r%d, which the claim had before: %.300s", r, msg)
+					}
+				}
+			}
+			b.ReportMetric(float64(problems), "problems")
+		})
+	}
 }

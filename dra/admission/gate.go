@@ -6,7 +6,9 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	sigsjson "sigs.k8s.io/json"
 
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 	pnv1 "github.com/fastpath-dra/fastpath/dra/api/podnetwork/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/metrics"
 )
@@ -28,10 +30,15 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	serveReview(w, r, g.Metrics, g.Review)
 }
 
-// gatedPod is what Review reads of a pod.
+// gatedPod is what Review reads of a pod, its keys matched exactly, as
+// the API server writes them: of its annotations, the list of PodNetworks
+// alone (pnv1.AnnotationNetworks), so that the others, and the rest of
+// the pod, cost a pass over their bytes and no more.
 type gatedPod struct {
 	Metadata struct {
-		Annotations map[string]string `json:"annotations"`
+		Annotations struct {
+			Networks *string `json:"network.fastpath.dev/networks"`
+		} `json:"annotations"`
 	} `json:"metadata"`
 	Spec struct {
 		NodeName        string                     `json:"nodeName"`
@@ -50,15 +57,19 @@ func (g *Gate) Review(req *admissionv1.AdmissionRequest) (*admissionv1.Admission
 		return resp, kindOther, VerdictUnjudged
 	}
 	var pod gatedPod
-	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
-		resp.Warnings = []string{"fastpath: the pod does not decode, so it is not gated: " + err.Error()}
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(req.Object.Raw, &pod); err != nil {
+		resp.Warnings = addWarning(resp.Warnings, "fastpath: the pod does not decode, so it is not gated: "+err.Error())
 		return resp, "Pod", VerdictError
 	}
-	value, ok := pod.Metadata.Annotations[pnv1.AnnotationNetworks]
-	if !ok || pod.Spec.NodeName != "" || pod.Spec.HostNetwork {
+	value := pod.Metadata.Annotations.Networks
+	if value == nil || pod.Spec.NodeName != "" || pod.Spec.HostNetwork {
 		return resp, "Pod", VerdictAllowed
 	}
-	if _, err := pnv1.ParseNetworks(value); err != nil {
+	// A list longer than the bound is refused by the validating webhook.
+	if len(*value) > bounds.AnnotationBytes {
+		return resp, "Pod", VerdictAllowed
+	}
+	if _, err := pnv1.ParseNetworks(*value); err != nil {
 		return resp, "Pod", VerdictAllowed
 	}
 	for _, gate := range pod.Spec.SchedulingGates {

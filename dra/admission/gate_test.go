@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 	pnv1 "github.com/fastpath-dra/fastpath/dra/api/podnetwork/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/metrics"
 )
@@ -35,6 +36,10 @@ func TestGate(t *testing.T) {
 		{"host network", listing + "\nspec: {hostNetwork: true}", admissionv1.Create, nil, VerdictAllowed},
 		{"no list", "metadata: {name: app, annotations: {k8s.v1.cni.cncf.io/networks: a}}\nspec: {}", admissionv1.Create, nil, VerdictAllowed},
 		{"list does not parse", `metadata: {name: app, annotations: {network.fastpath.dev/networks: '{'}}`, admissionv1.Create, nil, VerdictAllowed},
+		{"list over the bound", `metadata: {name: app, annotations: {network.fastpath.dev/networks: '[` + strings.Repeat(" ", bounds.AnnotationBytes) +
+			`{"name": "dataplane", "interfaceName": "net1"}]'}}`, admissionv1.Create, nil, VerdictAllowed},
+		{"the key in other letters", `metadata: {name: app, annotations: {network.fastpath.dev/Networks: '[{"name": "dataplane", "interfaceName": "net1"}]'}}`,
+			admissionv1.Create, nil, VerdictAllowed},
 		{"update", listing, admissionv1.Update, nil, VerdictUnjudged},
 		{"does not decode", `metadata: {annotations: 7}`, admissionv1.Create, nil, VerdictError},
 	}

@@ -1,13 +1,14 @@
 package admission
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -28,7 +29,11 @@ const (
 )
 
 // maxReviewBytes bounds a review's body: the API server's objects are at
-// most 3 MiB, and an update's review carries two.
+// most 3 MiB, an update's review carries two, and the rest of a review
+// (the user's groups and extra, the options) is small. A body is read
+// into one buffer of its size, and the objects judged are slices of it:
+// the webhook's memory is this, the judged parts of the objects (each
+// within partBounds) and what judging those costs.
 const maxReviewBytes = 8 << 20
 
 // Verdicts, the metric's label values.
@@ -87,20 +92,18 @@ func serveReview(w http.ResponseWriter, r *http.Request, m *metrics.Metrics,
 		http.Error(w, "an AdmissionReview is sent as application/json", http.StatusUnsupportedMediaType)
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxReviewBytes+1))
+	body, err := readBody(r)
 	if err != nil {
-		http.Error(w, fmt.Sprintf("reading the review: %v", err), http.StatusBadRequest)
-		return
-	}
-	if len(body) > maxReviewBytes {
-		http.Error(w, fmt.Sprintf("the review is larger than %d bytes", maxReviewBytes), http.StatusRequestEntityTooLarge)
-		return
-	}
-	var in admissionv1.AdmissionReview
-	if err := json.Unmarshal(body, &in); err != nil || in.Request == nil {
-		if err == nil {
-			err = fmt.Errorf("it has no request")
+		code := http.StatusBadRequest
+		if errors.Is(err, errTooLarge) {
+			code = http.StatusRequestEntityTooLarge
 		}
+		m.Review(kindOther, VerdictError, time.Since(start))
+		http.Error(w, fmt.Sprintf("reading the review: %v", err), code)
+		return
+	}
+	in, err := decodeReview(body)
+	if err != nil {
 		m.Review(kindOther, VerdictError, time.Since(start))
 		http.Error(w, fmt.Sprintf("not an AdmissionReview: %v", err), http.StatusBadRequest)
 		return
@@ -123,11 +126,85 @@ func serveReview(w http.ResponseWriter, r *http.Request, m *metrics.Metrics,
 	}
 }
 
+// errTooLarge is the error of a body over maxReviewBytes.
+var errTooLarge = fmt.Errorf("it is larger than %d bytes", maxReviewBytes)
+
+// readBody reads a review's body: into one buffer of its length when the
+// request says it (the API server does), refused unread when that is over
+// maxReviewBytes.
+func readBody(r *http.Request) ([]byte, error) {
+	if r.ContentLength > maxReviewBytes {
+		return nil, errTooLarge
+	}
+	if r.ContentLength < 0 {
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxReviewBytes+1))
+		if err == nil && len(body) > maxReviewBytes {
+			err = errTooLarge
+		}
+		return body, err
+	}
+	body := make([]byte, r.ContentLength)
+	if _, err := io.ReadFull(r.Body, body); err != nil {
+		return nil, err
+	}
+	return body, nil
+}
+
+// reviewIn is an AdmissionReview as the webhook reads it: its objects are
+// slices of the body, not copies (review.Request.Object.Raw and
+// OldObject.Raw are set to them).
+type reviewIn struct {
+	metav1.TypeMeta
+	Request *requestIn `json:"request"`
+}
+
+// requestIn is an AdmissionRequest whose objects are read as slices of
+// the body: its own fields Object and OldObject take the JSON names of the
+// embedded request's, which then has none.
+type requestIn struct {
+	admissionv1.AdmissionRequest
+	Object    rawSlice `json:"object"`
+	OldObject rawSlice `json:"oldObject"`
+}
+
+// rawSlice is a JSON value kept as the slice of the document it is in:
+// json.Unmarshal hands a value's decoder a slice of its input, which
+// readBody made for this review alone and nothing writes to.
+type rawSlice []byte
+
+func (r *rawSlice) UnmarshalJSON(data []byte) error {
+	if string(data) == "null" {
+		*r = nil
+		return nil
+	}
+	*r = data
+	return nil
+}
+
+// decodeReview decodes a review's body, which it keeps: the objects of
+// the request it returns are slices of it.
+func decodeReview(body []byte) (*admissionv1.AdmissionReview, error) {
+	var in reviewIn
+	if err := json.Unmarshal(body, &in); err != nil {
+		return nil, err
+	}
+	if in.Request == nil {
+		return nil, errors.New("it has no request")
+	}
+	req := &in.Request.AdmissionRequest
+	req.Object.Raw, req.OldObject.Raw = in.Request.Object, in.Request.OldObject
+	return &admissionv1.AdmissionReview{TypeMeta: in.TypeMeta, Request: req}, nil
+}
+
 // Review judges a request's object: a created object, or an updated one
 // short of the problems it had before (an object already stored is not
 // refused an update for what it already was, such as the controller's
-// finalizer on an older PodNetwork). It returns the response, the kind
-// for the metrics and the verdict.
+// finalizer on an older PodNetwork). It judges the parts of the object
+// fastpath reads, and refuses unread an object whose parts are over the
+// bounds of the largest object of its kind (judgedParts). An update is
+// judged against the object before it only when it has problems, and not
+// at all when its judged parts are as they were. It returns the response,
+// the kind for the metrics and the verdict.
 func (h *Handler) Review(req *admissionv1.AdmissionRequest) (*admissionv1.AdmissionResponse, string, string) {
 	resp := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
 	kind := req.Kind.Kind
@@ -137,40 +214,77 @@ func (h *Handler) Review(req *admissionv1.AdmissionRequest) (*admissionv1.Admiss
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return resp, kind, VerdictUnjudged
 	}
-	v := validate.Object(req.Object.Raw, req.Namespace, h.Check, h.NADs)
+	obj := judgedParts(req.Object.Raw, req.Namespace)
+	if len(obj.over) > 0 {
+		d := newDenial("fastpath: " + obj.name + " is refused unread, larger than fastpath judges: ")
+		for _, e := range obj.over {
+			d.add(problemText(validate.Problem{Err: e}))
+		}
+		return deny(resp, d.message()), kind, VerdictDenied
+	}
+	var prev judged
+	if req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
+		prev = judgedParts(req.OldObject.Raw, req.Namespace)
+		if obj.parts && prev.parts && bytes.Equal(prev.js, obj.js) {
+			// What fastpath judges is as it was: so are its problems.
+			return resp, kind, VerdictAllowed
+		}
+	}
+	v := validate.Object(obj.js, req.Namespace, h.Check, h.NADs)
 	if !v.Judged {
 		// The configuration sent a kind by another group or version.
 		return resp, kindOther, VerdictUnjudged
 	}
 	if v.Partly != "" {
-		resp.Warnings = append(resp.Warnings, "fastpath judged this object only in part: "+v.Partly)
+		resp.Warnings = addWarning(resp.Warnings, "fastpath judged this object only in part: "+v.Partly)
 	}
 	if kind == "ResourceClaim" && req.Operation == admissionv1.Create && h.Claims != nil {
-		problems, warning := h.claimAddresses(req.Object.Raw, req.Namespace)
+		problems, warning := h.claimAddresses(obj.js, req.Namespace)
 		v.Problems = append(v.Problems, problems...)
 		if warning != "" {
-			resp.Warnings = append(resp.Warnings, warning)
+			resp.Warnings = addWarning(resp.Warnings, warning)
 		}
 	}
-	problems := messages(v.Problems)
-	if req.Operation == admissionv1.Update && len(problems) > 0 && len(req.OldObject.Raw) > 0 {
-		old := messages(validate.Object(req.OldObject.Raw, req.Namespace, h.Check, h.NADs).Problems)
-		problems = slices.DeleteFunc(problems, func(p string) bool { return slices.Contains(old, p) })
-	}
-	if len(problems) == 0 {
+	if len(v.Problems) == 0 {
 		return resp, kind, VerdictAllowed
 	}
+	// The object before the update, unless it is over the bounds: its
+	// problems are then unknown, and all of the update's count.
+	var before *earlier
+	if prev.js != nil && prev.over == nil {
+		before = newEarlier(validate.Object(prev.js, req.Namespace, h.Check, h.NADs).Problems)
+	}
+	d := newDenial("fastpath: ")
+	for i, p := range v.Problems {
+		if before == nil && d.full() {
+			// The rest are counted, not printed.
+			d.more += len(v.Problems) - i
+			break
+		}
+		if text := problemText(p); !before.had(text) {
+			d.add(text)
+		}
+	}
+	if d.problems() == 0 {
+		return resp, kind, VerdictAllowed
+	}
+	return deny(resp, d.message()), kind, VerdictDenied
+}
+
+// deny makes resp a denial with message.
+func deny(resp *admissionv1.AdmissionResponse, message string) *admissionv1.AdmissionResponse {
 	resp.Allowed = false
 	resp.Result = &metav1.Status{
 		Status: metav1.StatusFailure, Code: http.StatusUnprocessableEntity, Reason: metav1.StatusReasonInvalid,
-		Message: "fastpath: " + strings.Join(problems, "; "),
+		Message: message,
 	}
-	return resp, kind, VerdictDenied
+	return resp
 }
 
 // claimAddresses are the problems of a new claim's static addresses on
 // shared parents (addressProblems), or a warning that they were not
-// checked: the index has not listed the cluster's claims yet.
+// checked: the index has not listed the cluster's claims yet. raw is the
+// claim's judged parts, held to the bounds of the largest claim.
 func (h *Handler) claimAddresses(raw []byte, namespace string) ([]validate.Problem, string) {
 	var claim resourceapi.ResourceClaim
 	if err := json.Unmarshal(raw, &claim); err != nil {
@@ -183,22 +297,4 @@ func (h *Handler) claimAddresses(raw []byte, namespace string) ([]validate.Probl
 		return nil, "fastpath did not check the claim's static addresses against the cluster's other claims: it has not listed them yet; the node checks them at Prepare"
 	}
 	return addressProblems(h.Claims, &claim), ""
-}
-
-// messages are the problems as validate prints them: the request, if
-// any, then the field and what is wrong with it.
-func messages(problems []validate.Problem) []string {
-	out := make([]string, 0, len(problems))
-	for _, p := range problems {
-		m := p.Err.Error()
-		if p.Err.Field == "" || p.Err.Field == "<nil>" {
-			// A problem of the whole object.
-			m = p.Err.ErrorBody()
-		}
-		if p.Request != "" {
-			m = fmt.Sprintf("request %q: %s", p.Request, m)
-		}
-		out = append(out, m)
-	}
-	return out
 }

@@ -262,3 +262,74 @@ func TestServeHTTP(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeReview: a review's objects are read as slices of its body,
+// not copies; an object that is null is none, and a review without a
+// request is none.
+func TestDecodeReview(t *testing.T) {
+	body := review(t, request(t, admissionv1.Update, "ResourceClaim", "tenant-a", goodMTU, lowMTU))
+	in, err := decodeReview(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := in.Request
+	if req.UID != "4d6f7e1c" || req.Namespace != "tenant-a" || req.Kind.Kind != "ResourceClaim" ||
+		!bytes.Contains(req.Object.Raw, []byte(`"mtu":9000`)) || !bytes.Contains(req.OldObject.Raw, []byte(`"mtu":60`)) {
+		t.Fatalf("request %+v: want the review's", req)
+	}
+	// A slice of the body sees the body change.
+	for _, raw := range [][]byte{req.Object.Raw, req.OldObject.Raw} {
+		at := bytes.Index(body, raw)
+		body[at+1] = '!'
+		if raw[1] != '!' {
+			t.Errorf("object %.50s... is a copy, not a slice of the body", raw)
+		}
+	}
+	in, err = decodeReview([]byte(`{"request": {"uid": "u", "object": null}}`))
+	if err != nil || in.Request.Object.Raw != nil || in.Request.OldObject.Raw != nil {
+		t.Errorf("a null object: %v, %+v; want none", err, in)
+	}
+	if _, err := decodeReview([]byte(`{"kind": "AdmissionReview"}`)); err == nil {
+		t.Error("a review without a request decoded")
+	}
+}
+
+// unread is a body that fails the test when it is read.
+type unread struct{ t *testing.T }
+
+func (u unread) Read([]byte) (int, error) {
+	u.t.Error("a body over the bound was read")
+	return 0, io.EOF
+}
+
+// zeros is a body of zero bytes without end.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+// TestReadBody: a review whose length is over maxReviewBytes is refused
+// unread, and one that does not say its length is read up to the bound
+// and refused beyond it.
+func TestReadBody(t *testing.T) {
+	h := newHandler(nil)
+	for name, r := range map[string]*http.Request{
+		"length said":     httptest.NewRequest(http.MethodPost, Path, unread{t}),
+		"length not said": httptest.NewRequest(http.MethodPost, Path, zeros{}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			r.ContentLength = maxReviewBytes + 1
+			if name == "length not said" {
+				r.ContentLength = -1
+			}
+			r.Header.Set("Content-Type", "application/json")
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			if rec.Code != http.StatusRequestEntityTooLarge {
+				t.Errorf("status %d (%s), want 413", rec.Code, rec.Body)
+			}
+		})
+	}
+}

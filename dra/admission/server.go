@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sync/semaphore"
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 )
@@ -115,8 +116,9 @@ func Listen(ctx context.Context, addr, certDir string, handlers map[string]http.
 	}
 	keys := &keyPair{dir: certDir}
 	mux := http.NewServeMux()
+	inflight := semaphore.NewWeighted(maxInflightBytes)
 	for path, h := range handlers {
-		mux.Handle(path, h)
+		mux.Handle(path, limitInflight(h, inflight))
 	}
 	logger := klog.FromContext(ctx)
 	s := &Server{
@@ -145,6 +147,35 @@ func Listen(ctx context.Context, addr, certDir string, handlers map[string]http.
 	}()
 	logger.Info("Serving the admission webhook", "addr", lis.Addr().String(), "certDir", certDir)
 	return s, nil
+}
+
+// maxInflightBytes bounds the bodies of the reviews served at once: the
+// API server sends several at once over one connection, and anyone who
+// can reach the port can send more. With maxReviewBytes, it bounds the
+// webhook's memory whatever is sent: two of the largest reviews at once,
+// or many small ones; a review waits while those in flight hold the rest.
+const maxInflightBytes = 2 * maxReviewBytes
+
+// limitInflight serves h's reviews within inflight, each weighing its
+// body: as its length says, or as the largest review when it does not
+// say; nothing when it is over maxReviewBytes, which is refused unread. A
+// review whose client gives up while it waits is not served.
+func limitInflight(h http.Handler, inflight *semaphore.Weighted) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := r.ContentLength
+		switch {
+		case n > maxReviewBytes:
+			n = 0
+		case n < 0:
+			n = maxReviewBytes
+		}
+		if err := inflight.Acquire(r.Context(), n); err != nil {
+			http.Error(w, fmt.Sprintf("waiting for the reviews in flight: %v", err), http.StatusServiceUnavailable)
+			return
+		}
+		defer inflight.Release(n)
+		h.ServeHTTP(w, r)
+	})
 }
 
 // logWriter hands the HTTP server's own messages to the logger.

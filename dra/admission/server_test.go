@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
+	"golang.org/x/sync/semaphore"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -184,5 +186,49 @@ func TestReadyWithKeyPair(t *testing.T) {
 	mountedSecret(t, dir, 0, cert, key)
 	if err := srv.Ready(); err != nil {
 		t.Fatalf("not ready with a key pair: %v", err)
+	}
+}
+
+// TestLimitInflight: a review waits while those in flight hold the
+// bodies' bound, and is not served when its client gives up; one too
+// large to be read weighs nothing.
+func TestLimitInflight(t *testing.T) {
+	started, release := make(chan struct{}), make(chan struct{})
+	served := 0
+	h := limitInflight(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served++
+		if r.Header.Get("Block") != "" {
+			started <- struct{}{}
+			<-release
+		}
+	}), semaphore.NewWeighted(10))
+	send := func(ctx context.Context, length int64, block bool) int {
+		r := httptest.NewRequestWithContext(ctx, http.MethodPost, Path, strings.NewReader(""))
+		r.ContentLength = length
+		if block {
+			r.Header.Set("Block", "1")
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return rec.Code
+	}
+	done := make(chan int)
+	go func() { done <- send(context.Background(), 8, true) }()
+	<-started
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if code := send(ctx, 8, false); code != http.StatusServiceUnavailable {
+		t.Errorf("a review over what is left, its client gone: status %d, want 503", code)
+	}
+	if code := send(context.Background(), 2, false); code != http.StatusOK {
+		t.Errorf("a review within what is left: status %d, want 200", code)
+	}
+	if code := send(context.Background(), maxReviewBytes+1, false); code != http.StatusOK {
+		t.Errorf("a review too large to be read: status %d, want it handed on", code)
+	}
+	close(release)
+	<-done
+	if code := send(context.Background(), 8, false); code != http.StatusOK || served != 4 {
+		t.Errorf("after the first: status %d, %d served; want 200, 4", code, served)
 	}
 }
