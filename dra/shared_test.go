@@ -35,8 +35,10 @@ func sharedInventory(t *testing.T) map[string]devices.Device {
 	return inv
 }
 
+// sharedClaim is a claim of the shared device with the config body, of a
+// class that allows its claims every VLAN.
 func sharedClaim(name string, body string) *resourceapi.ResourceClaim {
-	c := testClaim(name, []alloc{{Request: "fast", Device: pfDevice}}, fromClaim(config(body)))
+	c := testClaim(name, []alloc{{Request: "fast", Device: pfDevice}}, fromClass(config(`"sharedParent": {"vlanIDs": ["1-4094"]}`)), fromClaim(config(body)))
 	c.Status.Allocation.Devices.Results[0].ShareID = new(types.UID("share-" + name))
 	return c
 }

@@ -26,6 +26,8 @@ type ClaimIndex interface {
 	WithAddress(class string, addr netip.Addr) []*resourceapi.ResourceClaim
 	// Class is the DeviceClass name, nil when it is not known.
 	Class(name string) *resourceapi.DeviceClass
+	// Classes are the cluster's DeviceClasses by name.
+	Classes() map[string]*resourceapi.DeviceClass
 }
 
 // sharedAddress is a static address a claim's request gives a

@@ -58,10 +58,14 @@ func TestWebhookSharedStaticAddress(t *testing.T) {
 	ipvlanClass := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "fast-ipvlan"}, Spec: resourceapi.DeviceClassSpec{
 		Config: []resourceapi.DeviceClassConfiguration{{DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
 			Driver: "fastpath.dev", Parameters: runtime.RawExtension{Raw: []byte(`{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig", "mode": "ipvlan"}`)}}}}}}}
-	idx := claimIndex(t, ipvlanClass,
+	vlanClass := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "fast-vlan"}, Spec: resourceapi.DeviceClassSpec{
+		Config: []resourceapi.DeviceClassConfiguration{{DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
+			Driver: "fastpath.dev", Parameters: runtime.RawExtension{Raw: []byte(`{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig", "mode": "vlan", ` +
+				`"sharedParent": {"vlanIDs": ["1-4094"]}}`)}}}}}}}
+	idx := claimIndex(t, ipvlanClass, vlanClass,
 		sharedClaim("tenant-a", "a", "shared.fastpath.dev", `"interface": {"addresses": ["10.9.0.5/24", "fd00:9::5/64"]}`),
 		sharedClaim("tenant-b", "b", "shared.fastpath.dev", `"interface": {"addresses": ["10.9.0.6/24"]}`),
-		sharedClaim("tenant-a", "v", "shared.fastpath.dev", `"mode": "vlan", "vlan": {"id": 42}, "interface": {"addresses": ["10.9.0.7/24"]}`),
+		sharedClaim("tenant-a", "v", "fast-vlan", `"vlan": {"id": 42}, "interface": {"addresses": ["10.9.0.7/24"]}`),
 		sharedClaim("tenant-a", "whole", "netdev.fastpath.dev", `"interface": {"addresses": ["10.9.0.8/24"]}`),
 		sharedClaim("tenant-a", "i", "fast-ipvlan", `"interface": {"addresses": ["10.9.0.9/24"]}`))
 	h := newHandler(nil)
@@ -74,10 +78,10 @@ func TestWebhookSharedStaticAddress(t *testing.T) {
 		{"same address", "shared.fastpath.dev", `"interface": {"addresses": ["10.9.0.5/32"]}`,
 			at + `"10.9.0.5/32": 10.9.0.5 is already the address of claim tenant-a/a of class shared.fastpath.dev, on the class's shared parent: ` +
 				`an address on a shared parent is one interface's at a time; choose another address`, nil},
-		{"IPv6", "shared.fastpath.dev", `"mode": "ipvlan", "interface": {"addresses": ["fd00:9::5/120"]}`, `fd00:9::5 is already the address of claim tenant-a/a`, nil},
+		{"IPv6", "shared.fastpath.dev", `"interface": {"addresses": ["fd00:9::5/120"]}`, `fd00:9::5 is already the address of claim tenant-a/a`, nil},
 		{"another namespace's", "shared.fastpath.dev", `"interface": {"addresses": ["10.9.0.6/24"]}`,
 			at + `"10.9.0.6/24": 10.9.0.6 is already the address of another claim of class shared.fastpath.dev`, []string{"tenant-b", "/b "}},
-		{"same VLAN", "shared.fastpath.dev", `"mode": "vlan", "vlan": {"id": 42}, "interface": {"addresses": ["10.9.0.7/24"]}`, `10.9.0.7 is already the address of claim tenant-a/v`, nil},
+		{"same VLAN", "fast-vlan", `"vlan": {"id": 42}, "interface": {"addresses": ["10.9.0.7/24"]}`, `10.9.0.7 is already the address of claim tenant-a/v`, nil},
 		{"a class of the cluster", "fast-ipvlan", `"interface": {"addresses": ["10.9.0.9/24"]}`, `10.9.0.9 is already the address of claim tenant-a/i of class fast-ipvlan`, nil},
 		{"route through itself", "shared.fastpath.dev", `"interface": {"addresses": ["10.9.0.20/24"], "routes": [{"destination": "0.0.0.0/0", "gateway": "10.9.0.20"}]}`,
 			at + `"10.9.0.20/24": 10.9.0.20 is also the gateway of interface.routes[0]`, nil},
@@ -97,7 +101,7 @@ func TestWebhookSharedStaticAddress(t *testing.T) {
 	for name, tc := range map[string]struct{ class, body string }{
 		"another address":  {"shared.fastpath.dev", `"interface": {"addresses": ["10.9.0.10/24"]}`},
 		"untagged":         {"shared.fastpath.dev", `"interface": {"addresses": ["10.9.0.7/24"]}`},
-		"another VLAN":     {"shared.fastpath.dev", `"mode": "vlan", "vlan": {"id": 43}, "interface": {"addresses": ["10.9.0.7/24"]}`},
+		"another VLAN":     {"fast-vlan", `"vlan": {"id": 43}, "interface": {"addresses": ["10.9.0.7/24"]}`},
 		"not shared":       {"shared.fastpath.dev", `"interface": {"addresses": ["10.9.0.8/24"]}`},
 		"a device whole":   {"netdev.fastpath.dev", `"interface": {"addresses": ["10.9.0.5/24"]}`},
 		"another class":    {"fast-ipvlan", `"interface": {"addresses": ["10.9.0.5/24"]}`},
@@ -137,6 +141,9 @@ func (unsynced) WithAddress(string, netip.Addr) []*resourceapi.ResourceClaim {
 	panic("read before synced")
 }
 func (unsynced) Class(string) *resourceapi.DeviceClass { return nil }
+func (unsynced) Classes() map[string]*resourceapi.DeviceClass {
+	panic("read before synced")
+}
 
 // claimRequest is the review of a claim's creation.
 func claimRequest(t *testing.T, claim *resourceapi.ResourceClaim) *admissionv1.AdmissionRequest {
@@ -148,4 +155,34 @@ func claimRequest(t *testing.T, claim *resourceapi.ResourceClaim) *admissionv1.A
 	}
 	return &admissionv1.AdmissionRequest{UID: "1", Kind: metav1.GroupVersionKind{Group: "resource.k8s.io", Version: "v1", Kind: "ResourceClaim"},
 		Namespace: claim.Namespace, Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw}}
+}
+
+// Once the index has listed the cluster's DeviceClasses, the webhook
+// judges a claim by its class as the cluster has it, as the node does:
+// an operator's shared.fastpath.dev allowing VLANs 100-199 lets a claim
+// have VLAN 150, and still refuses VLAN 42. Without the index, the
+// chart's defaults refuse both.
+func TestWebhookClusterClasses(t *testing.T) {
+	operators := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "shared.fastpath.dev"}, Spec: resourceapi.DeviceClassSpec{
+		Config: []resourceapi.DeviceClassConfiguration{{DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
+			Driver: "fastpath.dev", Parameters: runtime.RawExtension{Raw: []byte(`{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig", "mode": "vlan", ` +
+				`"pinned": ["mode"], "sharedParent": {"vlanIDs": ["100-199"]}}`)}}}}}}}
+	vlan := func(id string) *admissionv1.AdmissionRequest {
+		return claimRequest(t, sharedClaim("tenant-a", "vlan-"+id, "shared.fastpath.dev", `"vlan": {"id": `+id+`}`))
+	}
+	chart := newHandler(nil)
+	for _, id := range []string{"150", "42"} {
+		if _, _, verdict := chart.Review(vlan(id)); verdict != VerdictDenied {
+			t.Errorf("VLAN %s with the chart's class: %s, want denied", id, verdict)
+		}
+	}
+	h := newHandler(nil)
+	h.Claims = claimIndex(t, operators)
+	if resp, _, verdict := h.Review(vlan("150")); verdict != VerdictAllowed {
+		t.Errorf("VLAN 150 with the operator's class: %s %+v", verdict, resp.Result)
+	}
+	resp, _, verdict := h.Review(vlan("42"))
+	if want := "VLAN 42 is not among the VLAN IDs DeviceClass shared.fastpath.dev allows on its shared devices (100-199)"; verdict != VerdictDenied || !strings.Contains(resp.Result.Message, want) {
+		t.Errorf("VLAN 42 with the operator's class: %s %+v, want denied with %q", verdict, resp.Result, want)
+	}
 }

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"k8s.io/apimachinery/pkg/labels"
 	"net/netip"
 	"sync"
 
@@ -106,6 +107,19 @@ func (c *Claims) Class(name string) *resourceapi.DeviceClass {
 		return nil
 	}
 	return dc
+}
+
+// Classes: see ClaimIndex.
+func (c *Claims) Classes() map[string]*resourceapi.DeviceClass {
+	list, err := c.classes.List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	out := make(map[string]*resourceapi.DeviceClass, len(list))
+	for _, dc := range list {
+		out[dc.Name] = dc
+	}
+	return out
 }
 
 // chartClasses are the chart's DeviceClasses, for a class the cluster's

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"slices"
@@ -230,7 +231,8 @@ func (h *Handler) Review(req *admissionv1.AdmissionRequest) (*admissionv1.Admiss
 			return resp, kind, VerdictAllowed
 		}
 	}
-	v := validate.Object(obj.js, req.Namespace, h.Check, h.NADs)
+	check := h.check()
+	v := validate.Object(obj.js, req.Namespace, check, h.NADs)
 	if !v.Judged {
 		// The configuration sent a kind by another group or version.
 		return resp, kindOther, VerdictUnjudged
@@ -252,7 +254,7 @@ func (h *Handler) Review(req *admissionv1.AdmissionRequest) (*admissionv1.Admiss
 	// problems are then unknown, and all of the update's count.
 	var before *earlier
 	if prev.js != nil && prev.over == nil {
-		before = newEarlier(validate.Object(prev.js, req.Namespace, h.Check, h.NADs).Problems)
+		before = newEarlier(validate.Object(prev.js, req.Namespace, check, h.NADs).Problems)
 	}
 	d := newDenial("fastpath: ")
 	for i, p := range v.Problems {
@@ -279,6 +281,23 @@ func deny(resp *admissionv1.AdmissionResponse, message string) *admissionv1.Admi
 		Message: message,
 	}
 	return resp
+}
+
+// check is the handler's Check with the cluster's DeviceClasses, once the
+// index has listed them: a claim is judged by its class as the cluster has
+// it (an operator's share.class values, a class of their own), as the
+// node judges it by the class its allocation carries. Until then, and
+// without an index, by the chart's defaults.
+func (h *Handler) check() validate.Check {
+	if h.Claims == nil || !h.Claims.Synced() {
+		return h.Check
+	}
+	check := h.Check
+	if check.Classes = h.Claims.Classes(); check.Classes == nil {
+		return h.Check
+	}
+	maps.Copy(check.Classes, h.Check.Classes)
+	return check
 }
 
 // claimAddresses are the problems of a new claim's static addresses on

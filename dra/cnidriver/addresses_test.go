@@ -35,6 +35,7 @@ func staticClaim(name, ipam string) *resourceapi.ResourceClaim {
 func TestCNIStaticAddressOnSharedParent(t *testing.T) {
 	policy := testPolicy
 	policy.Plugins = append(slices.Clone(policy.Plugins), "static")
+	policy.VLANIDs = []string{"7"}
 	d := testDriver(t, Options{NodeName: testNode, Policy: policy, Devices: 16,
 		HostAddresses: func(name string) ([]netip.Addr, error) {
 			if name != "eth7" {

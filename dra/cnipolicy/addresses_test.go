@@ -82,8 +82,8 @@ func TestBuildOwnGateway(t *testing.T) {
 			"arguments": [{"fieldPath": "master", "attributeRef": "name"}]}]}`,
 			`plugins[0].config.ipam.addresses[0].address: Invalid value: "10.9.0.5/24": 10.9.0.5 is also the gateway plugins[0].config.ipam.addresses[0].gateway: ` +
 				`a route through the interface's own address goes nowhere; write the router's address as the gateway, or give the interface another address`},
-		"a route's": {`{` + cniHead + `, "plugins": [{"type": "bridge", "config": {"ipam": {"type": "host-local", "ranges": [[{"subnet": "10.9.0.0/24", "rangeStart": "10.9.0.5", "rangeEnd": "10.9.0.5"}]],
-			"routes": [{"dst": "0.0.0.0/0", "gw": "10.9.0.5"}]}}, "arguments": [{"fieldPath": "bridge", "attributeRef": "name"}]}]}`,
+		"a route's": {`{` + cniHead + `, "plugins": [{"type": "macvlan", "config": {"ipam": {"type": "host-local", "ranges": [[{"subnet": "10.9.0.0/24", "rangeStart": "10.9.0.5", "rangeEnd": "10.9.0.5"}]],
+			"routes": [{"dst": "0.0.0.0/0", "gw": "10.9.0.5"}]}}, "arguments": [{"fieldPath": "master", "attributeRef": "name"}]}]}`,
 			`plugins[0].config.ipam.ranges[0][0].rangeStart: Invalid value: "10.9.0.5": 10.9.0.5 is also the gateway plugins[0].config.ipam.routes[0].gw`},
 		"upstream": {`{"apiVersion": "cni.dra.networking.x-k8s.io/v1alpha1", "kind": "CNI", "ifName": "net1", "config": {"cniVersion": "1.0.0", "plugins": [
 			{"type": "macvlan", "ipam": {"type": "static", "addresses": [{"address": "10.9.0.5/24", "gateway": "10.9.0.5"}]}}]}}`,
