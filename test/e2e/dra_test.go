@@ -354,34 +354,11 @@ func claimPod(name, cmd string, claim *corev1.PodResourceClaim) *corev1.Pod {
 	return pod
 }
 
-// waitEvent waits for an event on the pod (this very pod: events of an
-// earlier one of the same name do not count) whose message contains want.
+// waitEvent waits for an event on the pod of the default namespace (this
+// very pod: events of an earlier one of the same name do not count) whose
+// message contains want.
 func waitEvent(ctx context.Context, pod, want string) (string, error) {
-	p, err := bed.Client().CoreV1().Pods("default").Get(ctx, pod, metav1.GetOptions{})
-	if err != nil {
-		return "", err
-	}
-	var seen []string
-	var found string
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
-		events, err := bed.Client().CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(p.UID)})
-		if err != nil {
-			return false, nil
-		}
-		seen = seen[:0]
-		for _, e := range events.Items {
-			seen = append(seen, e.Reason+": "+e.Message)
-			if strings.Contains(e.Message, want) {
-				found = e.Message
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		return "", fmt.Errorf("no event on pod %s mentions %q; events: %q", pod, want, seen)
-	}
-	return found, nil
+	return waitEventIn(ctx, "default", pod, want)
 }
 
 func checkpointClaims(t *testing.T, d *daemon) int {
