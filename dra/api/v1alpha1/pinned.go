@@ -9,6 +9,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	sigsjson "sigs.k8s.io/json"
+
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 )
 
 // PinnableFields are the fields a DeviceClass's config may pin (its
@@ -191,7 +193,7 @@ func jsonAt(data []byte, path []string) string {
 // setsPinned says whether a config document has the key pinned (null
 // included).
 func setsPinned(data []byte) bool {
-	js, errs := toJSON(data, nil)
+	js, errs := boundedJSON(data, nil, bounds.ConfigBytes, "a config")
 	if len(errs) > 0 {
 		return false
 	}
