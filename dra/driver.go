@@ -21,6 +21,7 @@ import (
 	"github.com/fastpath-dra/fastpath/dataplane/fault"
 	"github.com/fastpath-dra/fastpath/dataplane/hostdir"
 	"github.com/fastpath-dra/fastpath/devices"
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 	"github.com/fastpath-dra/fastpath/dra/attach"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/kubelet"
@@ -329,6 +330,7 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, cls []*resourceapi.R
 	for _, claim := range cls {
 		start := time.Now()
 		res := d.prepareClaim(ctx, claim)
+		res.Err = bounds.Err(res.Err)
 		d.opts.Metrics.Prepare(claims.DriverFastpath, res.Err, time.Since(start))
 		out[claim.UID] = res
 	}
@@ -344,7 +346,7 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, cls []kubeletplugi
 		err := d.unprepare(ctx, claims.Key{Driver: claims.DriverFastpath, UID: c.UID})
 		d.opts.Metrics.Unprepare(claims.DriverFastpath, err, time.Since(start))
 		if err != nil {
-			out[c.UID] = fmt.Errorf("claim %s: %w", c.NamespacedName, err)
+			out[c.UID] = bounds.Err(fmt.Errorf("claim %s: %w", c.NamespacedName, err))
 			continue
 		}
 		out[c.UID] = nil
@@ -431,7 +433,7 @@ func (d *Driver) Reconcile(ctx context.Context) error {
 			action = "undone"
 		}
 		if err := d.reconcile(ctx, c.Key()); err != nil {
-			logger.Error(err, "Reconciling a claim", "claim", c.String())
+			logger.Error(bounds.Err(err), "Reconciling a claim", "claim", c.String())
 			errs = append(errs, fmt.Errorf("claim %s: %w", c.String(), err))
 			action = "failed"
 		}

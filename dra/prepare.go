@@ -16,6 +16,7 @@ import (
 	"github.com/fastpath-dra/fastpath/bpf"
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/dataplane/fault"
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 	"github.com/fastpath-dra/fastpath/dra/attach"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/claimspec"
@@ -65,6 +66,7 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 			err = d.opts.Store.AdmitWith(*planned, d.ipPools().assigner())
 		}
 		if err != nil {
+			err = bounds.Err(err)
 			logger.Info("Rejected claim", "err", err)
 			return kubeletplugin.PrepareResult{Err: err}
 		}

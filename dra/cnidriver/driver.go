@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/fastpath-dra/fastpath/dataplane/hostdir"
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/claimspec"
 	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
@@ -182,6 +183,7 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, cls []*resourceapi.R
 	for _, claim := range cls {
 		start := time.Now()
 		res := d.prepareClaim(ctx, claim)
+		res.Err = bounds.Err(res.Err)
 		d.opts.Metrics.Prepare(claims.DriverCNI, res.Err, time.Since(start))
 		out[claim.UID] = res
 	}
@@ -200,6 +202,7 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 		err = d.opts.Store.Admit(*c)
 	}
 	if err != nil {
+		err = bounds.Err(err)
 		logger.Info("Rejected CNI claim", "err", err)
 		return kubeletplugin.PrepareResult{Err: err}
 	}
@@ -263,7 +266,7 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, cls []kubeletplugi
 		err := d.unprepare(ctx, key)
 		d.opts.Metrics.Unprepare(claims.DriverCNI, err, time.Since(start))
 		if err != nil {
-			out[o.UID] = fmt.Errorf("claim %s: %w", o.NamespacedName, err)
+			out[o.UID] = bounds.Err(fmt.Errorf("claim %s: %w", o.NamespacedName, err))
 			continue
 		}
 		out[o.UID] = nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/dataplane/fault"
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 	"github.com/fastpath-dra/fastpath/dra/attach"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/kubelet"
@@ -227,6 +228,7 @@ func (p *Plugin) AttachPod(ctx context.Context, pod Pod) (err error) {
 	defer unlock()
 	fresh, durable, err := p.admitNPWG(ctx, pod)
 	if err != nil {
+		err = bounds.Err(err)
 		klog.FromContext(ctx).Error(err, "Selected networks")
 		return err
 	}
@@ -273,6 +275,7 @@ func (p *Plugin) AttachPod(ctx context.Context, pod Pod) (err error) {
 	}
 	start := time.Now()
 	if err := p.attachNetdevs(ctx, pod, netdevs); err != nil {
+		err = bounds.Err(err)
 		logger.Error(err, "Attach failed")
 		return err
 	}
@@ -289,7 +292,7 @@ func (p *Plugin) AttachPod(ctx context.Context, pod Pod) (err error) {
 			p.opts.Status.Set(ctx, ref(netdevs[i].claim), status.OfShare(netdevs[i].device(), status.NotReady(claims.DriverFastpath, netdevs[i].device().Pool, netdevs[i].device().Device,
 				status.ReasonNotReady, fmt.Sprintf("undone: %v", err))))
 		}
-		err = errors.Join(append([]error{err}, errs...)...)
+		err = bounds.Err(errors.Join(append([]error{err}, errs...)...))
 		logger.Error(err, "CNI ADD failed")
 		return err
 	}
@@ -302,6 +305,7 @@ func (p *Plugin) AttachPod(ctx context.Context, pod Pod) (err error) {
 		if rErr := p.release(ctx, cls, pod.SandboxID); rErr != nil {
 			err = fmt.Errorf("%w; undoing the pod's networks and devices: %w", err, rErr)
 		}
+		err = bounds.Err(err)
 		logger.Error(err, "Default route failed")
 		return err
 	}
