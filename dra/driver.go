@@ -328,6 +328,11 @@ func (d *Driver) RegistrationStatus() error {
 func (d *Driver) PrepareResourceClaims(ctx context.Context, cls []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(cls))
 	for _, claim := range cls {
+		if err := ctx.Err(); err != nil {
+			// The kubelet gave up: the claims left are not started.
+			out[claim.UID] = kubeletplugin.PrepareResult{Err: fmt.Errorf("claim %s: %w", klog.KObj(claim), err)}
+			continue
+		}
 		start := time.Now()
 		res := d.prepareClaim(ctx, claim)
 		res.Err = bounds.Err(res.Err)
@@ -342,6 +347,10 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, cls []*resourceapi.R
 func (d *Driver) UnprepareResourceClaims(ctx context.Context, cls []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
 	out := make(map[types.UID]error, len(cls))
 	for _, c := range cls {
+		if err := ctx.Err(); err != nil {
+			out[c.UID] = fmt.Errorf("claim %s: %w", c.NamespacedName, err)
+			continue
+		}
 		start := time.Now()
 		err := d.unprepare(ctx, claims.Key{Driver: claims.DriverFastpath, UID: c.UID})
 		d.opts.Metrics.Unprepare(claims.DriverFastpath, err, time.Since(start))
@@ -361,7 +370,11 @@ func (d *Driver) unprepare(ctx context.Context, key claims.Key) error {
 		}
 	}
 	fault.Point("unprepare.released")
-	defer d.opts.Store.Lock(key)()
+	unlock, err := d.opts.Store.LockContext(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	c, ok := d.opts.Store.Get(key)
 	if !ok {
 		return nil

@@ -31,7 +31,11 @@ import (
 func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceClaim) kubeletplugin.PrepareResult {
 	logger := klog.FromContext(ctx).WithValues("claim", klog.KObj(claim))
 	key := claims.Key{Driver: claims.DriverFastpath, UID: claim.UID}
-	defer d.opts.Store.Lock(key)()
+	unlock, err := d.opts.Store.LockContext(ctx, key)
+	if err != nil {
+		return kubeletplugin.PrepareResult{Err: fmt.Errorf("claim %s: %w", klog.KObj(claim), err)}
+	}
+	defer unlock()
 	c, ok := d.opts.Store.Get(key)
 	switch {
 	case ok && c.Prepared && c.BootID == d.opts.BootID && exists(c.CDISpec):

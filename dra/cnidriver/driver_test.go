@@ -1,10 +1,17 @@
 package cnidriver
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+
+	"github.com/fastpath-dra/fastpath/dra/claims"
 )
 
 // testDriver is a driver not serving, with the tests' device attributes.
@@ -68,5 +75,38 @@ func TestCNIPlan(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCNIPrepareStopsWhenContextEnds: a Prepare or Unprepare of a CNI
+// claim waiting for the claim's lock returns when its context ends, with
+// an error naming the claim and wrapping the context's.
+func TestCNIPrepareStopsWhenContextEnds(t *testing.T) {
+	d := testDriver(t, Options{NodeName: testNode, Policy: testPolicy})
+	claim := cniTestClaim([]string{"a"}, fromClaim(macvlan("net1")))
+	key := claims.Key{Driver: claims.DriverCNI, UID: claim.UID}
+	unlock := d.opts.Store.Lock(key)
+	defer unlock()
+	ctx, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	done := make(chan error, 2)
+	go func() {
+		out, _ := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{claim})
+		done <- out[claim.UID].Err
+		errs, _ := d.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{{NamespacedName: types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}, UID: claim.UID}})
+		done <- errs[claim.UID]
+	}()
+	for _, call := range []string{"prepare", "unprepare"} {
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "claim default/net") {
+				t.Errorf("%s: %v, want the claim named and the context's end", call, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s did not return after its context ended", call)
+		}
+	}
+	if _, ok := d.opts.Store.Get(key); ok {
+		t.Error("the claim was recorded")
 	}
 }

@@ -160,7 +160,10 @@ func (p *Plugin) WaitReports() { p.reports.Wait() }
 // lockPod serializes the hooks of one pod, in this daemon and with any
 // other of the node.
 func (p *Plugin) lockPod(ctx context.Context, uid types.UID) (unlock func(), _ error) {
-	unlockPod := p.pods.Lock(uid)
+	unlockPod, err := p.pods.LockContext(ctx, uid)
+	if err != nil {
+		return nil, fmt.Errorf("waiting for the pod's hook lock: %w", err)
+	}
 	unlockNode, err := p.opts.HookLock.Lock(ctx)
 	if err != nil {
 		unlockPod()
