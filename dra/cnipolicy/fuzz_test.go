@@ -4,7 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
+	"github.com/fastpath-dra/fastpath/dra/api/bounds/boundstest"
 )
 
 // The configuration types of the reference plugins
@@ -62,7 +68,9 @@ type (
 // FuzzPluginView: the policy's view of a configuration (Inspect) and what
 // the plugins' own decoding reads from it never disagree on a plugin
 // type, a host device, a host path or a host-changing option. A view
-// with problems is refused whatever the policy, so it need not agree.
+// with problems is refused whatever the policy, so it need not agree. The
+// view and a claim's refusal of it take at most boundstest.Budget and say
+// at most bounds.MessageBytes.
 func FuzzPluginView(f *testing.F) {
 	for _, seed := range []string{
 		`{"type": "macvlan", "master": "eth0", "ipam": {"type": "host-local", "dataDir": "/var/lib/cni"}}`,
@@ -75,6 +83,7 @@ func FuzzPluginView(f *testing.F) {
 		`{"type": "tuning", "sysctl": {"kernel.core_pattern": "|/x", "net.ipv4.ip_forward": "1"}}`,
 		`{"type": "bridge", "bridge": "", "hairpinMode": false}`,
 		`{"type": "macvlan", "master": "a", "master": "b"}`,
+		`{"type": "macvlan", "a": [` + strings.TrimSuffix(strings.Repeat(`"/a",`, 2000), ",") + `]}`,
 	} {
 		f.Add(seed)
 	}
@@ -83,7 +92,11 @@ func FuzzPluginView(f *testing.F) {
 		if json.Unmarshal([]byte(data), &conf) != nil {
 			return
 		}
-		v := Inspect(conf)
+		var v View
+		boundstest.Check(t, func() string {
+			v = Inspect(conf)
+			return bounds.Join(hostObjects(v, nil, field.NewPath("plugins").Index(0)))
+		})
 		if len(v.Problems) > 0 {
 			return
 		}

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/fastpath-dra/fastpath/dra/api/bounds"
+	"github.com/fastpath-dra/fastpath/dra/api/bounds/boundstest"
 )
 
 // items is a JSON list of n items made by item.
@@ -170,4 +171,69 @@ func TestDecodeCNIConfigObjectBounds(t *testing.T) {
 	if len(errs) != 1 || errs[0].Error() != "spec.plugins: Too many: 17: must have at most 16 items" {
 		t.Errorf("errors %.300v", errs)
 	}
+}
+
+// padded is doc with spaces before its closing brace to n bytes.
+func padded(doc string, n int) string {
+	return doc[:len(doc)-1] + strings.Repeat(" ", n-len(doc)) + "}"
+}
+
+// boundSeeds are InterfaceConfigs at and just over each bound, for the
+// fuzz targets.
+func boundSeeds() []string {
+	cfg := func(body string) string { return `{` + interfaceHead + `, ` + body + `}` }
+	wrong := func(i int) string { return fmt.Sprintf(`"%d/%s"`, i, strings.Repeat("x", 250)) }
+	route := func(i int) string { return fmt.Sprintf(`{"destination": "10.%d.0.0/16"}`, i%256) }
+	small := cfg(`"mode": "netdev"`)
+	var seeds []string
+	for _, n := range []int{0, 1} {
+		seeds = append(seeds,
+			cfg(`"interface": {"name": "net1", "addresses": `+addresses(bounds.Addresses+n)+`}`),
+			cfg(`"interface": {"name": "net1", "routes": `+items(bounds.Routes+n, route)+`}`),
+			cfg(`"pinned": `+items(bounds.Items+n, func(int) string { return `"mode"` })),
+			cfg(`"colour": `+strings.Repeat("[", bounds.Depth-1+n)+strings.Repeat("]", bounds.Depth-1+n)),
+			padded(small, bounds.ConfigBytes+n),
+		)
+	}
+	return append(seeds, cfg(`"interface": {"name": "net1", "addresses": `+items(bounds.Addresses, wrong)+`}`))
+}
+
+// FuzzDecodeCNIConfigObject: any approved config decodes without
+// panicking, within boundstest.Budget and saying at most
+// bounds.MessageBytes; one that decodes and validates has at most
+// bounds.Plugins plugins of at most bounds.Arguments arguments.
+func FuzzDecodeCNIConfigObject(f *testing.F) {
+	head := `"apiVersion": "cni.networking.x-k8s.io/v1alpha1", "kind": "CNIConfig", "metadata": {"name": "a"}`
+	plugin := func(int) string { return `{"type": "macvlan"}` }
+	argument := func(int) string { return `{"fieldPath": "a", "value": 1}` }
+	f.Add(`{` + head + `, "spec": {"ifName": "net1", "plugins": [{"type": "macvlan", "config": {"mode": "bridge"}}]}}`)
+	f.Add("apiVersion: cni.networking.x-k8s.io/v1alpha1\nkind: CNIConfig\nmetadata: {name: a}\nspec: {plugins: [{type: macvlan}]}\n")
+	for _, n := range []int{0, 1} {
+		f.Add(`{` + head + `, "spec": {"plugins": ` + items(bounds.Plugins+n, plugin) + `}}`)
+		f.Add(`{` + head + `, "spec": {"plugins": [{"type": "macvlan", "arguments": ` + items(bounds.Arguments+n, argument) + `}]}}`)
+		f.Add(`{` + head + `, "spec": ` + padded(`{"plugins": [{"type": "macvlan"}]}`, bounds.NetworkConfigBytes+n) + `}`)
+		f.Add(`{` + head + `, "spec": {"plugins": [{"type": "macvlan", "config": {"a": ` +
+			strings.Repeat("[", bounds.Depth-4+n) + strings.Repeat("]", bounds.Depth-4+n) + `}}]}}`)
+	}
+	f.Fuzz(func(t *testing.T, doc string) {
+		var o CNIConfigObject
+		var errs field.ErrorList
+		boundstest.Check(t, func() string {
+			if o, errs = DecodeCNIConfigObject([]byte(doc), field.NewPath("f")); len(errs) == 0 {
+				errs = o.Validate()
+			}
+			return bounds.Join(errs)
+		})
+		if len(errs) > 0 {
+			return
+		}
+		if len(o.Spec.Plugins) > bounds.Plugins {
+			t.Errorf("accepted %d plugins", len(o.Spec.Plugins))
+		}
+		for _, p := range o.Spec.Plugins {
+			if len(p.Arguments) > bounds.Arguments {
+				t.Errorf("accepted %d arguments", len(p.Arguments))
+			}
+		}
+	})
 }
