@@ -128,3 +128,44 @@ func TestHostObjectsBounded(t *testing.T) {
 		t.Errorf("%d bytes, more than %d", len(msg), most)
 	}
 }
+
+// TestRefusedUnread: a selection or a spec.config of twice its bound is
+// refused before it is read: the refusal allocates a handful of objects,
+// the error's; the same within the bound is read.
+func TestRefusedUnread(t *testing.T) {
+	selection := func(n int) string {
+		return "[" + repeatList(`{"name": "A"}`, ",", bounds.Items) + "]" + strings.Repeat(" ", n)
+	}
+	config := func(n int) string {
+		return `{"cniVersion": "1.0.0", "type": "macvlan", "a": [` + repeatList(`"/a"`, ",", bounds.Items) + `]}` + strings.Repeat(" ", n)
+	}
+	for _, tc := range []struct {
+		name  string
+		doc   func(pad int) string
+		most  int
+		judge func(string) error
+	}{
+		{"selection", selection, bounds.AnnotationBytes, func(v string) error {
+			if _, errs := ParseNetworks("default", v); len(errs) > 0 {
+				return errs[0]
+			}
+			return nil
+		}},
+		{"spec.config", config, bounds.NetworkConfigBytes, func(v string) error { _, err := parseSpecConfig([]byte(v), "net-a"); return err }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			within := tc.doc(tc.most - len(tc.doc(0)))
+			twice := tc.doc(2*tc.most - len(tc.doc(0)))
+			if allocs := testing.AllocsPerRun(10, func() { _ = tc.judge(within) }); allocs < 1000 {
+				t.Fatalf("reading %d bytes allocates %v objects: not a measure of reading", len(within), allocs)
+			}
+			var err error
+			if allocs := testing.AllocsPerRun(10, func() { err = tc.judge(twice) }); allocs > 20 {
+				t.Errorf("refusing %d bytes allocates %v objects: it was read", len(twice), allocs)
+			}
+			if err == nil || !strings.Contains(err.Error(), "Too long") {
+				t.Errorf("error %v", err)
+			}
+		})
+	}
+}

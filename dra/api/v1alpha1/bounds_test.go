@@ -237,3 +237,42 @@ func FuzzDecodeCNIConfigObject(f *testing.F) {
 		}
 	})
 }
+
+// TestRefusedUnread: a config of twice its bound is refused before it is
+// decoded: the refusal allocates a handful of objects, the error's,
+// whatever the config holds; the same config within the bound is decoded.
+func TestRefusedUnread(t *testing.T) {
+	fields := func(n int) string {
+		keys := items(n, func(i int) string { return fmt.Sprintf(`"k%d": 1`, i) })
+		return `{` + interfaceHead + `, "interface": {` + keys[1:len(keys)-1] + `}}`
+	}
+	cni := func(n int) string {
+		return `{` + cniHead + `, "plugins": [{"type": "macvlan", "config": {"a": ` + items(n, func(int) string { return `"/a"` }) + `}}]}`
+	}
+	for _, tc := range []struct {
+		name   string
+		doc    string
+		decode func([]byte) field.ErrorList
+	}{
+		{"InterfaceConfig", fields(bounds.Items), func(d []byte) field.ErrorList {
+			var cfg InterfaceConfig
+			return DecodeInterfaceConfig(d, &cfg, field.NewPath("p"))
+		}},
+		{"CNIConfig", cni(bounds.Items), func(d []byte) field.ErrorList { _, errs := DecodeCNIConfig(d, field.NewPath("p")); return errs }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			within := []byte(padded(tc.doc, bounds.ConfigBytes))
+			twice := []byte(padded(tc.doc, 2*bounds.ConfigBytes))
+			if allocs := testing.AllocsPerRun(10, func() { tc.decode(within) }); allocs < 100 {
+				t.Fatalf("decoding %d bytes allocates %v objects: not a measure of decoding", len(within), allocs)
+			}
+			var errs field.ErrorList
+			if allocs := testing.AllocsPerRun(10, func() { errs = tc.decode(twice) }); allocs > 10 {
+				t.Errorf("refusing %d bytes allocates %v objects: it was read", len(twice), allocs)
+			}
+			if len(errs) != 1 || errs[0].Type != field.ErrorTypeTooLong {
+				t.Errorf("errors %v", errs)
+			}
+		})
+	}
+}
