@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -195,6 +196,11 @@ func jsonAt(data []byte, path []string) string {
 func setsPinned(data []byte) bool {
 	js, errs := boundedJSON(data, nil, bounds.ConfigBytes, "a config")
 	if len(errs) > 0 {
+		return false
+	}
+	// A key is the word as written, or with escapes (\u0070inned):
+	// without either, there is none to decode.
+	if !bytes.Contains(js, []byte("pinned")) && !bytes.Contains(js, []byte(`\u`)) {
 		return false
 	}
 	var doc struct {
