@@ -276,3 +276,17 @@ func TestRefusedUnread(t *testing.T) {
 		})
 	}
 }
+
+// TestMergeOverBound: a claim's config over a bound is refused with its
+// one error; what else it changes (a pinned field) is not judged.
+func TestMergeOverBound(t *testing.T) {
+	m := Merge{ClassName: "c"}
+	if errs := m.AddClass([]byte(`{`+interfaceHead+`, "vf": {"vlan": 100}, "pinned": ["vf.vlan"]}`), field.NewPath("class")); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	errs := m.AddClaim([]byte(`{`+interfaceHead+`, "vf": {"vlan": 200}, "interface": {"addresses": `+addresses(33)+`}}`), field.NewPath("claim"))
+	_, pinErrs := m.Config()
+	if len(errs) != 1 || errs[0].Error() != "claim.interface.addresses: Too many: 33: must have at most 32 items" || len(pinErrs) > 0 {
+		t.Errorf("errors %v, pinned %v", errs, pinErrs)
+	}
+}

@@ -23,7 +23,7 @@ import (
 // and nothing else of them is judged.
 func DecodeCNIConfig(data []byte, path *field.Path) (CNIConfig, field.ErrorList) {
 	var cfg CNIConfig
-	js, errs := boundedJSON(data, path, bounds.ConfigBytes, "a config")
+	js, errs, _ := boundedJSON(data, path, bounds.ConfigBytes, "a config")
 	if len(errs) > 0 {
 		return cfg, errs
 	}

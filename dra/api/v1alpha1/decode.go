@@ -55,20 +55,20 @@ func DecodeStrict(data []byte, v any, path *field.Path) field.ErrorList {
 // most most bytes (what names the document in the error), a YAML
 // document's before it is converted and the JSON it converts to (the form
 // the API server holds to the same bound), and within bounds.Depth and
-// bounds.Items (bounds.CheckJSON). Over one, the one error says which, and
-// nothing is decoded.
-func boundedJSON(data []byte, path *field.Path, most int, what string) ([]byte, field.ErrorList) {
+// bounds.Items (bounds.CheckJSON). Over one (over), the one error says
+// which, and nothing is decoded.
+func boundedJSON(data []byte, path *field.Path, most int, what string) (_ []byte, _ field.ErrorList, over bool) {
 	if len(data) > most {
-		return nil, field.ErrorList{bounds.TooLong(path, len(data), most, what)}
+		return nil, field.ErrorList{bounds.TooLong(path, len(data), most, what)}, true
 	}
 	js, errs := toJSON(data, path)
 	if len(errs) > 0 {
-		return nil, errs
+		return nil, errs, false
 	}
 	if err := bounds.CheckJSON(js, path, most, what); err != nil {
-		return nil, field.ErrorList{err}
+		return nil, field.ErrorList{err}, true
 	}
-	return js, nil
+	return js, nil, false
 }
 
 // toJSON is a JSON document as it is, or a YAML document as JSON; YAML's
@@ -111,15 +111,22 @@ func decodeStrict(js []byte, v any, path *field.Path) field.ErrorList {
 // and nothing else of the document is judged; what it had decoded into
 // cfg is then left there.
 func DecodeInterfaceConfig(data []byte, cfg *InterfaceConfig, path *field.Path) field.ErrorList {
-	js, errs := boundedJSON(data, path, bounds.ConfigBytes, "a config")
+	errs, _ := decodeInterfaceConfig(data, cfg, path)
+	return errs
+}
+
+// decodeInterfaceConfig is DecodeInterfaceConfig; over says the config
+// broke a bound.
+func decodeInterfaceConfig(data []byte, cfg *InterfaceConfig, path *field.Path) (_ field.ErrorList, over bool) {
+	js, errs, over := boundedJSON(data, path, bounds.ConfigBytes, "a config")
 	if len(errs) > 0 {
-		return errs
+		return errs, over
 	}
 	errs = decodeKind(js, cfg, path, GroupVersion, KindInterfaceConfig)
 	if err := cfg.overBounds(path); err != nil {
-		return field.ErrorList{err}
+		return field.ErrorList{err}, true
 	}
-	return errs
+	return errs, false
 }
 
 // overBounds is the error of a list of the config longer than its bound,

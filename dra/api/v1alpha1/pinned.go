@@ -85,6 +85,9 @@ type Merge struct {
 	// claim's config that last changed each.
 	class     map[string]string
 	changedBy map[string]*field.Path
+	// over: a config broke a bound, and nothing else of the device's
+	// configs is judged.
+	over bool
 }
 
 // AddClass lays a DeviceClass's config, decoded strictly at path, over
@@ -92,7 +95,8 @@ type Merge struct {
 // claim's. Its pinned fields add to theirs.
 func (m *Merge) AddClass(data []byte, path *field.Path) field.ErrorList {
 	m.cfg.Pinned = nil
-	errs := DecodeInterfaceConfig(data, &m.cfg, path)
+	errs, over := decodeInterfaceConfig(data, &m.cfg, path)
+	m.over = m.over || over
 	if len(errs) == 0 {
 		errs = validatePinned(path.Child("pinned"), m.cfg.Pinned)
 	}
@@ -112,7 +116,11 @@ func (m *Merge) AddClaim(data []byte, path *field.Path) field.ErrorList {
 		m.class, m.changedBy = pinnedValues(&m.cfg, m.pinned), map[string]*field.Path{}
 	}
 	before := pinnedValues(&m.cfg, m.pinned)
-	errs := DecodeInterfaceConfig(data, &m.cfg, path)
+	errs, over := decodeInterfaceConfig(data, &m.cfg, path)
+	if over {
+		m.over = true
+		return errs
+	}
 	if setsPinned(data) {
 		errs = append(errs, field.Forbidden(path.Child("pinned"), "only a DeviceClass's config pins fields: a claim's config may not set pinned"))
 	}
@@ -126,9 +134,10 @@ func (m *Merge) AddClaim(data []byte, path *field.Path) field.ErrorList {
 }
 
 // Config is the merged config, or the errors of the pinned fields the
-// claim's configs changed.
+// claim's configs changed; none when a config broke a bound (its error is
+// the one said).
 func (m *Merge) Config() (InterfaceConfig, field.ErrorList) {
-	if m.class == nil {
+	if m.class == nil || m.over {
 		return m.cfg, nil
 	}
 	var errs field.ErrorList
@@ -194,7 +203,7 @@ func jsonAt(data []byte, path []string) string {
 // setsPinned says whether a config document has the key pinned (null
 // included).
 func setsPinned(data []byte) bool {
-	js, errs := boundedJSON(data, nil, bounds.ConfigBytes, "a config")
+	js, errs, _ := boundedJSON(data, nil, bounds.ConfigBytes, "a config")
 	if len(errs) > 0 {
 		return false
 	}
