@@ -342,7 +342,7 @@ func (p *Plugin) attachNetdevs(ctx context.Context, pod Pod, netdevs []podNetdev
 				}
 			}
 			at = &claims.Attachment{SandboxID: pod.SandboxID, NetNS: pod.NetNS, HostUp: up}
-			if err := p.record(*n, at); err != nil {
+			if err := p.record(ctx, *n, at); err != nil {
 				return fmt.Errorf("%s: %w", n, err)
 			}
 		}
@@ -361,7 +361,7 @@ func (p *Plugin) attachNetdevs(ctx context.Context, pod Pod, netdevs []podNetdev
 		} else {
 			res, err = p.opts.Attacher.Attach(ctx, pod.NetNS, n.nd)
 			if err == nil && len(res.RDMAFiles) > 0 {
-				err = p.recordRDMAFiles(n, res.RDMAFiles)
+				err = p.recordRDMAFiles(ctx, n, res.RDMAFiles)
 			}
 		}
 		p.opts.Metrics.Attach(err, time.Since(start))
@@ -388,8 +388,12 @@ func (p *Plugin) attachNetdevs(ctx context.Context, pod Pod, netdevs []podNetdev
 // recordRDMAFiles records the character devices of a netdev's RDMA device
 // as they are in the pod, and writes its claim's CDI spec with them, when
 // they changed.
-func (p *Plugin) recordRDMAFiles(n podNetdev, files []dataplane.CharDevice) error {
-	defer p.opts.Store.Lock(n.claim.Key())()
+func (p *Plugin) recordRDMAFiles(ctx context.Context, n podNetdev, files []dataplane.CharDevice) error {
+	unlock, err := p.opts.Store.LockContext(ctx, n.claim.Key())
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	c, ok := p.opts.Store.Get(n.claim.Key())
 	if !ok {
 		return fmt.Errorf("claim %s is no longer prepared", n.claim.String())
@@ -417,8 +421,12 @@ func (p *Plugin) recordRDMAFiles(n podNetdev, files []dataplane.CharDevice) erro
 }
 
 // record sets (nil: clears) the attachment of a netdev in its claim.
-func (p *Plugin) record(n podNetdev, at *claims.Attachment) error {
-	defer p.opts.Store.Lock(n.claim.Key())()
+func (p *Plugin) record(ctx context.Context, n podNetdev, at *claims.Attachment) error {
+	unlock, err := p.opts.Store.LockContext(ctx, n.claim.Key())
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	c, ok := p.opts.Store.Get(n.claim.Key())
 	if !ok {
 		return fmt.Errorf("claim %s is no longer prepared", n.claim.String())
@@ -454,7 +462,9 @@ func (p *Plugin) detach(ctx context.Context, n podNetdev, netns string) error {
 		return err
 	}
 	fault.Point("detach.returned")
-	return p.record(n, nil)
+	// The device is back: its record must say so, whether the caller
+	// still waits or not.
+	return p.record(context.WithoutCancel(ctx), n, nil)
 }
 
 // inPlace says whether everything of the pod's claims is in its sandbox,
