@@ -33,8 +33,9 @@ func TestKubeletBoundedConfig(t *testing.T) {
 		problems     int      // problems said
 	}{
 		{
+			// 80 KB: each entry a problem.
 			name:   "20,000 addresses",
-			config: config(`"interface": {"name": "net1", "addresses": ` + addressList(20000, v4) + `}`),
+			config: config(`"interface": {"name": "net1", "addresses": ` + addressList(20000, func(int) string { return "x" }) + `}`),
 			want:   []string{"claim default/c, request \"nic\"", "config[0][FromClaim].parameters: Too long: is ", " bytes, more than the 10240 a config may have"},
 		},
 		{
