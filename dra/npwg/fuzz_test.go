@@ -209,13 +209,13 @@ func FuzzLoadConfig(f *testing.F) {
 			n.Spec.Config = ""
 		}
 		var c *Config
-		var err error
+		var err, hostErr error
 		boundstest.Check(t, func() string {
 			if c, err = LoadConfig(n, dir); err != nil {
 				return err.Error()
 			}
-			if err := (Policy{}).HostObjects(c, false); err != nil {
-				return err.Error()
+			if hostErr = (Policy{}).HostObjects(c, false); hostErr != nil {
+				return hostErr.Error()
 			}
 			return ""
 		})
@@ -240,8 +240,8 @@ func FuzzLoadConfig(f *testing.F) {
 		// The host objects a spec.config names: a refusal is ErrHostObject
 		// (never a parse error: the plugins were read already); the
 		// operator's own configurations are never refused.
-		if err := (Policy{}).HostObjects(c, false); err != nil && (onDisk || !errors.Is(err, ErrHostObject)) {
-			t.Errorf("HostObjects of a configuration from %s: %v", c.Source, err)
+		if hostErr != nil && (onDisk || !errors.Is(hostErr, ErrHostObject)) {
+			t.Errorf("HostObjects of a configuration from %s: %v", c.Source, hostErr)
 		}
 		again, err := libcni.NetworkConfFromBytes(l.Bytes)
 		if err != nil || again.Name != l.Name || again.CNIVersion != l.CNIVersion {
