@@ -22,6 +22,7 @@ import (
 	"github.com/fastpath-dra/fastpath/dataplane/fault"
 	"github.com/fastpath-dra/fastpath/dataplane/hostdir"
 	"github.com/fastpath-dra/fastpath/devices"
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 	"github.com/fastpath-dra/fastpath/dra/attach"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/kubelet"
@@ -335,8 +336,14 @@ func (d *Driver) RegistrationStatus() error {
 func (d *Driver) PrepareResourceClaims(ctx context.Context, cls []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(cls))
 	for _, claim := range cls {
+		if err := ctx.Err(); err != nil {
+			// The kubelet gave up: the claims left are not started.
+			out[claim.UID] = kubeletplugin.PrepareResult{Err: fmt.Errorf("claim %s: %w", klog.KObj(claim), err)}
+			continue
+		}
 		start := time.Now()
 		res := d.prepareClaim(ctx, claim)
+		res.Err = bounds.Err(res.Err)
 		d.opts.Metrics.Prepare(claims.DriverFastpath, res.Err, time.Since(start))
 		out[claim.UID] = res
 	}
@@ -348,11 +355,15 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, cls []*resourceapi.R
 func (d *Driver) UnprepareResourceClaims(ctx context.Context, cls []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
 	out := make(map[types.UID]error, len(cls))
 	for _, c := range cls {
+		if err := ctx.Err(); err != nil {
+			out[c.UID] = fmt.Errorf("claim %s: %w", c.NamespacedName, err)
+			continue
+		}
 		start := time.Now()
 		err := d.unprepare(ctx, claims.Key{Driver: claims.DriverFastpath, UID: c.UID})
 		d.opts.Metrics.Unprepare(claims.DriverFastpath, err, time.Since(start))
 		if err != nil {
-			out[c.UID] = fmt.Errorf("claim %s: %w", c.NamespacedName, err)
+			out[c.UID] = bounds.Err(fmt.Errorf("claim %s: %w", c.NamespacedName, err))
 			continue
 		}
 		out[c.UID] = nil
@@ -367,7 +378,11 @@ func (d *Driver) unprepare(ctx context.Context, key claims.Key) error {
 		}
 	}
 	fault.Point("unprepare.released")
-	defer d.opts.Store.Lock(key)()
+	unlock, err := d.opts.Store.LockContext(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	c, ok := d.opts.Store.Get(key)
 	if !ok {
 		return nil
@@ -439,7 +454,7 @@ func (d *Driver) Reconcile(ctx context.Context) error {
 			action = "undone"
 		}
 		if err := d.reconcile(ctx, c.Key()); err != nil {
-			logger.Error(err, "Reconciling a claim", "claim", c.String())
+			logger.Error(bounds.Err(err), "Reconciling a claim", "claim", c.String())
 			errs = append(errs, fmt.Errorf("claim %s: %w", c.String(), err))
 			action = "failed"
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/fastpath-dra/fastpath/bpf"
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/dataplane/fault"
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 	"github.com/fastpath-dra/fastpath/dra/attach"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/claimspec"
@@ -31,7 +32,11 @@ import (
 func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceClaim) kubeletplugin.PrepareResult {
 	logger := klog.FromContext(ctx).WithValues("claim", klog.KObj(claim))
 	key := claims.Key{Driver: claims.DriverFastpath, UID: claim.UID}
-	defer d.opts.Store.Lock(key)()
+	unlock, err := d.opts.Store.LockContext(ctx, key)
+	if err != nil {
+		return kubeletplugin.PrepareResult{Err: fmt.Errorf("claim %s: %w", klog.KObj(claim), err)}
+	}
+	defer unlock()
 	c, ok := d.opts.Store.Get(key)
 	switch {
 	case ok && c.Prepared && c.BootID == d.opts.BootID && exists(c.CDISpec):
@@ -72,6 +77,7 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 			err = d.opts.Store.AdmitWith(*planned, d.ipPools().admitter(planned, parents))
 		}
 		if err != nil {
+			err = bounds.Err(err)
 			logger.Info("Rejected claim", "err", err)
 			return kubeletplugin.PrepareResult{Err: err}
 		}

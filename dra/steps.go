@@ -46,6 +46,12 @@ type stepRunner struct {
 // undone stays recorded for the next Prepare or Unprepare to finish.
 func (r stepRunner) run(ctx context.Context, c *claims.Claim, steps []step) error {
 	for i, s := range steps {
+		if err := ctx.Err(); err != nil {
+			// The caller gave up: the steps done stay recorded, as after
+			// a crash, for the next Prepare to finish or Unprepare to
+			// undo.
+			return fmt.Errorf("before step %s: %w", s.name, err)
+		}
 		if c.StepState(s.name) == "" {
 			c.SetStep(s.name, claims.StepStarted)
 			if err := r.store.Put(*c); err != nil {

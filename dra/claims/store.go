@@ -335,6 +335,22 @@ func (s *Store) Lock(k Key) (unlock func()) {
 	return unlock
 }
 
+// LockContext is Lock, waiting for the lock until ctx ends: then the error
+// wraps ctx's, and nothing is held. Prepare, Unprepare and the runtime's
+// hooks wait so, and stop when their caller gives up.
+func (s *Store) LockContext(ctx context.Context, k Key) (unlock func(), _ error) {
+	unlock, err := s.lockKey(ctx, k)
+	if err != nil && ctx.Err() != nil {
+		if unlock != nil {
+			unlock()
+		}
+		return nil, fmt.Errorf("waiting for the claim's lock: %w", ctx.Err())
+	}
+	// Without the node's file lock (a full disk), the process's lock
+	// alone is held, as Lock holds it.
+	return unlock, nil
+}
+
 // lockKey takes the claim's lock, waiting for it until ctx ends: the
 // process's, and a shared store's file lock of the claim (ClaimLockDir),
 // which the daemon sharing it takes too. If that file cannot be made (a
@@ -343,7 +359,10 @@ func (s *Store) Lock(k Key) (unlock func()) {
 // reads a record, works and writes it back may then cross one of the
 // other daemon's.
 func (s *Store) lockKey(ctx context.Context, k Key) (unlock func(), _ error) {
-	unlockProcess := s.locks.Lock(k)
+	unlockProcess, err := s.locks.LockContext(ctx, k)
+	if err != nil {
+		return nil, err
+	}
 	s.mu.RLock()
 	shared := s.shared
 	s.mu.RUnlock()

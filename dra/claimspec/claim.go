@@ -8,13 +8,16 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
 )
 
 // ClaimError is a claim fastpath cannot prepare as asked. It names the
-// claim, and the request, device and fields where they are known.
+// claim, and the request, device and fields where they are known. Its
+// text says at most bounds.Problems of the problems (bounds.Join) and is
+// at most bounds.MessageBytes.
 type ClaimError struct {
 	Claim   string // namespace/name
 	Request string
@@ -40,9 +43,9 @@ func (e *ClaimError) Error() string {
 		if e.Reason != "" {
 			b.WriteString(": ")
 		}
-		b.WriteString(e.Errs.ToAggregate().Error())
+		b.WriteString(bounds.Join(e.Errs))
 	}
-	return b.String()
+	return bounds.Message(b.String())
 }
 
 // FailFunc makes the error of a claim that cannot be prepared.

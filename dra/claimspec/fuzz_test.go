@@ -5,13 +5,19 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/fastpath-dra/fastpath/dra/api/bounds/boundstest"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/dratest"
 )
 
-// FuzzDecodeConfig: any opaque parameters decode without panicking, and a
-// config that decodes and validates has the shape the dataplane relies on.
+// FuzzDecodeConfig: any opaque parameters decode without panicking,
+// within boundstest.Budget, the claim's error saying at most
+// bounds.MessageBytes; a config that decodes and validates has the shape
+// the dataplane relies on.
 func FuzzDecodeConfig(f *testing.F) {
+	for _, seed := range dratest.ConfigSeeds() {
+		f.Add(seed)
+	}
 	f.Add(dratest.InterfaceConfig(`"mode": "netdev", "interface": {"name": "net1", "mtu": 9000, "addresses": ["10.0.0.2/24"]}`))
 	f.Add(dratest.InterfaceConfig(`"mode": "afxdp", "xdp": {"program": "xsk-redirect", "queues": 2}`))
 	f.Add(dratest.InterfaceConfig(`"vf": {"vlan": 100, "qos": 3, "vlanProto": "802.1ad", "minTxRateMbps": 10, "maxTxRateMbps": 5}`))
@@ -22,10 +28,16 @@ func FuzzDecodeConfig(f *testing.F) {
 	dev := inv[dratest.VFNetdev]
 	f.Fuzz(func(t *testing.T, raw string) {
 		var cfg v1alpha1.InterfaceConfig
-		if errs := v1alpha1.DecodeInterfaceConfig([]byte(raw), &cfg, field.NewPath("parameters")); len(errs) > 0 {
-			return
-		}
-		cfg, errs := ConfigFor(cfg, "nic", dev)
+		var errs field.ErrorList
+		boundstest.Check(t, func() string {
+			if errs = v1alpha1.DecodeInterfaceConfig([]byte(raw), &cfg, field.NewPath("parameters")); len(errs) == 0 {
+				cfg, errs = ConfigFor(cfg, "nic", dev)
+			}
+			if len(errs) == 0 {
+				return ""
+			}
+			return (&ClaimError{Claim: "default/c", Request: "nic", Device: dev.Name, Errs: errs}).Error()
+		})
 		if len(errs) > 0 {
 			return
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/dataplane/hostdir"
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/claimspec"
 	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
@@ -193,8 +194,14 @@ func (d *Driver) WatchHealthStatus(context.Context, chan<- kubeletplugin.DeviceH
 func (d *Driver) PrepareResourceClaims(ctx context.Context, cls []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(cls))
 	for _, claim := range cls {
+		if err := ctx.Err(); err != nil {
+			// The kubelet gave up: the claims left are not started.
+			out[claim.UID] = kubeletplugin.PrepareResult{Err: fmt.Errorf("claim %s: %w", klog.KObj(claim), err)}
+			continue
+		}
 		start := time.Now()
 		res := d.prepareClaim(ctx, claim)
+		res.Err = bounds.Err(res.Err)
 		d.opts.Metrics.Prepare(claims.DriverCNI, res.Err, time.Since(start))
 		out[claim.UID] = res
 	}
@@ -204,7 +211,11 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, cls []*resourceapi.R
 func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceClaim) kubeletplugin.PrepareResult {
 	logger := klog.FromContext(ctx).WithValues("claim", klog.KObj(claim))
 	key := claims.Key{Driver: claims.DriverCNI, UID: claim.UID}
-	defer d.opts.Store.Lock(key)()
+	unlock, err := d.opts.Store.LockContext(ctx, key)
+	if err != nil {
+		return kubeletplugin.PrepareResult{Err: fmt.Errorf("claim %s: %w", klog.KObj(claim), err)}
+	}
+	defer unlock()
 	if c, ok := d.opts.Store.Get(key); ok {
 		return kubelet.Result(&c, d.opts.Metadata, d.attributes)
 	}
@@ -219,6 +230,7 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 		err = d.opts.Store.AdmitWith(*c, admitter(own))
 	}
 	if err != nil {
+		err = bounds.Err(err)
 		logger.Info("Rejected CNI claim", "err", err)
 		return kubeletplugin.PrepareResult{Err: err}
 	}
@@ -320,12 +332,16 @@ func admitter(own []sharedl2.Holding) func(c *claims.Claim, others []*claims.Cla
 func (d *Driver) UnprepareResourceClaims(ctx context.Context, cls []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
 	out := make(map[types.UID]error, len(cls))
 	for _, o := range cls {
+		if err := ctx.Err(); err != nil {
+			out[o.UID] = fmt.Errorf("claim %s: %w", o.NamespacedName, err)
+			continue
+		}
 		key := claims.Key{Driver: claims.DriverCNI, UID: o.UID}
 		start := time.Now()
 		err := d.unprepare(ctx, key)
 		d.opts.Metrics.Unprepare(claims.DriverCNI, err, time.Since(start))
 		if err != nil {
-			out[o.UID] = fmt.Errorf("claim %s: %w", o.NamespacedName, err)
+			out[o.UID] = bounds.Err(fmt.Errorf("claim %s: %w", o.NamespacedName, err))
 			continue
 		}
 		out[o.UID] = nil
@@ -339,7 +355,11 @@ func (d *Driver) unprepare(ctx context.Context, key claims.Key) error {
 			return err
 		}
 	}
-	defer d.opts.Store.Lock(key)()
+	unlock, err := d.opts.Store.LockContext(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	c, ok := d.opts.Store.Get(key)
 	if !ok {
 		return nil

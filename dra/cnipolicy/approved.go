@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 )
 
@@ -29,7 +30,7 @@ func FromUnstructured(u *unstructured.Unstructured) (*v1alpha1.CNIConfigObject, 
 	}
 	o, errs := v1alpha1.DecodeCNIConfigObject(data, field.NewPath(""))
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("CNIConfig %s: %w", u.GetName(), errs.ToAggregate())
+		return nil, fmt.Errorf("CNIConfig %s: %w", u.GetName(), bounds.Aggregate(errs))
 	}
 	return &o, nil
 }
@@ -48,7 +49,7 @@ func LoadApproved(paths ...string) (ApprovedSet, error) {
 		}
 		o, errs := v1alpha1.DecodeCNIConfigObject(data, field.NewPath(""))
 		if len(errs) > 0 {
-			return nil, fmt.Errorf("%s: %w", p, errs.ToAggregate())
+			return nil, fmt.Errorf("%s: %w", p, bounds.Aggregate(errs))
 		}
 		set[o.Name] = &o
 	}
@@ -71,12 +72,12 @@ func Accept(o *v1alpha1.CNIConfigObject, policy Options) metav1.Condition {
 	errs := ConfigProblems(o, policy)
 	for _, e := range errs {
 		if e.Origin == originAllowlist {
-			cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.ReasonCNIPluginNotAllowed, errs.ToAggregate().Error()
+			cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.ReasonCNIPluginNotAllowed, bounds.Join(errs)
 			return cond
 		}
 	}
 	if len(errs) > 0 {
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.ReasonCNIConfigInvalid, errs.ToAggregate().Error()
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.ReasonCNIConfigInvalid, bounds.Join(errs)
 		return cond
 	}
 	cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonCNIConfigAccepted

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 )
 
@@ -259,7 +260,7 @@ func (c Sources) approvedConfig(name string) (*v1alpha1.CNIConfigObject, *field.
 		return nil, field.Invalid(path, name, fmt.Sprintf("reading CNIConfig %s: %v", name, err))
 	}
 	if errs := obj.Spec.ValidateApproved(field.NewPath("spec")); len(errs) > 0 {
-		return nil, field.Invalid(path, name, fmt.Sprintf("CNIConfig %s is not valid: %v", name, errs.ToAggregate()))
+		return nil, field.Invalid(path, name, fmt.Sprintf("CNIConfig %s is not valid: %s", name, bounds.Join(errs)))
 	}
 	return obj, nil
 }

@@ -8,13 +8,20 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
+	"github.com/fastpath-dra/fastpath/dra/api/bounds/boundstest"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
+	"github.com/fastpath-dra/fastpath/dra/dratest"
 )
 
 // FuzzCNIConfig: any CNI parameters decode and build without panicking,
-// and a conflist that builds runs only allowed plugin types, names no host
+// within boundstest.Budget and saying at most bounds.MessageBytes; a
+// conflist that builds runs only allowed plugin types, names no host
 // object the device did not give, and carries the claim's ifName.
 func FuzzCNIConfig(f *testing.F) {
+	for _, seed := range dratest.CNISeeds() {
+		f.Add(seed)
+	}
 	f.Add(`{` + cniHead + `, "plugins": [{"type": "macvlan", "config": {"mode": "bridge", "ipam": {"type": "host-local", "subnet": "10.1.0.0/24"}},
 		"arguments": [{"fieldPath": "master", "valueFrom": {"attributeRef": "name"}}]}]}`)
 	f.Add(`{` + cniHead + `, "plugins": [{"type": "vlan", "arguments": [{"fieldPath": "a.b.c", "value": {"x": [1]}},
@@ -30,11 +37,15 @@ func FuzzCNIConfig(f *testing.F) {
 	c := testCNIContext(f)
 	c.ConfigMaps = nil
 	f.Fuzz(func(t *testing.T, raw string) {
-		cfg, errs := v1alpha1.DecodeCNIConfig([]byte(raw), field.NewPath("parameters"))
-		if len(errs) > 0 {
-			return
-		}
-		net, errs := Build(context.Background(), cfg, "default-c-r", testPolicy, c)
+		var cfg v1alpha1.CNIConfig
+		var net Network
+		var errs field.ErrorList
+		boundstest.Check(t, func() string {
+			if cfg, errs = v1alpha1.DecodeCNIConfig([]byte(raw), field.NewPath("parameters")); len(errs) == 0 {
+				net, errs = Build(context.Background(), cfg, "default-c-r", testPolicy, c)
+			}
+			return bounds.Join(errs)
+		})
 		if len(errs) > 0 {
 			return
 		}

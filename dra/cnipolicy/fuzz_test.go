@@ -5,7 +5,13 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
+	"github.com/fastpath-dra/fastpath/dra/api/bounds/boundstest"
 )
 
 // The configuration types of the reference plugins
@@ -121,7 +127,9 @@ func (c tuningConf) effective() (sysctls map[string]string, promisc, allmulti bo
 // the plugins' own decoding reads from it never disagree on a plugin
 // type, a host device, a host path, a host-changing option (a passthru
 // macvlan among them) or a VLAN of the master. A view with problems is
-// refused whatever the policy, so it need not agree.
+// refused whatever the policy, so it need not agree. The view and a
+// claim's refusal of it take at most boundstest.Budget and say at most
+// bounds.MessageBytes.
 func FuzzPluginView(f *testing.F) {
 	for _, seed := range []string{
 		`{"type": "macvlan", "master": "eth0", "ipam": {"type": "host-local", "dataDir": "/var/lib/cni"}}`,
@@ -145,6 +153,7 @@ func FuzzPluginView(f *testing.F) {
 		`{"type": "tuning", "args": {"cni": {"promisc": null}}, "promisc": true}`,
 		`{"type": "portmap", "runtimeConfig": {"portMappings": [{"hostPort": 22, "containerPort": 22}]}, "conditionsV4": ["-s", "1.2.3.4"]}`,
 		`{"type": "portmap", "externalSetMarkChain": "KUBE-MARK-MASQ", "RUNTIMECONFIG": {"PortMappings": []}}`,
+		`{"type": "macvlan", "a": [` + strings.TrimSuffix(strings.Repeat(`"/a",`, 2000), ",") + `]}`,
 	} {
 		f.Add(seed)
 	}
@@ -153,7 +162,11 @@ func FuzzPluginView(f *testing.F) {
 		if json.Unmarshal([]byte(data), &conf) != nil {
 			return
 		}
-		v := Inspect(conf)
+		var v View
+		boundstest.Check(t, func() string {
+			v = Inspect(conf)
+			return bounds.Join(hostObjects(v, nil, field.NewPath("plugins").Index(0), nil, false))
+		})
 		if len(v.Problems) > 0 {
 			return
 		}

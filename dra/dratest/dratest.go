@@ -1,6 +1,6 @@
 // Package dratest holds the fixtures of the drivers' tests: claims, the
-// E810 fixture's inventory, claim stores, and CNI claims. Only tests import
-// it.
+// E810 fixture's inventory, claim stores, CNI claims, and configs at their
+// bounds for fuzz targets. Only tests import it.
 package dratest
 
 import (

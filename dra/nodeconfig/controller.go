@@ -23,6 +23,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/fastpath-dra/fastpath/devices"
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 	v1alpha1 "github.com/fastpath-dra/fastpath/dra/api/nodeconfig/v1alpha1"
 	fpv1 "github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 )
@@ -273,7 +274,7 @@ func (c *Controller) applyConfig(ctx context.Context, cfg *v1alpha1.FastpathNode
 		plans = append(plans, pfPlan{v, addr})
 	}
 	if len(errs) > 0 {
-		return c.entry(cfg, metav1.ConditionFalse, v1alpha1.ReasonInvalid, "nothing applied: "+errs.ToAggregate().Error(), nil)
+		return c.entry(cfg, metav1.ConditionFalse, v1alpha1.ReasonInvalid, "nothing applied: "+bounds.Join(errs), nil)
 	}
 	if err := c.apply(ctx, e); err != nil {
 		return c.entry(cfg, metav1.ConditionFalse, v1alpha1.ReasonInvalid, "nothing applied: "+err.Error(), nil)

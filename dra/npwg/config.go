@@ -14,7 +14,9 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/version"
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
 )
@@ -56,6 +58,9 @@ type Config struct {
 // the first configuration list (*.conflist, in name order) in confDir
 // whose "name" is the object's name; else the first single configuration
 // (*.conf, *.json) of that name; else an error wrapping ErrNoConfig. A
+// spec.config is a tenant's: it is held to bounds.NetworkConfigBytes,
+// bounds.Depth and bounds.Items before it is decoded, and to
+// bounds.Plugins, with one error saying which bound and the size. A
 // spec.config without a name gets the object's (§3.4.2). A configuration
 // without a cniVersion is one of CNI 0.1.0, as CNI reads it; a name that
 // is not a CNI network name (it names files: cnipolicy.ValidNetworkName),
@@ -70,7 +75,7 @@ func LoadConfig(nad *nadv1.NetworkAttachmentDefinition, confDir string) (*Config
 		return fmt.Errorf("NetworkAttachmentDefinition %s: %w", nadName(nad), err)
 	}
 	if strings.TrimSpace(nad.Spec.Config) != "" {
-		list, err := parseConfig([]byte(nad.Spec.Config), nad.Name)
+		list, err := parseSpecConfig([]byte(nad.Spec.Config), nad.Name)
 		if err != nil {
 			return nil, wrap(fmt.Errorf("%s: %w", SourceSpec, err))
 		}
@@ -158,6 +163,31 @@ func loadFromDir(dir, name string) (*Config, error) {
 		err = fmt.Errorf("%w; files passed over: %s", err, strings.Join(unreadable, "; "))
 	}
 	return nil, err
+}
+
+// parseSpecConfig is parseConfig of a tenant's configuration, within its
+// bounds.
+func parseSpecConfig(data []byte, defaultName string) (*libcni.NetworkConfigList, error) {
+	if err := bounds.CheckJSON(data, nil, bounds.NetworkConfigBytes, "a CNI configuration"); err != nil {
+		return nil, boundError(err)
+	}
+	list, err := parseConfig(data, defaultName)
+	if err != nil {
+		return nil, err
+	}
+	if err := bounds.TooMany(field.NewPath("plugins"), len(list.Plugins), bounds.Plugins); err != nil {
+		return nil, boundError(err)
+	}
+	return list, nil
+}
+
+// boundError is the error of a bound a configuration breaks, its field
+// named within the configuration (none for the whole).
+func boundError(e *field.Error) error {
+	if e.Field == (*field.Path)(nil).String() {
+		return errors.New(e.ErrorBody())
+	}
+	return errors.New(e.Error())
 }
 
 // parseConfig reads a spec.config: a configuration list when it has

@@ -3,6 +3,7 @@ package npwg
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,11 +14,15 @@ import (
 	"github.com/containernetworking/cni/pkg/version"
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
+	"github.com/fastpath-dra/fastpath/dra/api/bounds/boundstest"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 )
 
-// FuzzParseNetworks: any annotation parses without panicking; every error
+// FuzzParseNetworks: any annotation parses without panicking, within
+// boundstest.Budget and saying at most bounds.MessageBytes; every error
 // is under the annotation's path; and what parses has the shape the rest
 // of the package relies on: valid names, addresses and interface names,
 // unique interfaces after AssignInterfaces, one default route at most, a
@@ -36,9 +41,21 @@ func FuzzParseNetworks(f *testing.F) {
 	} {
 		f.Add(seed)
 	}
+	for _, n := range []int{0, 1} {
+		f.Add(repeatList("A", ",", bounds.Items+n))
+		f.Add("[" + repeatList(`{"name": "A"}`, ",", bounds.Items+n) + "]")
+		f.Add(`[{"name": "a", "cni-args": {` + repeatList(`"k": 1`, ",", bounds.Items+n) + `}}]`)
+		f.Add(`[{"name": "a", "cni-args": {"k": ` + strings.Repeat("[", bounds.Depth-3+n) + strings.Repeat("]", bounds.Depth-3+n) + `}}]`)
+		f.Add("net-a" + strings.Repeat(" ", bounds.AnnotationBytes-len("net-a")+n))
+	}
 	permissive := mustList(f, everything)
 	f.Fuzz(func(t *testing.T, value string) {
-		atts, errs := ParseNetworks(podNS, value)
+		var atts []Attachment
+		var errs field.ErrorList
+		boundstest.Check(t, func() string {
+			atts, errs = ParseNetworks(podNS, value)
+			return bounds.Join(errs)
+		})
 		prefix := NetworksPath().String()
 		for _, e := range errs {
 			if !strings.HasPrefix(e.Field, prefix) {
@@ -131,7 +148,9 @@ func mustList(t testing.TB, config string) *libcni.NetworkConfigList {
 }
 
 // FuzzLoadConfig: any spec.config, or file on disk, loads without
-// panicking; a configuration that loads is one libcni reads back the same,
+// panicking, and is judged (its host objects included) within
+// boundstest.Budget, saying at most bounds.MessageBytes; a configuration
+// that loads is one libcni reads back the same,
 // with a name, a cniVersion libcni runs and plugin types that are file
 // names; an invocation built from it has no runtimeConfig of its own.
 func FuzzLoadConfig(f *testing.F) {
@@ -152,6 +171,17 @@ func FuzzLoadConfig(f *testing.F) {
 		`{"cniVersion": "1.0.0", "type": "t", "runtimeConfig": 1, "args": {"cni": {"a": 1}}}`, `[]`, `null`, ``, `{} {}`,
 	} {
 		f.Add(seed, false)
+	}
+	plugin := `{"type": "macvlan", "master": "eth0"}`
+	for _, n := range []int{0, 1} {
+		f.Add(`{"cniVersion": "1.0.0", "plugins": [`+repeatList(plugin, ",", bounds.Plugins+n)+`]}`, false)
+		f.Add(`{"cniVersion": "1.0.0", "type": "macvlan", "a": [`+repeatList(`"/a"`, ",", bounds.Items+n)+`]}`, false)
+		var lists []string
+		for i := range 40 {
+			lists = append(lists, fmt.Sprintf(`"l%d": [%s]`, i, repeatList(`"/a"`, ",", 250)))
+		}
+		doc := `{"cniVersion": "1.0.0", "type": "macvlan", ` + strings.Join(lists, ", ") + `}`
+		f.Add(doc[:len(doc)-1]+strings.Repeat(" ", bounds.NetworkConfigBytes-len(doc)+n)+"}", false)
 	}
 	supported := version.All.SupportedVersions()
 	// One directory for the inputs on disk, written over by each: a
@@ -178,7 +208,17 @@ func FuzzLoadConfig(f *testing.F) {
 			}
 			n.Spec.Config = ""
 		}
-		c, err := LoadConfig(n, dir)
+		var c *Config
+		var err, hostErr error
+		boundstest.Check(t, func() string {
+			if c, err = LoadConfig(n, dir); err != nil {
+				return err.Error()
+			}
+			if hostErr = (Policy{}).HostObjects(c, false); hostErr != nil {
+				return hostErr.Error()
+			}
+			return ""
+		})
 		if err != nil {
 			if !strings.Contains(err.Error(), "NetworkAttachmentDefinition") {
 				t.Errorf("error %q does not name the object", err)
@@ -200,8 +240,8 @@ func FuzzLoadConfig(f *testing.F) {
 		// The host objects a spec.config names: a refusal is ErrHostObject
 		// (never a parse error: the plugins were read already); the
 		// operator's own configurations are never refused.
-		if err := (Policy{}).HostObjects(c, false); err != nil && (onDisk || !errors.Is(err, ErrHostObject)) {
-			t.Errorf("HostObjects of a configuration from %s: %v", c.Source, err)
+		if hostErr != nil && (onDisk || !errors.Is(hostErr, ErrHostObject)) {
+			t.Errorf("HostObjects of a configuration from %s: %v", c.Source, hostErr)
 		}
 		again, err := libcni.NetworkConfFromBytes(l.Bytes)
 		if err != nil || again.Name != l.Name || again.CNIVersion != l.CNIVersion {

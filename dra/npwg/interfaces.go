@@ -5,6 +5,8 @@ import (
 	"strconv"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 )
 
 // generatedPrefix is the prefix of the interface names AssignInterfaces
@@ -18,12 +20,12 @@ const generatedPrefix = "net"
 // attachments have (the cluster default network's interface, those of its
 // DRA claims); "lo" is always taken. It fails, changing nothing, when
 // CheckInterfaces finds a conflict; the error is the aggregate of
-// CheckInterfaces' errors. Names chosen by an earlier call are chosen
+// CheckInterfaces' errors (bounds.Aggregate). Names chosen by an earlier call are chosen
 // again; taken is not modified.
 func AssignInterfaces(atts []Attachment, taken map[string]bool) error {
 	owner, errs := interfaceOwners(atts, taken)
 	if len(errs) > 0 {
-		return errs.ToAggregate()
+		return bounds.Aggregate(errs)
 	}
 	names := make([]string, len(atts))
 	n := 1

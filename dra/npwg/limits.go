@@ -9,10 +9,6 @@ import (
 	pnv1 "github.com/fastpath-dra/fastpath/dra/api/podnetwork/v1alpha1"
 )
 
-// MaxSelectionBytes bounds the selection annotation ParseNetworks reads:
-// a longer one is refused unread.
-const MaxSelectionBytes = 64 << 10
-
 // The limits a node holds pods to by default (Limits).
 const (
 	DefaultMaxNetworks   = 32
@@ -71,10 +67,4 @@ func (l Limits) Check(selected, podNetworks, claimIfaces int) field.ErrorList {
 // tooMany is a TooMany error of count with detail.
 func tooMany(path *field.Path, count int, detail string) *field.Error {
 	return &field.Error{Type: field.ErrorTypeTooMany, Field: path.String(), BadValue: count, Detail: detail}
-}
-
-// tooLong is the error of a value of n bytes, more than most.
-func tooLong(path *field.Path, n, most int) *field.Error {
-	return &field.Error{Type: field.ErrorTypeTooLong, Field: path.String(), BadValue: field.OmitValueType{},
-		Detail: fmt.Sprintf("is %d bytes, more than the %d a network selection may have: select fewer networks", n, most)}
 }

@@ -3,6 +3,8 @@ package npwg
 import (
 	"strings"
 	"testing"
+
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 )
 
 func TestLimits(t *testing.T) {
@@ -32,10 +34,10 @@ func TestLimits(t *testing.T) {
 	}
 }
 
-// A selection of MaxSelectionBytes is read; one byte more is refused
+// A selection of bounds.AnnotationBytes is read; one byte more is refused
 // unread, without being repeated.
 func TestParseNetworksTooLong(t *testing.T) {
-	value := "net-a" + strings.Repeat(" ", MaxSelectionBytes-len("net-a"))
+	value := "net-a" + strings.Repeat(" ", bounds.AnnotationBytes-len("net-a"))
 	if atts, errs := ParseNetworks("default", value); len(errs) > 0 || len(atts) != 1 {
 		t.Errorf("%d bytes: %v, %v", len(value), atts, errs)
 	}

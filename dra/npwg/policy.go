@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
 )
 
@@ -96,7 +97,10 @@ func (p Policy) HostObjects(cfg *Config, delegated bool) error {
 		return nil
 	}
 	pol := p.hostPolicy()
+	// At most bounds.Problems faults are said, each cut; the rest
+	// counted.
 	var faults []string
+	more := 0
 	for i, pc := range cfg.List.Plugins {
 		var conf map[string]any
 		if err := json.Unmarshal(pc.Bytes, &conf); err != nil {
@@ -107,11 +111,18 @@ func (p Policy) HostObjects(cfg *Config, delegated bool) error {
 			view.Refs = slices.DeleteFunc(view.Refs, func(r cnipolicy.Ref) bool { return isMasterLeftOut(r) || r.OfMaster })
 		}
 		for _, f := range pol.Faults(view) {
-			faults = append(faults, fmt.Sprintf("plugins[%d] (%s): %s", i, pc.Network.Type, f))
+			if len(faults) == bounds.Problems {
+				more++
+				continue
+			}
+			faults = append(faults, bounds.Cut(fmt.Sprintf("plugins[%d] (%s): %s", i, pc.Network.Type, f), bounds.ProblemBytes))
 		}
 	}
 	if len(faults) == 0 {
 		return nil
+	}
+	if more > 0 {
+		faults = append(faults, fmt.Sprintf("and %d more", more))
 	}
 	return fmt.Errorf("%w: %s", ErrHostObject, strings.Join(faults, "; "))
 }

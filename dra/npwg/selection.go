@@ -10,6 +10,8 @@ import (
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 )
 
 // Attachment is one element of a pod's network selection annotation: one
@@ -57,11 +59,13 @@ func NetworksPath() *field.Path {
 // element has "default-route". The annotation is valid or not as a whole
 // (the standard says an invalid one is ignored): with errors, there are no
 // attachments. An empty value selects no network; one of more than
-// MaxSelectionBytes is refused unread.
+// bounds.AnnotationBytes is refused unread, and one of more than
+// bounds.Items elements, or beyond bounds.Depth or bounds.Items within an
+// element, before any element is read, with one error saying which.
 func ParseNetworks(podNamespace, value string) ([]Attachment, field.ErrorList) {
 	path := NetworksPath()
-	if len(value) > MaxSelectionBytes {
-		return nil, field.ErrorList{tooLong(path, len(value), MaxSelectionBytes)}
+	if err := overBounds(value, path); err != nil {
+		return nil, field.ErrorList{err}
 	}
 	value = strings.TrimSpace(value)
 	var atts []Attachment
@@ -79,6 +83,23 @@ func ParseNetworks(podNamespace, value string) ([]Attachment, field.ErrorList) {
 		return nil, errs
 	}
 	return atts, nil
+}
+
+// overBounds is the error of a selection over its bounds, nil when it is
+// within them: its bytes, its elements (counted by their commas in the
+// comma-delimited format), and in the JSON format what bounds.CheckJSON
+// checks.
+func overBounds(value string, path *field.Path) *field.Error {
+	const what = "a network selection"
+	if len(value) > bounds.AnnotationBytes {
+		err := bounds.TooLong(path, len(value), bounds.AnnotationBytes, what)
+		err.Detail += ": select fewer networks"
+		return err
+	}
+	if t := strings.TrimSpace(value); t != "" && !strings.ContainsAny(t[:1], `[{"`) {
+		return bounds.TooMany(path, strings.Count(t, ",")+1, bounds.Items)
+	}
+	return bounds.CheckJSON([]byte(value), path, bounds.AnnotationBytes, what)
 }
 
 // parseCommaList reads the comma-delimited format (§4.1.1). Whitespace

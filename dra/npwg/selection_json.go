@@ -129,10 +129,11 @@ func parseIPs(p *field.Path, raw json.RawMessage) ([]string, field.ErrorList) {
 		return nil, field.ErrorList{field.Invalid(p, "[]", "must list at least one address; leave the key out to have the network choose")}
 	}
 	seen := map[string]int{}
+	at := indexer(p)
 	for i, s := range ips {
 		addr, err := parseIPRequest(s)
 		if err != nil {
-			errs = append(errs, field.Invalid(p.Index(i), s, err.Error()))
+			errs = append(errs, &field.Error{Type: field.ErrorTypeInvalid, Field: at(i), BadValue: s, Detail: err.Error()})
 			continue
 		}
 		if j, dup := seen[addr.String()]; dup {
@@ -146,14 +147,22 @@ func parseIPs(p *field.Path, raw json.RawMessage) ([]string, field.ErrorList) {
 	return ips, errs
 }
 
+// indexer names the items of the list at p, its path written once for
+// them all: a list may have a problem an item.
+func indexer(p *field.Path) func(i int) string {
+	base := p.String()
+	return func(i int) string { return base + "[" + strconv.Itoa(i) + "]" }
+}
+
 func parseDefaultRoute(p *field.Path, raw json.RawMessage) ([]net.IP, field.ErrorList) {
 	gws, errs := stringList(p, raw)
 	if len(errs) > 0 {
 		return nil, errs
 	}
+	at := indexer(p)
 	for i, s := range gws {
 		if _, err := parseIP(s); err != nil {
-			errs = append(errs, field.Invalid(p.Index(i), s, "a gateway "+err.Error()))
+			errs = append(errs, &field.Error{Type: field.ErrorTypeInvalid, Field: at(i), BadValue: s, Detail: "a gateway " + err.Error()})
 		}
 	}
 	// An empty list still selects the attachment for the default route.
@@ -397,21 +406,30 @@ func canonicalValue(p *field.Path, raw json.RawMessage, parse func(string) (stri
 	return canonical, nil
 }
 
-// stringList reads a JSON list of strings.
+// stringList reads a JSON list of strings, in one decoding when they are
+// all strings.
 func stringList(p *field.Path, raw json.RawMessage) ([]string, field.ErrorList) {
 	if kindOf(raw) != kindList {
 		return nil, field.ErrorList{typeError(p, raw, "a list of strings")}
 	}
-	var elems []json.RawMessage
-	if err := json.Unmarshal(raw, &elems); err != nil {
+	var values []any
+	if err := json.Unmarshal(raw, &values); err != nil {
 		return nil, field.ErrorList{field.Invalid(p, shorten(string(raw)), err.Error())}
 	}
-	list := make([]string, 0, len(elems))
+	list := make([]string, len(values))
+	var elems []json.RawMessage // as written, for the errors of those that are not strings
 	var errs field.ErrorList
-	for i, e := range elems {
-		s, err := stringValue(p.Index(i), e, func(string) field.ErrorList { return nil })
-		errs = append(errs, err...)
-		list = append(list, s)
+	for i, v := range values {
+		if s, ok := v.(string); ok {
+			list[i] = s
+			continue
+		}
+		if elems == nil {
+			if err := json.Unmarshal(raw, &elems); err != nil {
+				return nil, field.ErrorList{field.Invalid(p, shorten(string(raw)), err.Error())}
+			}
+		}
+		errs = append(errs, typeError(p.Index(i), elems[i], kindString))
 	}
 	return list, errs
 }

@@ -194,7 +194,11 @@ func (p *Plugin) unmarkNPWG(uid types.UID, cls []claims.Claim, ci, i int) error 
 // stopped that sandbox), is deleted from it first: the record is the only
 // memory of what ADD made there (an address, libcni's cached result).
 func (p *Plugin) markAdded(ctx context.Context, key claims.Key, i int, pod Pod) (n *claims.Network, fresh bool, _ error) {
-	defer p.opts.Store.Lock(key)()
+	unlock, err := p.opts.Store.LockContext(ctx, key)
+	if err != nil {
+		return nil, false, err
+	}
+	defer unlock()
 	c, ok := p.opts.Store.Get(key)
 	if !ok {
 		return nil, false, errors.New("no longer prepared")
@@ -246,12 +250,15 @@ func (p *Plugin) delNetworks(ctx context.Context, key claims.Key, sandbox string
 // del runs DEL for network i of the claim, up to attempts times, and
 // records it as no longer added when it succeeds.
 func (p *Plugin) del(ctx context.Context, key claims.Key, i, attempts int) error {
-	defer p.opts.Store.Lock(key)()
+	unlock, err := p.opts.Store.LockContext(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	c, ok := p.opts.Store.Get(key)
 	if !ok || !c.Networks[i].Added {
 		return nil
 	}
-	var err error
 	wait := p.opts.DelBackoff
 	for attempt := 1; ; attempt++ {
 		if err = p.opts.CNI.Del(ctx, runtimeConf(c, c.Networks[i])); err == nil || attempt >= attempts {

@@ -21,6 +21,7 @@ import (
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/dataplane/fault"
 	"github.com/fastpath-dra/fastpath/devices"
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 	pnv1 "github.com/fastpath-dra/fastpath/dra/api/podnetwork/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
@@ -174,7 +175,7 @@ func (p *Plugin) resolveNPWG(ctx context.Context, pod Pod) (rec claims.Claim, el
 	if strings.TrimSpace(pod.Networks) != "" {
 		var errs field.ErrorList
 		if atts, errs = npwg.ParseNetworks(pod.Namespace, pod.Networks); len(errs) > 0 {
-			return rec, nil, errNPWG(pod, nil, errs.ToAggregate())
+			return rec, nil, errNPWG(pod, nil, bounds.Aggregate(errs))
 		}
 	}
 	// The PodNetworks the pod names come after, their names given with

@@ -206,7 +206,10 @@ func (p *Plugin) holdIPAMClaim(ctx context.Context, pod Pod, a *npwg.Attachment,
 	}
 
 	key := ipamClaimKey(claim.UID)
-	unlock := p.opts.Store.Lock(key)
+	unlock, err := p.opts.Store.LockContext(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("IPAMClaim %s: %w", name, err)
+	}
 	rec, ok := p.opts.Store.Get(key)
 	if ok && rec.Prepared && rec.Pod.UID != pod.UID {
 		alive, err := p.holderAlive(ctx, rec)

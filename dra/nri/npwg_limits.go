@@ -3,6 +3,7 @@ package nri
 import (
 	"fmt"
 
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 )
 
@@ -18,7 +19,7 @@ func (p *Plugin) checkLimits(pod Pod, selected, podNetworks int) error {
 		}
 	}
 	if errs := p.opts.NPWG.Limits.Check(selected, podNetworks, claimIfaces); len(errs) > 0 {
-		return fmt.Errorf("pod %s: %w", pod, errs.ToAggregate())
+		return fmt.Errorf("pod %s: %w", pod, bounds.Aggregate(errs))
 	}
 	return nil
 }

@@ -50,8 +50,10 @@ func TestNPWGLimits(t *testing.T) {
 		want        []string // the error's parts; none: attached
 		adds        int
 	}{
-		{name: "20000 networks", networks: repeat("a", 20000), want: []string{
-			"pod default/web: metadata.annotations[k8s.v1.cni.cncf.io/networks]: Too many: 20000: the pod selects 20000 networks (20000 with k8s.v1.cni.cncf.io/networks, 0 with network.fastpath.dev/networks), " +
+		{name: "20000 networks: more than the annotation may list", networks: repeat("a", 20000), want: []string{
+			"pod default/web, annotation k8s.v1.cni.cncf.io/networks: metadata.annotations[k8s.v1.cni.cncf.io/networks]: Too many: 20000: must have at most 256 items"}},
+		{name: "200 networks", networks: repeat("a", 200), want: []string{
+			"pod default/web: metadata.annotations[k8s.v1.cni.cncf.io/networks]: Too many: 200: the pod selects 200 networks (200 with k8s.v1.cni.cncf.io/networks, 0 with network.fastpath.dev/networks), " +
 				"more than the 32 a pod may select on this node (fastpathd run --npwg-max-networks)"}},
 		{name: "one network more than the default", networks: repeat("net-a", 33), want: []string{"Too many: 33", "more than the 32", "--npwg-max-networks"}},
 		{name: "the default number of networks", networks: repeat("net-a", 32), adds: 32},

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 	pnv1 "github.com/fastpath-dra/fastpath/dra/api/podnetwork/v1alpha1"
 )
 
@@ -182,7 +183,7 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox) {
 			pod, ok := running[uid]
 			if !ok {
 				if err := p.DetachPod(ctx, Pod{UID: uid}); err != nil {
-					logger.Error(err, "Releasing the devices of a pod that is gone", "podUID", uid)
+					logger.Error(bounds.Err(err), "Releasing the devices of a pod that is gone", "podUID", uid)
 				}
 				return
 			}
@@ -191,7 +192,7 @@ func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox) {
 			// again, which a process killed after attaching them may
 			// never have written.
 			if err := p.AttachPod(ctx, pod); err != nil {
-				logger.Error(err, "Attaching the devices of a running pod")
+				logger.Error(bounds.Err(err), "Attaching the devices of a running pod")
 			}
 		})
 	}
@@ -238,7 +239,7 @@ const syncParallel = 8
 // in place.
 func (h *hooks) CreateContainer(ctx context.Context, pod *api.PodSandbox, _ *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
 	start := time.Now()
-	err := h.p.EnsurePod(ctx, podOf(pod))
+	err := bounds.Err(h.p.EnsurePod(ctx, podOf(pod)))
 	h.observe("create_container", start, err)
 	return nil, nil, err
 }
@@ -246,7 +247,7 @@ func (h *hooks) CreateContainer(ctx context.Context, pod *api.PodSandbox, _ *api
 // RunPodSandbox attaches the pod's devices and networks.
 func (h *hooks) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
 	start := time.Now()
-	err := h.p.AttachPod(ctx, podOf(pod))
+	err := bounds.Err(h.p.AttachPod(ctx, podOf(pod)))
 	h.observe("run_pod_sandbox", start, err)
 	return err
 }
@@ -270,7 +271,7 @@ func (h *hooks) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) error
 
 func (h *hooks) stop(ctx context.Context, pod *api.PodSandbox) error {
 	p := podOf(pod)
-	err := h.p.DetachPod(ctx, p)
+	err := bounds.Err(h.p.DetachPod(ctx, p))
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Returning devices to the host", "pod", p.String())
 	}

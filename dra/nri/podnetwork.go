@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 	pnv1 "github.com/fastpath-dra/fastpath/dra/api/podnetwork/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/attach"
 	"github.com/fastpath-dra/fastpath/dra/claims"
@@ -65,7 +66,7 @@ func (p *Plugin) podNetworkAttachments(ctx context.Context, pod Pod) ([]pnv1.Net
 	}
 	nets, errs := pnv1.PodNetworks(map[string]string{pnv1.AnnotationNetworks: pod.PodNetworks}, false)
 	if len(errs) > 0 {
-		return nil, nil, fmt.Errorf("pod %s: %w", pod, errs.ToAggregate())
+		return nil, nil, fmt.Errorf("pod %s: %w", pod, bounds.Aggregate(errs))
 	}
 	var keep []pnv1.Network
 	var atts []npwg.Attachment

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/dataplane/fault"
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 	"github.com/fastpath-dra/fastpath/dra/attach"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/kubelet"
@@ -162,7 +163,10 @@ func (p *Plugin) WaitReports() { p.reports.Wait() }
 // lockPod serializes the hooks of one pod, in this daemon and with any
 // other of the node.
 func (p *Plugin) lockPod(ctx context.Context, uid types.UID) (unlock func(), _ error) {
-	unlockPod := p.pods.Lock(uid)
+	unlockPod, err := p.pods.LockContext(ctx, uid)
+	if err != nil {
+		return nil, fmt.Errorf("waiting for the pod's hook lock: %w", err)
+	}
 	unlockNode, err := p.opts.HookLock.Lock(ctx)
 	if err != nil {
 		unlockPod()
@@ -230,6 +234,7 @@ func (p *Plugin) AttachPod(ctx context.Context, pod Pod) (err error) {
 	defer unlock()
 	fresh, durable, err := p.admitNPWG(ctx, pod)
 	if err != nil {
+		err = bounds.Err(err)
 		klog.FromContext(ctx).Error(err, "Selected networks")
 		return err
 	}
@@ -276,6 +281,7 @@ func (p *Plugin) AttachPod(ctx context.Context, pod Pod) (err error) {
 	}
 	start := time.Now()
 	if err := p.attachNetdevs(ctx, pod, netdevs); err != nil {
+		err = bounds.Err(err)
 		logger.Error(err, "Attach failed")
 		return err
 	}
@@ -292,7 +298,7 @@ func (p *Plugin) AttachPod(ctx context.Context, pod Pod) (err error) {
 			p.opts.Status.Set(ctx, ref(netdevs[i].claim), status.OfShare(netdevs[i].device(), status.NotReady(claims.DriverFastpath, netdevs[i].device().Pool, netdevs[i].device().Device,
 				status.ReasonNotReady, fmt.Sprintf("undone: %v", err))))
 		}
-		err = errors.Join(append([]error{err}, errs...)...)
+		err = bounds.Err(errors.Join(append([]error{err}, errs...)...))
 		logger.Error(err, "CNI ADD failed")
 		return err
 	}
@@ -305,6 +311,7 @@ func (p *Plugin) AttachPod(ctx context.Context, pod Pod) (err error) {
 		if rErr := p.release(ctx, cls, pod.SandboxID); rErr != nil {
 			err = fmt.Errorf("%w; undoing the pod's networks and devices: %w", err, rErr)
 		}
+		err = bounds.Err(err)
 		logger.Error(err, "Default route failed")
 		return err
 	}
@@ -338,7 +345,7 @@ func (p *Plugin) attachNetdevs(ctx context.Context, pod Pod, netdevs []podNetdev
 				}
 			}
 			at = &claims.Attachment{SandboxID: pod.SandboxID, NetNS: pod.NetNS, HostUp: up}
-			if err := p.record(*n, at); err != nil {
+			if err := p.record(ctx, *n, at); err != nil {
 				return fmt.Errorf("%s: %w", n, err)
 			}
 		}
@@ -357,7 +364,7 @@ func (p *Plugin) attachNetdevs(ctx context.Context, pod Pod, netdevs []podNetdev
 		} else {
 			res, err = p.opts.Attacher.Attach(ctx, pod.NetNS, n.nd)
 			if err == nil && len(res.RDMAFiles) > 0 {
-				err = p.recordRDMAFiles(n, res.RDMAFiles)
+				err = p.recordRDMAFiles(ctx, n, res.RDMAFiles)
 			}
 		}
 		p.opts.Metrics.Attach(err, time.Since(start))
@@ -384,8 +391,12 @@ func (p *Plugin) attachNetdevs(ctx context.Context, pod Pod, netdevs []podNetdev
 // recordRDMAFiles records the character devices of a netdev's RDMA device
 // as they are in the pod, and writes its claim's CDI spec with them, when
 // they changed.
-func (p *Plugin) recordRDMAFiles(n podNetdev, files []dataplane.CharDevice) error {
-	defer p.opts.Store.Lock(n.claim.Key())()
+func (p *Plugin) recordRDMAFiles(ctx context.Context, n podNetdev, files []dataplane.CharDevice) error {
+	unlock, err := p.opts.Store.LockContext(ctx, n.claim.Key())
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	c, ok := p.opts.Store.Get(n.claim.Key())
 	if !ok {
 		return fmt.Errorf("claim %s is no longer prepared", n.claim.String())
@@ -413,8 +424,12 @@ func (p *Plugin) recordRDMAFiles(n podNetdev, files []dataplane.CharDevice) erro
 }
 
 // record sets (nil: clears) the attachment of a netdev in its claim.
-func (p *Plugin) record(n podNetdev, at *claims.Attachment) error {
-	defer p.opts.Store.Lock(n.claim.Key())()
+func (p *Plugin) record(ctx context.Context, n podNetdev, at *claims.Attachment) error {
+	unlock, err := p.opts.Store.LockContext(ctx, n.claim.Key())
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	c, ok := p.opts.Store.Get(n.claim.Key())
 	if !ok {
 		return fmt.Errorf("claim %s is no longer prepared", n.claim.String())
@@ -450,7 +465,9 @@ func (p *Plugin) detach(ctx context.Context, n podNetdev, netns string) error {
 		return err
 	}
 	fault.Point("detach.returned")
-	return p.record(n, nil)
+	// The device is back: its record must say so, whether the caller
+	// still waits or not.
+	return p.record(context.WithoutCancel(ctx), n, nil)
 }
 
 // inPlace says whether everything of the pod's claims is in its sandbox,

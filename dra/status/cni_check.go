@@ -7,6 +7,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 )
 
@@ -35,11 +36,7 @@ func NetworkChecked(n claims.Network, raw json.RawMessage, res *cni100.Result, s
 	case !supported:
 		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, ReasonCheckNotSupported, "cniVersion "+cniVersionOf(n.Conflist)+" has no CHECK"
 	case checkErr != nil:
-		msg := "CNI CHECK: " + checkErr.Error()
-		if len(msg) > maxMessage {
-			msg = msg[:maxMessage]
-		}
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonCheckFailed, msg
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonCheckFailed, bounds.Message("CNI CHECK: "+checkErr.Error())
 	}
 	st.Conditions = append(st.Conditions, c)
 	return st

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 )
@@ -27,19 +28,14 @@ const (
 // device.
 const CNIReadyMessage = "CNI-DRA-Driver has configured the device."
 
-// maxMessage bounds a condition's message (the API allows 32 KiB).
-const maxMessage = 32 * 1024
-
-// Condition is the Ready condition.
+// Condition is the Ready condition; its message is cut to
+// bounds.MessageBytes (the API allows no more).
 func Condition(ready bool, reason, msg string) metav1.Condition {
 	status := metav1.ConditionFalse
 	if ready {
 		status = metav1.ConditionTrue
 	}
-	if len(msg) > maxMessage {
-		msg = msg[:maxMessage]
-	}
-	return metav1.Condition{Type: ConditionReady, Status: status, Reason: reason, Message: msg, LastTransitionTime: metav1.Now()}
+	return metav1.Condition{Type: ConditionReady, Status: status, Reason: reason, Message: bounds.Message(msg), LastTransitionTime: metav1.Now()}
 }
 
 // Interface is a kernel interface as it ended up in a pod.

@@ -8,9 +8,13 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
+	"github.com/fastpath-dra/fastpath/dra/api/bounds/boundstest"
 	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
+	"github.com/fastpath-dra/fastpath/dra/dratest"
 	"github.com/fastpath-dra/fastpath/dra/npwg"
 )
 
@@ -44,8 +48,9 @@ func seedManifests(f *testing.F) (docs, files []string) {
 	return docs, files
 }
 
-// FuzzSplitManifests: any input splits into documents without panicking;
-// every document and every error names the file and a line of the input.
+// FuzzSplitManifests: any input splits into documents without panicking,
+// within boundstest.Budget; every document and every error names the file
+// and a line of the input.
 // The seeds are single documents: the engine traces every comparison of
 // the YAML parser, and a mutation of a small input runs in a fraction of
 // the time of a large one.
@@ -63,7 +68,12 @@ func FuzzSplitManifests(f *testing.F) {
 			return
 		}
 		lines := strings.Count(input, "\n") + 1
-		docs, err := SplitManifests("in.yaml", []byte(input))
+		var docs []*Manifest
+		var err error
+		boundstest.Check(t, func() string {
+			docs, err = SplitManifests("in.yaml", []byte(input))
+			return ""
+		})
 		for _, d := range docs {
 			if d.file != "in.yaml" || d.line < 1 || d.line > lines+1 || !json.Valid(d.js) {
 				t.Errorf("document %s: %q", d.Where(), d.js)
@@ -84,7 +94,8 @@ func FuzzSplitManifests(f *testing.F) {
 }
 
 // FuzzValidateManifests: any set of objects is checked without panicking,
-// and every problem names its file, line and object. An input is one JSON
+// within boundstest.Budget, their problems joined saying at most
+// bounds.MessageBytes, and every problem names its file, line and object. An input is one JSON
 // document, an object or a List of them (so that claims meet their classes,
 // approved configurations and pods); the seeds are the test and example
 // manifests, by document and by file. Splitting YAML is FuzzSplitManifests'.
@@ -115,6 +126,17 @@ func FuzzValidateManifests(f *testing.F) {
 		}
 	}
 	f.Add(`{"apiVersion": "v1", "kind": "List", "items": [{"kind": "Pod"}, 3]}`)
+	// Claims with configs at and over their bounds.
+	claim := func(driver, params string) string {
+		return `{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "c", "namespace": "default"}, "spec": {"devices": {` +
+			`"requests": [{"name": "r", "exactly": {"deviceClassName": "netdev.fastpath.dev"}}], "config": [{"opaque": {"driver": "` + driver + `", "parameters": ` + params + `}}]}}}`
+	}
+	for _, seed := range dratest.ConfigSeeds() {
+		f.Add(claim("fastpath.dev", seed))
+	}
+	for _, seed := range dratest.CNISeeds() {
+		f.Add(claim("cni.dra.networking.x-k8s.io", seed))
+	}
 	check := Check{Policy: cnipolicy.Options{Plugins: cnipolicy.DefaultPlugins}}
 	rules := npwg.ConfigRules{Plugins: cnipolicy.DefaultPlugins}
 	f.Fuzz(func(t *testing.T, input string) {
@@ -125,7 +147,16 @@ func FuzzValidateManifests(f *testing.F) {
 		if err != nil && !strings.HasPrefix(err.Error(), "in.yaml:1: ") {
 			t.Errorf("error without its place: %v", err)
 		}
-		problems, _ := CheckManifests(docs, check, rules)
+		var problems []Finding
+		boundstest.Check(t, func() string {
+			problems, _ = CheckManifests(docs, check, rules)
+			// What the webhook says of one object: its problems joined.
+			var errs field.ErrorList
+			for _, p := range problems {
+				errs = append(errs, p.Err)
+			}
+			return bounds.Join(errs)
+		})
 		for _, p := range problems {
 			s := p.String()
 			if !strings.HasPrefix(s, "in.yaml:1: ") || p.Doc.line != 1 || p.Err == nil {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 )
 
@@ -76,11 +77,11 @@ func TestCNIConfigCRD(t *testing.T) {
 		t.Errorf("cniVersion enum %q, want libcni's %q", got, v1alpha1.SupportedCNIVersions())
 	}
 	plugins := schemaAt(t, spec, "plugins")
-	if plugins["maxItems"] != float64(v1alpha1.MaxCNIPlugins) {
-		t.Errorf("plugins maxItems %v, want %d", plugins["maxItems"], v1alpha1.MaxCNIPlugins)
+	if plugins["maxItems"] != float64(bounds.Plugins) {
+		t.Errorf("plugins maxItems %v, want %d", plugins["maxItems"], bounds.Plugins)
 	}
-	if args := schemaAt(t, spec, "plugins", "[]", "arguments"); args["maxItems"] != float64(v1alpha1.MaxCNIArguments) {
-		t.Errorf("arguments maxItems %v, want %d", args["maxItems"], v1alpha1.MaxCNIArguments)
+	if args := schemaAt(t, spec, "plugins", "[]", "arguments"); args["maxItems"] != float64(bounds.Arguments) {
+		t.Errorf("arguments maxItems %v, want %d", args["maxItems"], bounds.Arguments)
 	}
 	typ := schemaAt(t, spec, "plugins", "[]", "type")
 	for _, p := range []string{"macvlan", "host-local", "a.b_c-1"} {

@@ -28,10 +28,12 @@ const (
 	Addresses = 32
 	// Routes bounds interface.routes.
 	Routes = 128
-	// Plugins bounds the plugins of one CNI configuration.
+	// Plugins bounds the plugins of one CNI configuration: the CNIConfig
+	// CRD's maxItems.
 	Plugins = 16
-	// Arguments bounds the arguments of one CNI plugin.
-	Arguments = 64
+	// Arguments bounds the arguments of one CNI plugin: the CNIConfig
+	// CRD's maxItems.
+	Arguments = 32
 )
 
 // How much fastpath says about an input: the problems reported about one

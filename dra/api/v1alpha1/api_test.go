@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 )
 
 func TestMarshalSetsTypeMeta(t *testing.T) {
@@ -221,7 +223,7 @@ func TestValidateCNIConfig(t *testing.T) {
 		"no key":            {cm(CNIConfigMapKeyRef{Name: "m"}), "configMapKeyRef.key"},
 		"no ConfigMap name": {cm(CNIConfigMapKeyRef{Key: "k"}), "configMapKeyRef.name: Required"},
 		"bad ConfigMap key": {cm(CNIConfigMapKeyRef{Name: "m", Key: "a/b"}), "configMapKeyRef.key: Invalid value"},
-		"too many plugins":  {CNIConfig{IfName: "net1", Plugins: make([]CNIPlugin, MaxCNIPlugins+1)}, "plugins: Too many"},
+		"too many plugins":  {CNIConfig{IfName: "net1", Plugins: make([]CNIPlugin, bounds.Plugins+1)}, "plugins: Too many"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if errs := tc.c.Validate(); len(errs) == 0 || !strings.Contains(errs.ToAggregate().Error(), tc.want) {

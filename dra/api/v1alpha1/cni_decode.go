@@ -8,16 +8,22 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	sigsjson "sigs.k8s.io/json"
+
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 )
 
 // DecodeCNIConfig decodes the parameters of a CNI request, as Decode does,
 // but apiVersion and kind may be left out (the design's configName
 // example has neither). A field the CNI DRA driver design spells
 // differently in its Go sketch (name, config, Args, field, attribute) is
-// refused with the spelling to use.
+// refused with the spelling to use. It holds the parameters to the bounds
+// of a claim's config, upstream form included: bounds.ConfigBytes,
+// bounds.Depth and bounds.Items checked before they are decoded, then
+// bounds.Plugins and bounds.Arguments. Over one, the one error says which,
+// and nothing else of them is judged.
 func DecodeCNIConfig(data []byte, path *field.Path) (CNIConfig, field.ErrorList) {
 	var cfg CNIConfig
-	js, errs := toJSON(data, path)
+	js, errs, _ := boundedJSON(data, path, bounds.ConfigBytes, "a config")
 	if len(errs) > 0 {
 		return cfg, errs
 	}
@@ -35,7 +41,25 @@ func DecodeCNIConfig(data []byte, path *field.Path) (CNIConfig, field.ErrorList)
 		return cfg, field.ErrorList{field.Invalid(path.Child("apiVersion"), meta.APIVersion+"/"+meta.Kind,
 			fmt.Sprintf("want apiVersion %s or %s, kind %s, or neither", CNIGroupVersion, CNIDRAGroupVersion, KindCNI))}
 	}
-	return cfg, cniHints(decodeStrict(js, &cfg, path), path)
+	errs = decodeStrict(js, &cfg, path)
+	if err := cfg.overBounds(path); err != nil {
+		return cfg, field.ErrorList{err}
+	}
+	return cfg, cniHints(errs, path)
+}
+
+// overBounds is the error of the plugins, or of a plugin's arguments,
+// more than their bound; nil when they are within.
+func (c *CNIConfig) overBounds(path *field.Path) *field.Error {
+	if err := bounds.TooMany(child(path, "plugins"), len(c.Plugins), bounds.Plugins); err != nil {
+		return err
+	}
+	for i, p := range c.Plugins {
+		if err := bounds.TooMany(child(path, "plugins").Index(i).Child("arguments"), len(p.Arguments), bounds.Arguments); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // decodeUpstreamCNI reads the upstream CNI DRA driver's form: ifName and
@@ -87,6 +111,9 @@ func decodeUpstreamCNI(js []byte, path *field.Path) (CNIConfig, field.ErrorList)
 				errs = append(errs, field.Invalid(at.Child(k), "", "must be a list of plugin configurations"))
 				continue
 			}
+			if err := bounds.TooMany(at.Child(k), len(ps), bounds.Plugins); err != nil {
+				return cfg, field.ErrorList{err}
+			}
 			plugins = ps
 		default:
 			errs = append(errs, field.Forbidden(at.Child(k), "not taken by this driver (it runs cniVersion, name and plugins)"))
@@ -107,11 +134,32 @@ func decodeUpstreamCNI(js []byte, path *field.Path) (CNIConfig, field.ErrorList)
 }
 
 // DecodeCNIConfigObject decodes a CNIConfig object (an approved config),
-// JSON or YAML, strictly.
+// JSON or YAML, strictly. Its spec is held to the bounds of a CNI
+// configuration that is not a claim's: bounds.NetworkConfigBytes,
+// bounds.Depth and bounds.Items checked before it is decoded, then
+// bounds.Plugins and bounds.Arguments; its metadata and status are the API
+// server's to bound. Over one, the one error says which.
 func DecodeCNIConfigObject(data []byte, path *field.Path) (CNIConfigObject, field.ErrorList) {
 	var o CNIConfigObject
-	errs := Decode(data, &o, path, CNIGroupVersion, KindCNIConfig)
-	return o, cniHints(errs, path.Child("spec"))
+	js, errs := toJSON(data, path)
+	if len(errs) > 0 {
+		return o, errs
+	}
+	var top struct {
+		Spec json.RawMessage `json:"spec"`
+	}
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(js, &top); err != nil {
+		return o, field.ErrorList{invalid(path, fmt.Sprintf("not a JSON object: %v", err))}
+	}
+	spec := child(path, "spec")
+	if err := bounds.CheckJSON(top.Spec, spec, bounds.NetworkConfigBytes, "an approved config's spec"); err != nil {
+		return o, field.ErrorList{err}
+	}
+	errs = decodeKind(js, &o, path, CNIGroupVersion, KindCNIConfig)
+	if err := o.Spec.overBounds(spec); err != nil {
+		return o, field.ErrorList{err}
+	}
+	return o, cniHints(errs, spec)
 }
 
 // cniHints adds to unknown-field errors below root the spelling the API

@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 )
 
 // SupportedCNIVersions are the cniVersions a config may name: those the
@@ -20,13 +22,9 @@ func SupportedCNIVersions() []string { return version.All.SupportedVersions() }
 
 var pluginType = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
-// Bounds of a CNI config, so that one claim cannot make fastpathd (or the
-// API server's CEL rules) do unbounded work.
-const (
-	MaxCNIPlugins   = 16
-	MaxCNIArguments = 32
-	maxFieldPath    = 256
-)
+// maxFieldPath bounds an argument's fieldPath. The plugins and arguments
+// of a config are bounded by bounds.Plugins and bounds.Arguments.
+const maxFieldPath = 256
 
 // ValidCNIPluginType says why t cannot be a plugin type (an executable's
 // name in the plugin directories), or nil.
@@ -116,8 +114,8 @@ func (c *CNIConfig) validateChain(path *field.Path) field.ErrorList {
 	if c.CNIVersion != "" && !slices.Contains(SupportedCNIVersions(), c.CNIVersion) {
 		errs = append(errs, field.NotSupported(child(path, "cniVersion"), c.CNIVersion, SupportedCNIVersions()))
 	}
-	if len(c.Plugins) > MaxCNIPlugins {
-		errs = append(errs, field.TooMany(child(path, "plugins"), len(c.Plugins), MaxCNIPlugins))
+	if err := bounds.TooMany(child(path, "plugins"), len(c.Plugins), bounds.Plugins); err != nil {
+		errs = append(errs, err)
 	}
 	for i, p := range c.Plugins {
 		pp := child(path, "plugins").Index(i)
@@ -130,8 +128,8 @@ func (c *CNIConfig) validateChain(path *field.Path) field.ErrorList {
 				errs = append(errs, field.Forbidden(pp.Child("config", k), "the plugin's type is plugins[].type"))
 			}
 		}
-		if len(p.Arguments) > MaxCNIArguments {
-			errs = append(errs, field.TooMany(pp.Child("arguments"), len(p.Arguments), MaxCNIArguments))
+		if err := bounds.TooMany(pp.Child("arguments"), len(p.Arguments), bounds.Arguments); err != nil {
+			errs = append(errs, err)
 		}
 		for j, a := range p.Arguments {
 			errs = append(errs, a.validate(pp.Child("arguments").Index(j))...)

@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
+
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 )
 
 // Decode decodes one document, JSON or YAML, of apiVersion and kind into v,
@@ -20,6 +22,11 @@ func Decode(data []byte, v any, path *field.Path, apiVersion, kind string) field
 	if len(errs) > 0 {
 		return errs
 	}
+	return decodeKind(js, v, path, apiVersion, kind)
+}
+
+// decodeKind is Decode of a document as JSON.
+func decodeKind(js []byte, v any, path *field.Path, apiVersion, kind string) field.ErrorList {
 	var meta struct {
 		APIVersion string `json:"apiVersion"`
 		Kind       string `json:"kind"`
@@ -42,6 +49,26 @@ func DecodeStrict(data []byte, v any, path *field.Path) field.ErrorList {
 		return errs
 	}
 	return decodeStrict(js, v, path)
+}
+
+// boundedJSON is toJSON of a tenant's document, within the bounds: at
+// most most bytes (what names the document in the error), a YAML
+// document's before it is converted and the JSON it converts to (the form
+// the API server holds to the same bound), and within bounds.Depth and
+// bounds.Items (bounds.CheckJSON). Over one (over), the one error says
+// which, and nothing is decoded.
+func boundedJSON(data []byte, path *field.Path, most int, what string) (_ []byte, _ field.ErrorList, over bool) {
+	if len(data) > most {
+		return nil, field.ErrorList{bounds.TooLong(path, len(data), most, what)}, true
+	}
+	js, errs := toJSON(data, path)
+	if len(errs) > 0 {
+		return nil, errs, false
+	}
+	if err := bounds.CheckJSON(js, path, most, what); err != nil {
+		return nil, field.ErrorList{err}, true
+	}
+	return js, nil, false
 }
 
 // toJSON is a JSON document as it is, or a YAML document as JSON; YAML's
@@ -77,9 +104,41 @@ func decodeStrict(js []byte, v any, path *field.Path) field.ErrorList {
 	return errs
 }
 
-// DecodeInterfaceConfig decodes an InterfaceConfig over cfg.
+// DecodeInterfaceConfig decodes an InterfaceConfig over cfg, as Decode
+// does, within the bounds of a claim's config: bounds.ConfigBytes,
+// bounds.Depth and bounds.Items checked before it is decoded, then
+// bounds.Addresses and bounds.Routes. Over one, the one error says which,
+// and nothing else of the document is judged; what it had decoded into
+// cfg is then left there.
 func DecodeInterfaceConfig(data []byte, cfg *InterfaceConfig, path *field.Path) field.ErrorList {
-	return Decode(data, cfg, path, GroupVersion, KindInterfaceConfig)
+	errs, _ := decodeInterfaceConfig(data, cfg, path)
+	return errs
+}
+
+// decodeInterfaceConfig is DecodeInterfaceConfig; over says the config
+// broke a bound.
+func decodeInterfaceConfig(data []byte, cfg *InterfaceConfig, path *field.Path) (_ field.ErrorList, over bool) {
+	js, errs, over := boundedJSON(data, path, bounds.ConfigBytes, "a config")
+	if len(errs) > 0 {
+		return errs, over
+	}
+	errs = decodeKind(js, cfg, path, GroupVersion, KindInterfaceConfig)
+	if err := cfg.overBounds(path); err != nil {
+		return field.ErrorList{err}, true
+	}
+	return errs, false
+}
+
+// overBounds is the error of a list of the config longer than its bound,
+// nil when none is.
+func (c *InterfaceConfig) overBounds(path *field.Path) *field.Error {
+	if s := c.Interface; s != nil {
+		if err := bounds.TooMany(child(path, "interface", "addresses"), len(s.Addresses), bounds.Addresses); err != nil {
+			return err
+		}
+		return bounds.TooMany(child(path, "interface", "routes"), len(s.Routes), bounds.Routes)
+	}
+	return nil
 }
 
 // DecodeMemifConfig decodes a memif endpoints file.

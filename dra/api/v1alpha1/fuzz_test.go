@@ -8,12 +8,19 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
+	"github.com/fastpath-dra/fastpath/dra/api/bounds/boundstest"
 )
 
-// FuzzDecode: any document decodes without panicking, and a config that
+// FuzzDecode: any document decodes without panicking, within
+// boundstest.Budget and saying at most bounds.MessageBytes; a config that
 // decodes and validates has the shape the daemon relies on and survives a
 // round trip through JSON.
 func FuzzDecode(f *testing.F) {
+	for _, seed := range boundSeeds() {
+		f.Add(seed)
+	}
 	f.Add(`{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig", "mode": "netdev", "interface": {"name": "net1", "mtu": 9000, "addresses": ["10.0.0.2/24"]}}`)
 	f.Add(`{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig", "mode": "afxdp", "xdp": {"program": "xsk-redirect", "queues": 2}}`)
 	f.Add("apiVersion: fastpath.dev/v1alpha1\nkind: InterfaceConfig\nvf: {vlan: 100, qos: 3, vlanProto: 802.1ad, minTxRateMbps: 10, maxTxRateMbps: 5}\n")
@@ -23,11 +30,15 @@ func FuzzDecode(f *testing.F) {
 	f.Add(`[1, 2]`)
 	f.Fuzz(func(t *testing.T, doc string) {
 		var cfg InterfaceConfig
-		if errs := DecodeInterfaceConfig([]byte(doc), &cfg, field.NewPath("p")); len(errs) > 0 {
-			return
-		}
-		cfg.Default("nic")
-		if errs := cfg.Validate(); len(errs) > 0 {
+		var errs field.ErrorList
+		boundstest.Check(t, func() string {
+			if errs = DecodeInterfaceConfig([]byte(doc), &cfg, field.NewPath("p")); len(errs) == 0 {
+				cfg.Default("nic")
+				errs = cfg.Validate()
+			}
+			return bounds.Join(errs)
+		})
+		if len(errs) > 0 {
 			return
 		}
 		switch cfg.Mode {

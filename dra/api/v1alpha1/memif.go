@@ -5,6 +5,8 @@ import (
 	"os"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 )
 
 // LoadMemifConfig reads, decodes (strictly: unknown, misspelt and duplicate
@@ -26,7 +28,7 @@ func parseMemifConfig(path string, data []byte) (*MemifConfig, error) {
 		errs = c.Validate(field.NewPath("memifConfig"))
 	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("memif config %s: %w", path, errs.ToAggregate())
+		return nil, fmt.Errorf("memif config %s: %w", path, bounds.Aggregate(errs))
 	}
 	return &c, nil
 }

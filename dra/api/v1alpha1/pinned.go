@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -9,6 +10,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	sigsjson "sigs.k8s.io/json"
+
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 )
 
 // PinnableFields are the fields a DeviceClass's config may pin (its
@@ -91,6 +94,9 @@ type Merge struct {
 	// setBy is the config that last changed each field a sharedParent
 	// judges.
 	setBy map[string]*field.Path
+	// over: a config broke a bound, and nothing else of the device's
+	// configs is judged.
+	over bool
 }
 
 // AddClass lays a DeviceClass's config, decoded strictly at path, over
@@ -100,7 +106,8 @@ type Merge struct {
 func (m *Merge) AddClass(data []byte, path *field.Path) field.ErrorList {
 	before := fieldValues(&m.cfg, sharedParentFields)
 	m.cfg.Pinned = nil
-	errs := DecodeInterfaceConfig(data, &m.cfg, path)
+	errs, over := decodeInterfaceConfig(data, &m.cfg, path)
+	m.over = m.over || over
 	if len(errs) == 0 {
 		errs = validatePinned(path.Child("pinned"), m.cfg.Pinned)
 	}
@@ -125,8 +132,12 @@ func (m *Merge) AddClaim(data []byte, path *field.Path) field.ErrorList {
 	// (the decoder would reuse the class's), then dropped.
 	shared := m.cfg.SharedParent
 	m.cfg.Pinned, m.cfg.SharedParent = nil, nil
-	errs := DecodeInterfaceConfig(data, &m.cfg, path)
+	errs, over := decodeInterfaceConfig(data, &m.cfg, path)
 	m.cfg.Pinned, m.cfg.SharedParent = m.pinned, shared
+	if over {
+		m.over = true
+		return errs
+	}
 	for _, f := range classOnlyFields {
 		if setsKey(data, f) {
 			errs = append(errs, field.Forbidden(path.Child(f), classOnly[f]))
@@ -162,8 +173,12 @@ func (m *Merge) track(before map[string]string, path *field.Path) {
 
 // Config is the merged config, or the errors of the pinned fields the
 // claim's configs changed and of what the config asks of a shared device
-// that the class's sharedParent does not allow.
+// that the class's sharedParent does not allow; none when a config broke
+// a bound (its error is the one said).
 func (m *Merge) Config() (InterfaceConfig, field.ErrorList) {
+	if m.over {
+		return m.cfg, nil
+	}
 	var errs field.ErrorList
 	if m.class != nil {
 		got := fieldValues(&m.cfg, m.pinned)
@@ -228,8 +243,13 @@ func jsonAt(data []byte, path []string) string {
 
 // setsKey says whether a config document has the key (null included).
 func setsKey(data []byte, key string) bool {
-	js, errs := toJSON(data, nil)
+	js, errs, _ := boundedJSON(data, nil, bounds.ConfigBytes, "a config")
 	if len(errs) > 0 {
+		return false
+	}
+	// A key is the word as written, or with escapes (\u0070inned):
+	// without either, there is none to decode.
+	if !bytes.Contains(js, []byte(key)) && !bytes.Contains(js, []byte(`\u`)) {
 		return false
 	}
 	var doc map[string]json.RawMessage

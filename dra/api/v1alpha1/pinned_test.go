@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
+	"github.com/fastpath-dra/fastpath/dra/api/bounds/boundstest"
 )
 
 func TestPinnableFields(t *testing.T) {
@@ -108,10 +111,10 @@ func TestMergePinnedClasses(t *testing.T) {
 }
 
 // FuzzMergePinned: Merge lays configs over each other as decoding them in
-// turn does, the fields of the class's alone (pinned, sharedParent) aside;
-// a claim it accepts leaves every pinned field as the class has it, and
-// one that changes a pinned field, or sets a field of the class's alone,
-// is refused.
+// turn does, the fields of the class's alone (pinned, sharedParent) aside,
+// within boundstest.Budget and saying at most bounds.MessageBytes; a claim
+// it accepts leaves every pinned field as the class has it, and one that
+// changes a pinned field, or sets a field of the class's alone, is refused.
 func FuzzMergePinned(f *testing.F) {
 	head := `"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig"`
 	f.Add(`{`+head+`, "vf": {"vlan": 100}, "pinned": ["vf.vlan", "mode"]}`, `{`+head+`, "vf": {"vlan": 200}}`)
@@ -119,13 +122,21 @@ func FuzzMergePinned(f *testing.F) {
 	f.Add(`{`+head+`, "ipam": {"pool": "fast"}, "pinned": ["ipam"]}`, `{`+head+`, "ipam": null}`)
 	f.Add(`{`+head+`, "pinned": ["vf"]}`, "apiVersion: fastpath.dev/v1alpha1\nkind: InterfaceConfig\npinned: null\n")
 	f.Add(`{`+head+`, "mode": "macvlan", "sharedParent": {"vlanIDs": ["5"]}, "pinned": ["mode"]}`, `{`+head+`, "sharedParent": {"macvlanModes": ["passthru"]}, "macvlan": {"mode": "passthru"}}`)
+	for _, seed := range boundSeeds() {
+		f.Add(`{`+head+`, "interface": {"name": "net1"}, "pinned": ["interface"]}`, seed)
+	}
 	f.Fuzz(func(t *testing.T, class, claim string) {
 		m := Merge{ClassName: "c"}
 		if errs := m.AddClass([]byte(class), field.NewPath("class")); len(errs) > 0 {
 			return
 		}
-		claimErrs := m.AddClaim([]byte(claim), field.NewPath("claim"))
-		got, pinErrs := m.Config()
+		var claimErrs, pinErrs field.ErrorList
+		var got InterfaceConfig
+		boundstest.Check(t, func() string {
+			claimErrs = m.AddClaim([]byte(claim), field.NewPath("claim"))
+			got, pinErrs = m.Config()
+			return bounds.Join(append(slices.Clone(claimErrs), pinErrs...))
+		})
 		var want InterfaceConfig
 		if errs := DecodeInterfaceConfig([]byte(class), &want, field.NewPath("class")); len(errs) > 0 {
 			t.Fatalf("the class decodes in Merge, not alone: %v", errs)

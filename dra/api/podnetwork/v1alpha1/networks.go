@@ -8,6 +8,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 )
 
 // AnnotationNetworks is the pod annotation that lists the networks a pod
@@ -15,13 +17,12 @@ import (
 // Pod has that field.
 const AnnotationNetworks = Group + "/networks"
 
-// MaxAnnotationBytes bounds the AnnotationNetworks value ParseNetworks and
-// PodNetworks read: a longer one is refused unread.
-const MaxAnnotationBytes = 64 << 10
+// quoted bounds the part of an annotation quoted in an error.
+const quoted = 128
 
-// errTooLong is the error of an AnnotationNetworks value of n bytes.
-func errTooLong(n int) error {
-	return fmt.Errorf("is %d bytes, more than the %d a pod's network list may have: list fewer networks", n, MaxAnnotationBytes)
+// annotationPath is the field path of AnnotationNetworks.
+func annotationPath() *field.Path {
+	return field.NewPath("metadata", "annotations").Key(AnnotationNetworks)
 }
 
 // Network defines what PodNetwork to attach to the Pod: one element of
@@ -76,18 +77,27 @@ func DefaultNetworks() []Network {
 
 // ParseNetworks decodes the value of AnnotationNetworks, strictly: a field
 // the KEP does not have is an error, not ignored. A value of more than
-// MaxAnnotationBytes is refused unread.
+// bounds.AnnotationBytes is refused unread, one beyond bounds.Depth or
+// bounds.Items before it is decoded, with a *field.Error naming the
+// annotation (and the list or object over its bound).
 func ParseNetworks(value string) ([]Network, error) {
 	nets, err := parseNetworks(value)
+	if fe, ok := errors.AsType[*field.Error](err); ok {
+		return nil, fe
+	}
 	if err != nil {
 		return nil, fmt.Errorf("annotation %s: %w", AnnotationNetworks, err)
 	}
 	return nets, nil
 }
 
+// parseNetworks is ParseNetworks; a bound broken is a *field.Error.
 func parseNetworks(value string) ([]Network, error) {
-	if len(value) > MaxAnnotationBytes {
-		return nil, errTooLong(len(value))
+	if err := bounds.CheckJSON([]byte(value), annotationPath(), bounds.AnnotationBytes, "a pod's network list"); err != nil {
+		if err.Type == field.ErrorTypeTooLong {
+			err.Detail += ": list fewer networks"
+		}
+		return nil, err
 	}
 	dec := json.NewDecoder(bytes.NewReader([]byte(value)))
 	dec.DisallowUnknownFields()
@@ -135,7 +145,7 @@ func (n *Network) unalias() error {
 // pod has none, DefaultNetworks (nil with host network). Errors are
 // field.ErrorList under metadata.annotations[network.fastpath.dev/networks].
 func PodNetworks(annotations map[string]string, hostNetwork bool) ([]Network, field.ErrorList) {
-	path := field.NewPath("metadata", "annotations").Key(AnnotationNetworks)
+	path := annotationPath()
 	value, ok := annotations[AnnotationNetworks]
 	if !ok {
 		if hostNetwork {
@@ -143,12 +153,12 @@ func PodNetworks(annotations map[string]string, hostNetwork bool) ([]Network, fi
 		}
 		return DefaultNetworks(), nil
 	}
-	if len(value) > MaxAnnotationBytes {
-		return nil, field.ErrorList{&field.Error{Type: field.ErrorTypeTooLong, Field: path.String(), BadValue: field.OmitValueType{}, Detail: errTooLong(len(value)).Error()}}
-	}
 	nets, err := parseNetworks(value)
+	if fe, ok := errors.AsType[*field.Error](err); ok {
+		return nil, field.ErrorList{fe}
+	}
 	if err != nil {
-		return nil, field.ErrorList{field.Invalid(path, value, err.Error())}
+		return nil, field.ErrorList{field.Invalid(path, bounds.Cut(value, quoted), err.Error())}
 	}
 	if errs := ValidateNetworks(path, nets, hostNetwork); len(errs) > 0 {
 		return nil, errs

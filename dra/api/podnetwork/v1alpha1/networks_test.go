@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 )
 
 func TestValidateNetworks(t *testing.T) {
@@ -269,11 +271,11 @@ func TestDeepCopy(t *testing.T) {
 	}
 }
 
-// A network list longer than MaxAnnotationBytes is refused unread, and
+// A network list longer than bounds.AnnotationBytes is refused unread, and
 // its error does not repeat it; one of that length is read.
 func TestNetworksTooLong(t *testing.T) {
 	elem := `{"podNetworkName": "default"},`
-	long := "[" + strings.Repeat(elem, MaxAnnotationBytes/len(elem)) + `{"podNetworkName": "x"}]`
+	long := "[" + strings.Repeat(elem, bounds.AnnotationBytes/len(elem)) + `{"podNetworkName": "x"}]`
 	if _, err := ParseNetworks(long); err == nil || !strings.Contains(err.Error(), "more than the 65536 a pod's network list may have") {
 		t.Errorf("ParseNetworks: %v", err)
 	}
@@ -281,7 +283,7 @@ func TestNetworksTooLong(t *testing.T) {
 	if len(errs) != 1 || len(errs[0].Error()) > 300 || !strings.HasPrefix(errs[0].Error(), "metadata.annotations[network.fastpath.dev/networks]: Too long: is ") {
 		t.Errorf("PodNetworks: %.400v", errs)
 	}
-	pad := MaxAnnotationBytes - len(`[{"podNetworkName": "x"}]`)
+	pad := bounds.AnnotationBytes - len(`[{"podNetworkName": "x"}]`)
 	atLimit := `[{"podNetworkName": "x"}]` + strings.Repeat(" ", pad)
 	if nets, err := ParseNetworks(atLimit); err != nil || len(nets) != 1 {
 		t.Errorf("a list of %d bytes: %v, %v", len(atLimit), nets, err)
@@ -339,5 +341,29 @@ func TestNodeLabel(t *testing.T) {
 		if !IsNodeLabel(key) {
 			t.Errorf("IsNodeLabel(%q) = false", key)
 		}
+	}
+}
+
+// A network list beyond bounds.Items or bounds.Depth is refused before it
+// is decoded, with one error naming the list and its size; the list is
+// never quoted whole.
+func TestNetworksBounds(t *testing.T) {
+	many := "[" + strings.Repeat(`{"podNetworkName": "a"},`, 300) + `{"podNetworkName": "b"}]`
+	deep := `[{"podNetworkName": ` + strings.Repeat("[", 40) + strings.Repeat("]", 40) + `}]`
+	for _, tc := range []struct{ value, want string }{
+		{many, "metadata.annotations[network.fastpath.dev/networks]: Too many: 301: must have at most 256 items"},
+		{deep, "metadata.annotations[network.fastpath.dev/networks][0].podNetworkName" + strings.Repeat("[0]", bounds.Depth-2) +
+			": Too many: 42: must have at most 32 levels of nested objects and lists"},
+	} {
+		if _, err := ParseNetworks(tc.value); err == nil || err.Error() != tc.want {
+			t.Errorf("ParseNetworks: %v\nwant %s", err, tc.want)
+		}
+		if _, errs := PodNetworks(map[string]string{AnnotationNetworks: tc.value}, false); len(errs) != 1 || errs[0].Error() != tc.want {
+			t.Errorf("PodNetworks: %v\nwant %s", errs, tc.want)
+		}
+	}
+	bad := `[{"podNetworkName": "` + strings.Repeat("x", 60000) + `"`
+	if _, errs := PodNetworks(map[string]string{AnnotationNetworks: bad}, false); len(errs) != 1 || len(errs[0].Error()) > 1024 {
+		t.Errorf("PodNetworks of a list that does not decode: %d errors, the first of %d bytes", len(errs), len(errs[0].Error()))
 	}
 }
