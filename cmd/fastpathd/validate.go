@@ -85,15 +85,17 @@ Exit codes: 0 no problem, 1 problems found, 2 unreadable input or bad flags.
 		fmt.Fprintln(stderr, s)
 	}
 	objects := map[string]bool{}
+	count := 0
 	for _, p := range problems {
 		fmt.Fprintln(stdout, p)
 		objects[p.Doc.Where()+" "+p.Doc.Object()] = true
+		count += p.Count()
 	}
 	switch {
 	case len(unreadable) > 0:
 		return usagef("validate: %d inputs could not be read", len(unreadable))
 	case len(problems) > 0:
-		return errProblems{len(problems), len(objects)}
+		return errProblems{count, len(objects)}
 	}
 	return nil
 }

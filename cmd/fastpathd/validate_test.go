@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -162,6 +163,27 @@ func TestValidateBad(t *testing.T) {
 	}
 }
 
+// hostPathsClaim is a CNI claim whose plugin's config holds n host paths:
+// n problems.
+func hostPathsClaim(n int) string {
+	paths := make([]string, n)
+	for i := range paths {
+		paths[i] = fmt.Sprintf(`"/a%d"`, i)
+	}
+	return `apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: paths, namespace: default}
+spec:
+  devices:
+    requests: [{name: net, exactly: {deviceClassName: cni.networking.x-k8s.io}}]
+    config:
+    - opaque:
+        driver: cni.dra.networking.x-k8s.io
+        parameters: {apiVersion: cni.networking.x-k8s.io/v1alpha1, kind: CNI, ifName: net1,
+          plugins: [{type: macvlan, config: {l: [` + strings.Join(paths, ", ") + `]}, arguments: [{fieldPath: master, valueFrom: {attributeRef: name}}]}]}
+`
+}
+
 // uplinkNAD is a NetworkAttachmentDefinition naming the host's eth0.
 const uplinkNAD = `apiVersion: k8s.cni.cncf.io/v1
 kind: NetworkAttachmentDefinition
@@ -198,6 +220,8 @@ func TestValidateInputs(t *testing.T) {
 		"an empty allowlist":         {args: []string{"-f", "-", "--cni-plugins", ","}, code: 2, errOut: "--cni-plugins must name at least one plugin type"},
 		"a plugin type with a slash": {args: []string{"-f", "-", "--cni-plugins", "../bin/sh"}, code: 2, errOut: `--cni-plugins: "../bin/sh"`},
 		"not an object":              {stdin: "- a\n- b\n", args: []string{"-f", "-"}, code: 2, errOut: "not a Kubernetes object"},
+		"forty host paths, sixteen said": {stdin: hostPathsClaim(40), args: []string{"-f", "-"}, code: 1,
+			out: `<stdin>:1: ResourceClaim default/paths: request "net": and 24 more problems, not each said`, errOut: "40 problems in 1 objects"},
 		"a FastpathNodeConfig's filter that does not compile": {stdin: "apiVersion: fastpath.dev/v1alpha1\nkind: FastpathNodeConfig\nmetadata: {name: a}\n" +
 			"spec:\n  nodeSelector: {}\n  filter: 'device.attributes[\"fastpath.dev\"].kind =='\n", args: []string{"-f", "-"}, code: 1,
 			out: `<stdin>:1: FastpathNodeConfig a: spec.filter: Invalid value: "device.attributes[\"fastpath.dev\"].kind ==": filter`},

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 	"github.com/fastpath-dra/fastpath/dra/validate"
@@ -45,7 +44,7 @@ func (d *denial) add(problem string) {
 	if d.shown > 0 {
 		d.b.WriteString("; ")
 	}
-	d.b.WriteString(cut(problem, bounds.ProblemBytes))
+	d.b.WriteString(bounds.Cut(problem, bounds.ProblemBytes))
 	d.shown++
 }
 
@@ -61,7 +60,7 @@ func (d *denial) message() string {
 	if d.more > 0 {
 		fmt.Fprintf(&d.b, "; ... and %d more", d.more)
 	}
-	return cut(d.b.String(), bounds.MessageBytes)
+	return bounds.Cut(d.b.String(), bounds.MessageBytes)
 }
 
 // addWarning adds a warning to warnings, cut, unless there are
@@ -70,26 +69,7 @@ func addWarning(warnings []string, w string) []string {
 	if len(warnings) == maxWarnings {
 		return warnings
 	}
-	return append(warnings, cut(w, warningBytes))
-}
-
-// cutMark ends a text that was cut.
-const cutMark = "..."
-
-// cut is s cut to at most most bytes, at a character's boundary, ending
-// in cutMark when it was cut.
-func cut(s string, most int) string {
-	if len(s) <= most {
-		return s
-	}
-	if most <= len(cutMark) {
-		return cutMark[:max(most, 0)]
-	}
-	end := most - len(cutMark)
-	for end > 0 && !utf8.RuneStart(s[end]) {
-		end--
-	}
-	return s[:end] + cutMark
+	return append(warnings, bounds.Cut(w, warningBytes))
 }
 
 // problemText is a problem as validate prints it: the request, if any,
@@ -113,15 +93,34 @@ func problemText(p validate.Problem) string {
 type earlier struct {
 	seed maphash.Seed
 	n    map[uint64]int
+	// counted are the problems validate counted and did not keep
+	// (bounds.Keep): an update is refused for those only as far as it has
+	// more.
+	counted int
 }
 
 // newEarlier are the problems of the object before the update.
 func newEarlier(problems []validate.Problem) *earlier {
 	e := &earlier{seed: maphash.MakeSeed(), n: make(map[uint64]int, len(problems))}
 	for _, p := range problems {
+		if n, ok := bounds.Counted(p.Err); ok {
+			e.counted += n
+			continue
+		}
 		e.add(problemText(p))
 	}
 	return e
+}
+
+// beyond is how many of n problems validate counted are more than the
+// object had counted before, and counts those off. A nil earlier had none.
+func (e *earlier) beyond(n int) int {
+	if e == nil {
+		return n
+	}
+	off := min(n, e.counted)
+	e.counted -= off
+	return n - off
 }
 
 // add counts a problem the object had.

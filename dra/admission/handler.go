@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 	"github.com/fastpath-dra/fastpath/dra/metrics"
 	"github.com/fastpath-dra/fastpath/dra/npwg"
 	"github.com/fastpath-dra/fastpath/dra/validate"
@@ -262,6 +263,11 @@ func (h *Handler) Review(req *admissionv1.AdmissionRequest) (*admissionv1.Admiss
 			// The rest are counted, not printed.
 			d.more += len(v.Problems) - i
 			break
+		}
+		if n, ok := bounds.Counted(p.Err); ok {
+			// Problems validate counted and did not keep.
+			d.more += before.beyond(n)
+			continue
 		}
 		if text := problemText(p); !before.had(text) {
 			d.add(text)

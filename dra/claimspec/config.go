@@ -9,12 +9,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/fastpath-dra/fastpath/devices"
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 )
 
 // ResolveConfig merges the opaque configs for fastpath.dev that apply to
 // request: the DeviceClass's first, then the claim's, later fields
-// winning, but for those the class pins (v1alpha1.Merge).
+// winning, but for those the class pins (v1alpha1.Merge). At most
+// bounds.Problems problems are kept, the rest counted (bounds.Keep).
 func ResolveConfig(claim *resourceapi.ResourceClaim, request string) (v1alpha1.InterfaceConfig, field.ErrorList) {
 	merge := v1alpha1.Merge{ClassName: DeviceClassOf(claim, request)}
 	var errs field.ErrorList
@@ -34,13 +36,13 @@ func ResolveConfig(claim *resourceapi.ResourceClaim, request string) (v1alpha1.I
 		}
 		path := field.NewPath("config").Index(i).Key(string(c.Source)).Child("parameters")
 		if c.Source == resourceapi.AllocationConfigSourceClass {
-			errs = append(errs, merge.AddClass(c.Opaque.Parameters.Raw, path)...)
+			errs = append(errs, bounds.Keep(merge.AddClass(c.Opaque.Parameters.Raw, path))...)
 		} else {
-			errs = append(errs, merge.AddClaim(c.Opaque.Parameters.Raw, path)...)
+			errs = append(errs, bounds.Keep(merge.AddClaim(c.Opaque.Parameters.Raw, path))...)
 		}
 	}
 	cfg, pinErrs := merge.Config()
-	return cfg, append(errs, pinErrs...)
+	return cfg, bounds.Keep(append(errs, pinErrs...))
 }
 
 // DeviceClassOf is the DeviceClass a request (or subrequest, req/sub) of

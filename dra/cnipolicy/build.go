@@ -92,8 +92,14 @@ func (e errApprovedUnknown) Error() string { return "CNIConfig " + e.name + " is
 // cniVersion and name set, every plugin type (and IPAM type) on the
 // allowlist, host objects only from the device or the operator, and the
 // result parsed by libcni. Errors name the fields and never carry a value
-// read from a ConfigMap.
+// read from a ConfigMap; at most bounds.Problems of them are kept, the
+// rest counted (bounds.Keep).
 func Build(ctx context.Context, cfg v1alpha1.CNIConfig, name string, policy Options, c Sources) (Network, field.ErrorList) {
+	net, errs := build(ctx, cfg, name, policy, c)
+	return net, bounds.Keep(errs)
+}
+
+func build(ctx context.Context, cfg v1alpha1.CNIConfig, name string, policy Options, c Sources) (Network, field.ErrorList) {
 	c.ctx = ctx
 	if errs := cfg.Validate(); len(errs) > 0 {
 		return Network{}, errs

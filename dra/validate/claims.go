@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/fastpath-dra/fastpath/devices"
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/claimspec"
@@ -177,8 +178,10 @@ func (s Check) Claim(namespace, name string, spec resourceapi.ResourceClaimSpec,
 	}
 
 	var problems []Problem
+	// Each candidate's problems are kept to the bound, the rest counted:
+	// what a claim's judgement holds is bounded whatever its configs hold.
 	add := func(request string, errs field.ErrorList, at string) {
-		for _, e := range errs {
+		for _, e := range bounds.Keep(errs) {
 			e.Field = s.fieldIn(e.Field, configPaths, at)
 			problems = append(problems, Problem{Request: request, Err: e})
 		}
@@ -315,7 +318,7 @@ func (s Check) Class(class *resourceapi.DeviceClass) []Problem {
 				}
 			}
 		}
-		for _, e := range errs {
+		for _, e := range bounds.Keep(errs) {
 			problems = append(problems, Problem{Err: e})
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 	ncv1 "github.com/fastpath-dra/fastpath/dra/api/nodeconfig/v1alpha1"
 	pnv1 "github.com/fastpath-dra/fastpath/dra/api/podnetwork/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
@@ -93,8 +94,22 @@ func (p Finding) String() string {
 	if p.Request != "" {
 		fmt.Fprintf(&b, ": request %q", p.Request)
 	}
+	if n, ok := bounds.Counted(p.Err); ok {
+		// The problems of a config past bounds.Problems, counted.
+		fmt.Fprintf(&b, ": and %d more problems, not each said", n)
+		return b.String()
+	}
 	fmt.Fprintf(&b, ": %s", p.Err.Error())
 	return b.String()
+}
+
+// Count is how many problems the finding stands for: one, or as many as
+// validate counted in it and did not keep (bounds.Keep).
+func (p Finding) Count() int {
+	if n, ok := bounds.Counted(p.Err); ok {
+		return n
+	}
+	return 1
 }
 
 var docSeparator = regexp.MustCompile(`^---(\s.*)?$`)

@@ -2,12 +2,14 @@ package validate
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claimspec"
 	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
@@ -150,5 +152,29 @@ func TestObjectOwnGateway(t *testing.T) {
 				t.Errorf("problems %q, want %q", msgs, tc.want)
 			}
 		})
+	}
+}
+
+// A claim whose configs hold thousands of problems is judged holding at
+// most bounds.Problems of each request's, the rest counted: a CNI claim
+// of 2,000 host paths has 2,000 problems, of which 16 are kept.
+func TestObjectKeepsProblems(t *testing.T) {
+	// Eight lists of 250 paths: a list of more is over bounds.Items.
+	var lists []string
+	for l := range 8 {
+		lists = append(lists, fmt.Sprintf(`"l%d": [%s]`, l, strings.TrimSuffix(strings.Repeat(`"/",`, 250), ",")))
+	}
+	claim := []byte(`{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "paths", "namespace": "app"}, "spec": {"devices": {
+		"requests": [{"name": "net", "exactly": {"deviceClassName": "cni.networking.x-k8s.io"}}],
+		"config": [{"opaque": {"driver": "cni.dra.networking.x-k8s.io", "parameters": {"apiVersion": "cni.networking.x-k8s.io/v1alpha1", "kind": "CNI", "ifName": "net1",
+			"plugins": [{"type": "macvlan", "config": {` + strings.Join(lists, ",") + `}, "arguments": [{"fieldPath": "master", "valueFrom": {"attributeRef": "name"}}]}]}}}]}}}`)
+	check := Check{Policy: cnipolicy.Options{Plugins: cnipolicy.DefaultPlugins}}
+	v := Object(claim, "app", check, npwg.ConfigRules{Plugins: cnipolicy.DefaultPlugins})
+	var errs field.ErrorList
+	for _, p := range v.Problems {
+		errs = append(errs, p.Err)
+	}
+	if len(v.Problems) != bounds.Problems+1 || bounds.Count(errs) != 2000 {
+		t.Errorf("%d problems kept, standing for %d; want %d, standing for 2000", len(v.Problems), bounds.Count(errs), bounds.Problems+1)
 	}
 }

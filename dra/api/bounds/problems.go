@@ -21,8 +21,13 @@ func Join(errs field.ErrorList) string {
 	}
 	texts := make([]string, 0, min(len(errs), Problems))
 	seen := make(map[string]bool, min(len(errs), Problems))
-	read := 0
+	read, more := 0, 0
 	for _, e := range errs {
+		if n, ok := counted(e); ok {
+			more += n
+			read++
+			continue
+		}
 		if len(texts) == Problems || read == 2*Problems {
 			break
 		}
@@ -36,7 +41,7 @@ func Join(errs field.ErrorList) string {
 			texts = append(texts, s)
 		}
 	}
-	more := len(errs) - read
+	more += Count(errs[read:])
 	if len(texts) == 1 && more == 0 {
 		return texts[0]
 	}
@@ -63,6 +68,63 @@ func Join(errs field.ErrorList) string {
 	}
 	b.WriteByte(']')
 	return b.String()
+}
+
+// moreOrigin marks the problem Keep puts in place of the problems it does
+// not keep.
+const moreOrigin = "fastpath.dev/bounds.Keep"
+
+// Keep is errs with at most Problems of its problems kept, in their order,
+// and the rest counted in one problem at its end, which Join says as "and
+// N more": what the judgement of an object holds is bounded however many
+// problems its input has. A list of Problems or fewer is errs itself.
+func Keep(errs field.ErrorList) field.ErrorList {
+	if len(errs) <= Problems {
+		return errs
+	}
+	kept := make(field.ErrorList, 0, Problems+1)
+	more := 0
+	for _, e := range errs {
+		switch n, ok := counted(e); {
+		case ok:
+			more += n
+		case len(kept) < Problems:
+			kept = append(kept, e)
+		default:
+			more++
+		}
+	}
+	if more > 0 {
+		kept = append(kept, &field.Error{Type: field.ErrorTypeTooMany, BadValue: more,
+			Detail: "more problems, not each said", Origin: moreOrigin})
+	}
+	return kept
+}
+
+// Count is how many problems errs stands for: those Keep counted in one
+// as many as it counted.
+func Count(errs field.ErrorList) int {
+	n := 0
+	for _, e := range errs {
+		if m, ok := counted(e); ok {
+			n += m
+		} else {
+			n++
+		}
+	}
+	return n
+}
+
+// Counted says whether e is the problem Keep puts in place of others, and
+// how many it stands for.
+func Counted(e *field.Error) (int, bool) { return counted(e) }
+
+func counted(e *field.Error) (int, bool) {
+	if e == nil || e.Origin != moreOrigin {
+		return 0, false
+	}
+	n, _ := e.BadValue.(int)
+	return n, true
 }
 
 // problem is the text of one problem, cut to ProblemBytes.

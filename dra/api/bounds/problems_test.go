@@ -125,3 +125,29 @@ func TestErr(t *testing.T) {
 		t.Errorf("Err: %d bytes, %.20q, unwraps: %v", len(got.Error()), got.Error(), errors.Is(got, base))
 	}
 }
+
+// TestKeep: a list of many problems is kept to Problems of them and one
+// that counts the rest, which Join says as the rest; a list kept again, or
+// joined with others, still counts them all.
+func TestKeep(t *testing.T) {
+	if errs := problems(Problems, "x"); len(Keep(errs)) != Problems {
+		t.Errorf("a list within the bound changed: %d", len(Keep(errs)))
+	}
+	kept := Keep(problems(20000, "x"))
+	if len(kept) != Problems+1 || Count(kept) != 20000 {
+		t.Fatalf("kept %d, standing for %d", len(kept), Count(kept))
+	}
+	if n, ok := Counted(kept[Problems]); !ok || n != 20000-Problems {
+		t.Errorf("the last counts %d (%v)", n, ok)
+	}
+	if got, want := Join(kept), Join(problems(20000, "x")); got != want {
+		t.Errorf("Join of the kept list:\n%q\nwant\n%q", got, want)
+	}
+	again := Keep(append(append(field.ErrorList{}, kept...), Keep(problems(100, "y"))...))
+	if len(again) != Problems+1 || Count(again) != 20100 {
+		t.Errorf("kept again: %d, standing for %d", len(again), Count(again))
+	}
+	if got := Join(again); !strings.HasSuffix(got, fmt.Sprintf(", and %d more]", 20100-Problems)) {
+		t.Errorf("Join of a list kept twice ends %q", got[max(0, len(got)-40):])
+	}
+}
