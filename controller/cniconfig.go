@@ -11,9 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
@@ -51,51 +49,9 @@ func (c *CNIConfigController) Synced() error {
 
 // Run reconciles until ctx ends.
 func (c *CNIConfigController) Run(ctx context.Context) error {
-	logger := klog.FromContext(ctx)
-	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "cniconfigs"})
-	defer queue.ShutDown()
-	factory := dynamicinformer.NewDynamicSharedInformerFactory(c.client, c.resync)
-	informer := factory.ForResource(watch.CNIConfigResource).Informer()
-	enqueue := func(obj any) {
-		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			queue.Add(key)
-		}
-	}
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj any) { enqueue(obj) },
-	}); err != nil {
-		return err
-	}
-	c.synced = informer.HasSynced
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
-	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
-		return ctx.Err()
-	}
-	logger.Info("Reconciling CNIConfig objects", "plugins", c.policy.Plugins)
-	go func() {
-		<-ctx.Done()
-		queue.ShutDown()
-	}()
-	for {
-		key, quit := queue.Get()
-		if quit {
-			return nil
-		}
-		obj, exists, err := informer.GetIndexer().GetByKey(key)
-		if err == nil && exists {
-			err = c.reconcile(ctx, obj.(*unstructured.Unstructured))
-		}
-		if err != nil {
-			logger.Error(err, "Writing the status of a CNIConfig; retrying", "cniconfig", key)
-			queue.AddRateLimited(key)
-		} else {
-			queue.Forget(key)
-		}
-		queue.Done(key)
-	}
+	return objectLoop{client: c.client, resource: watch.CNIConfigResource, resync: c.resync, queue: "cniconfigs", kind: "cniconfig",
+		started: "Reconciling CNIConfig objects", startedKV: []any{"plugins", c.policy.Plugins},
+		retrying: "Writing the status of a CNIConfig; retrying", reconcile: c.reconcile}.run(ctx, &c.synced)
 }
 
 // reconcile writes the object's Accepted condition if it changed.

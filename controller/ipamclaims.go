@@ -11,10 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	"github.com/fastpath-dra/fastpath/dra/npwg"
@@ -55,51 +53,9 @@ func (c *IPAMClaimController) Synced() error {
 
 // Run reconciles until ctx ends.
 func (c *IPAMClaimController) Run(ctx context.Context) error {
-	logger := klog.FromContext(ctx)
-	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "ipamclaims"})
-	defer queue.ShutDown()
-	factory := dynamicinformer.NewDynamicSharedInformerFactory(c.client, c.resync)
-	informer := factory.ForResource(watch.IPAMClaimResource).Informer()
-	enqueue := func(obj any) {
-		if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
-			queue.Add(key)
-		}
-	}
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj any) { enqueue(obj) },
-	}); err != nil {
-		return err
-	}
-	c.synced = informer.HasSynced
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
-	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
-		return ctx.Err()
-	}
-	logger.Info("Letting go of the IPAMClaims whose holder is gone", "resync", c.resync)
-	go func() {
-		<-ctx.Done()
-		queue.ShutDown()
-	}()
-	for {
-		key, quit := queue.Get()
-		if quit {
-			return nil
-		}
-		obj, exists, err := informer.GetIndexer().GetByKey(key)
-		if err == nil && exists {
-			err = c.reconcile(ctx, obj.(*unstructured.Unstructured))
-		}
-		if err != nil {
-			logger.Error(err, "Letting go of an IPAMClaim; retrying", "ipamClaim", key)
-			queue.AddRateLimited(key)
-		} else {
-			queue.Forget(key)
-		}
-		queue.Done(key)
-	}
+	return objectLoop{client: c.client, resource: watch.IPAMClaimResource, resync: c.resync, queue: "ipamclaims", kind: "ipamClaim",
+		started: "Letting go of the IPAMClaims whose holder is gone", startedKV: []any{"resync", c.resync},
+		retrying: "Letting go of an IPAMClaim; retrying", reconcile: c.reconcile}.run(ctx, &c.synced)
 }
 
 // reconcile lets go of the IPAMClaim for the node that holds it when its
