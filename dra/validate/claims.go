@@ -62,8 +62,8 @@ type Interface struct {
 
 // ChartDeviceClassConfigs are the DeviceClasses the chart installs for
 // fastpath.dev (deploy/deviceclasses.yaml) and the config each sets, with
-// the chart's defaults: each pins its mode, and the shared class's
-// sharedParent allows what the API's defaults do; memif sets none.
+// the chart's defaults: each pins its mode (the shared class has no
+// sharedParent: a claim of it gets the API's defaults); memif sets none.
 var ChartDeviceClassConfigs = map[string]*v1alpha1.InterfaceConfig{
 	"netdev.fastpath.dev":   chartConfig(v1alpha1.ModeNetdev),
 	"afxdp.fastpath.dev":    chartConfig(v1alpha1.ModeAFXDP),
@@ -71,8 +71,7 @@ var ChartDeviceClassConfigs = map[string]*v1alpha1.InterfaceConfig{
 	"rdma.fastpath.dev":     {Mode: v1alpha1.ModeNetdev, RDMA: &v1alpha1.RDMAConfig{}, Pinned: []string{"mode"}},
 	"memif.fastpath.dev":    nil,
 	"delegate.fastpath.dev": chartConfig(v1alpha1.ModeDelegate),
-	"shared.fastpath.dev": {Mode: v1alpha1.ModeMacvlan, Pinned: []string{"mode"}, SharedParent: &v1alpha1.SharedParent{
-		MacvlanModes: v1alpha1.DefaultSharedMacvlanModes, VLANProtocols: v1alpha1.DefaultSharedVLANProtocols}},
+	"shared.fastpath.dev":   {Mode: v1alpha1.ModeMacvlan, Pinned: []string{"mode"}},
 }
 
 func chartConfig(mode string) *v1alpha1.InterfaceConfig {

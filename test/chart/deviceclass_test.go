@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -147,13 +148,15 @@ func TestDeviceClassesPinMode(t *testing.T) {
 // TestSharedClass: the chart's shared.fastpath.dev pins the mode of
 // share.class.mode and says in its sharedParent what claims may do to the
 // shared device: by default a bridge, private or vepa macvlan, no
-// passthru, no VLAN, no RDMA management devices; with the values, what
-// they allow.
+// passthru, no VLAN, no RDMA management devices (a config's without a
+// sharedParent, which the class leaves out); with the values, what they
+// allow.
 func TestSharedClass(t *testing.T) {
 	head := `"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig"`
 	for _, tc := range []struct {
 		name   string
 		args   []string
+		parent bool              // the class's config has a sharedParent
 		claims map[string]string // claim config -> the error it gets, "" none
 	}{
 		{name: "default", claims: map[string]string{
@@ -165,7 +168,7 @@ func TestSharedClass(t *testing.T) {
 			`"mode": "ipvlan"`:                               `claim.mode: Forbidden: DeviceClass shared.fastpath.dev pins mode to "macvlan"`,
 			`"sharedParent": {"macvlanModes": ["passthru"]}`: "claim.sharedParent: Forbidden: only a DeviceClass's config",
 		}},
-		{name: "all values", args: []string{"--values", chartFile(t, "ci/all-values.yaml")}, claims: map[string]string{
+		{name: "all values", args: []string{"--values", chartFile(t, "ci/all-values.yaml")}, parent: true, claims: map[string]string{
 			`"vlan": {"id": 100}`:                         "",
 			`"vlan": {"id": 250, "protocol": "802.1ad"}`:  "",
 			`"vlan": {"id": 300}`:                         "claim.vlan.id: Forbidden: VLAN 300 is not among the VLAN IDs DeviceClass shared.fastpath.dev allows on its shared devices (100, 200-299)",
@@ -177,6 +180,15 @@ func TestSharedClass(t *testing.T) {
 			class := deviceClasses(t, render(t, tc.args...))["shared.fastpath.dev"]
 			if class == nil || len(class.Spec.Config) != 1 {
 				t.Fatalf("shared.fastpath.dev = %+v", class)
+			}
+			// The defaults are a config's without one: left out, a
+			// release older than sharedParent prepares the class's claims.
+			var cfg v1alpha1.InterfaceConfig
+			if err := json.Unmarshal(class.Spec.Config[0].Opaque.Parameters.Raw, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			if (cfg.SharedParent != nil) != tc.parent {
+				t.Errorf("sharedParent %+v, want one: %v", cfg.SharedParent, tc.parent)
 			}
 			for claim, want := range tc.claims {
 				m := v1alpha1.Merge{ClassName: class.Name}
