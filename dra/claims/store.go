@@ -74,6 +74,10 @@ type Store struct {
 	gen        uint64
 	size, tail int64
 
+	// fault is the standing failure to write the files (Fault); nil while
+	// they are written. Under mu.
+	fault error
+
 	// extra holds the top-level fields of the checkpoint this build does
 	// not know (a newer build wrote them), to write them back; nil for
 	// none. Under mu.
@@ -498,7 +502,9 @@ func (s *Store) write(k Key, f func(map[Key]*Claim) (*Claim, error), sync bool) 
 	// without mu, beside readers.
 	rec, err := f(s.claims)
 	if err == nil {
-		durable, err = s.commit(k, rec, sync)
+		if durable, err = s.commit(k, rec, sync); err != nil {
+			s.setFault(err)
+		}
 	}
 	if err != nil {
 		release()
@@ -525,7 +531,7 @@ func (s *Store) commit(k Key, rec *Claim, sync bool) (durable func() error, _ er
 		}
 		err = s.Append(JournalPath(s.path), line, sync, at)
 		if err == nil {
-			s.apply(k, rec, func() { s.tail = at + int64(len(line)) })
+			s.apply(k, rec, func() { s.tail, s.fault = at+int64(len(line)), nil })
 			if sync {
 				s.compact()
 				return done, nil
@@ -624,8 +630,27 @@ func (s *Store) compact() {
 	due := s.tail > max(compactMin, s.size)
 	s.mu.RUnlock()
 	if due {
-		_ = s.writeWhole(s.claims)
+		if err := s.writeWhole(s.claims); err != nil {
+			s.setFault(fmt.Errorf("compact the journal into the checkpoint: %w", err))
+		}
 	}
+}
+
+// Fault is the store's standing failure to write its files (a full disk,
+// a filesystem gone read-only): the error of the last write or compaction
+// that failed, until a write succeeds; nil while the files are written.
+// The claims the store holds are as the files are: a write that failed
+// changed neither.
+func (s *Store) Fault() error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.fault
+}
+
+func (s *Store) setFault(err error) {
+	s.mu.Lock()
+	s.fault = err
+	s.mu.Unlock()
 }
 
 // writeWhole writes claims to the checkpoint, whole and synced, and makes
@@ -677,7 +702,7 @@ func (s *Store) writeWhole(claims map[Key]*Claim) error {
 	st, _ := s.stamps()
 	s.mu.Lock()
 	s.setClaims(claims)
-	s.seen, s.format, s.gen, s.size, s.tail = st, version, gen, int64(len(data)), tail
+	s.seen, s.format, s.gen, s.size, s.tail, s.fault = st, version, gen, int64(len(data)), tail, nil
 	s.mu.Unlock()
 	return nil
 }

@@ -350,3 +350,33 @@ func writePending(s *Store, c Claim) error {
 	_, _, err := s.write(c.Key(), admit(c, nil), false)
 	return err
 }
+
+// TestFault: a write that fails (a full disk) is the store's fault until
+// one succeeds; the claim it would have changed is as it was.
+func TestFault(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "checkpoint.json"), Legacy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetJournal(false)
+	full := errors.New("no space left on device")
+	write := s.WriteFile
+	s.WriteFile = func(string, []byte, bool) error { return full }
+	c := Claim{Driver: "fastpath.dev", Namespace: "ns", Name: "c", UID: "u"}
+	if err := s.Put(c); !errors.Is(err, full) {
+		t.Fatalf("put: %v", err)
+	}
+	if err := s.Fault(); !errors.Is(err, full) {
+		t.Errorf("fault %v, want the write's", err)
+	}
+	if _, ok := s.Get(c.Key()); ok {
+		t.Error("the claim the failed write would have recorded is the store's")
+	}
+	s.WriteFile = write
+	if err := s.Put(c); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Fault(); err != nil {
+		t.Errorf("fault %v after a write", err)
+	}
+}
