@@ -281,8 +281,7 @@ spec:
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := &npwg.IPAMClaim{Status: npwg.IPAMClaimStatus{IPs: []string{"10.94.0.10/24"},
-			Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Allocated", LastTransitionTime: metav1.Now()}}}}
+		c := &npwg.IPAMClaim{Status: npwg.IPAMClaimStatus{IPs: []string{"10.94.0.10/24"}}}
 		if node != "" {
 			c.Status, _ = npwg.WithOwner(c, owner, node, nil)
 			if status == metav1.ConditionFalse {
@@ -313,10 +312,19 @@ spec:
 		namesItsNode  = "may write the status of IPAMClaim default/e2e-ipc-node only naming its node in the condition fastpath.dev/HeldOnNode"
 	)
 
-	// Held by no node: this node's daemon takes it, naming itself.
+	// Held by no node: this node's daemon takes it, naming itself, and
+	// writes no other condition.
 	waitRefused(t, ctx, "an IPAMClaim no node holds, taken naming another node", func() error {
 		return take(t, "e2e-a", other.Name, metav1.ConditionTrue)
 	}, namesItsNode)
+	ready := held(t, "e2e-a", own.Name, metav1.ConditionTrue)
+	if err := unstructured.SetNestedSlice(ready.Object, append(mustSlice(t, ready, "status", "conditions"),
+		map[string]any{"type": "Ready", "status": "True", "reason": "Allocated", "message": "", "lastTransitionTime": metav1.Now().UTC().Format(time.RFC3339)}),
+		"status", "conditions"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = mine.UpdateStatus(ctx, ready, dryRun)
+	wantRefused(t, "an IPAMClaim no node holds, taken with another condition", err, "may not change the conditions of IPAMClaim default/e2e-ipc-node but fastpath.dev/HeldOnNode")
 	if err := take(t, "e2e-a", own.Name, metav1.ConditionTrue); err != nil {
 		t.Errorf("an IPAMClaim no node holds, taken by this node: %v", err)
 	}
@@ -401,4 +409,14 @@ spec:
 	if _, err := onOwn.Resource(ipamClaimsGVR).Namespace("default").UpdateStatus(ctx, u, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
 		t.Errorf("the IPAMClaim let go, taken by this node: %v", err)
 	}
+}
+
+// mustSlice is the slice at fields of u.
+func mustSlice(t *testing.T, u *unstructured.Unstructured, fields ...string) []any {
+	t.Helper()
+	s, _, err := unstructured.NestedSlice(u.Object, fields...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
