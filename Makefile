@@ -8,7 +8,7 @@ DEPS := test/deps.sh
 DEPS_ENV = eval "$$($(DEPS) env)"
 # Every package but the end-to-end suite and the benchmarks.
 PKGS = $(shell $(GO) list ./... | grep -v -e /test/e2e -e /bench)
-E2E_TIMEOUT ?= 30m
+E2E_TIMEOUT ?= 45m
 CHART := deploy/helm/fastpath
 # The Kubernetes version the chart is rendered for offline: the test bed's.
 KUBE_VERSION := $(shell sed -n 's/^K8S_VERSION=v//p' test/testbed/versions.env)
