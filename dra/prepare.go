@@ -38,6 +38,7 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 	}
 	defer unlock()
 	c, ok := d.opts.Store.Get(key)
+	notWritable := d.opts.StoreFault()
 	switch {
 	case ok && c.Prepared && c.BootID == d.opts.BootID && exists(c.CDISpec):
 		logger.V(2).Info("Claim already prepared")
@@ -46,6 +47,12 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 		// does (a status already there is not written again).
 		d.reportPrepared(ctx, &c)
 		return kubelet.Result(&c, d.opts.Metadata, d.metadataAttributes(&c))
+	case notWritable != nil:
+		// Every other case writes the store: refused before anything
+		// is done, rather than failed half-way.
+		err := fmt.Errorf("claim %s: nothing done: %w", klog.KObj(claim), notWritable)
+		logger.Info("Refused claim", "err", err)
+		return kubeletplugin.PrepareResult{Err: err}
 	case ok && c.Prepared:
 		// Prepared in another boot, or its CDI spec is gone: do every
 		// step again.
