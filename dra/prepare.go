@@ -68,6 +68,15 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 		planned, err := plan(claim, d.inventoryMap(), d.opts.NodeName, planPaths{
 			claimDir: d.claimDir(claim), cdiSpec: cdiSpecPath(d.opts.CDIDir, claim.UID), bpfDir: d.opts.BPFDir, pools: d.ipPools(),
 			deviceInfoDir: d.opts.DeviceInfoDir})
+		// The PFs' VFs stay as observe reads them until the claim is
+		// admitted (pflock.go).
+		unlockPFs := func() {}
+		if err == nil {
+			var unlock func()
+			if unlock, err = d.lockPFs(ctx, planned); err == nil {
+				unlockPFs = unlock
+			}
+		}
 		if err == nil {
 			err = d.observe(ctx, claim, planned)
 		}
@@ -83,6 +92,7 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 			planned.SetStep(d.steps(planned)[0].name, claims.StepStarted)
 			err = d.opts.Store.AdmitWith(*planned, d.ipPools().admitter(planned, parents))
 		}
+		unlockPFs()
 		if err != nil {
 			err = bounds.Err(err)
 			logger.Info("Rejected claim", "err", err)
@@ -142,13 +152,20 @@ func (d *Driver) claimDir(claim *resourceapi.ResourceClaim) string {
 
 // observe reads, before anything changes, what Prepare changes and
 // Unprepare puts back: the VFs' settings, the functions' drivers, the
-// devices' channels. It checks memif endpoints too, and that no PF with
-// VFs is handed over whole (pfWithVFs).
+// devices' channels. It checks memif endpoints too, that a VF is still on
+// the node, and that no PF with VFs is handed over whole (pfWithVFs).
 func (d *Driver) observe(ctx context.Context, claim *resourceapi.ResourceClaim, c *claims.Claim) error {
 	for i := range c.Devices {
 		dev := &c.Devices[i]
 		fail := func(err error) error {
 			return fmt.Errorf("claim %s, request %q, device %s: %w", klog.KObj(claim), dev.Request, dev.Device, err)
+		}
+		if dev.PFPCIAddress != "" && dev.PCIAddress != "" {
+			// The VF may have gone with its PF's sriov_numvfs since the
+			// node published it.
+			if _, err := d.opts.PCI.Driver(dev.PCIAddress); err != nil {
+				return fail(fmt.Errorf("VF %s of PF %s: %w", dev.PCIAddress, dev.PFPCIAddress, err))
+			}
 		}
 		if errs, err := pfWithVFs(dev, d.opts.VFs, d.opts.AllowPFWithVFs); err != nil {
 			return fail(err)
