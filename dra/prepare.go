@@ -26,9 +26,11 @@ import (
 )
 
 // prepareClaim prepares one claim: a claim already prepared is answered
-// from the store; otherwise it is planned, the devices' state before is
-// read, the record admitted to the store (which refuses devices and
-// interface names other claims hold), and the steps done, each recorded.
+// from the store; any other is refused, before anything is done, while
+// the store cannot be written (Options.StoreFault); otherwise it is
+// planned, the devices' state before is read, the record admitted to the
+// store (which refuses devices and interface names other claims hold),
+// and the steps done, each recorded.
 func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceClaim) kubeletplugin.PrepareResult {
 	logger := klog.FromContext(ctx).WithValues("claim", klog.KObj(claim))
 	key := claims.Key{Driver: claims.DriverFastpath, UID: claim.UID}

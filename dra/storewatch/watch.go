@@ -163,7 +163,7 @@ func (w *Watcher) room() error {
 	need := w.opts.MinFree + 2*(size(w.opts.Store.Path())+size(claims.JournalPath(w.opts.Store.Path())))
 	if free < need {
 		return fmt.Errorf("the filesystem of %s has %s free, less than the %s the store keeps for its writes, %s and twice its checkpoint and journal",
-			dir, bytes(free), bytes(need), bytes(w.opts.MinFree))
+			dir, formatBytes(free), formatBytes(need), formatBytes(w.opts.MinFree))
 	}
 	return nil
 }
@@ -191,8 +191,8 @@ func size(path string) uint64 {
 	return uint64(fi.Size())
 }
 
-// bytes says n in KiB or MiB.
-func bytes(n uint64) string {
+// formatBytes says n in KiB or MiB.
+func formatBytes(n uint64) string {
 	switch {
 	case n >= 1<<20:
 		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
