@@ -132,6 +132,11 @@ type Options struct {
 	// a claim's sub-interface, at Prepare. Default:
 	// dataplane.LinkAddresses.
 	HostAddresses func(netdev string) ([]netip.Addr, error)
+	// StoreFault says why the claim store cannot be written now, nil
+	// while it can (storewatch.Watcher.Err, which also writes the store
+	// again once it has room): Prepare refuses claims that would write it
+	// meanwhile, before doing anything. Nil: none are refused.
+	StoreFault func() error
 }
 
 // Driver is fastpath's DRA kubelet plugin for driver fastpath.dev.
@@ -196,6 +201,9 @@ func New(opts Options) (*Driver, error) {
 	}
 	if opts.HostAddresses == nil {
 		opts.HostAddresses = dataplane.LinkAddresses
+	}
+	if opts.StoreFault == nil {
+		opts.StoreFault = func() error { return nil }
 	}
 	if opts.BootID == "" {
 		id, err := claims.BootID()

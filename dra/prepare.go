@@ -26,9 +26,11 @@ import (
 )
 
 // prepareClaim prepares one claim: a claim already prepared is answered
-// from the store; otherwise it is planned, the devices' state before is
-// read, the record admitted to the store (which refuses devices and
-// interface names other claims hold), and the steps done, each recorded.
+// from the store; any other is refused, before anything is done, while
+// the store cannot be written (Options.StoreFault); otherwise it is
+// planned, the devices' state before is read, the record admitted to the
+// store (which refuses devices and interface names other claims hold),
+// and the steps done, each recorded.
 func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceClaim) kubeletplugin.PrepareResult {
 	logger := klog.FromContext(ctx).WithValues("claim", klog.KObj(claim))
 	key := claims.Key{Driver: claims.DriverFastpath, UID: claim.UID}
@@ -38,6 +40,7 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 	}
 	defer unlock()
 	c, ok := d.opts.Store.Get(key)
+	notWritable := d.opts.StoreFault()
 	switch {
 	case ok && c.Prepared && c.BootID == d.opts.BootID && exists(c.CDISpec):
 		logger.V(2).Info("Claim already prepared")
@@ -46,6 +49,12 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 		// does (a status already there is not written again).
 		d.reportPrepared(ctx, &c)
 		return kubelet.Result(&c, d.opts.Metadata, d.metadataAttributes(&c))
+	case notWritable != nil:
+		// Every other case writes the store: refused before anything
+		// is done, rather than failed half-way.
+		err := fmt.Errorf("claim %s: nothing done: %w", klog.KObj(claim), notWritable)
+		logger.Info("Refused claim", "err", err)
+		return kubeletplugin.PrepareResult{Err: err}
 	case ok && c.Prepared:
 		// Prepared in another boot, or its CDI spec is gone: do every
 		// step again.
@@ -61,6 +70,15 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 		planned, err := plan(claim, d.inventoryMap(), d.opts.NodeName, planPaths{
 			claimDir: d.claimDir(claim), cdiSpec: cdiSpecPath(d.opts.CDIDir, claim.UID), bpfDir: d.opts.BPFDir, pools: d.ipPools(),
 			deviceInfoDir: d.opts.DeviceInfoDir})
+		// The PFs' VFs stay as observe reads them until the claim is
+		// admitted (pflock.go).
+		unlockPFs := func() {}
+		if err == nil {
+			var unlock func()
+			if unlock, err = d.lockPFs(ctx, planned); err == nil {
+				unlockPFs = unlock
+			}
+		}
 		if err == nil {
 			err = d.observe(ctx, claim, planned)
 		}
@@ -76,6 +94,7 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 			planned.SetStep(d.steps(planned)[0].name, claims.StepStarted)
 			err = d.opts.Store.AdmitWith(*planned, d.ipPools().admitter(planned, parents))
 		}
+		unlockPFs()
 		if err != nil {
 			err = bounds.Err(err)
 			logger.Info("Rejected claim", "err", err)
@@ -135,13 +154,20 @@ func (d *Driver) claimDir(claim *resourceapi.ResourceClaim) string {
 
 // observe reads, before anything changes, what Prepare changes and
 // Unprepare puts back: the VFs' settings, the functions' drivers, the
-// devices' channels. It checks memif endpoints too, and that no PF with
-// VFs is handed over whole (pfWithVFs).
+// devices' channels. It checks memif endpoints too, that a VF is still on
+// the node, and that no PF with VFs is handed over whole (pfWithVFs).
 func (d *Driver) observe(ctx context.Context, claim *resourceapi.ResourceClaim, c *claims.Claim) error {
 	for i := range c.Devices {
 		dev := &c.Devices[i]
 		fail := func(err error) error {
 			return fmt.Errorf("claim %s, request %q, device %s: %w", klog.KObj(claim), dev.Request, dev.Device, err)
+		}
+		if dev.PFPCIAddress != "" && dev.PCIAddress != "" {
+			// The VF may have gone with its PF's sriov_numvfs since the
+			// node published it.
+			if _, err := d.opts.PCI.Driver(dev.PCIAddress); err != nil {
+				return fail(fmt.Errorf("VF %s of PF %s: %w", dev.PCIAddress, dev.PFPCIAddress, err))
+			}
 		}
 		if errs, err := pfWithVFs(dev, d.opts.VFs, d.opts.AllowPFWithVFs); err != nil {
 			return fail(err)

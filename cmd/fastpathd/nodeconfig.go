@@ -67,6 +67,7 @@ func (o *runOptions) startNodeConfig(ctx context.Context, restConfig *rest.Confi
 		},
 		VFs: dataplane.PCIBinder{SysfsRoot: o.SysfsRoot, DevRoot: o.devRoot}, SysfsRoot: o.SysfsRoot,
 		Prepared: func(pf string) []string { return claimsOnPF(store, pf) },
+		LockPF:   func(pf string) (func(), bool) { return dra.TryLockPF(store, pf) },
 		Status:   nodeconfig.APIStatus{Client: dyn, NodeName: o.nodeName},
 	})
 	if err := configs.OnChange(c.Changed); err != nil {

@@ -46,6 +46,7 @@ import (
 	"github.com/fastpath-dra/fastpath/dra/nri"
 	"github.com/fastpath-dra/fastpath/dra/sharedl2"
 	"github.com/fastpath-dra/fastpath/dra/status"
+	"github.com/fastpath-dra/fastpath/dra/storewatch"
 )
 
 // DriverName is the DRA driver name fastpath serves.
@@ -368,6 +369,12 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	writer.Metrics = m
 	writer.Start(ctx)
 	registerGauges(m, store, writer)
+	// Whether the store can be written (a full disk): said on the Node,
+	// in the metrics and by /readyz; new claims are refused while it
+	// cannot be.
+	events := eventRecorder(ctx, client, o.nodeName)
+	storeWatch := storewatch.New(storewatch.Options{Store: store, NodeName: o.nodeName, Events: events, Metrics: m})
+	go storeWatch.Run(ctx)
 	// Every CNI plugin the daemon runs, for whichever network, takes a
 	// slot of one bound.
 	cniLimit := dataplane.NewCNILimit(o.cni.maxPlugins)
@@ -420,6 +427,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 		return nil
 	})
 	ready.add(plugin.Connected)
+	ready.add(storeWatch.Err)
 	srv, err := serveHealth(ctx, o.metricsAddr, o.healthSocket, o.profiling, ready.check, m.Handler())
 	if err != nil {
 		return err
@@ -467,11 +475,12 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 		NodeName: o.nodeName, Client: client, PluginDir: o.pluginDir, RegistryDir: o.registryDir,
 		StateDir: o.stateDir, CDIDir: o.cdiDir, MemifDir: o.MemifDir, BPFDir: o.bpfDir,
 		Store: store, Status: writer, Runtime: plugin, Metrics: m, PodUID: types.UID(o.podUID),
-		Health: o.health, HealthChecks: dra.LiveChecks{Attacher: attacher}, Events: eventRecorder(ctx, client, o.nodeName),
+		Health: o.health, HealthChecks: dra.LiveChecks{Attacher: attacher}, Events: events,
 		PCI: dataplane.PCIBinder{SysfsRoot: o.SysfsRoot, DevRoot: o.devRoot}, IPPools: o.ipPools, AllowPFWithVFs: o.allowPFWithVFs,
 		DeviceInfoDir: o.npwg.driverDeviceInfoDir(),
 		PodNetworks:   podNetworkGetter(nriOpts.PodNetworks),
 		Metadata:      meta,
+		StoreFault:    storeWatch.Err,
 	})
 	if err != nil {
 		return err
@@ -487,7 +496,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	defer driver.Stop()
 	ready.add(driver.RegistrationStatus)
 	if o.cni.enabled {
-		cniDriver, err := o.cni.start(ctx, restConfig, client, o.nodeName, o.registryDir, store, writer, plugin, m, types.UID(o.podUID), meta, o.gateways.get)
+		cniDriver, err := o.cni.start(ctx, restConfig, client, o.nodeName, o.registryDir, store, storeWatch.Err, writer, plugin, m, types.UID(o.podUID), meta, o.gateways.get)
 		if err != nil {
 			return err
 		}

@@ -23,6 +23,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/test/fulldisk"
 	"github.com/fastpath-dra/fastpath/test/netnstest"
 )
 
@@ -31,11 +32,26 @@ import (
 // before: a pod's sandbox created meanwhile gets its netdev, and the
 // daemon says it is not ready.
 func TestRunServesHooksWithoutAPIServer(t *testing.T) {
-	id := fmt.Sprintf("fpr%d", os.Getpid()%100000)
+	testRunWithoutAPIServer(t, "fpr", false)
+}
+
+// So it does with its state directory on a disk that is nearly full (a
+// tmpfs of its own, with less free space than the claim store keeps for
+// its writes): the hooks of the claim prepared before still have room for
+// theirs, and the daemon says it is not ready, naming the store.
+func TestRunOnFullStateDisk(t *testing.T) {
+	testRunWithoutAPIServer(t, "fpd", true)
+}
+
+func testRunWithoutAPIServer(t *testing.T, prefix string, fullDisk bool) {
+	id := fmt.Sprintf("%s%d", prefix, os.Getpid()%100000)
 	host := netnstest.Veth(t, id+"a", id+"b")
 	podNS := netnstest.New(t, id)
 	dir := t.TempDir()
 	stateDir := filepath.Join(dir, "state")
+	if fullDisk {
+		fulldisk.Tmpfs(t, stateDir, 4<<20)
+	}
 	boot, err := claims.BootID()
 	if err != nil {
 		t.Fatal(err)
@@ -51,6 +67,11 @@ func TestRunServesHooksWithoutAPIServer(t *testing.T) {
 			Pod:  &claims.PodInterface{Name: "net1", Addresses: []string{"10.77.0.2/24"}}}}}
 	if err := store.Put(claim); err != nil {
 		t.Fatal(err)
+	}
+	if fullDisk {
+		// Below the store's floor (storewatch.DefaultMinFree), with
+		// room for the hooks' writes.
+		fulldisk.Fill(t, stateDir, 256<<10)
 	}
 
 	// The runtime's side of NRI, on a socket of the test's.
@@ -125,6 +146,8 @@ func TestRunServesHooksWithoutAPIServer(t *testing.T) {
 	var out strings.Builder
 	if err := probeCommand([]string{"--socket", healthSocket, "ready"}, &out, &out); err == nil || !strings.Contains(err.Error(), "waiting for the API server") {
 		t.Errorf("probe ready while the API server cannot be reached: %v %s; want not ready, waiting for the API server", err, out.String())
+	} else if want := "the claim store cannot be written: the filesystem of " + stateDir + " has "; fullDisk != strings.Contains(err.Error(), want) {
+		t.Errorf("probe ready with the state directory's disk full: %t: %v; want %q in it: %t", fullDisk, err, want, fullDisk)
 	}
 	if err := probeCommand([]string{"--socket", healthSocket, "alive"}, &out, &out); err != nil {
 		t.Errorf("probe alive while the API server cannot be reached: %v", err)

@@ -71,6 +71,8 @@ type Options struct {
 	// PoolGateways are the gateways of the node's IP pools (--ip-pools),
 	// which no network's static address may be; nil for none.
 	PoolGateways func() sharedl2.Gateways
+	// StoreFault: see dra.Options.StoreFault.
+	StoreFault func() error
 }
 
 // Driver serves the CNI DRA driver API (cni.dra.networking.x-k8s.io): a
@@ -103,6 +105,9 @@ func New(opts Options) (*Driver, error) {
 	}
 	if opts.HostAddresses == nil {
 		opts.HostAddresses = dataplane.LinkAddresses
+	}
+	if opts.StoreFault == nil {
+		opts.StoreFault = func() error { return nil }
 	}
 	d := &Driver{opts: opts, attrs: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{}, errs: kubelet.Errors{Metrics: opts.Metrics}}
 	d.slices = kubelet.NewPublisher(opts.Client, DriverName, opts.NodeName, func(ctx context.Context, err error) {
@@ -218,6 +223,11 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 	defer unlock()
 	if c, ok := d.opts.Store.Get(key); ok {
 		return kubelet.Result(&c, d.opts.Metadata, d.attributes)
+	}
+	if err := d.opts.StoreFault(); err != nil {
+		err = fmt.Errorf("claim %s: nothing done: %w", klog.KObj(claim), err)
+		logger.Info("Rejected CNI claim", "err", err)
+		return kubeletplugin.PrepareResult{Err: err}
 	}
 	c, err := d.plan(ctx, claim)
 	var own []sharedl2.Holding

@@ -34,6 +34,7 @@ type Metrics struct {
 	publishes          *prometheus.CounterVec
 	lastPublish        prometheus.Gauge
 	statusFailed       *prometheus.CounterVec
+	storeWritesFailed  *prometheus.CounterVec
 	reconciled         *prometheus.CounterVec
 	reviews            *prometheus.CounterVec
 	reviewDuration     *prometheus.HistogramVec
@@ -69,6 +70,7 @@ func New() *Metrics {
 	m.lastPublish = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "last_publish_timestamp_seconds", Help: "When the node's ResourceSlices were last published successfully (Unix time)."})
 	m.registry.MustRegister(m.lastPublish)
 	m.statusFailed = counter("status_writes_failed_total", "Claim status writes given up, by reason (attempts, forbidden).", "reason")
+	m.storeWritesFailed = counter("store_writes_failed_total", "Writes of the claim store's files (checkpoint, journal) that failed, by error (ENOSPC, EDQUOT, EROFS, EIO, other).", "error")
 	m.reconciled = counter("reconciled_claims_total", "Claims reconciled at start, by what was done (undone, reapplied, failed).", "action")
 	m.reviews = counter("webhook_reviews_total", "Admission reviews the webhook answered, by kind (other: one it does not judge) and verdict (allowed, denied, unjudged, error).", "kind", "verdict")
 	m.reviewDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "webhook_review_duration_seconds",
@@ -191,6 +193,15 @@ func (m *Metrics) StatusWriteFailed(reason string) {
 		return
 	}
 	m.statusFailed.WithLabelValues(reason).Inc()
+}
+
+// StoreWriteFailed records a write of the claim store's files that
+// failed, by its error: the errno's name, "other" for any other.
+func (m *Metrics) StoreWriteFailed(errno string) {
+	if m == nil {
+		return
+	}
+	m.storeWritesFailed.WithLabelValues(errno).Inc()
 }
 
 // Reconciled records what the start did to a claim.

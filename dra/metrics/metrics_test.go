@@ -28,6 +28,7 @@ func TestMetrics(t *testing.T) {
 	m.Published(map[string]int{"sriov-vf": 4, "memif": 1}, nil)
 	m.StatusWriteFailed("forbidden")
 	m.Reconciled("undone")
+	m.StoreWriteFailed("ENOSPC")
 	m.Review("Pod", "denied", 300*time.Microsecond)
 	m.Gauge("status_writes_pending", "pending", func() float64 { return 2 })
 	m.GaugeByLabel("prepared_claims", "prepared", "driver", func() map[string]float64 { return map[string]float64{"fastpath.dev": 3} })
@@ -45,6 +46,7 @@ func TestMetrics(t *testing.T) {
 		`fastpath_publish_total{result="success"} 1`,
 		`fastpath_status_writes_failed_total{reason="forbidden"} 1`,
 		`fastpath_reconciled_claims_total{action="undone"} 1`,
+		`fastpath_store_writes_failed_total{error="ENOSPC"} 1`,
 		`fastpath_status_writes_pending 2`,
 		`fastpath_webhook_reviews_total{kind="Pod",verdict="denied"} 1`,
 		`fastpath_webhook_review_duration_seconds_bucket{kind="Pod",le="0.0004"} 1`,
@@ -78,6 +80,7 @@ func TestNilMetrics(t *testing.T) {
 	m.Published(nil, nil)
 	m.StatusWriteFailed("x")
 	m.Reconciled("x")
+	m.StoreWriteFailed("x")
 	m.Gauge("g", "g", func() float64 { return 0 })
 	m.GaugeByLabel("g", "g", "l", nil)
 }

@@ -75,7 +75,13 @@ type Options struct {
 	// Prepared names the claims (namespace/name) that hold a VF of the PF
 	// at pfAddress now.
 	Prepared func(pfAddress string) []string
-	Status   StatusWriter
+	// LockPF takes the lock of the PF at pfAddress that Prepare holds
+	// from reading a claim's devices to recording the claim
+	// (dra.TryLockPF), if no Prepare holds it now; ok is false when one
+	// does. The VFs change under it only, so that no claim is recorded
+	// between the look at Prepared and the change. Nil: none.
+	LockPF func(pfAddress string) (unlock func(), ok bool)
+	Status StatusWriter
 	// Interval is how often the node looks again while VFs wait for
 	// their claims to go (default 5s).
 	Interval time.Duration
@@ -300,7 +306,8 @@ func (c *Controller) applyConfig(ctx context.Context, cfg *v1alpha1.FastpathNode
 }
 
 // applyVFs gives the PF its VFs and their driver, unless a VF of it is
-// prepared for a claim: then it says what it waits for.
+// prepared for a claim, or being prepared: then it says what it waits
+// for.
 func (c *Controller) applyVFs(ctx context.Context, p pfPlan) (waiting string, err error) {
 	cur, err := c.opts.VFs.NumVFs(p.addr)
 	if err != nil {
@@ -320,6 +327,13 @@ func (c *Controller) applyVFs(ctx context.Context, p pfPlan) (waiting string, er
 	}
 	if !change {
 		return "", nil
+	}
+	if c.opts.LockPF != nil {
+		unlock, ok := c.opts.LockPF(p.addr)
+		if !ok {
+			return fmt.Sprintf("PF %s (%s) keeps its %d VFs while a claim on it is being prepared; it gets %d once none holds one", p.PF, p.addr, cur, p.NumVFs), nil
+		}
+		defer unlock()
 	}
 	if holders := c.opts.Prepared(p.addr); len(holders) > 0 {
 		who := "claim " + holders[0] + " holds"

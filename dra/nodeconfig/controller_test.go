@@ -232,3 +232,41 @@ func TestReconcile(t *testing.T) {
 		t.Errorf("after the object: filter %q, pools %v; want the flags'", last.Filter, pools[len(pools)-1])
 	}
 }
+
+// TestVFsWaitForPrepare: while a Prepare holds the PF's lock (a claim on
+// one of its VFs is being prepared), its VFs are left as they are and the
+// status says why; they change once the lock is free, under it.
+func TestVFsWaitForPrepare(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	labels := map[string]string{"pool": "a"}
+	vfs := &fakeVFs{num: 2, total: 7, drivers: []string{"igbvf", "igbvf"}}
+	st := fakeStatus{}
+	preparing, locked := true, false
+	c := New(Options{NodeName: "node-a", Configs: &fakeConfigs{config("a", 1, labels, v1alpha1.FastpathNodeConfigSpec{
+		VFs: []v1alpha1.VFs{{PF: v1alpha1.PFSelector{Name: "ens1f0"}, NumVFs: 4}}})},
+		NodeLabels: func() (map[string]string, bool) { return labels, true }, Discovery: &fakeDiscovery{}, SetPools: func([]fpv1.IPPool) {},
+		VFs: vfs, SysfsRoot: pfSysfs(t),
+		Prepared: func(string) []string {
+			if !locked {
+				t.Error("the claims on the PF were looked at without its lock")
+			}
+			return nil
+		},
+		LockPF: func(addr string) (func(), bool) {
+			if addr != "0000:3b:00.0" || preparing {
+				return nil, false
+			}
+			locked = true
+			return func() { locked = false }, true
+		},
+		Status: st})
+	c.Reconcile(ctx)
+	if reason, msg := st.applied(t, "a"); reason != v1alpha1.ReasonVFsInUse || !strings.Contains(msg, "being prepared") || len(vfs.sets) != 0 {
+		t.Errorf("while a claim is being prepared: %s: %s; VF counts written %v", reason, msg, vfs.sets)
+	}
+	preparing = false
+	c.Reconcile(ctx)
+	if reason, msg := st.applied(t, "a"); reason != v1alpha1.ReasonApplied || vfs.num != 4 || locked {
+		t.Errorf("once prepared: %s: %s; %d VFs, lock held %t", reason, msg, vfs.num, locked)
+	}
+}

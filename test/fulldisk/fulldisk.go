@@ -1,5 +1,6 @@
 // Package fulldisk makes a claim store's checkpoint and journal writes fail as on a
-// full disk (ENOSPC), for tests that fail each write in turn.
+// full disk (ENOSPC), for tests that fail each write in turn, and fills a tmpfs of
+// its own for tests on a disk that is full indeed.
 package fulldisk
 
 import (
