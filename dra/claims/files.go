@@ -87,7 +87,9 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 // moment it returns unless the machine loses power before the directory
 // is synced (SyncDir). Whatever path was (a symbolic link too) is
 // replaced, never written through: the temporary file is new
-// (O_EXCL, O_NOFOLLOW), and renamed over path.
+// (O_EXCL, O_NOFOLLOW), and renamed over path. The temporary file is
+// locked (flock) until it is renamed, so that a process removing the
+// temporary files of killed writes (removeTemps) leaves a live one's.
 func ReplaceFile(path string, data []byte, perm os.FileMode) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
@@ -98,24 +100,18 @@ func ReplaceFile(path string, data []byte, perm os.FileMode) error {
 		return err
 	}
 	defer os.Remove(tmp.Name())
+	defer tmp.Close()
 	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
 		return fmt.Errorf("write %s: %w", tmp.Name(), err)
 	}
 	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
 		return err
 	}
 	if err := markWritten(tmp.Name()); err != nil {
-		tmp.Close()
 		return err
 	}
 	if err := tmp.Sync(); err != nil {
-		tmp.Close()
 		return fmt.Errorf("sync %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return err
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("rename to %s: %w", path, err)
@@ -125,7 +121,9 @@ func ReplaceFile(path string, data []byte, perm os.FileMode) error {
 
 // createTemp creates a new file in dir named prefix and a random number,
 // mode 0600, as os.CreateTemp does, with the store's flags: never through
-// a link planted at its name.
+// a link planted at its name. The file is returned locked (flock), and
+// still of its name: one removed between its creation and its lock (by
+// removeTemps) is made again.
 func createTemp(dir, prefix string) (*os.File, error) {
 	for range 100 {
 		name := filepath.Join(dir, prefix+strconv.FormatUint(rand.Uint64(), 36))
@@ -133,9 +131,43 @@ func createTemp(dir, prefix string) (*os.File, error) {
 		if errors.Is(err, fs.ErrExist) {
 			continue
 		}
-		return f, err
+		if err != nil {
+			return nil, err
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", name, err)
+		}
+		held, err1 := f.Stat()
+		now, err2 := os.Lstat(name)
+		if err1 == nil && err2 == nil && os.SameFile(held, now) {
+			return f, nil
+		}
+		f.Close()
 	}
 	return nil, fmt.Errorf("create a temporary file in %s: every name tried exists", dir)
+}
+
+// removeIfUnlocked removes the temporary file at path (ReplaceFile's)
+// unless a live write holds its lock, and says whether it did.
+func removeIfUnlocked(path string) (bool, error) {
+	f, err := openFile(path, os.O_RDONLY|safeFlags, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); errors.Is(err, unix.EWOULDBLOCK) {
+		return false, nil
+	} else if err != nil {
+		return false, fmt.Errorf("lock %s: %w", path, err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return false, err
+	}
+	return true, nil
 }
 
 // WriteFileUnsynced writes data to path, replacing what it held, without

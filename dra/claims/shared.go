@@ -196,8 +196,9 @@ func (s *Store) refresh() error {
 	if same {
 		return nil
 	}
-	// The daemon this one replaces may be of the previous release.
-	files, err := readState(s.path)
+	// The daemon this one replaces may be of the previous release, or
+	// alone still (it compacts without the file lock).
+	files, err := readStable(s.path)
 	if err != nil {
 		if _, newer := errors.AsType[*NewerError](err); newer {
 			return err

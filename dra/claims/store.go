@@ -102,7 +102,7 @@ func Open(path string, legacy Legacy) (*Store, error) {
 	if err := removeTemps(path); err != nil {
 		return nil, err
 	}
-	st, err := readState(path)
+	st, err := readStable(path)
 	if err != nil {
 		return nil, err
 	}
@@ -185,16 +185,26 @@ func (s *Store) load(st state, legacy Legacy) error {
 // write them (the daemon's tests, a node's inspection). A version 1
 // checkpoint is read migrated.
 func Read(path string) (map[Key]*Claim, int, error) {
+	st, err := readStable(path)
+	return st.claims, st.version, err
+}
+
+// readStable is readState, read again while the checkpoint changed
+// meanwhile. A daemon's compaction between the reads of the checkpoint and
+// of its journal (a new checkpoint, then its journal emptied and appended
+// to in the new generation) would hide the journal's entries or show
+// entries of a generation newer than the checkpoint read: a daemon alone
+// compacts without the file lock, so that only the checkpoint's stamp
+// tells.
+func readStable(path string) (state, error) {
 	for {
-		// A daemon's compaction between the reads of the checkpoint and
-		// of its journal would hide the journal's entries: read again.
 		before, err := stampOf(path)
 		if err != nil {
-			return nil, 0, err
+			return state{}, err
 		}
 		st, err := readState(path)
-		if after, _ := stampOf(path); err != nil || after == before {
-			return st.claims, st.version, err
+		if after, _ := stampOf(path); after == before {
+			return st, err
 		}
 	}
 }
@@ -782,9 +792,10 @@ func commitPending(path string) error {
 }
 
 // removeTemps removes the temporary files of the checkpoint's writes
-// (ReplaceFile) that a process killed before its rename left beside it.
-// The file lock is held: a live daemon sharing the store writes its
-// temporary files under it.
+// (ReplaceFile) that a process killed before its rename left beside it,
+// and leaves a live write's, which holds its file's lock. The store's
+// file lock is held too: the previous release's daemon, sharing the
+// store, writes its temporary files (unlocked) under it.
 func removeTemps(path string) error {
 	dir, prefix := filepath.Dir(path), "."+filepath.Base(path)+"."
 	entries, err := os.ReadDir(dir)
@@ -806,7 +817,7 @@ func removeTemps(path string) error {
 	}
 	defer unlock()
 	for _, f := range stale {
-		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if _, err := removeIfUnlocked(f); err != nil {
 			return fmt.Errorf("remove %s, left by a write that was killed: %w", f, err)
 		}
 	}
