@@ -229,3 +229,31 @@ func TestView(t *testing.T) {
 		}
 	}
 }
+
+// Down to version 1 and up again, each record keeps the boot it was
+// prepared in: the next start does not prepare every claim again.
+func TestConvertKeepsBootID(t *testing.T) {
+	dir := t.TempDir()
+	path, legacy := filepath.Join(dir, "checkpoint.json"), Legacy{CNI: filepath.Join(dir, "cni", "cni-checkpoint.json")}
+	s := open(t, path)
+	a := netdevClaim("a", "pod1", "dev-a", "net1")
+	a.Prepared, a.Steps, a.Devices[0].VF.Before = true, nil, nil
+	b := cniClaim("b", "pod2", "cni-0", "net1")
+	b.BootID = "b2"
+	for _, c := range []Claim{a, b} {
+		if err := s.Put(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, to := range []int{1, Version} {
+		if err := Convert(path, legacy, to); err != nil {
+			t.Fatalf("to version %d: %v", to, err)
+		}
+	}
+	back := open(t, path)
+	for _, want := range []Claim{a, b} {
+		if got, ok := back.Get(want.Key()); !ok || got.BootID != want.BootID {
+			t.Errorf("claim %s after version 1 and back: boot ID %q (found %v), want %q", &want, got.BootID, ok, want.BootID)
+		}
+	}
+}
