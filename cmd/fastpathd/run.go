@@ -337,6 +337,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	if err != nil {
 		return err
 	}
+	store.Logger = logger
 	// Last, once the kubelet plugins have stopped.
 	st := hostState{stateDir: o.stateDir, pluginDirs: []string{o.pluginDir}}
 	if o.networkAPI.socket != "" {

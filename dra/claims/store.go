@@ -17,6 +17,7 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 
 	"github.com/fastpath-dra/fastpath/dataplane/hostdir"
 )
@@ -75,8 +76,19 @@ type Store struct {
 	size, tail int64
 
 	// fault is the standing failure to write the files (Fault); nil while
-	// they are written. Under mu.
-	fault error
+	// they are written. compactFault is the standing failure to compact
+	// the journal, which stands until a compaction succeeds (the changes'
+	// appends may meanwhile); compactAt the journal's length from which a
+	// failed compaction is tried again, compactFailures the failures in a
+	// row. All under mu.
+	fault, compactFault error
+	compactAt           int64
+	compactFailures     int
+
+	// Logger logs when the store starts failing to write its files, and
+	// when it writes them again: once per fault, not per change. The zero
+	// logger logs nothing; the daemon sets it before the store is used.
+	Logger klog.Logger
 
 	// extra holds the top-level fields of the checkpoint this build does
 	// not know (a newer build wrote them), to write them back; nil for
@@ -513,7 +525,7 @@ func (s *Store) write(k Key, f func(map[Key]*Claim) (*Claim, error), sync bool) 
 	rec, err := f(s.claims)
 	if err == nil {
 		if durable, err = s.commit(k, rec, sync); err != nil {
-			s.setFault(err)
+			s.setFault(err, false)
 		}
 	}
 	if err != nil {
@@ -541,7 +553,8 @@ func (s *Store) commit(k Key, rec *Claim, sync bool) (durable func() error, _ er
 		}
 		err = s.Append(JournalPath(s.path), line, sync, at)
 		if err == nil {
-			s.apply(k, rec, func() { s.tail, s.fault = at+int64(len(line)), nil })
+			s.apply(k, rec, func() { s.tail = at + int64(len(line)) })
+			s.setFault(nil, false)
 			if sync {
 				s.compact()
 				return done, nil
@@ -584,6 +597,7 @@ func (s *Store) commit(k Key, rec *Claim, sync bool) (durable func() error, _ er
 		s.mu.Lock()
 		s.seen, s.format, s.size, s.tail = st, versionWhole, int64(len(data)), 0
 		s.mu.Unlock()
+		s.setFault(err, false)
 		return err
 	}, nil
 }
@@ -633,34 +647,74 @@ func (s *Store) indexPod(k Key, c *Claim) {
 }
 
 // compact writes the checkpoint whole once the journal is longer than it
-// (and than compactMin). A failure is left for the next change to try
-// again: the journal holds every change meanwhile.
+// (and than compactMin). A failure (a full disk, on which the changes'
+// short appends may still fit) is the store's fault (Fault) until a
+// compaction succeeds, and is tried again once the journal has grown by
+// the checkpoint's length (or compactMin) again, twice that after a
+// second failure, and so on up to 64 times: the changes meanwhile do not
+// each pay for a whole write that fails. The journal holds every change
+// meanwhile.
 func (s *Store) compact() {
 	s.mu.RLock()
-	due := s.tail > max(compactMin, s.size)
+	due := s.tail > max(compactMin, s.size) && s.tail >= s.compactAt
 	s.mu.RUnlock()
-	if due {
-		if err := s.writeWhole(s.claims); err != nil {
-			s.setFault(fmt.Errorf("compact the journal into the checkpoint: %w", err))
-		}
+	if !due {
+		return
+	}
+	if err := s.writeWhole(s.claims); err != nil {
+		s.mu.Lock()
+		s.compactFailures++
+		s.compactAt = s.tail + max(compactMin, s.size)<<min(s.compactFailures-1, 6)
+		s.mu.Unlock()
+		s.setFault(fmt.Errorf("compact the journal into the checkpoint: %w", err), true)
 	}
 }
 
 // Fault is the store's standing failure to write its files (a full disk,
-// a filesystem gone read-only): the error of the last write or compaction
-// that failed, until a write succeeds; nil while the files are written.
-// The claims the store holds are as the files are: a write that failed
-// changed neither.
+// a filesystem gone read-only): the error of the last write that failed,
+// until a write succeeds, or else of the last compaction of the journal
+// that failed, until a compaction succeeds; nil while the files are
+// written. The claims the store holds are as the files are: a write that
+// failed changed neither, and a compaction that failed left the journal
+// holding every change.
 func (s *Store) Fault() error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.fault
+	return s.faultLocked()
 }
 
-func (s *Store) setFault(err error) {
+func (s *Store) faultLocked() error {
+	if s.fault != nil {
+		return s.fault
+	}
+	return s.compactFault
+}
+
+// setFault records err (nil: none) as the standing failure of the store's
+// writes, or of its compactions, and logs the store's start and end of
+// failing.
+func (s *Store) setFault(err error, compaction bool) {
 	s.mu.Lock()
-	s.fault = err
+	before := s.faultLocked()
+	if compaction {
+		s.compactFault = err
+	} else {
+		s.fault = err
+	}
+	after := s.faultLocked()
 	s.mu.Unlock()
+	s.logFault(before, after)
+}
+
+// logFault logs a change of the store's fault from before to after: its
+// start and its end, not each change of its error.
+func (s *Store) logFault(before, after error) {
+	switch {
+	case before == nil && after != nil:
+		s.Logger.Error(after, "The claim store's files cannot be written; changes that need a write fail until they can", "checkpoint", s.path)
+	case before != nil && after == nil:
+		s.Logger.Info("The claim store's files are written again", "checkpoint", s.path)
+	}
 }
 
 // writeWhole writes claims to the checkpoint, whole and synced, and makes
@@ -682,8 +736,18 @@ func (s *Store) writeWhole(claims map[Key]*Claim) error {
 	case version == Version && format == Version:
 		gen++
 	case version == Version:
+		// The journal's truncation is synced, its directory too, before
+		// a checkpoint names generation 1: a power cut must not bring back
+		// the entries of an earlier version 3 (of a generation above 1,
+		// which would make Open refuse the store).
 		gen = 1
 		if err := emptyJournal(journal); err != nil {
+			return err
+		}
+		if err := s.Append(journal, nil, true, 0); err != nil {
+			return fmt.Errorf("sync the emptied journal %s: %w", journal, err)
+		}
+		if err := SyncDir(filepath.Dir(journal)); err != nil {
 			return err
 		}
 	default:
@@ -712,8 +776,11 @@ func (s *Store) writeWhole(claims map[Key]*Claim) error {
 	st, _ := s.stamps()
 	s.mu.Lock()
 	s.setClaims(claims)
-	s.seen, s.format, s.gen, s.size, s.tail, s.fault = st, version, gen, int64(len(data)), tail, nil
+	s.seen, s.format, s.gen, s.size, s.tail = st, version, gen, int64(len(data)), tail
+	before := s.faultLocked()
+	s.fault, s.compactFault, s.compactAt, s.compactFailures = nil, nil, 0, 0
 	s.mu.Unlock()
+	s.logFault(before, nil)
 	return nil
 }
 
