@@ -230,3 +230,44 @@ func (s *Store) current() {
 	defer unlock()
 	_ = s.refresh()
 }
+
+// RemoveUnused removes the store's files (the checkpoint, its journal, its
+// pending write and the temporary files of killed writes), for a daemon
+// that stops with nothing prepared, and says whether it did: only under
+// the file lock, and only when the files, read again under it, hold no
+// claim and this store holds none. A daemon that started meanwhile (a
+// rolling update's new pod, whose runtime hooks may write before it
+// serves) and wrote a record keeps them. The files are left as they are
+// when they cannot be read.
+func (s *Store) RemoveUnused() (bool, error) {
+	s.fileMu.Lock()
+	defer s.fileMu.Unlock()
+	unlock, err := s.lockFile().Lock(context.Background())
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	if err := adoptPendingLocked(s.path); err != nil {
+		return false, err
+	}
+	files, err := readStable(s.path)
+	if err != nil {
+		return false, err
+	}
+	s.mu.RLock()
+	mine := len(s.claims)
+	s.mu.RUnlock()
+	if len(files.claims) > 0 || mine > 0 {
+		return false, nil
+	}
+	var errs []error
+	for _, f := range []string{s.path, JournalPath(s.path), PendingPath(s.path)} {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if err := removeTempsLocked(s.path); err != nil {
+		errs = append(errs, err)
+	}
+	return len(errs) == 0, errors.Join(errs...)
+}

@@ -864,31 +864,47 @@ func commitPending(path string) error {
 // file lock is held too: the previous release's daemon, sharing the
 // store, writes its temporary files (unlocked) under it.
 func removeTemps(path string) error {
-	dir, prefix := filepath.Dir(path), "."+filepath.Base(path)+"."
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return fmt.Errorf("checkpoint directory: %w", err)
-	}
-	var stale []string
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), prefix) && e.Type().IsRegular() {
-			stale = append(stale, filepath.Join(dir, e.Name()))
-		}
-	}
-	if len(stale) == 0 {
-		return nil
+	stale, err := temps(path)
+	if err != nil || len(stale) == 0 {
+		return err
 	}
 	unlock, err := FileLock(path + ".lock").Lock(context.Background())
 	if err != nil {
 		return err
 	}
 	defer unlock()
+	return removeTempsLocked(path)
+}
+
+// removeTempsLocked is removeTemps, its caller holding the file lock.
+func removeTempsLocked(path string) error {
+	stale, err := temps(path)
+	if err != nil {
+		return err
+	}
 	for _, f := range stale {
 		if _, err := removeIfUnlocked(f); err != nil {
 			return fmt.Errorf("remove %s, left by a write that was killed: %w", f, err)
 		}
 	}
 	return nil
+}
+
+// temps lists the temporary files of the checkpoint's writes
+// (ReplaceFile) beside it.
+func temps(path string) ([]string, error) {
+	dir, prefix := filepath.Dir(path), "."+filepath.Base(path)+"."
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint directory: %w", err)
+	}
+	var out []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix) && e.Type().IsRegular() {
+			out = append(out, filepath.Join(dir, e.Name()))
+		}
+	}
+	return out, nil
 }
 
 // adoptPending completes the pending write (AdmitPending) of a process
