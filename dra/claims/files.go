@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -220,4 +221,42 @@ func SyncDir(dir string) error {
 		return fmt.Errorf("sync %s: %w", dir, err)
 	}
 	return nil
+}
+
+// RemoveTemps removes the temporary files that writes of files named
+// prefix and more in dir (ReplaceFile, WriteFileAtomic) killed before
+// their rename left, and leaves those of live writes, which hold their
+// file's lock: for a directory of files written atomically beside the
+// store (the CDI specs), whose temporary files the runtime ignores but
+// nothing else would remove.
+func RemoveTemps(dir, prefix string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		name := e.Name()
+		i := strings.LastIndexByte(name, '.')
+		if !e.Type().IsRegular() || !strings.HasPrefix(name, "."+prefix) || i <= len(prefix) || !isBase36(name[i+1:]) {
+			continue
+		}
+		if _, err := removeIfUnlocked(filepath.Join(dir, name)); err != nil {
+			errs = append(errs, fmt.Errorf("remove %s, left by a write that was killed: %w", filepath.Join(dir, name), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// isBase36 reports whether s is a random number as createTemp writes it.
+func isBase36(s string) bool {
+	if s == "" || len(s) > 13 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'z') {
+			return false
+		}
+	}
+	return true
 }
