@@ -80,6 +80,9 @@ func Convert(path string, legacy Legacy, to int) error {
 	if err := s.refresh(); err != nil {
 		return err
 	}
+	for _, e := range s.Corrupt() {
+		return fmt.Errorf("checkpoint %s not converted to version 1, which cannot hold a record held aside: %w", path, e)
+	}
 	own := v1Checkpoint{Version: 1, Claims: map[string]*v1Claim{}}
 	cni := v1CNICheckpoint{Version: 1, Claims: map[string]*v1CNIClaim{}}
 	var errs []error

@@ -154,6 +154,9 @@ func TestKeepsUnknownFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	file["journal"] = "checkpoint.journal"
+	// Rewritten here, the records lose the checksums of their bytes as
+	// the store wrote them: as a build without checksums writes them.
+	delete(file, "checksums")
 	net := file["claims"].(map[string]any)["fastpath.dev/uid-net"].(map[string]any)
 	net["priority"] = 7.0
 	net["devices"].([]any)[0].(map[string]any)["numaNode"] = 1.0

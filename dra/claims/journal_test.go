@@ -64,6 +64,15 @@ func TestJournal(t *testing.T) {
 	}
 }
 
+// seal is the journal's line of the entry e (JSON, without its newline),
+// with its checksum.
+func seal(e string) string {
+	var buf bytes.Buffer
+	buf.WriteString(strings.TrimSuffix(e, "}"))
+	sealLine(&buf)
+	return buf.String()
+}
+
 func equalClaims(a, b []Claim) bool {
 	if len(a) != len(b) {
 		return false
@@ -119,7 +128,7 @@ func TestJournalDamage(t *testing.T) {
 	})
 	t.Run("corrupt", func(t *testing.T) {
 		path, _ := setup(t)
-		appendTo(t, path, "{\"generation\":1,\"key\":\"fastpath.dev/c\",\"claim\":{\"driver\":\"fastpath.dev\"}}\n")
+		appendTo(t, path, seal(`{"generation":1,"key":"fastpath.dev/c","claim":{"driver":"fastpath.dev"}}`))
 		_, err := Open(path, Legacy{})
 		for _, want := range []string{JournalPath(path), "line 2", "uid, namespace and name are required"} {
 			if err == nil || !strings.Contains(err.Error(), want) {
@@ -147,7 +156,7 @@ func TestJournalDamage(t *testing.T) {
 	})
 	t.Run("newer generation", func(t *testing.T) {
 		path, _ := setup(t)
-		appendTo(t, path, `{"generation":9,"key":"fastpath.dev/a"}`+"\n")
+		appendTo(t, path, seal(`{"generation":9,"key":"fastpath.dev/a"}`))
 		if _, err := Open(path, Legacy{}); err == nil || !strings.Contains(err.Error(), "generation 9") {
 			t.Errorf("Open = %v, want an error naming the entry's generation", err)
 		}

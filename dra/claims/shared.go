@@ -208,7 +208,7 @@ func (s *Store) refresh() error {
 	s.mu.Lock()
 	s.setClaims(files.claims) // nil: no file, nothing prepared
 	s.seen, s.extra = st, files.extra
-	s.format, s.gen, s.size, s.tail = files.version, files.gen, files.size, files.tail
+	s.format, s.gen, s.size, s.tail, s.corrupt = files.version, files.gen, files.size, files.tail, files.corrupt
 	s.mu.Unlock()
 	return nil
 }

@@ -90,6 +90,10 @@ type Store struct {
 	// logger logs nothing; the daemon sets it before the store is used.
 	Logger klog.Logger
 
+	// corrupt is the records held aside (CorruptError), by their claim's
+	// key: their checksum did not match. Under mu.
+	corrupt map[Key]*CorruptError
+
 	// extra holds the top-level fields of the checkpoint this build does
 	// not know (a newer build wrote them), to write them back; nil for
 	// none. Under mu.
@@ -138,6 +142,8 @@ type state struct {
 	extra   json.RawMessage
 	size    int64 // the checkpoint's length
 	tail    int64 // the length of the journal's whole entries
+	// corrupt is the records held aside, by their claim's key.
+	corrupt map[Key]*CorruptError
 }
 
 // readState reads the checkpoint at path and, in version 3, its journal.
@@ -163,7 +169,8 @@ func readState(path string) (state, error) {
 // decodeState decodes data, the checkpoint at path, and in version 3 its
 // journal. Errors name the file.
 func decodeState(path string, data, journal []byte) (state, error) {
-	claims, version, gen, extra, err := parse(data)
+	p, err := parse(data)
+	claims, version, gen := p.claims, p.version, p.gen
 	if _, newer := errors.AsType[*NewerError](err); newer {
 		return state{}, withPath(err, path, path)
 	}
@@ -175,11 +182,18 @@ func decodeState(path string, data, journal []byte) (state, error) {
 			return state{}, fmt.Errorf("checkpoint %s (version %d): %w", path, version, err)
 		}
 	}
-	st := state{claims: claims, version: version, gen: gen, extra: extra, size: int64(len(data))}
+	st := state{claims: claims, version: version, gen: gen, extra: p.extra, size: int64(len(data)), corrupt: p.corrupt}
+	for _, e := range st.corrupt {
+		if e.File == "" {
+			e.File = path
+		}
+	}
 	if version == Version {
-		if st.tail, err = replay(journal, gen, claims); err != nil {
+		r := replayer{file: JournalPath(path), gen: gen, claims: claims, corrupt: st.corrupt, sealed: p.sealed}
+		if st.tail, err = r.replay(journal); err != nil {
 			return state{}, fmt.Errorf("journal %s: %w", JournalPath(path), err)
 		}
+		st.corrupt = r.corrupt
 	}
 	return st, nil
 }
@@ -188,7 +202,7 @@ func decodeState(path string, data, journal []byte) (state, error) {
 // the files of the previous release, writing through s.WriteFile.
 func (s *Store) load(st state, legacy Legacy) error {
 	s.setClaims(st.claims)
-	s.extra, s.format, s.gen, s.size, s.tail = st.extra, st.version, st.gen, st.size, st.tail
+	s.extra, s.format, s.gen, s.size, s.tail, s.corrupt = st.extra, st.version, st.gen, st.size, st.tail, st.corrupt
 	return s.migrate(legacy, st.version)
 }
 
@@ -221,65 +235,116 @@ func readStable(path string) (state, error) {
 	}
 }
 
-// Parse decodes a checkpoint of version 2 or 3, checking every record,
-// and says which version it is: of version 3, the claims of the
-// checkpoint alone, without its journal's (see Read). An older version is
-// not decoded (nil claims, its version, no error).
+// Parse decodes a checkpoint of version 2 or 3, checking every record
+// and its checksum, and says which version it is: of version 3, the claims
+// of the checkpoint alone, without its journal's (see Read). An older
+// version is not decoded (nil claims, its version, no error). A record
+// whose checksum does not match is an error (a CorruptError).
 func Parse(data []byte) (map[Key]*Claim, int, error) {
-	claims, version, _, _, err := parse(data)
-	return claims, version, err
+	p, err := parse(data)
+	if err == nil {
+		for _, e := range sortedCorrupt(p.corrupt) {
+			return nil, p.version, e
+		}
+	}
+	return p.claims, p.version, err
 }
 
-// parse is Parse, with the checkpoint's generation and its top-level
-// fields this build does not know (extra; nil for none).
-func parse(data []byte) (_ map[Key]*Claim, version int, gen uint64, extra json.RawMessage, _ error) {
+// parsed is what parse reads of a checkpoint.
+type parsed struct {
+	claims  map[Key]*Claim
+	version int
+	gen     uint64
+	// extra: its top-level fields this build does not know (nil for
+	// none).
+	extra json.RawMessage
+	// sealed: its checksums were written with its claims (checksum.go);
+	// corrupt: the records whose checksum does not match, and those it
+	// holds aside, by key.
+	sealed  bool
+	corrupt map[Key]*CorruptError
+}
+
+// parse is Parse, with the checkpoint's generation, its top-level fields
+// this build does not know, and its records held aside (without their
+// file, which the caller names).
+func parse(data []byte) (parsed, error) {
 	var head struct {
 		Version *int `json:"version"`
 	}
 	if len(data) == 0 {
-		return nil, 0, 0, nil, errors.New("the file is empty")
+		return parsed{}, errors.New("the file is empty")
 	}
 	if err := json.Unmarshal(data, &head); err != nil {
-		return nil, 0, 0, nil, fmt.Errorf("not a checkpoint: %w", err)
+		return parsed{}, fmt.Errorf("not a checkpoint: %w", err)
 	}
-	version = 0
+	version := 0
 	if head.Version != nil {
 		version = *head.Version
 	}
+	p := parsed{version: version}
 	switch {
 	case head.Version == nil:
-		return nil, 0, 0, nil, errors.New("not a checkpoint: no version")
+		return parsed{}, errors.New("not a checkpoint: no version")
 	case version > Version:
-		return nil, version, 0, nil, &NewerError{Version: version}
+		return p, &NewerError{Version: version}
 	case version < 1:
-		return nil, version, 0, nil, fmt.Errorf("version %d is not a checkpoint version", version)
+		return p, fmt.Errorf("version %d is not a checkpoint version", version)
 	case version < versionWhole:
-		return nil, version, 0, nil, nil
+		return p, nil
 	}
-	var cp checkpoint
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if dec.Decode(&cp) != nil {
-		cp = checkpoint{}
-		if err := json.Unmarshal(data, &cp); err != nil {
-			return nil, version, 0, nil, fmt.Errorf("corrupt: %w", err)
+	var cp struct {
+		Generation uint64                     `json:"generation"`
+		Checksums  map[string]string          `json:"checksums"`
+		Claims     map[string]json.RawMessage `json:"claims"`
+	}
+	if err := json.Unmarshal(data, &cp); err != nil {
+		return p, fmt.Errorf("corrupt: %w", err)
+	}
+	top, err := readTopLevel(data)
+	if err == nil {
+		p.extra, err = top.unknown()
+	}
+	if err == nil {
+		p.corrupt, err = heldAside(top.values["held"])
+	}
+	if err != nil {
+		return p, fmt.Errorf("corrupt: %w", err)
+	}
+	if p.corrupt == nil {
+		p.corrupt = map[Key]*CorruptError{}
+	}
+	p.sealed = top.checksumsFirst()
+	if version == Version {
+		p.gen = cp.Generation // not version 2's: an unknown field of it
+	}
+	p.claims = make(map[Key]*Claim, len(cp.Claims))
+	for k, raw := range cp.Claims {
+		if p.sealed {
+			if want, got := cp.Checksums[k], checksum(raw); want != got {
+				key, err := parseKey(k)
+				if err != nil {
+					return p, fmt.Errorf("claim %q: %w", k, err)
+				}
+				reason := fmt.Sprintf("checksum %s, want %s", got, want)
+				if want == "" {
+					reason = "no checksum"
+				}
+				p.corrupt[key] = &CorruptError{Claim: k, Reason: reason, record: raw}
+				continue
+			}
 		}
-		var err error
-		if extra, err = topLevelUnknown(data); err != nil {
-			return nil, version, 0, nil, fmt.Errorf("corrupt: %w", err)
+		var c *Claim
+		if err := json.Unmarshal(raw, &c); err != nil {
+			return p, fmt.Errorf("claim %q: %w", k, err)
 		}
-	}
-	if version == versionWhole {
-		cp.Generation = 0 // not version 2's: an unknown field of it
-	}
-	claims := make(map[Key]*Claim, len(cp.Claims))
-	for k, c := range cp.Claims {
 		if err := decoded(c, k); err != nil {
-			return nil, version, 0, nil, fmt.Errorf("claim %q: %w", k, err)
+			return p, fmt.Errorf("claim %q: %w", k, err)
 		}
-		claims[c.Key()] = c
+		p.claims[c.Key()] = c
+		delete(p.corrupt, c.Key()) // a record of its own again
 	}
-	return claims, version, cp.Generation, extra, nil
+	return p, nil
 }
 
 // decoded checks a record read from a file under key, and keeps its
@@ -362,9 +427,13 @@ func (s *Store) Lock(k Key) (unlock func()) {
 }
 
 // LockContext is Lock, waiting for the lock until ctx ends: then the error
-// wraps ctx's, and nothing is held. Prepare, Unprepare and the runtime's
+// wraps ctx's, and nothing is held. The lock of a claim whose record is
+// held aside (Corrupt) is refused, with its CorruptError. Prepare, Unprepare and the runtime's
 // hooks wait so, and stop when their caller gives up.
 func (s *Store) LockContext(ctx context.Context, k Key) (unlock func(), _ error) {
+	if err := s.corruptRecord(k); err != nil {
+		return nil, err
+	}
 	unlock, err := s.lockKey(ctx, k)
 	if err != nil && ctx.Err() != nil {
 		if unlock != nil {
@@ -521,8 +590,11 @@ func (s *Store) write(k Key, f func(map[Key]*Claim) (*Claim, error), sync bool) 
 		s.fileMu.Unlock()
 	}
 	// No other write changes s.claims while fileMu is held: f reads it
-	// without mu, beside readers.
+	// without mu, beside readers. A record held aside is not replaced.
 	rec, err := f(s.claims)
+	if cerr := s.corruptRecord(k); cerr != nil {
+		err = cerr
+	}
 	if err == nil {
 		if durable, err = s.commit(k, rec, sync); err != nil {
 			s.setFault(err, false)
@@ -668,6 +740,28 @@ func (s *Store) compact() {
 		s.mu.Unlock()
 		s.setFault(fmt.Errorf("compact the journal into the checkpoint: %w", err), true)
 	}
+}
+
+// Corrupt lists the records the store holds aside, by claim: their
+// checksum did not match when it read them (CorruptError). The store
+// serves every other claim; a change of one of these fails until
+// `fastpathd checkpoint repair` drops it.
+func (s *Store) Corrupt() []*CorruptError {
+	s.current()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return sortedCorrupt(s.corrupt)
+}
+
+// corruptRecord is the CorruptError of the claim under k, nil if its
+// record is not held aside.
+func (s *Store) corruptRecord(k Key) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if e := s.corrupt[k]; e != nil {
+		return e
+	}
+	return nil
 }
 
 // Fault is the store's standing failure to write its files (a full disk,
@@ -1072,10 +1166,10 @@ func (s *Store) lockShared() (unlock func(), _ error) {
 // (version 3), with the top-level fields this build does not know of the
 // checkpoint it read.
 func (s *Store) marshal(claims map[Key]*Claim, version int, gen uint64) ([]byte, error) {
-	data, err := marshalCheckpoint(claims, version, gen)
 	s.mu.RLock()
-	extra := s.extra
+	extra, corrupt := s.extra, maps.Clone(s.corrupt)
 	s.mu.RUnlock()
+	data, err := marshalCheckpoint(claims, version, gen, corrupt)
 	if err != nil || extra == nil {
 		return data, err
 	}
@@ -1097,41 +1191,33 @@ func (s *Store) marshal(claims map[Key]*Claim, version int, gen uint64) ([]byte,
 	return buf.Bytes(), nil
 }
 
-// topLevelUnknown is the fields of a checkpoint other than its version
-// and claims, nil for none.
-func topLevelUnknown(data []byte) (json.RawMessage, error) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(data, &fields); err != nil {
-		return nil, err
-	}
-	for k := range fields {
-		// encoding/json matches names regardless of case.
-		if l := strings.ToLower(k); l == "version" || l == "claims" || l == "generation" {
-			delete(fields, k)
-		}
-	}
-	if len(fields) == 0 {
-		return nil, nil
-	}
-	return json.Marshal(fields)
-}
-
 // marshalCheckpoint is the checkpoint of claims in version, of generation
 // gen (version 3), as json.Marshal of a checkpoint writes it (claims in key
-// order), from the records' encodings.
-func marshalCheckpoint(claims map[Key]*Claim, version int, gen uint64) ([]byte, error) {
+// order), from the records' encodings, with their checksums before them,
+// and the records held aside (corrupt) after them.
+func marshalCheckpoint(claims map[Key]*Claim, version int, gen uint64, corrupt map[Key]*CorruptError) ([]byte, error) {
 	keys := make([]string, 0, len(claims))
-	byKey := make(map[string]*Claim, len(claims))
+	byKey := make(map[string][]byte, len(claims))
 	size := 64
 	for k, c := range claims {
 		s := k.String()
+		data := c.encoded
+		if data == nil { // a record the store did not make (tests)
+			var err error
+			if data, err = encode(c); err != nil {
+				return nil, fmt.Errorf("claim %s: %w", k, err)
+			}
+		}
 		keys = append(keys, s)
-		byKey[s] = c
-		size += len(s) + len(c.encoded) + 4
+		byKey[s] = data
+		size += 2*len(s) + len(data) + 16
 	}
 	slices.Sort(keys)
 	buf := bytes.NewBuffer(make([]byte, 0, size))
 	fmt.Fprintf(buf, `{"version":%d,`, version)
+	if err := writeChecksums(buf, keys, byKey); err != nil {
+		return nil, err
+	}
 	if gen != 0 {
 		fmt.Fprintf(buf, `"generation":%d,`, gen)
 	}
@@ -1144,17 +1230,15 @@ func marshalCheckpoint(claims map[Key]*Claim, version int, gen uint64) ([]byte, 
 			return nil, err
 		}
 		buf.WriteByte(':')
-		c := byKey[k]
-		data := c.encoded
-		if data == nil { // a record the store did not make (tests)
-			var err error
-			if data, err = encode(c); err != nil {
-				return nil, fmt.Errorf("claim %s: %w", k, err)
-			}
-		}
-		buf.Write(data)
+		buf.Write(byKey[k])
 	}
-	buf.WriteString("}}")
+	buf.WriteByte('}')
+	if len(corrupt) > 0 {
+		if err := writeHeld(buf, corrupt); err != nil {
+			return nil, err
+		}
+	}
+	buf.WriteByte('}')
 	return buf.Bytes(), nil
 }
 
