@@ -92,7 +92,10 @@ type replayer struct {
 // the next append overwrites them. Entries of an older generation are in
 // the checkpoint already. A whole entry whose checksum does not match (or
 // that has none, after a checkpoint with checksums) is held aside by its
-// claim's key, which a later entry of the claim replaces. A whole entry
+// claim's key, which a later entry of the claim replaces; but for the last
+// one holding zero bytes, which a power cut tore before its sync (the
+// filesystem extended the file, the data did not follow), and which is a
+// cut entry. A whole entry
 // that does not decode and names no claim, or that is of a newer
 // generation, or whose record is not valid, is an error naming its line:
 // the journal is corrupt.
@@ -106,10 +109,17 @@ func (r *replayer) replay(data []byte) (tail int64, _ error) {
 			return tail, nil
 		}
 		raw := data[tail : tail+int64(i)]
+		start := tail
 		tail += int64(i) + 1
 		sealed, err := openLine(raw)
 		if err == nil && r.sealed && !sealed {
 			err = errors.New("no checksum")
+		}
+		if err != nil && bytes.IndexByte(data[tail:], '\n') < 0 && bytes.IndexByte(raw, 0) >= 0 {
+			// The last line, with zeros where its bytes were not
+			// written: an append a power cut tore before its sync,
+			// never acknowledged. The next append overwrites it.
+			return start, nil
 		}
 		if err != nil {
 			if err := r.holdAside(raw, line, err); err != nil {
