@@ -239,9 +239,14 @@ func FuzzJournal(f *testing.F) {
 		`{"generation":1,"key":"fastpath.dev/a"}` + "\n" + `{"gener`))
 	f.Add([]byte("\n\n"))
 	f.Add([]byte(`{"generation":0,"key":"/"}` + "\n"))
+	f.Add([]byte(seal(`{"generation":1,"key":"fastpath.dev/a","claim":{"driver":"fastpath.dev","uid":"a","namespace":"n","name":"a","pod":{"uid":"p"}}}`) +
+		seal(`{"generation":1,"key":"fastpath.dev/b"}`)[:20] + "\x00\x00\n"))
 	path := filepath.Join(f.TempDir(), "checkpoint.json")
-	checkpoint := []byte(`{"version":3,"generation":1,"claims":{}}`)
+	// The journal follows a checkpoint without checksums, and one with
+	// (whose lines must have theirs).
+	checkpoints := [][]byte{[]byte(`{"version":3,"generation":1,"claims":{}}`), []byte(`{"version":3,"checksums":{},"generation":1,"claims":{}}`)}
 	f.Fuzz(func(t *testing.T, journal []byte) {
+		checkpoint := checkpoints[len(journal)%2]
 		st, err := decodeState(path, checkpoint, journal)
 		if err != nil {
 			if !strings.Contains(err.Error(), JournalPath(path)) {
@@ -255,6 +260,14 @@ func FuzzJournal(f *testing.F) {
 		for k, c := range st.claims {
 			if c.Key() != k || c.check(k.String()) != nil {
 				t.Fatalf("a record replayed under %s: %+v", k, c)
+			}
+			if st.corrupt[k] != nil {
+				t.Fatalf("claim %s both replayed and held aside", k)
+			}
+		}
+		for k, e := range st.corrupt {
+			if e.File != JournalPath(path) || e.Line < 1 || e.Claim != k.String() {
+				t.Fatalf("held aside under %s: %+v", k, e)
 			}
 		}
 	})
