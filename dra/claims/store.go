@@ -118,7 +118,7 @@ func Open(path string, legacy Legacy) (*Store, error) {
 	if err := removeTemps(path); err != nil {
 		return nil, err
 	}
-	st, err := readStable(path)
+	st, err := readLocked(path)
 	if err != nil {
 		return nil, err
 	}
@@ -211,17 +211,33 @@ func (s *Store) load(st state, legacy Legacy) error {
 // write them (the daemon's tests, a node's inspection). A version 1
 // checkpoint is read migrated.
 func Read(path string) (map[Key]*Claim, int, error) {
-	st, err := readStable(path)
+	st, err := readLocked(path)
 	return st.claims, st.version, err
+}
+
+// readLocked is readStable under the store's file lock, which a daemon
+// holds across its whole writes: a compaction replaces the checkpoint and
+// then empties the journal and appends to it again, which a read of the
+// journal between the two would see mixed.
+func readLocked(path string) (state, error) {
+	if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
+		return state{}, nil // no store yet: no lock file made
+	}
+	unlock, err := FileLock(path + ".lock").Lock(context.Background())
+	if err != nil {
+		return state{}, err
+	}
+	defer unlock()
+	return readStable(path)
 }
 
 // readStable is readState, read again while the checkpoint changed
 // meanwhile. A daemon's compaction between the reads of the checkpoint and
 // of its journal (a new checkpoint, then its journal emptied and appended
 // to in the new generation) would hide the journal's entries or show
-// entries of a generation newer than the checkpoint read: a daemon alone
-// compacts without the file lock, so that only the checkpoint's stamp
-// tells.
+// entries of a generation newer than the checkpoint read. Its callers
+// read under the file lock, under which this build compacts; the stamps
+// guard against a writer of an earlier build, which compacted without.
 func readStable(path string) (state, error) {
 	for {
 		before, err := stampOf(path)
@@ -820,11 +836,22 @@ func (s *Store) logFault(before, after error) {
 // file lock.
 func (s *Store) writeWhole(claims map[Key]*Claim) error {
 	s.mu.RLock()
-	version, format, gen := versionWhole, s.format, s.gen
+	version, format, gen, shared := versionWhole, s.format, s.gen, s.shared
 	if s.journal {
 		version = Version
 	}
 	s.mu.RUnlock()
+	if !shared {
+		// A store of its own takes the file lock for its whole writes
+		// alone (a shared store's caller holds it): a daemon starting
+		// beside it reads the files under it (Open), never between the
+		// new checkpoint and its journal's truncation.
+		unlock, err := s.lockFile().Lock(context.Background())
+		if err != nil {
+			return err
+		}
+		defer unlock()
+	}
 	journal := JournalPath(s.path)
 	switch {
 	case version == Version && format == Version:
