@@ -29,14 +29,6 @@ import (
 // and refuses newer versions rather than misread them.
 const Version = 3
 
-// checkpoint is the file: every claim by its key, and in version 3 the
-// generation of the journal entries that follow it.
-type checkpoint struct {
-	Version    int               `json:"version"`
-	Generation uint64            `json:"generation,omitempty"`
-	Claims     map[string]*Claim `json:"claims"`
-}
-
 // Store holds every prepared claim. Its methods are safe for concurrent
 // use. Writers of one claim hold its lock (Lock) across their read, side
 // effects and Put, so that they see each other's records.
