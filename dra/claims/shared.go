@@ -196,8 +196,8 @@ func (s *Store) refresh() error {
 	if same {
 		return nil
 	}
-	// The daemon this one replaces may be of the previous release, or
-	// alone still (it compacts without the file lock).
+	// The daemon this one replaces may be of the previous release, or of
+	// an earlier build, which compacted without the file lock.
 	files, err := readStable(s.path)
 	if err != nil {
 		if _, newer := errors.AsType[*NewerError](err); newer {
@@ -235,7 +235,7 @@ func (s *Store) current() {
 // pending write and the temporary files of killed writes), for a daemon
 // that stops with nothing prepared, and says whether it did: only under
 // the file lock, and only when the files, read again under it, hold no
-// claim and this store holds none. A daemon that started meanwhile (a
+// claim (nor a record held aside) and this store holds none. A daemon that started meanwhile (a
 // rolling update's new pod, whose runtime hooks may write before it
 // serves) and wrote a record keeps them. The files are left as they are
 // when they cannot be read.
@@ -255,9 +255,9 @@ func (s *Store) RemoveUnused() (bool, error) {
 		return false, err
 	}
 	s.mu.RLock()
-	mine := len(s.claims)
+	mine := len(s.claims) + len(s.corrupt)
 	s.mu.RUnlock()
-	if len(files.claims) > 0 || mine > 0 {
+	if len(files.claims) > 0 || len(files.corrupt) > 0 || mine > 0 {
 		return false, nil
 	}
 	var errs []error
