@@ -247,13 +247,12 @@ func readStable(path string) (state, error) {
 // and its checksum, and says which version it is: of version 3, the claims
 // of the checkpoint alone, without its journal's (see Read). An older
 // version is not decoded (nil claims, its version, no error). A record
-// whose checksum does not match is an error (a CorruptError).
+// whose checksum does not match is an error (a CorruptError); the records
+// it holds aside already are not.
 func Parse(data []byte) (map[Key]*Claim, int, error) {
 	p, err := parse(data)
-	if err == nil {
-		for _, e := range sortedCorrupt(p.corrupt) {
-			return nil, p.version, e
-		}
+	if err == nil && len(p.mismatched) > 0 {
+		return nil, p.version, p.mismatched[0]
 	}
 	return p.claims, p.version, err
 }
@@ -271,6 +270,8 @@ type parsed struct {
 	// holds aside, by key.
 	sealed  bool
 	corrupt map[Key]*CorruptError
+	// mismatched: of corrupt, those whose checksum did not match here.
+	mismatched []*CorruptError
 }
 
 // parse is Parse, with the checkpoint's generation, its top-level fields
@@ -338,7 +339,9 @@ func parse(data []byte) (parsed, error) {
 				if want == "" {
 					reason = "no checksum"
 				}
-				p.corrupt[key] = &CorruptError{Claim: k, Reason: reason, record: raw}
+				e := &CorruptError{Claim: k, Reason: reason, record: raw}
+				p.corrupt[key] = e
+				p.mismatched = append(p.mismatched, e)
 				continue
 			}
 		}
