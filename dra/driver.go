@@ -172,6 +172,11 @@ func New(opts Options) (*Driver, error) {
 			return nil, fmt.Errorf("create %s: %w", dir, err)
 		}
 	}
+	// The temporary files of CDI specs whose write was killed: the
+	// runtime ignores them, nothing else would remove them.
+	if err := claims.RemoveTemps(opts.CDIDir, cdiVendor+"-claim-"); err != nil {
+		return nil, fmt.Errorf("CDI directory: %w", err)
+	}
 	if opts.Store == nil {
 		return nil, errors.New("the driver needs a claim store")
 	}

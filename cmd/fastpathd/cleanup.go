@@ -53,14 +53,17 @@ func leaveNoTrace(ctx context.Context, store *claims.Store, st hostState) {
 			return
 		}
 	}
-	var errs []error
-	names := []string{"checkpoint.json", "checkpoint.json.journal", "checkpoint.json.locks", "checkpoint.json.pending", "checkpoint.json.lock", "nri.lock"}
-	// And the temporary files of checkpoint writes that were killed.
-	temps, _ := filepath.Glob(filepath.Join(st.stateDir, ".checkpoint.json.*"))
-	for _, t := range temps {
-		names = append(names, filepath.Base(t))
+	// The store's files under its file lock, read again under it: a
+	// daemon started meanwhile may have written a record.
+	if removed, err := store.RemoveUnused(); err != nil {
+		logger.Error(err, "Keeping the state directory: the claim store's files cannot be removed", "checkpoint", store.Path())
+		return
+	} else if !removed {
+		logger.V(2).Info("Keeping the state directory: another fastpathd of the node wrote a claim", "checkpoint", store.Path())
+		return
 	}
-	for _, name := range names {
+	var errs []error
+	for _, name := range []string{"checkpoint.json.locks", "checkpoint.json.lock", "nri.lock"} {
 		errs = append(errs, removeIfThere(filepath.Join(st.stateDir, name)))
 	}
 	// With no claim, the CNI cache and the claims' directories hold

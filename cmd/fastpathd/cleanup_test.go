@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
@@ -25,7 +26,7 @@ func node(t *testing.T, prepared bool) (*claims.Store, hostState) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Put(claims.Claim{Driver: "fastpath.dev", UID: "uid-1", Namespace: "ns", Name: "c"}); err != nil {
+	if err := store.Put(claims.Claim{Driver: "fastpath.dev", UID: "uid-1", Namespace: "ns", Name: "c", Pod: claims.Pod{UID: "pod-1"}}); err != nil {
 		t.Fatal(err)
 	}
 	if !prepared {
@@ -136,4 +137,56 @@ func TestLeaveNoTrace(t *testing.T) {
 			t.Errorf("state directory with another daemon's CRI Network API live: %v, want it as it was: %v", got, before)
 		}
 	})
+}
+
+// A daemon that started beside the stopping one, and recorded a claim
+// before it serves (its runtime hooks write first), keeps the store: the
+// stopping daemon reads the files again under their lock before it
+// removes them, and removes nothing while another process holds the lock.
+func TestLeaveNoTraceKeepsAnotherDaemonsStore(t *testing.T) {
+	ctx := klog.NewContext(t.Context(), ktesting.NewLogger(t, ktesting.NewConfig()))
+	store, st := node(t, false)
+	path := filepath.Join(st.stateDir, "checkpoint.json")
+	other, err := claims.Open(path, claims.Legacy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Share(); err != nil {
+		t.Fatal(err)
+	}
+	c := claims.Claim{Driver: "k8s.cni.cncf.io", UID: "pod-2", Namespace: "ns", Name: "p2", Pod: claims.Pod{UID: "pod-2"},
+		Networks: []claims.Network{{Request: "net1", Pool: "cluster", Device: "net1", IfName: "net1", Conflist: []byte(`{}`)}}}
+	if err := other.Put(c); err != nil {
+		t.Fatal(err)
+	}
+	leaveNoTrace(ctx, store, st)
+	if got, _, err := claims.Read(path); err != nil || len(got) != 1 {
+		t.Fatalf("the other daemon's store after the clean-up: %d claims, %v; want its claim", len(got), err)
+	}
+
+	// Held by another process: the clean-up waits for it.
+	store, st = node(t, false)
+	path = filepath.Join(st.stateDir, "checkpoint.json")
+	unlock, err := claims.FileLock(path + ".lock").Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		leaveNoTrace(ctx, store, st)
+		close(done)
+	}()
+	select {
+	case <-done:
+		t.Fatal("the clean-up did not wait for the store's file lock")
+	case <-time.After(200 * time.Millisecond):
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Errorf("the checkpoint, removed while another process held its lock: %v", err)
+	}
+	unlock()
+	<-done
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the checkpoint after the lock's release: %v, want it removed", err)
+	}
 }

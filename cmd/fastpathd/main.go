@@ -41,7 +41,7 @@ Usage:
   fastpathd validate -f FILE... check claims, classes, CNIConfigs, pods and networks as the node would
   fastpathd controller [flags]  write the status of CNIConfig objects (one per cluster, leader-elected)
   fastpathd networks list|set|remove  the node's networks, through the daemon's CRI Network API
-  fastpathd checkpoint migrate --to N  rewrite the node's checkpoint for an earlier release
+  fastpathd checkpoint migrate|verify|repair  rewrite the node's checkpoint for an earlier release, check it, drop a corrupt record
   fastpathd --version           print the version
   fastpathd COMMAND --help      show a command's flags
 

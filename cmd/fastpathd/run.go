@@ -338,6 +338,10 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	if err != nil {
 		return err
 	}
+	store.Logger = logger
+	for _, e := range store.Corrupt() {
+		logger.Error(e, "Holding a claim's corrupt record aside", "claim", e.Claim, "file", e.File, "line", e.Line)
+	}
 	// Last, once the kubelet plugins have stopped.
 	st := hostState{stateDir: o.stateDir, pluginDirs: []string{o.pluginDir}}
 	if o.networkAPI.socket != "" {

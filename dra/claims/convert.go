@@ -80,6 +80,9 @@ func Convert(path string, legacy Legacy, to int) error {
 	if err := s.refresh(); err != nil {
 		return err
 	}
+	for _, e := range s.Corrupt() {
+		return fmt.Errorf("checkpoint %s not converted to version 1, which cannot hold a record held aside: %w", path, e)
+	}
 	own := v1Checkpoint{Version: 1, Claims: map[string]*v1Claim{}}
 	cni := v1CNICheckpoint{Version: 1, Claims: map[string]*v1CNIClaim{}}
 	var errs []error
@@ -91,10 +94,10 @@ func Convert(path string, legacy Legacy, to int) error {
 			own.Claims[string(c.UID)] = v1
 			back, err = migrateFastpathClaim(v1)
 		case DriverCNI:
-			v1 := &v1CNIClaim{Namespace: c.Namespace, Name: c.Name, UID: c.UID, PodUID: c.Pod.UID, PodName: c.Pod.Name, Networks: c.Networks}
+			v1 := &v1CNIClaim{Namespace: c.Namespace, Name: c.Name, UID: c.UID, PodUID: c.Pod.UID, PodName: c.Pod.Name, Networks: c.Networks, BootID: c.BootID}
 			cni.Claims[string(c.UID)] = v1
 			back = &Claim{Driver: DriverCNI, UID: c.UID, Namespace: c.Namespace, Name: c.Name,
-				Pod: Pod{UID: c.Pod.UID, Name: c.Pod.Name}, Networks: c.Networks, Prepared: true}
+				Pod: Pod{UID: c.Pod.UID, Name: c.Pod.Name}, Networks: c.Networks, Prepared: true, BootID: c.BootID}
 		default:
 			err = fmt.Errorf("version 1 has no records of driver %s", c.Driver)
 		}
@@ -135,15 +138,15 @@ func Convert(path string, legacy Legacy, to int) error {
 }
 
 // sameInV1 reports whether back, c read back from version 1, is c: a
-// version 1 record has no boot ID (that release did not tell boots apart),
-// and no devices as published (that release published what discovery
-// saw).
+// version 1 record has no devices as published (that release published
+// what discovery saw). Its boot ID is written beside that release's
+// fields, so that the next start does not prepare every claim again.
 func sameInV1(c Claim, back *Claim) bool {
 	if back == nil {
 		return false
 	}
 	b := *back
-	c.BootID, c.unknown, c.encoded, b.encoded = "", nil, nil, nil
+	c.unknown, c.encoded, b.encoded = nil, nil, nil
 	c.Devices = slices.Clone(c.Devices)
 	for i := range c.Devices {
 		c.Devices[i].Published = nil
@@ -153,7 +156,7 @@ func sameInV1(c Claim, back *Claim) bool {
 
 // toV1 is a prepared fastpath.dev record as the previous release wrote it.
 func (c *Claim) toV1() *v1Claim {
-	out := &v1Claim{Namespace: c.Namespace, Name: c.Name, UID: c.UID, PodUID: c.Pod.UID, PodName: c.Pod.Name}
+	out := &v1Claim{Namespace: c.Namespace, Name: c.Name, UID: c.UID, PodUID: c.Pod.UID, PodName: c.Pod.Name, BootID: c.BootID}
 	if c.CDISpec != "" || c.Dir != "" {
 		out.Files = []string{c.CDISpec, c.Dir}
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -87,7 +88,9 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 // moment it returns unless the machine loses power before the directory
 // is synced (SyncDir). Whatever path was (a symbolic link too) is
 // replaced, never written through: the temporary file is new
-// (O_EXCL, O_NOFOLLOW), and renamed over path.
+// (O_EXCL, O_NOFOLLOW), and renamed over path. The temporary file is
+// locked (flock) until it is renamed, so that a process removing the
+// temporary files of killed writes (removeTemps) leaves a live one's.
 func ReplaceFile(path string, data []byte, perm os.FileMode) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
@@ -98,24 +101,18 @@ func ReplaceFile(path string, data []byte, perm os.FileMode) error {
 		return err
 	}
 	defer os.Remove(tmp.Name())
+	defer tmp.Close()
 	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
 		return fmt.Errorf("write %s: %w", tmp.Name(), err)
 	}
 	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
 		return err
 	}
 	if err := markWritten(tmp.Name()); err != nil {
-		tmp.Close()
 		return err
 	}
 	if err := tmp.Sync(); err != nil {
-		tmp.Close()
 		return fmt.Errorf("sync %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return err
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("rename to %s: %w", path, err)
@@ -125,7 +122,9 @@ func ReplaceFile(path string, data []byte, perm os.FileMode) error {
 
 // createTemp creates a new file in dir named prefix and a random number,
 // mode 0600, as os.CreateTemp does, with the store's flags: never through
-// a link planted at its name.
+// a link planted at its name. The file is returned locked (flock), and
+// still of its name: one removed between its creation and its lock (by
+// removeTemps) is made again.
 func createTemp(dir, prefix string) (*os.File, error) {
 	for range 100 {
 		name := filepath.Join(dir, prefix+strconv.FormatUint(rand.Uint64(), 36))
@@ -133,9 +132,43 @@ func createTemp(dir, prefix string) (*os.File, error) {
 		if errors.Is(err, fs.ErrExist) {
 			continue
 		}
-		return f, err
+		if err != nil {
+			return nil, err
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", name, err)
+		}
+		held, err1 := f.Stat()
+		now, err2 := os.Lstat(name)
+		if err1 == nil && err2 == nil && os.SameFile(held, now) {
+			return f, nil
+		}
+		f.Close()
 	}
 	return nil, fmt.Errorf("create a temporary file in %s: every name tried exists", dir)
+}
+
+// removeIfUnlocked removes the temporary file at path (ReplaceFile's)
+// unless a live write holds its lock, and says whether it did.
+func removeIfUnlocked(path string) (bool, error) {
+	f, err := openFile(path, os.O_RDONLY|safeFlags, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); errors.Is(err, unix.EWOULDBLOCK) {
+		return false, nil
+	} else if err != nil {
+		return false, fmt.Errorf("lock %s: %w", path, err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return false, err
+	}
+	return true, nil
 }
 
 // WriteFileUnsynced writes data to path, replacing what it held, without
@@ -188,4 +221,42 @@ func SyncDir(dir string) error {
 		return fmt.Errorf("sync %s: %w", dir, err)
 	}
 	return nil
+}
+
+// RemoveTemps removes the temporary files that writes of files named
+// prefix and more in dir (ReplaceFile, WriteFileAtomic) killed before
+// their rename left, and leaves those of live writes, which hold their
+// file's lock: for a directory of files written atomically beside the
+// store (the CDI specs), whose temporary files the runtime ignores but
+// nothing else would remove.
+func RemoveTemps(dir, prefix string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		name := e.Name()
+		i := strings.LastIndexByte(name, '.')
+		if !e.Type().IsRegular() || !strings.HasPrefix(name, "."+prefix) || i <= len(prefix) || !isBase36(name[i+1:]) {
+			continue
+		}
+		if _, err := removeIfUnlocked(filepath.Join(dir, name)); err != nil {
+			errs = append(errs, fmt.Errorf("remove %s, left by a write that was killed: %w", filepath.Join(dir, name), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// isBase36 reports whether s is a random number as createTemp writes it.
+func isBase36(s string) bool {
+	if s == "" || len(s) > 13 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'z') {
+			return false
+		}
+	}
+	return true
 }

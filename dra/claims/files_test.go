@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -180,5 +181,35 @@ func TestOpenFixesStateDirMode(t *testing.T) {
 	}
 	if fi.Mode().Perm()&0o022 != 0 {
 		t.Errorf("the state directory is mode %s after Open, want no write bit for group or others", fi.Mode())
+	}
+}
+
+// The temporary files of killed atomic writes in a directory of their
+// own (the CDI specs') are removed; a live write's, the written files and
+// anything else are left.
+func TestRemoveTemps(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"fastpath.dev-claim-a.json", ".fastpath.dev-claim-a.json.k1lled", ".fastpath.dev-claim-b.json.2x9", ".other.json.k1lled", "notes.txt"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("{"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	live, err := createTemp(dir, ".fastpath.dev-claim-c.json.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	if err := RemoveTemps(dir, "fastpath.dev-claim-"); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		got = append(got, e.Name())
+	}
+	want := []string{filepath.Base(live.Name()), ".other.json.k1lled", "fastpath.dev-claim-a.json", "notes.txt"}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("after RemoveTemps: %q, want %q", got, want)
 	}
 }

@@ -45,7 +45,7 @@ type entry struct {
 }
 
 // entryLine is the journal's line for the change of the claim under k to
-// rec (nil: deleted), in generation gen.
+// rec (nil: deleted), in generation gen, ending with its checksum.
 func entryLine(gen uint64, k Key, rec *Claim) ([]byte, error) {
 	var buf bytes.Buffer
 	buf.WriteString(`{"generation":`)
@@ -71,40 +71,78 @@ func entryLine(gen uint64, k Key, rec *Claim) ([]byte, error) {
 			buf.Write(data)
 		}
 	}
-	buf.WriteString("}\n")
+	sealLine(&buf)
 	return buf.Bytes(), nil
 }
 
-// replay applies the journal data of the checkpoint of generation gen to
-// claims, and returns the length of its whole entries. The bytes after the
-// last newline are an entry cut by a kill or a power loss, which was
-// never synced, so never counted on: the next append overwrites them.
-// Entries of an older generation are in the checkpoint already. A whole
-// entry that does not decode, of a newer generation, or whose record is
-// not valid, is an error naming its line: the journal is corrupt.
-func replay(data []byte, gen uint64, claims map[Key]*Claim) (tail int64, _ error) {
+// replayer replays the journal file of the checkpoint of generation gen
+// on its claims, and the records held aside (corrupt). sealed: the
+// checkpoint carries checksums, and so must every line.
+type replayer struct {
+	file    string
+	gen     uint64
+	claims  map[Key]*Claim
+	corrupt map[Key]*CorruptError
+	sealed  bool
+}
+
+// replay applies the journal data to the claims, and returns the length
+// of its whole entries. The bytes after the last newline are an entry cut
+// by a kill or a power loss, which was never synced, so never counted on:
+// the next append overwrites them. Entries of an older generation are in
+// the checkpoint already. A whole entry whose checksum does not match (or
+// that has none, after a checkpoint with checksums) is held aside by its
+// claim's key, which a later entry of the claim replaces; but for the last
+// one holding zero bytes, which a power cut tore before its sync (the
+// filesystem extended the file, the data did not follow), and which is a
+// cut entry. A whole entry
+// that does not decode and names no claim, or that is of a newer
+// generation, or whose record is not valid, is an error naming its line:
+// the journal is corrupt.
+func (r *replayer) replay(data []byte) (tail int64, _ error) {
+	if r.corrupt == nil {
+		r.corrupt = map[Key]*CorruptError{}
+	}
 	for line := 1; ; line++ {
 		i := bytes.IndexByte(data[tail:], '\n')
 		if i < 0 {
 			return tail, nil
 		}
 		raw := data[tail : tail+int64(i)]
+		start := tail
+		tail += int64(i) + 1
+		sealed, err := openLine(raw)
+		if err == nil && r.sealed && !sealed {
+			err = errors.New("no checksum")
+		}
+		if err != nil && bytes.IndexByte(data[tail:], '\n') < 0 && bytes.IndexByte(raw, 0) >= 0 {
+			// The last line, with zeros where its bytes were not
+			// written: an append a power cut tore before its sync,
+			// never acknowledged. The next append overwrites it.
+			return start, nil
+		}
+		if err != nil {
+			if err := r.holdAside(raw, line, err); err != nil {
+				return 0, err
+			}
+			continue
+		}
 		var e entry
 		if err := json.Unmarshal(raw, &e); err != nil {
 			return 0, fmt.Errorf("line %d: %w", line, err)
 		}
-		tail += int64(i) + 1
 		switch {
-		case e.Generation > gen:
-			return 0, fmt.Errorf("line %d: generation %d, newer than the checkpoint's (%d)", line, e.Generation, gen)
-		case e.Generation < gen:
+		case e.Generation > r.gen:
+			return 0, fmt.Errorf("line %d: generation %d, newer than the checkpoint's (%d)", line, e.Generation, r.gen)
+		case e.Generation < r.gen:
 			continue
 		case len(e.Claim) == 0:
 			k, err := parseKey(e.Key)
 			if err != nil {
 				return 0, fmt.Errorf("line %d: %w", line, err)
 			}
-			delete(claims, k)
+			delete(r.claims, k)
+			delete(r.corrupt, k)
 			continue
 		}
 		var c *Claim
@@ -114,8 +152,30 @@ func replay(data []byte, gen uint64, claims map[Key]*Claim) (tail int64, _ error
 		if err := decoded(c, e.Key); err != nil {
 			return 0, fmt.Errorf("line %d, claim %q: %w", line, e.Key, err)
 		}
-		claims[c.Key()] = c
+		r.claims[c.Key()] = c
+		delete(r.corrupt, c.Key())
 	}
+}
+
+// holdAside holds aside the record of the journal's line raw, numbered
+// line, whose checksum is wrong (why), unless it is of an older
+// generation (in the checkpoint already). A line that names no claim is
+// an error.
+func (r *replayer) holdAside(raw []byte, line int, why error) error {
+	var head struct {
+		Generation *uint64 `json:"generation"`
+	}
+	if json.Unmarshal(raw, &head) == nil && head.Generation != nil && *head.Generation < r.gen {
+		return nil
+	}
+	name := lineKey(raw)
+	k, err := parseKey(name)
+	if err != nil {
+		return fmt.Errorf("line %d: %w, and it names no claim", line, why)
+	}
+	delete(r.claims, k)
+	r.corrupt[k] = &CorruptError{File: r.file, Line: line, Claim: name, Reason: why.Error(), record: bytes.Clone(raw)}
+	return nil
 }
 
 // parseKey is the key whose String is s.

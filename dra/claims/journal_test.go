@@ -6,8 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/go-logr/logr/funcr"
 )
 
 // A change appends one entry to the journal and leaves the checkpoint as
@@ -58,6 +62,15 @@ func TestJournal(t *testing.T) {
 	if fi, err := os.Stat(JournalPath(path)); err != nil || fi.Size() > max(compactMin, int64(len(checkpoint)))+4<<10 {
 		t.Errorf("the journal: %v, %v; want it compacted once longer than the checkpoint", fi.Size(), err)
 	}
+}
+
+// seal is the journal's line of the entry e (JSON, without its newline),
+// with its checksum.
+func seal(e string) string {
+	var buf bytes.Buffer
+	buf.WriteString(strings.TrimSuffix(e, "}"))
+	sealLine(&buf)
+	return buf.String()
 }
 
 func equalClaims(a, b []Claim) bool {
@@ -115,7 +128,7 @@ func TestJournalDamage(t *testing.T) {
 	})
 	t.Run("corrupt", func(t *testing.T) {
 		path, _ := setup(t)
-		appendTo(t, path, "{\"generation\":1,\"key\":\"fastpath.dev/c\",\"claim\":{\"driver\":\"fastpath.dev\"}}\n")
+		appendTo(t, path, seal(`{"generation":1,"key":"fastpath.dev/c","claim":{"driver":"fastpath.dev"}}`))
 		_, err := Open(path, Legacy{})
 		for _, want := range []string{JournalPath(path), "line 2", "uid, namespace and name are required"} {
 			if err == nil || !strings.Contains(err.Error(), want) {
@@ -143,7 +156,7 @@ func TestJournalDamage(t *testing.T) {
 	})
 	t.Run("newer generation", func(t *testing.T) {
 		path, _ := setup(t)
-		appendTo(t, path, `{"generation":9,"key":"fastpath.dev/a"}`+"\n")
+		appendTo(t, path, seal(`{"generation":9,"key":"fastpath.dev/a"}`))
 		if _, err := Open(path, Legacy{}); err == nil || !strings.Contains(err.Error(), "generation 9") {
 			t.Errorf("Open = %v, want an error naming the entry's generation", err)
 		}
@@ -226,9 +239,14 @@ func FuzzJournal(f *testing.F) {
 		`{"generation":1,"key":"fastpath.dev/a"}` + "\n" + `{"gener`))
 	f.Add([]byte("\n\n"))
 	f.Add([]byte(`{"generation":0,"key":"/"}` + "\n"))
+	f.Add([]byte(seal(`{"generation":1,"key":"fastpath.dev/a","claim":{"driver":"fastpath.dev","uid":"a","namespace":"n","name":"a","pod":{"uid":"p"}}}`) +
+		seal(`{"generation":1,"key":"fastpath.dev/b"}`)[:20] + "\x00\x00\n"))
 	path := filepath.Join(f.TempDir(), "checkpoint.json")
-	checkpoint := []byte(`{"version":3,"generation":1,"claims":{}}`)
+	// The journal follows a checkpoint without checksums, and one with
+	// (whose lines must have theirs).
+	checkpoints := [][]byte{[]byte(`{"version":3,"generation":1,"claims":{}}`), []byte(`{"version":3,"checksums":{},"generation":1,"claims":{}}`)}
 	f.Fuzz(func(t *testing.T, journal []byte) {
+		checkpoint := checkpoints[len(journal)%2]
 		st, err := decodeState(path, checkpoint, journal)
 		if err != nil {
 			if !strings.Contains(err.Error(), JournalPath(path)) {
@@ -243,6 +261,111 @@ func FuzzJournal(f *testing.F) {
 			if c.Key() != k || c.check(k.String()) != nil {
 				t.Fatalf("a record replayed under %s: %+v", k, c)
 			}
+			if st.corrupt[k] != nil {
+				t.Fatalf("claim %s both replayed and held aside", k)
+			}
+		}
+		for k, e := range st.corrupt {
+			if e.File != JournalPath(path) || e.Line < 1 || e.Claim != k.String() {
+				t.Fatalf("held aside under %s: %+v", k, e)
+			}
 		}
 	})
+}
+
+// A compaction that fails (a full disk on which the changes' appends still
+// fit) is the store's fault until one succeeds, logged once, and tried
+// again as the journal grows: not at every change.
+func TestCompactionFault(t *testing.T) {
+	defer func(n int64) { compactMin = n }(compactMin)
+	compactMin = 1 << 10
+	path := filepath.Join(t.TempDir(), "checkpoint.json")
+	s := open(t, path)
+	var logged []string
+	s.Logger = funcr.New(func(_, args string) { logged = append(logged, args) }, funcr.Options{})
+	if err := s.Put(netdevClaim("a", "pod1", "dev-a", "net1")); err != nil {
+		t.Fatal(err)
+	}
+	write, wholes := s.WriteFile, 0
+	s.WriteFile = func(string, []byte, bool) error {
+		wholes++
+		return &os.PathError{Op: "write", Path: path, Err: syscall.ENOSPC}
+	}
+	change := func(i int) {
+		t.Helper()
+		c := netdevClaim("a", "pod1", "dev-a", "net1")
+		c.Pod.Name = fmt.Sprint("change-", i)
+		if err := s.Put(c); err != nil {
+			t.Fatalf("change %d: %v", i, err)
+		}
+	}
+	const changes = 200
+	for i := range changes {
+		change(i)
+		if err := s.Fault(); wholes > 0 && !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("change %d, after a compaction failed: fault %v, want ENOSPC", i, err)
+		}
+	}
+	if wholes < 2 || wholes > 12 {
+		t.Errorf("%d changes on a full disk tried %d compactions; want a few, spaced by the journal's growth", changes, wholes)
+	}
+	if n := countContaining(logged, "cannot be written"); n != 1 {
+		t.Errorf("the fault logged %d times, want once: %q", n, logged)
+	}
+	s.WriteFile = write
+	for i := changes; s.Fault() != nil; i++ {
+		if i > 4*changes {
+			t.Fatalf("the journal not compacted after %d changes with room again: %v", i-changes, s.Fault())
+		}
+		change(i)
+	}
+	if fi, err := os.Stat(JournalPath(path)); err != nil || fi.Size() > compactMin {
+		t.Errorf("the journal after the compaction: %v, %v", fi.Size(), err)
+	}
+	if n := countContaining(logged, "written again"); n != 1 {
+		t.Errorf("the fault's end logged %d times, want once: %q", n, logged)
+	}
+	a := netdevClaim("a", "pod1", "dev-a", "net1")
+	if got, _ := open(t, path).Get(a.Key()); got.Pod != s.Claims()[0].Pod {
+		t.Errorf("reopened: %+v, want %+v", got.Pod, s.Claims()[0].Pod)
+	}
+}
+
+func countContaining(lines []string, s string) (n int) {
+	for _, l := range lines {
+		if strings.Contains(l, s) {
+			n++
+		}
+	}
+	return n
+}
+
+// A store that goes from version 2 to version 3 syncs the journal it
+// empties, and its directory, before it writes a checkpoint of generation
+// 1: a power cut must not bring back a journal of an earlier version 3,
+// whose entries of a later generation would make Open refuse the store.
+func TestJournalEmptiedSyncedBeforeGenerationOne(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoint.json")
+	s := openWhole(t, path)
+	if err := s.Put(netdevClaim("a", "pod1", "dev-a", "net1")); err != nil {
+		t.Fatal(err)
+	}
+	var ops []string
+	appendTo, write := s.Append, s.WriteFile
+	s.Append = func(p string, data []byte, sync bool, at int64) error {
+		ops = append(ops, fmt.Sprintf("append %s %d bytes at %d, sync %v", filepath.Base(p), len(data), at, sync))
+		return appendTo(p, data, sync, at)
+	}
+	s.WriteFile = func(p string, data []byte, sync bool) error {
+		ops = append(ops, fmt.Sprintf("write %s version %d", filepath.Base(p), fileVersion(data)))
+		return write(p, data, sync)
+	}
+	s.SetJournal(true)
+	if err := s.Put(netdevClaim("b", "pod2", "dev-b", "net1")); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"append checkpoint.json.journal 0 bytes at 0, sync true", "write checkpoint.json version 3"}
+	if len(ops) < 2 || !slices.Equal(ops[:2], want) {
+		t.Errorf("the store's writes: %q; want first %q", ops, want)
+	}
 }

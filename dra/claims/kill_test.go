@@ -214,3 +214,66 @@ func TestKilledWhileWriting(t *testing.T) {
 		next = last + 1
 	}
 }
+
+// A store opened while another process changes it and compacts its
+// journal often (a daemon starting beside the one it replaces) reads a
+// checkpoint and a journal of one generation: never a journal of the next
+// generation after the checkpoint it replaced.
+func TestOpenWhileCompacting(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoint.json")
+	open(t, path) // made before the worker, which then finds it
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestKilledWhileWriting$")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=0:%s", churnWorkerEnv, path))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	lines := bufio.NewScanner(out)
+	changes := make(chan int, 1)
+	go func() {
+		for lines.Scan() {
+			i, err := strconv.Atoi(lines.Text())
+			if err != nil {
+				stderr.WriteString(lines.Text() + "\n")
+				continue
+			}
+			select {
+			case changes <- i:
+			default:
+			}
+		}
+		close(changes)
+	}()
+	// Its first change made the files.
+	last, ok := <-changes
+	if !ok {
+		t.Fatalf("the process changing the store ended: %s", stderr.String())
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	opens := 0
+	for ; (opens < 1000 || last < 300) && time.Now().Before(deadline); opens++ {
+		if _, err := Open(path, Legacy{}); err != nil {
+			t.Fatalf("Open %d, the other process at change %d: %v", opens, last, err)
+		}
+		select {
+		case i, ok := <-changes:
+			if !ok {
+				t.Fatalf("the process changing the store ended: %s", stderr.String())
+			}
+			last = i
+		default:
+		}
+	}
+	if last < 300 {
+		t.Errorf("the other process made %d changes during %d Opens; want the journal compacted many times", last, opens)
+	}
+}

@@ -66,7 +66,9 @@ func fileVersion(data []byte) int {
 	return head.Version
 }
 
-// The version 1 formats, as that release wrote them.
+// The version 1 formats, as that release wrote them, and the boot ID of
+// a record (BootID), which Convert writes down for this build to read
+// back: that release's decoder ignores the fields it does not know.
 type (
 	v1Checkpoint struct {
 		Version int                 `json:"version"`
@@ -80,6 +82,7 @@ type (
 		PodName   string     `json:"podName"`
 		Devices   []v1Device `json:"devices"`
 		Files     []string   `json:"files"`
+		BootID    string     `json:"bootID,omitempty"`
 	}
 	v1Device struct {
 		Request        string       `json:"request"`
@@ -145,6 +148,7 @@ type (
 		PodUID    types.UID `json:"podUID"`
 		PodName   string    `json:"podName"`
 		Networks  []Network `json:"networks"`
+		BootID    string    `json:"bootID,omitempty"`
 	}
 )
 
@@ -173,7 +177,7 @@ func migrateFastpath(data []byte) (map[Key]*Claim, error) {
 // migrateFastpathClaim is one record of that checkpoint.
 func migrateFastpathClaim(oc *v1Claim) (*Claim, error) {
 	c := &Claim{Driver: DriverFastpath, UID: oc.UID, Namespace: oc.Namespace, Name: oc.Name,
-		Pod: Pod{UID: oc.PodUID, Name: oc.PodName}, Prepared: true}
+		Pod: Pod{UID: oc.PodUID, Name: oc.PodName}, Prepared: true, BootID: oc.BootID}
 	// That release wrote the CDI spec and the claim's directory first.
 	if len(oc.Files) > 1 {
 		c.CDISpec, c.Dir = oc.Files[0], oc.Files[1]
@@ -238,7 +242,7 @@ func migrateCNI(data []byte) (map[Key]*Claim, error) {
 			return nil, fmt.Errorf("claim %q: no record (null)", k)
 		}
 		c := &Claim{Driver: DriverCNI, UID: oc.UID, Namespace: oc.Namespace, Name: oc.Name,
-			Pod: Pod{UID: oc.PodUID, Name: oc.PodName}, Networks: oc.Networks, Prepared: true}
+			Pod: Pod{UID: oc.PodUID, Name: oc.PodName}, Networks: oc.Networks, Prepared: true, BootID: oc.BootID}
 		if err := c.check(c.Key().String()); err != nil {
 			return nil, fmt.Errorf("claim %q: %w", k, err)
 		}

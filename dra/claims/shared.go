@@ -196,8 +196,9 @@ func (s *Store) refresh() error {
 	if same {
 		return nil
 	}
-	// The daemon this one replaces may be of the previous release.
-	files, err := readState(s.path)
+	// The daemon this one replaces may be of the previous release, or of
+	// an earlier build, which compacted without the file lock.
+	files, err := readStable(s.path)
 	if err != nil {
 		if _, newer := errors.AsType[*NewerError](err); newer {
 			return err
@@ -207,7 +208,7 @@ func (s *Store) refresh() error {
 	s.mu.Lock()
 	s.setClaims(files.claims) // nil: no file, nothing prepared
 	s.seen, s.extra = st, files.extra
-	s.format, s.gen, s.size, s.tail = files.version, files.gen, files.size, files.tail
+	s.format, s.gen, s.size, s.tail, s.corrupt = files.version, files.gen, files.size, files.tail, files.corrupt
 	s.mu.Unlock()
 	return nil
 }
@@ -228,4 +229,45 @@ func (s *Store) current() {
 	}
 	defer unlock()
 	_ = s.refresh()
+}
+
+// RemoveUnused removes the store's files (the checkpoint, its journal, its
+// pending write and the temporary files of killed writes), for a daemon
+// that stops with nothing prepared, and says whether it did: only under
+// the file lock, and only when the files, read again under it, hold no
+// claim (nor a record held aside) and this store holds none. A daemon that started meanwhile (a
+// rolling update's new pod, whose runtime hooks may write before it
+// serves) and wrote a record keeps them. The files are left as they are
+// when they cannot be read.
+func (s *Store) RemoveUnused() (bool, error) {
+	s.fileMu.Lock()
+	defer s.fileMu.Unlock()
+	unlock, err := s.lockFile().Lock(context.Background())
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	if err := adoptPendingLocked(s.path); err != nil {
+		return false, err
+	}
+	files, err := readStable(s.path)
+	if err != nil {
+		return false, err
+	}
+	s.mu.RLock()
+	mine := len(s.claims) + len(s.corrupt)
+	s.mu.RUnlock()
+	if len(files.claims) > 0 || len(files.corrupt) > 0 || mine > 0 {
+		return false, nil
+	}
+	var errs []error
+	for _, f := range []string{s.path, JournalPath(s.path), PendingPath(s.path)} {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if err := removeTempsLocked(s.path); err != nil {
+		errs = append(errs, err)
+	}
+	return len(errs) == 0, errors.Join(errs...)
 }

@@ -17,6 +17,7 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 
 	"github.com/fastpath-dra/fastpath/dataplane/hostdir"
 )
@@ -27,14 +28,6 @@ import (
 // previous release may share the node (SetJournal), migrates version 1,
 // and refuses newer versions rather than misread them.
 const Version = 3
-
-// checkpoint is the file: every claim by its key, and in version 3 the
-// generation of the journal entries that follow it.
-type checkpoint struct {
-	Version    int               `json:"version"`
-	Generation uint64            `json:"generation,omitempty"`
-	Claims     map[string]*Claim `json:"claims"`
-}
 
 // Store holds every prepared claim. Its methods are safe for concurrent
 // use. Writers of one claim hold its lock (Lock) across their read, side
@@ -75,8 +68,23 @@ type Store struct {
 	size, tail int64
 
 	// fault is the standing failure to write the files (Fault); nil while
-	// they are written. Under mu.
-	fault error
+	// they are written. compactFault is the standing failure to compact
+	// the journal, which stands until a compaction succeeds (the changes'
+	// appends may meanwhile); compactAt the journal's length from which a
+	// failed compaction is tried again, compactFailures the failures in a
+	// row. All under mu.
+	fault, compactFault error
+	compactAt           int64
+	compactFailures     int
+
+	// Logger logs when the store starts failing to write its files, and
+	// when it writes them again: once per fault, not per change. The zero
+	// logger logs nothing; the daemon sets it before the store is used.
+	Logger klog.Logger
+
+	// corrupt is the records held aside (CorruptError), by their claim's
+	// key: their checksum did not match. Under mu.
+	corrupt map[Key]*CorruptError
 
 	// extra holds the top-level fields of the checkpoint this build does
 	// not know (a newer build wrote them), to write them back; nil for
@@ -102,7 +110,7 @@ func Open(path string, legacy Legacy) (*Store, error) {
 	if err := removeTemps(path); err != nil {
 		return nil, err
 	}
-	st, err := readState(path)
+	st, err := readLocked(path)
 	if err != nil {
 		return nil, err
 	}
@@ -126,6 +134,8 @@ type state struct {
 	extra   json.RawMessage
 	size    int64 // the checkpoint's length
 	tail    int64 // the length of the journal's whole entries
+	// corrupt is the records held aside, by their claim's key.
+	corrupt map[Key]*CorruptError
 }
 
 // readState reads the checkpoint at path and, in version 3, its journal.
@@ -151,7 +161,8 @@ func readState(path string) (state, error) {
 // decodeState decodes data, the checkpoint at path, and in version 3 its
 // journal. Errors name the file.
 func decodeState(path string, data, journal []byte) (state, error) {
-	claims, version, gen, extra, err := parse(data)
+	p, err := parse(data)
+	claims, version, gen := p.claims, p.version, p.gen
 	if _, newer := errors.AsType[*NewerError](err); newer {
 		return state{}, withPath(err, path, path)
 	}
@@ -163,11 +174,18 @@ func decodeState(path string, data, journal []byte) (state, error) {
 			return state{}, fmt.Errorf("checkpoint %s (version %d): %w", path, version, err)
 		}
 	}
-	st := state{claims: claims, version: version, gen: gen, extra: extra, size: int64(len(data))}
+	st := state{claims: claims, version: version, gen: gen, extra: p.extra, size: int64(len(data)), corrupt: p.corrupt}
+	for _, e := range st.corrupt {
+		if e.File == "" {
+			e.File = path
+		}
+	}
 	if version == Version {
-		if st.tail, err = replay(journal, gen, claims); err != nil {
+		r := replayer{file: JournalPath(path), gen: gen, claims: claims, corrupt: st.corrupt, sealed: p.sealed}
+		if st.tail, err = r.replay(journal); err != nil {
 			return state{}, fmt.Errorf("journal %s: %w", JournalPath(path), err)
 		}
+		st.corrupt = r.corrupt
 	}
 	return st, nil
 }
@@ -176,7 +194,7 @@ func decodeState(path string, data, journal []byte) (state, error) {
 // the files of the previous release, writing through s.WriteFile.
 func (s *Store) load(st state, legacy Legacy) error {
 	s.setClaims(st.claims)
-	s.extra, s.format, s.gen, s.size, s.tail = st.extra, st.version, st.gen, st.size, st.tail
+	s.extra, s.format, s.gen, s.size, s.tail, s.corrupt = st.extra, st.version, st.gen, st.size, st.tail, st.corrupt
 	return s.migrate(legacy, st.version)
 }
 
@@ -185,79 +203,159 @@ func (s *Store) load(st state, legacy Legacy) error {
 // write them (the daemon's tests, a node's inspection). A version 1
 // checkpoint is read migrated.
 func Read(path string) (map[Key]*Claim, int, error) {
+	st, err := readLocked(path)
+	return st.claims, st.version, err
+}
+
+// readLocked is readStable under the store's file lock, which a daemon
+// holds across its whole writes: a compaction replaces the checkpoint and
+// then empties the journal and appends to it again, which a read of the
+// journal between the two would see mixed.
+func readLocked(path string) (state, error) {
+	if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
+		return state{}, nil // no store yet: no lock file made
+	}
+	unlock, err := FileLock(path + ".lock").Lock(context.Background())
+	if err != nil {
+		return state{}, err
+	}
+	defer unlock()
+	return readStable(path)
+}
+
+// readStable is readState, read again while the checkpoint changed
+// meanwhile. A daemon's compaction between the reads of the checkpoint and
+// of its journal (a new checkpoint, then its journal emptied and appended
+// to in the new generation) would hide the journal's entries or show
+// entries of a generation newer than the checkpoint read. Its callers
+// read under the file lock, under which this build compacts; the stamps
+// guard against a writer of an earlier build, which compacted without.
+func readStable(path string) (state, error) {
 	for {
-		// A daemon's compaction between the reads of the checkpoint and
-		// of its journal would hide the journal's entries: read again.
 		before, err := stampOf(path)
 		if err != nil {
-			return nil, 0, err
+			return state{}, err
 		}
 		st, err := readState(path)
-		if after, _ := stampOf(path); err != nil || after == before {
-			return st.claims, st.version, err
+		if after, _ := stampOf(path); after == before {
+			return st, err
 		}
 	}
 }
 
-// Parse decodes a checkpoint of version 2 or 3, checking every record,
-// and says which version it is: of version 3, the claims of the
-// checkpoint alone, without its journal's (see Read). An older version is
-// not decoded (nil claims, its version, no error).
+// Parse decodes a checkpoint of version 2 or 3, checking every record
+// and its checksum, and says which version it is: of version 3, the claims
+// of the checkpoint alone, without its journal's (see Read). An older
+// version is not decoded (nil claims, its version, no error). A record
+// whose checksum does not match is an error (a CorruptError); the records
+// it holds aside already are not.
 func Parse(data []byte) (map[Key]*Claim, int, error) {
-	claims, version, _, _, err := parse(data)
-	return claims, version, err
+	p, err := parse(data)
+	if err == nil && len(p.mismatched) > 0 {
+		return nil, p.version, p.mismatched[0]
+	}
+	return p.claims, p.version, err
 }
 
-// parse is Parse, with the checkpoint's generation and its top-level
-// fields this build does not know (extra; nil for none).
-func parse(data []byte) (_ map[Key]*Claim, version int, gen uint64, extra json.RawMessage, _ error) {
+// parsed is what parse reads of a checkpoint.
+type parsed struct {
+	claims  map[Key]*Claim
+	version int
+	gen     uint64
+	// extra: its top-level fields this build does not know (nil for
+	// none).
+	extra json.RawMessage
+	// sealed: its checksums were written with its claims (checksum.go);
+	// corrupt: the records whose checksum does not match, and those it
+	// holds aside, by key.
+	sealed  bool
+	corrupt map[Key]*CorruptError
+	// mismatched: of corrupt, those whose checksum did not match here.
+	mismatched []*CorruptError
+}
+
+// parse is Parse, with the checkpoint's generation, its top-level fields
+// this build does not know, and its records held aside (without their
+// file, which the caller names).
+func parse(data []byte) (parsed, error) {
 	var head struct {
 		Version *int `json:"version"`
 	}
 	if len(data) == 0 {
-		return nil, 0, 0, nil, errors.New("the file is empty")
+		return parsed{}, errors.New("the file is empty")
 	}
 	if err := json.Unmarshal(data, &head); err != nil {
-		return nil, 0, 0, nil, fmt.Errorf("not a checkpoint: %w", err)
+		return parsed{}, fmt.Errorf("not a checkpoint: %w", err)
 	}
-	version = 0
+	version := 0
 	if head.Version != nil {
 		version = *head.Version
 	}
+	p := parsed{version: version}
 	switch {
 	case head.Version == nil:
-		return nil, 0, 0, nil, errors.New("not a checkpoint: no version")
+		return parsed{}, errors.New("not a checkpoint: no version")
 	case version > Version:
-		return nil, version, 0, nil, &NewerError{Version: version}
+		return p, &NewerError{Version: version}
 	case version < 1:
-		return nil, version, 0, nil, fmt.Errorf("version %d is not a checkpoint version", version)
+		return p, fmt.Errorf("version %d is not a checkpoint version", version)
 	case version < versionWhole:
-		return nil, version, 0, nil, nil
+		return p, nil
 	}
-	var cp checkpoint
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if dec.Decode(&cp) != nil {
-		cp = checkpoint{}
-		if err := json.Unmarshal(data, &cp); err != nil {
-			return nil, version, 0, nil, fmt.Errorf("corrupt: %w", err)
+	var cp struct {
+		Generation uint64                     `json:"generation"`
+		Checksums  map[string]string          `json:"checksums"`
+		Claims     map[string]json.RawMessage `json:"claims"`
+	}
+	if err := json.Unmarshal(data, &cp); err != nil {
+		return p, fmt.Errorf("corrupt: %w", err)
+	}
+	top, err := readTopLevel(data)
+	if err == nil {
+		p.extra, err = top.unknown()
+	}
+	if err == nil {
+		p.corrupt, err = heldAside(top.values["held"])
+	}
+	if err != nil {
+		return p, fmt.Errorf("corrupt: %w", err)
+	}
+	if p.corrupt == nil {
+		p.corrupt = map[Key]*CorruptError{}
+	}
+	p.sealed = top.checksumsFirst()
+	if version == Version {
+		p.gen = cp.Generation // not version 2's: an unknown field of it
+	}
+	p.claims = make(map[Key]*Claim, len(cp.Claims))
+	for k, raw := range cp.Claims {
+		if p.sealed {
+			if want, got := cp.Checksums[k], checksum(raw); want != got {
+				key, err := parseKey(k)
+				if err != nil {
+					return p, fmt.Errorf("claim %q: %w", k, err)
+				}
+				reason := fmt.Sprintf("checksum %s, want %s", got, want)
+				if want == "" {
+					reason = "no checksum"
+				}
+				e := &CorruptError{Claim: k, Reason: reason, record: raw}
+				p.corrupt[key] = e
+				p.mismatched = append(p.mismatched, e)
+				continue
+			}
 		}
-		var err error
-		if extra, err = topLevelUnknown(data); err != nil {
-			return nil, version, 0, nil, fmt.Errorf("corrupt: %w", err)
+		var c *Claim
+		if err := json.Unmarshal(raw, &c); err != nil {
+			return p, fmt.Errorf("claim %q: %w", k, err)
 		}
-	}
-	if version == versionWhole {
-		cp.Generation = 0 // not version 2's: an unknown field of it
-	}
-	claims := make(map[Key]*Claim, len(cp.Claims))
-	for k, c := range cp.Claims {
 		if err := decoded(c, k); err != nil {
-			return nil, version, 0, nil, fmt.Errorf("claim %q: %w", k, err)
+			return p, fmt.Errorf("claim %q: %w", k, err)
 		}
-		claims[c.Key()] = c
+		p.claims[c.Key()] = c
+		delete(p.corrupt, c.Key()) // a record of its own again
 	}
-	return claims, version, cp.Generation, extra, nil
+	return p, nil
 }
 
 // decoded checks a record read from a file under key, and keeps its
@@ -340,9 +438,13 @@ func (s *Store) Lock(k Key) (unlock func()) {
 }
 
 // LockContext is Lock, waiting for the lock until ctx ends: then the error
-// wraps ctx's, and nothing is held. Prepare, Unprepare and the runtime's
+// wraps ctx's, and nothing is held. The lock of a claim whose record is
+// held aside (Corrupt) is refused, with its CorruptError. Prepare, Unprepare and the runtime's
 // hooks wait so, and stop when their caller gives up.
 func (s *Store) LockContext(ctx context.Context, k Key) (unlock func(), _ error) {
+	if err := s.corruptRecord(k); err != nil {
+		return nil, err
+	}
 	unlock, err := s.lockKey(ctx, k)
 	if err != nil && ctx.Err() != nil {
 		if unlock != nil {
@@ -499,11 +601,14 @@ func (s *Store) write(k Key, f func(map[Key]*Claim) (*Claim, error), sync bool) 
 		s.fileMu.Unlock()
 	}
 	// No other write changes s.claims while fileMu is held: f reads it
-	// without mu, beside readers.
+	// without mu, beside readers. A record held aside is not replaced.
 	rec, err := f(s.claims)
+	if cerr := s.corruptRecord(k); cerr != nil {
+		err = cerr
+	}
 	if err == nil {
 		if durable, err = s.commit(k, rec, sync); err != nil {
-			s.setFault(err)
+			s.setFault(err, false)
 		}
 	}
 	if err != nil {
@@ -531,7 +636,8 @@ func (s *Store) commit(k Key, rec *Claim, sync bool) (durable func() error, _ er
 		}
 		err = s.Append(JournalPath(s.path), line, sync, at)
 		if err == nil {
-			s.apply(k, rec, func() { s.tail, s.fault = at+int64(len(line)), nil })
+			s.apply(k, rec, func() { s.tail = at + int64(len(line)) })
+			s.setFault(nil, false)
 			if sync {
 				s.compact()
 				return done, nil
@@ -574,6 +680,7 @@ func (s *Store) commit(k Key, rec *Claim, sync bool) (durable func() error, _ er
 		s.mu.Lock()
 		s.seen, s.format, s.size, s.tail = st, versionWhole, int64(len(data)), 0
 		s.mu.Unlock()
+		s.setFault(err, false)
 		return err
 	}, nil
 }
@@ -623,34 +730,96 @@ func (s *Store) indexPod(k Key, c *Claim) {
 }
 
 // compact writes the checkpoint whole once the journal is longer than it
-// (and than compactMin). A failure is left for the next change to try
-// again: the journal holds every change meanwhile.
+// (and than compactMin). A failure (a full disk, on which the changes'
+// short appends may still fit) is the store's fault (Fault) until a
+// compaction succeeds, and is tried again once the journal has grown by
+// the checkpoint's length (or compactMin) again, twice that after a
+// second failure, and so on up to 64 times: the changes meanwhile do not
+// each pay for a whole write that fails. The journal holds every change
+// meanwhile.
 func (s *Store) compact() {
 	s.mu.RLock()
-	due := s.tail > max(compactMin, s.size)
+	due := s.tail > max(compactMin, s.size) && s.tail >= s.compactAt
 	s.mu.RUnlock()
-	if due {
-		if err := s.writeWhole(s.claims); err != nil {
-			s.setFault(fmt.Errorf("compact the journal into the checkpoint: %w", err))
-		}
+	if !due {
+		return
+	}
+	if err := s.writeWhole(s.claims); err != nil {
+		s.mu.Lock()
+		s.compactFailures++
+		s.compactAt = s.tail + max(compactMin, s.size)<<min(s.compactFailures-1, 6)
+		s.mu.Unlock()
+		s.setFault(fmt.Errorf("compact the journal into the checkpoint: %w", err), true)
 	}
 }
 
+// Corrupt lists the records the store holds aside, by claim: their
+// checksum did not match when it read them (CorruptError). The store
+// serves every other claim; a change of one of these fails until
+// `fastpathd checkpoint repair` drops it.
+func (s *Store) Corrupt() []*CorruptError {
+	s.current()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return sortedCorrupt(s.corrupt)
+}
+
+// corruptRecord is the CorruptError of the claim under k, nil if its
+// record is not held aside.
+func (s *Store) corruptRecord(k Key) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if e := s.corrupt[k]; e != nil {
+		return e
+	}
+	return nil
+}
+
 // Fault is the store's standing failure to write its files (a full disk,
-// a filesystem gone read-only): the error of the last write or compaction
-// that failed, until a write succeeds; nil while the files are written.
-// The claims the store holds are as the files are: a write that failed
-// changed neither.
+// a filesystem gone read-only): the error of the last write that failed,
+// until a write succeeds, or else of the last compaction of the journal
+// that failed, until a compaction succeeds; nil while the files are
+// written. The claims the store holds are as the files are: a write that
+// failed changed neither, and a compaction that failed left the journal
+// holding every change.
 func (s *Store) Fault() error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.fault
+	return s.faultLocked()
 }
 
-func (s *Store) setFault(err error) {
+func (s *Store) faultLocked() error {
+	if s.fault != nil {
+		return s.fault
+	}
+	return s.compactFault
+}
+
+// setFault records err (nil: none) as the standing failure of the store's
+// writes, or of its compactions, and logs the store's start and end of
+// failing.
+func (s *Store) setFault(err error, compaction bool) {
 	s.mu.Lock()
-	s.fault = err
+	before := s.faultLocked()
+	if compaction {
+		s.compactFault = err
+	} else {
+		s.fault = err
+	}
+	after := s.faultLocked()
 	s.mu.Unlock()
+	s.logFault(before, after)
+}
+
+// logFault logs a change of the store's fault from before to after: its
+// start and its end, not each change of its error.
+func (s *Store) logFault(before, after error) {
+	switch {
+	case before == nil && after != nil:
+		s.Logger.Error(after, "The claim store's files cannot be written; changes that need a write fail until they can", "checkpoint", s.path)
+	case before != nil && after == nil:
+		s.Logger.Info("The claim store's files are written again", "checkpoint", s.path)
+	}
 }
 
 // writeWhole writes claims to the checkpoint, whole and synced, and makes
@@ -662,18 +831,39 @@ func (s *Store) setFault(err error) {
 // file lock.
 func (s *Store) writeWhole(claims map[Key]*Claim) error {
 	s.mu.RLock()
-	version, format, gen := versionWhole, s.format, s.gen
+	version, format, gen, shared := versionWhole, s.format, s.gen, s.shared
 	if s.journal {
 		version = Version
 	}
 	s.mu.RUnlock()
+	if !shared {
+		// A store of its own takes the file lock for its whole writes
+		// alone (a shared store's caller holds it): a daemon starting
+		// beside it reads the files under it (Open), never between the
+		// new checkpoint and its journal's truncation.
+		unlock, err := s.lockFile().Lock(context.Background())
+		if err != nil {
+			return err
+		}
+		defer unlock()
+	}
 	journal := JournalPath(s.path)
 	switch {
 	case version == Version && format == Version:
 		gen++
 	case version == Version:
+		// The journal's truncation is synced, its directory too, before
+		// a checkpoint names generation 1: a power cut must not bring back
+		// the entries of an earlier version 3 (of a generation above 1,
+		// which would make Open refuse the store).
 		gen = 1
 		if err := emptyJournal(journal); err != nil {
+			return err
+		}
+		if err := s.Append(journal, nil, true, 0); err != nil {
+			return fmt.Errorf("sync the emptied journal %s: %w", journal, err)
+		}
+		if err := SyncDir(filepath.Dir(journal)); err != nil {
 			return err
 		}
 	default:
@@ -702,8 +892,11 @@ func (s *Store) writeWhole(claims map[Key]*Claim) error {
 	st, _ := s.stamps()
 	s.mu.Lock()
 	s.setClaims(claims)
-	s.seen, s.format, s.gen, s.size, s.tail, s.fault = st, version, gen, int64(len(data)), tail, nil
+	s.seen, s.format, s.gen, s.size, s.tail = st, version, gen, int64(len(data)), tail
+	before := s.faultLocked()
+	s.fault, s.compactFault, s.compactAt, s.compactFailures = nil, nil, 0, 0
 	s.mu.Unlock()
+	s.logFault(before, nil)
 	return nil
 }
 
@@ -782,35 +975,52 @@ func commitPending(path string) error {
 }
 
 // removeTemps removes the temporary files of the checkpoint's writes
-// (ReplaceFile) that a process killed before its rename left beside it.
-// The file lock is held: a live daemon sharing the store writes its
-// temporary files under it.
+// (ReplaceFile) that a process killed before its rename left beside it,
+// and leaves a live write's, which holds its file's lock. The store's
+// file lock is held too: the previous release's daemon, sharing the
+// store, writes its temporary files (unlocked) under it.
 func removeTemps(path string) error {
-	dir, prefix := filepath.Dir(path), "."+filepath.Base(path)+"."
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return fmt.Errorf("checkpoint directory: %w", err)
-	}
-	var stale []string
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), prefix) && e.Type().IsRegular() {
-			stale = append(stale, filepath.Join(dir, e.Name()))
-		}
-	}
-	if len(stale) == 0 {
-		return nil
+	stale, err := temps(path)
+	if err != nil || len(stale) == 0 {
+		return err
 	}
 	unlock, err := FileLock(path + ".lock").Lock(context.Background())
 	if err != nil {
 		return err
 	}
 	defer unlock()
+	return removeTempsLocked(path)
+}
+
+// removeTempsLocked is removeTemps, its caller holding the file lock.
+func removeTempsLocked(path string) error {
+	stale, err := temps(path)
+	if err != nil {
+		return err
+	}
 	for _, f := range stale {
-		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if _, err := removeIfUnlocked(f); err != nil {
 			return fmt.Errorf("remove %s, left by a write that was killed: %w", f, err)
 		}
 	}
 	return nil
+}
+
+// temps lists the temporary files of the checkpoint's writes
+// (ReplaceFile) beside it.
+func temps(path string) ([]string, error) {
+	dir, prefix := filepath.Dir(path), "."+filepath.Base(path)+"."
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint directory: %w", err)
+	}
+	var out []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix) && e.Type().IsRegular() {
+			out = append(out, filepath.Join(dir, e.Name()))
+		}
+	}
+	return out, nil
 }
 
 // adoptPending completes the pending write (AdmitPending) of a process
@@ -978,10 +1188,10 @@ func (s *Store) lockShared() (unlock func(), _ error) {
 // (version 3), with the top-level fields this build does not know of the
 // checkpoint it read.
 func (s *Store) marshal(claims map[Key]*Claim, version int, gen uint64) ([]byte, error) {
-	data, err := marshalCheckpoint(claims, version, gen)
 	s.mu.RLock()
-	extra := s.extra
+	extra, corrupt := s.extra, maps.Clone(s.corrupt)
 	s.mu.RUnlock()
+	data, err := marshalCheckpoint(claims, version, gen, corrupt)
 	if err != nil || extra == nil {
 		return data, err
 	}
@@ -1003,41 +1213,33 @@ func (s *Store) marshal(claims map[Key]*Claim, version int, gen uint64) ([]byte,
 	return buf.Bytes(), nil
 }
 
-// topLevelUnknown is the fields of a checkpoint other than its version
-// and claims, nil for none.
-func topLevelUnknown(data []byte) (json.RawMessage, error) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(data, &fields); err != nil {
-		return nil, err
-	}
-	for k := range fields {
-		// encoding/json matches names regardless of case.
-		if l := strings.ToLower(k); l == "version" || l == "claims" || l == "generation" {
-			delete(fields, k)
-		}
-	}
-	if len(fields) == 0 {
-		return nil, nil
-	}
-	return json.Marshal(fields)
-}
-
 // marshalCheckpoint is the checkpoint of claims in version, of generation
 // gen (version 3), as json.Marshal of a checkpoint writes it (claims in key
-// order), from the records' encodings.
-func marshalCheckpoint(claims map[Key]*Claim, version int, gen uint64) ([]byte, error) {
+// order), from the records' encodings, with their checksums before them,
+// and the records held aside (corrupt) after them.
+func marshalCheckpoint(claims map[Key]*Claim, version int, gen uint64, corrupt map[Key]*CorruptError) ([]byte, error) {
 	keys := make([]string, 0, len(claims))
-	byKey := make(map[string]*Claim, len(claims))
+	byKey := make(map[string][]byte, len(claims))
 	size := 64
 	for k, c := range claims {
 		s := k.String()
+		data := c.encoded
+		if data == nil { // a record the store did not make (tests)
+			var err error
+			if data, err = encode(c); err != nil {
+				return nil, fmt.Errorf("claim %s: %w", k, err)
+			}
+		}
 		keys = append(keys, s)
-		byKey[s] = c
-		size += len(s) + len(c.encoded) + 4
+		byKey[s] = data
+		size += 2*len(s) + len(data) + 16
 	}
 	slices.Sort(keys)
 	buf := bytes.NewBuffer(make([]byte, 0, size))
 	fmt.Fprintf(buf, `{"version":%d,`, version)
+	if err := writeChecksums(buf, keys, byKey); err != nil {
+		return nil, err
+	}
 	if gen != 0 {
 		fmt.Fprintf(buf, `"generation":%d,`, gen)
 	}
@@ -1050,17 +1252,15 @@ func marshalCheckpoint(claims map[Key]*Claim, version int, gen uint64) ([]byte, 
 			return nil, err
 		}
 		buf.WriteByte(':')
-		c := byKey[k]
-		data := c.encoded
-		if data == nil { // a record the store did not make (tests)
-			var err error
-			if data, err = encode(c); err != nil {
-				return nil, fmt.Errorf("claim %s: %w", k, err)
-			}
-		}
-		buf.Write(data)
+		buf.Write(byKey[k])
 	}
-	buf.WriteString("}}")
+	buf.WriteByte('}')
+	if len(corrupt) > 0 {
+		if err := writeHeld(buf, corrupt); err != nil {
+			return nil, err
+		}
+	}
+	buf.WriteByte('}')
 	return buf.Bytes(), nil
 }
 
