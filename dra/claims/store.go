@@ -941,6 +941,21 @@ func (s *Store) rewrite(journal bool) error {
 	return s.writeWhole(maps.Clone(s.claims))
 }
 
+// Rewrite writes the checkpoint whole now, in the version the store
+// writes, its journal folded into it: what a fault (Fault) waits for to
+// clear, a write or a compaction that succeeds, without a change of any
+// claim. A store that cannot be written is left as it was.
+func (s *Store) Rewrite() error {
+	s.fileMu.Lock()
+	defer s.fileMu.Unlock()
+	unlock, err := s.lockShared()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return s.writeWhole(maps.Clone(s.claims))
+}
+
 // PendingPath is the pending file of the checkpoint at path: the next
 // checkpoint, written but not yet synced and renamed over it
 // (AdmitPending).

@@ -32,10 +32,6 @@ const (
 // twice the store's files (Options.MinFree).
 const DefaultMinFree = 1 << 20
 
-// probeKey is the key of no claim: deleting it writes the store's files
-// and changes no claim (Check).
-var probeKey = claims.Key{Driver: claims.DriverFastpath, UID: types.UID("store-probe")}
-
 // Options configure a Watcher.
 type Options struct {
 	Store *claims.Store
@@ -219,16 +215,14 @@ func (w *Watcher) Run(ctx context.Context) {
 // Check looks at the store and reports a change since the last look: a
 // Warning event ClaimStoreNotWritable on the Node, and an error logged,
 // when it can no longer be written, a Normal event ClaimStoreWritable when
-// it can again. A store whose last write failed is written once its
-// filesystem has room again (a key of no claim deleted): its fault stays
-// until a write succeeds, and with new claims refused and none to
+// it can again. A store whose last write or compaction failed is written
+// whole once its filesystem has room again (Store.Rewrite): its fault
+// stays until a write succeeds, and with new claims refused and none to
 // unprepare, none may come.
 func (w *Watcher) Check(ctx context.Context) {
 	s := w.opts.Store
 	if s.Fault() != nil && w.room() == nil {
-		unlock := s.Lock(probeKey)
-		_ = s.Delete(probeKey) // its error is the store's fault
-		unlock()
+		_ = s.Rewrite() // its error is the store's fault
 	}
 	err := w.Err()
 	w.mu.Lock()

@@ -50,7 +50,7 @@ func TestWatcher(t *testing.T) {
 	for range 3 {
 		w.Check(ctx) // the disk is still full: the write it tries fails too
 	}
-	if got := drain(events); len(got) != 1 || !strings.HasPrefix(got[0], "Warning "+ReasonNotWritable+" the claim store cannot be written: write ") {
+	if got := drain(events); len(got) != 1 || !strings.HasPrefix(got[0], "Warning "+ReasonNotWritable+" the claim store cannot be written: ") {
 		t.Errorf("events while the disk is full: %q, want one", got)
 	}
 
@@ -94,5 +94,47 @@ func drain(r *record.FakeRecorder) []string {
 		default:
 			return out
 		}
+	}
+}
+
+// TestWatcherCompaction: a compaction that failed while the journal's
+// appends still fit is the store's fault too, and with new claims refused
+// no change would make the store compact again: once the disk has room the
+// watcher's own write clears it.
+func TestWatcherCompaction(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	path := filepath.Join(t.TempDir(), "checkpoint.json")
+	s, err := claims.Open(path, claims.Legacy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first change writes the checkpoint (version 3); the next ones
+	// go to its journal.
+	full := false
+	write := s.WriteFile
+	s.WriteFile = func(path string, data []byte, sync bool) error {
+		if full {
+			return fmt.Errorf("write %s: %w", path, syscall.ENOSPC)
+		}
+		return write(path, data, sync)
+	}
+	w := New(Options{Store: s, NodeName: "node-a", MinFree: 1})
+	for i := 0; s.Fault() == nil; i++ {
+		full = i > 0
+		if i == 10_000 {
+			t.Fatal("no compaction was tried in 10,000 changes")
+		}
+		c := claims.Claim{Driver: claims.DriverFastpath, UID: "u", Namespace: "ns", Name: "c", Pod: claims.Pod{UID: "p", Name: fmt.Sprintf("pod-%d", i)}}
+		if err := s.Put(c); err != nil {
+			t.Fatalf("change %d, appended to the journal: %v", i, err)
+		}
+	}
+	if err := w.Err(); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("after a failed compaction: %v", err)
+	}
+	full = false
+	w.Check(ctx)
+	if err := w.Err(); err != nil {
+		t.Errorf("after a look with room again: %v", err)
 	}
 }
