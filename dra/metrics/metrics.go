@@ -34,6 +34,7 @@ type Metrics struct {
 	publishes          *prometheus.CounterVec
 	lastPublish        prometheus.Gauge
 	statusFailed       *prometheus.CounterVec
+	statusErrors       *prometheus.CounterVec
 	reconciled         *prometheus.CounterVec
 	reviews            *prometheus.CounterVec
 	reviewDuration     *prometheus.HistogramVec
@@ -69,6 +70,7 @@ func New() *Metrics {
 	m.lastPublish = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "last_publish_timestamp_seconds", Help: "When the node's ResourceSlices were last published successfully (Unix time)."})
 	m.registry.MustRegister(m.lastPublish)
 	m.statusFailed = counter("status_writes_failed_total", "Claim status writes given up, by reason (attempts, forbidden).", "reason")
+	m.statusErrors = counter("status_request_errors_total", "Requests of claim status writes that failed and are retried, by reason (unreachable: the API server could not be reached; conflict; refused: it refused them).", "reason")
 	m.reconciled = counter("reconciled_claims_total", "Claims reconciled at start, by what was done (undone, reapplied, failed).", "action")
 	m.reviews = counter("webhook_reviews_total", "Admission reviews the webhook answered, by kind (other: one it does not judge) and verdict (allowed, denied, unjudged, error).", "kind", "verdict")
 	m.reviewDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "webhook_review_duration_seconds",
@@ -191,6 +193,15 @@ func (m *Metrics) StatusWriteFailed(reason string) {
 		return
 	}
 	m.statusFailed.WithLabelValues(reason).Inc()
+}
+
+// StatusRequestFailed records a request of a claim status write that
+// failed and is retried.
+func (m *Metrics) StatusRequestFailed(reason string) {
+	if m == nil {
+		return
+	}
+	m.statusErrors.WithLabelValues(reason).Inc()
 }
 
 // Reconciled records what the start did to a claim.
