@@ -121,18 +121,16 @@ func (s *APIServer) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	req := APIRequest{At: time.Now(), Verb: verb, Resource: resource, Name: name}
-	code, body := s.answer(r, req, namespace)
 	if s.down == Closed {
-		code = 0
-	}
-	req.Code = code
-	s.requests = append(s.requests, req)
-	if code == 0 {
+		s.requests = append(s.requests, req)
 		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
 			_ = conn.Close()
 		}
 		return
 	}
+	code, body := s.answer(r, req, namespace)
+	req.Code = code
+	s.requests = append(s.requests, req)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(body)
