@@ -205,7 +205,9 @@ func (w *Writer) Set(ctx context.Context, ref ClaimRef, st resourceapi.Allocated
 		heap.Remove(&w.delayed, c.index)
 		w.enqueue(c)
 	}
-	klog.FromContext(ctx).V(5).Info("Claim status queued", "claim", ref.Namespace+"/"+ref.Name, "pending", w.pending())
+	if logger := klog.FromContext(ctx).V(5); logger.Enabled() {
+		logger.Info("Claim status queued", "claim", ref.Namespace+"/"+ref.Name, "state", c.state)
+	}
 }
 
 // Forget drops what is known of a claim (it was unprepared): it leaves
@@ -527,6 +529,7 @@ func (w *Writer) clock(ctx context.Context) {
 				w.reachable(ctx)
 			case err != nil && ctx.Err() == nil:
 				w.outage.failed++
+				w.Metrics.StatusRequestFailed("unreachable")
 				logger.V(4).Info("The API server is not ready yet", "err", err.Error())
 			}
 			w.mu.Unlock()
