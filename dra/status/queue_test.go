@@ -130,8 +130,8 @@ func TestWriterOutage(t *testing.T) {
 }
 
 // A status written once costs one request the next time (the update, with
-// the claim as it was written), and a claim changed in between is read
-// again.
+// the claim as it was written), a claim changed in between is read again,
+// and so is one whose kept copy has the status already.
 func TestWriterKeepsTheClaim(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	s := dratest.NewAPIServer(t)
@@ -160,5 +160,14 @@ func TestWriterKeepsTheClaim(t *testing.T) {
 	got := s.Claim(ref.Namespace, ref.Name)
 	if len(got.Status.Devices) != 2 || got.Status.Devices[0].Conditions[0].Message != "change 3" {
 		t.Errorf("after a conflict the status is %+v, want change 3 and the other driver's entry", got.Status.Devices)
+	}
+	// Its status dropped by someone else, then set again as it was.
+	got.Status.Devices = got.Status.Devices[1:]
+	s.AddClaim(got)
+	w.Set(ctx, ref, statusOf(3))
+	w.Wait()
+	got = s.Claim(ref.Namespace, ref.Name)
+	if len(got.Status.Devices) != 2 || got.Status.Devices[1].Device != "dev-a" || got.Status.Devices[1].Conditions[0].Message != "change 3" {
+		t.Errorf("the status set again as it was is %+v, want it written again", got.Status.Devices)
 	}
 }

@@ -59,10 +59,10 @@ type ClaimRef struct {
 // server-side: a server-side apply of a claim's status re-encodes the
 // opaque parameters recorded in status.allocation, and the API server then
 // refuses that change to an immutable field. The claim it last read or
-// wrote is kept (its name, resourceVersion and status; the API server
-// takes the rest from the stored claim), so that a later status of the
-// claim, the catch-up after an outage among them, costs one request, not
-// two; a Conflict reads it again.
+// wrote is kept (without its managed fields), so that a later status of
+// the claim, the catch-up after an outage among them, costs one request,
+// not two; a Conflict reads it again, and so does a status the kept claim
+// has already (someone may have changed it since).
 type Writer struct {
 	client kubernetes.Interface
 	// Attempts bounds the writes of one change (0: no bound, until the
@@ -599,8 +599,9 @@ func (w *Writer) update(ctx context.Context, ref ClaimRef, want []resourceapi.Al
 	}
 	stop, changed := merge(claim, want)
 	switch {
-	case stop != "" && cached != nil:
-		// What was kept may be old: read the claim before giving up.
+	case (stop != "" || !changed) && cached != nil:
+		// What was kept may be old (someone else changed the claim since):
+		// read the claim before giving up or deciding it has this status.
 		return w.update(ctx, ref, want, nil)
 	case stop != "":
 		return stop, nil, nil
@@ -619,13 +620,13 @@ func (w *Writer) update(ctx context.Context, ref ClaimRef, want []resourceapi.Al
 	return "", trim(claim), nil
 }
 
-// trim keeps what an update of the claim's status needs: the API server
-// takes its spec and the rest of its metadata from the stored claim.
+// trim drops what the writer has no use for from a claim it keeps: its
+// managed fields, which the API server keeps as they are on an update of
+// the status.
 func trim(claim *resourceapi.ResourceClaim) *resourceapi.ResourceClaim {
-	return &resourceapi.ResourceClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID, ResourceVersion: claim.ResourceVersion},
-		Status:     claim.Status,
-	}
+	c := *claim
+	c.ManagedFields = nil
+	return &c
 }
 
 // merge sets the entries of want in claim's status.devices and says
