@@ -323,10 +323,20 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(defaultGCPercent)
 	}
-	// Every client counts its requests (fastpath_api_requests_total).
+	// Every client counts its requests (fastpath_api_requests_total), and
+	// all of them share one budget of requests, the status writer's last.
 	m := metrics.New()
 	restConfig = m.CountAPIRequests(restConfig)
+	limiter, err := status.NewRateLimiter(restConfig.QPS, restConfig.Burst)
+	if err != nil {
+		return err
+	}
+	restConfig.RateLimiter = limiter.Ahead()
 	client, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return err
+	}
+	statusClient, err := kubernetes.NewForConfig(limiter.Paced(restConfig))
 	if err != nil {
 		return err
 	}
@@ -369,8 +379,8 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 		own := filepath.Join(o.pluginDir, kubelet.PluginSocket(o.pluginDir, types.UID(o.podUID)))
 		go journalWhileAlone(ctx, store, o.journal, o.pluginDir, own)
 	}
-	writer := status.NewWriter(client)
-	writer.Metrics = m
+	writer := status.NewWriter(statusClient)
+	writer.Metrics, writer.Limiter = m, limiter
 	writer.Start(ctx)
 	registerGauges(m, store, writer)
 	// Whether the store can be written (a full disk): said on the Node,
@@ -718,5 +728,11 @@ func registerGauges(m *metrics.Metrics, store *claims.Store, writer *status.Writ
 		}
 		return float64(n)
 	})
-	m.Gauge("status_writes_pending", "Claims whose status is not written yet.", func() float64 { return float64(writer.Pending()) })
+	m.Gauge("status_writes_pending", "Claims whose status is not written yet: the status writer's queue, one entry per claim.", func() float64 { return float64(writer.Pending()) })
+	m.Gauge("status_writer_api_unreachable", "1 while the status writer finds the API server unreachable and its writes wait for it.", func() float64 {
+		if writer.Unreachable() {
+			return 1
+		}
+		return 0
+	})
 }

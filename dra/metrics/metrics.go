@@ -35,6 +35,7 @@ type Metrics struct {
 	lastPublish        prometheus.Gauge
 	statusFailed       *prometheus.CounterVec
 	storeWritesFailed  *prometheus.CounterVec
+	statusErrors       *prometheus.CounterVec
 	reconciled         *prometheus.CounterVec
 	reviews            *prometheus.CounterVec
 	reviewDuration     *prometheus.HistogramVec
@@ -71,6 +72,7 @@ func New() *Metrics {
 	m.registry.MustRegister(m.lastPublish)
 	m.statusFailed = counter("status_writes_failed_total", "Claim status writes given up, by reason (attempts, forbidden).", "reason")
 	m.storeWritesFailed = counter("store_writes_failed_total", "Writes of the claim store's files (checkpoint, journal) that failed, by error (ENOSPC, EDQUOT, EROFS, EIO, other).", "error")
+	m.statusErrors = counter("status_request_errors_total", "Requests of claim status writes that failed and are retried, by reason (unreachable: the API server could not be reached; conflict; refused: it refused them).", "reason")
 	m.reconciled = counter("reconciled_claims_total", "Claims reconciled at start, by what was done (undone, reapplied, failed).", "action")
 	m.reviews = counter("webhook_reviews_total", "Admission reviews the webhook answered, by kind (other: one it does not judge) and verdict (allowed, denied, unjudged, error).", "kind", "verdict")
 	m.reviewDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "webhook_review_duration_seconds",
@@ -202,6 +204,15 @@ func (m *Metrics) StoreWriteFailed(errno string) {
 		return
 	}
 	m.storeWritesFailed.WithLabelValues(errno).Inc()
+}
+
+// StatusRequestFailed records a request of a claim status write that
+// failed and is retried.
+func (m *Metrics) StatusRequestFailed(reason string) {
+	if m == nil {
+		return
+	}
+	m.statusErrors.WithLabelValues(reason).Inc()
 }
 
 // Reconciled records what the start did to a claim.

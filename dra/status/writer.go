@@ -1,6 +1,7 @@
 package status
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -30,27 +31,38 @@ type ClaimRef struct {
 }
 
 // Writer writes the status of claims' devices in the background: callers
-// (the runtime's hooks among them) never wait for the API server. The
-// latest status of each (claim, driver, pool, device) wins. A write is
-// retried with backoff for as long as the claim is prepared on the node
-// (an API server down for an hour gets the status when it is back: the
-// writer keeps only the latest status of each claim); it stops for good when
-// the claim is gone (NotFound, or replaced by another of the same name),
-// when the device is no longer allocated to the claim, and when the daemon
-// may not write claims' status (Forbidden: logged as an error once, with
-// the permission it lacks).
+// (the runtime's hooks among them) never wait for the API server. It is
+// the node's one queue of claims' statuses: one entry per claim, however
+// often its status changes before it is written, and the latest status of
+// each (claim, driver, pool, device) wins. A few writes go at once, each
+// request after the daemon's other requests (Limiter).
 //
-// A write that finds the API server unreachable (down, restarting, not
-// ready) waits for its backoff or, sooner, for the API server to be
-// ready again: one probe of its /readyz, every ProbeInterval while writes
-// wait for it, wakes them all. However long an outage, the statuses
-// changed during it are written within about ProbeInterval after it ends,
-// not at the end of each claim's backoff (up to MaxBackoff later).
+// A write is retried for as long as the claim is prepared on the node (an
+// API server down for an hour gets the status when it is back); it stops
+// for good when the claim is gone (NotFound, or replaced by another of the
+// same name), when the device is no longer allocated to the claim, and when
+// the daemon may not write claims' status (Forbidden: logged as an error
+// once, with the permission it lacks). A refusal of a serving API server
+// (a webhook's, an overload's) is retried after the claim's own backoff,
+// Backoff doubled up to MaxBackoff.
+//
+// An API server that cannot be reached (down, restarting, not ready) is
+// an outage of the whole queue, not of each claim: the writes stop, one
+// line says so, and one retry at a time (a probe of the API server's
+// /readyz, or else a write), on one backoff doubled up to ProbeInterval
+// (MaxBackoff without a probe), finds out when it is back; then one line
+// says how many statuses waited, and they are written as fast as the
+// daemon's budget of requests allows: about the claims' count over its
+// rate, in seconds.
 //
 // It reads the claim and updates its status rather than applying it
 // server-side: a server-side apply of a claim's status re-encodes the
 // opaque parameters recorded in status.allocation, and the API server then
-// refuses that change to an immutable field.
+// refuses that change to an immutable field. The claim it last read or
+// wrote is kept (without its managed fields), so that a later status of
+// the claim, the catch-up after an outage among them, costs one request,
+// not two; a Conflict reads it again, and so does a status the kept claim
+// has already (someone may have changed it since).
 type Writer struct {
 	client kubernetes.Interface
 	// Attempts bounds the writes of one change (0: no bound, until the
@@ -58,52 +70,99 @@ type Writer struct {
 	// up to MaxBackoff.
 	Attempts            int
 	Backoff, MaxBackoff time.Duration
-	// Metrics counts the writes given up; nil for none.
+	// Metrics counts the writes given up and the requests that failed;
+	// nil for none.
 	Metrics *metrics.Metrics
 	// Probe says whether the API server is ready again (nil error) after
-	// a write found it unreachable, every ProbeInterval while writes wait
-	// for it; nil: writes wait for their backoff only. NewWriter sets it
-	// to a GET of the API server's /readyz when the client has a REST
-	// client.
+	// a write found it unreachable, at most every ProbeInterval while
+	// writes wait for it; nil: a write finds out. NewWriter sets it to a
+	// GET of the API server's /readyz when the client has a REST client.
 	Probe         func(context.Context) error
 	ProbeInterval time.Duration
+	// Limiter gives each request of the writer its turn after the
+	// daemon's other requests; nil: the client's own limit only.
+	Limiter *RateLimiter
+	// Workers is how many writes may be under way at once.
+	Workers int
 
-	mu        sync.Mutex
-	base      context.Context
+	mu   sync.Mutex
+	idle *sync.Cond // broadcast when a claim is written or a goroutine ends
+	base context.Context
+	// claims holds every claim with a status; ready the claims to write
+	// now, each once, in order; delayed those waiting for their own
+	// backoff, soonest first.
 	claims    map[types.UID]*claimStatus
-	forbidden bool // a Forbidden was logged
+	ready     []*claimStatus
+	delayed   delayQueue
+	workers   int
+	ticking   bool          // the clock runs
+	poke      chan struct{} // wakes the clock
+	forbidden bool          // a Forbidden was logged
+	outage    outage
 	running   sync.WaitGroup
-	// back is closed when the probe finds the API server ready again;
-	// waiting counts the writes waiting for it, probing says that the
-	// probe runs.
-	back    chan struct{}
-	waiting int
-	probing bool
 }
+
+// outage is the writer's view of an API server it cannot reach: one for
+// the whole queue.
+type outage struct {
+	down  bool
+	since time.Time
+	// failed counts the requests that failed since it began.
+	failed int
+	// backoff is the wait before the next retry, due at next; trial lets
+	// one write go while down (no probe).
+	backoff time.Duration
+	next    time.Time
+	trial   bool
+}
+
+// claimState is where a claim is in the queue.
+type claimState int
+
+const (
+	idle    claimState = iota // written, given up, or moot
+	queued                    // in ready
+	delayed                   // in delayed
+	writing                   // a worker writes it
+)
 
 type claimStatus struct {
-	ref        ClaimRef
-	devices    map[deviceKey]resourceapi.AllocatedDeviceStatus
+	ref ClaimRef
+	// devices are the latest status of each (driver, pool, device, share):
+	// a claim has few.
+	devices []resourceapi.AllocatedDeviceStatus
+	// generation counts the changes of devices; the write of one that is
+	// not the latest is followed by another.
 	generation int
-	writing    bool
+	state      claimState
 	forgotten  bool
-	// stop is closed when the claim is forgotten: a write waiting to
-	// retry ends at once.
-	stop chan struct{}
+	// attempt counts the writes of the latest change; backoff is the
+	// claim's own wait after a refusal, due at notBefore.
+	attempt   int
+	backoff   time.Duration
+	notBefore time.Time
+	index     int // in delayed
+	// claim is the claim as last read or written, trimmed; nil: read it.
+	claim *resourceapi.ResourceClaim
 }
 
-type deviceKey struct{ driver, pool, device, share string }
+// requestTimeout bounds each request: an API server that accepts the
+// connection and never answers is an outage too.
+const requestTimeout = 30 * time.Second
 
 // NewWriter returns a writer; Start gives it the context its writes run in.
 func NewWriter(client kubernetes.Interface) *Writer {
-	w := &Writer{client: client, Backoff: 100 * time.Millisecond, MaxBackoff: 30 * time.Second, ProbeInterval: time.Second,
-		base: context.Background(), claims: map[types.UID]*claimStatus{}}
+	w := &Writer{client: client, Backoff: 100 * time.Millisecond, MaxBackoff: 30 * time.Second, ProbeInterval: time.Second, Workers: 4,
+		base: context.Background(), claims: map[types.UID]*claimStatus{}, poke: make(chan struct{}, 1)}
+	w.idle = sync.NewCond(&w.mu)
 	if client == nil {
 		return w
 	}
 	if rc := client.Discovery().RESTClient(); rc != nil {
 		w.Probe = func(ctx context.Context) error {
-			return rc.Get().AbsPath("/readyz").Do(ctx).Error()
+			// One request a probe: client-go would retry a GET whose
+			// connection is closed ten times, a second apart.
+			return rc.Get().AbsPath("/readyz").MaxRetries(0).Do(ctx).Error()
 		}
 	}
 	return w
@@ -114,156 +173,399 @@ func (w *Writer) Start(ctx context.Context) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.base = ctx
+	context.AfterFunc(ctx, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.idle.Broadcast()
+	})
 }
 
-// Set records the status of a device of the claim and writes it.
+// Set records the status of a device of the claim and queues the claim,
+// unless it is queued already.
 func (w *Writer) Set(ctx context.Context, ref ClaimRef, st resourceapi.AllocatedDeviceStatus) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	c, ok := w.claims[ref.UID]
-	if !ok || c.forgotten {
-		c = &claimStatus{ref: ref, devices: map[deviceKey]resourceapi.AllocatedDeviceStatus{}, stop: make(chan struct{})}
+	if !ok {
+		c = &claimStatus{ref: ref, index: -1}
 		w.claims[ref.UID] = c
 	}
-	c.devices[deviceKey{st.Driver, st.Pool, st.Device, shareID(st.ShareID)}] = st
+	if i := slices.IndexFunc(c.devices, func(d resourceapi.AllocatedDeviceStatus) bool { return sameDevice(d, st) }); i >= 0 {
+		c.devices[i] = st
+	} else {
+		c.devices = append(c.devices, st)
+	}
 	c.generation++
-	if !c.writing {
-		c.writing = true
-		w.running.Add(1)
-		go w.write(klog.NewContext(w.base, klog.FromContext(ctx).WithValues("claim", ref.Namespace+"/"+ref.Name)), c)
+	c.attempt = 0
+	switch c.state {
+	case idle:
+		w.enqueue(c)
+	case delayed:
+		// A new status is not a retry: it goes now.
+		heap.Remove(&w.delayed, c.index)
+		w.enqueue(c)
+	}
+	if logger := klog.FromContext(ctx).V(5); logger.Enabled() {
+		logger.Info("Claim status queued", "claim", ref.Namespace+"/"+ref.Name, "state", c.state)
 	}
 }
 
-// Forget drops what is known of a claim (it was unprepared): a write under
-// way stops.
+// Forget drops what is known of a claim (it was unprepared): it leaves
+// the queue, and a write under way is not retried.
 func (w *Writer) Forget(uid types.UID) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if c, ok := w.claims[uid]; ok {
-		c.forgotten = true
-		close(c.stop)
-		delete(w.claims, uid)
+	c, ok := w.claims[uid]
+	if !ok {
+		return
 	}
+	c.forgotten = true
+	delete(w.claims, uid)
+	switch c.state {
+	case queued:
+		// Left in ready; the worker that pops it drops it.
+	case delayed:
+		heap.Remove(&w.delayed, c.index)
+	}
+	w.idle.Broadcast()
 }
 
-// Pending is how many claims have a status not written yet.
+// Pending is how many claims have a status not written yet: the depth of
+// the queue, one entry per claim.
 func (w *Writer) Pending() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return w.pending()
+}
+
+func (w *Writer) pending() int {
 	n := 0
 	for _, c := range w.claims {
-		if c.writing {
+		if c.state != idle {
 			n++
 		}
 	}
 	return n
 }
 
-// Wait waits for the writes under way (tests).
-func (w *Writer) Wait() { w.running.Wait() }
+// Unreachable says whether the writer finds the API server unreachable
+// now: its writes wait for it.
+func (w *Writer) Unreachable() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.outage.down
+}
 
-// retryLogEvery: a failed write is logged at its first attempt and every
-// retryLogEvery after (about 10 minutes apart at the longest backoff).
-const retryLogEvery = 20
+// Wait waits until every status is written or given up, or the writer's
+// context ended and its goroutines with it (tests).
+func (w *Writer) Wait() {
+	w.mu.Lock()
+	for w.workers > 0 || w.ticking || (w.pending() > 0 && w.base.Err() == nil) {
+		w.idle.Wait()
+	}
+	w.mu.Unlock()
+	w.running.Wait()
+}
 
-// write writes the claim's device statuses until the latest one landed,
-// the claim is gone or forgotten, or the attempts (if bounded) are spent.
-func (w *Writer) write(ctx context.Context, c *claimStatus) {
-	defer w.running.Done()
-	logger := klog.FromContext(ctx)
-	backoff := w.Backoff
-	for attempt := 1; ; attempt++ {
-		w.mu.Lock()
+// enqueue puts the claim at the end of the queue and starts a worker if
+// one is needed.
+func (w *Writer) enqueue(c *claimStatus) {
+	c.state = queued
+	w.ready = append(w.ready, c)
+	w.kick()
+}
+
+// kick starts the workers the queue needs, up to Workers, and the clock
+// when a claim waits for it.
+func (w *Writer) kick() {
+	if w.base.Err() != nil {
+		return
+	}
+	want := len(w.ready)
+	if w.outage.down {
+		want = 0
+		if w.outage.trial {
+			want = 1
+		}
+	}
+	for w.workers < max(w.Workers, 1) && w.workers < want {
+		w.workers++
+		w.running.Add(1)
+		go w.work(w.base)
+	}
+	if (w.outage.down && len(w.ready) > 0) || w.delayed.Len() > 0 {
+		if !w.ticking {
+			w.ticking = true
+			w.running.Add(1)
+			go w.clock(w.base)
+			return
+		}
+		select {
+		case w.poke <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// next pops the claim to write next; nil when there is none, or the API
+// server is down and no trial is due.
+func (w *Writer) next(ctx context.Context) *claimStatus {
+	if ctx.Err() != nil {
+		return nil
+	}
+	if w.outage.down {
+		if !w.outage.trial {
+			return nil
+		}
+	}
+	for len(w.ready) > 0 {
+		c := w.ready[0]
+		w.ready[0] = nil
+		w.ready = w.ready[1:]
 		if c.forgotten {
-			c.writing = false
+			continue
+		}
+		w.outage.trial = false
+		return c
+	}
+	return nil
+}
+
+// work writes claims until the queue has none it may write now.
+func (w *Writer) work(ctx context.Context) {
+	defer w.running.Done()
+	for {
+		w.mu.Lock()
+		c := w.next(ctx)
+		if c == nil {
+			w.workers--
+			w.idle.Broadcast()
 			w.mu.Unlock()
 			return
 		}
+		c.state = writing
+		c.attempt++
 		gen := c.generation
 		want := make([]resourceapi.AllocatedDeviceStatus, 0, len(c.devices))
 		for _, st := range c.devices {
 			want = append(want, *st.DeepCopy())
 		}
+		cached := c.claim
 		w.mu.Unlock()
 
-		stop, err := w.update(ctx, c.ref, want)
+		attempt, cancel := context.WithTimeout(ctx, requestTimeout)
+		stop, written, err := w.update(attempt, c.ref, want, cached)
+		cancel()
 		w.mu.Lock()
-		switch {
-		case stop != "":
-			logger.V(2).Info("Not writing claim status", "reason", stop)
-			c.writing = false
+		w.done(ctx, c, gen, stop, written, err)
+		w.idle.Broadcast()
+		w.mu.Unlock()
+	}
+}
+
+// retryLogEvery: a refused write is logged at its first attempt and every
+// retryLogEvery after (about 10 minutes apart at the longest backoff).
+const retryLogEvery = 20
+
+// done takes the outcome of a write of c's change gen: c leaves the queue,
+// or goes back to it now, after its backoff, or once the API server is
+// back.
+func (w *Writer) done(ctx context.Context, c *claimStatus, gen int, stop string, written *resourceapi.ResourceClaim, err error) {
+	logger := klog.FromContext(ctx).WithValues("claim", c.ref.Namespace+"/"+c.ref.Name)
+	if err == nil && w.outage.down {
+		w.reachable(ctx)
+	}
+	switch {
+	case c.forgotten:
+		c.state = idle
+		return
+	case ctx.Err() != nil:
+		// The daemon stops: the claim stays pending.
+		c.state = queued
+		w.ready = append(w.ready, c)
+		return
+	case stop != "":
+		logger.V(2).Info("Not writing claim status", "reason", stop)
+		c.state, c.claim, c.backoff = idle, nil, 0
+		return
+	case err == nil:
+		c.claim = written
+		if c.attempt > 1 {
+			logger.V(2).Info("Wrote claim status after failed attempts", "attempts", c.attempt)
+		}
+		c.backoff = 0
+		if c.generation != gen {
+			c.attempt = 0
+			w.enqueue(c) // a newer status arrived: write it
+			return
+		}
+		c.state, c.attempt = idle, 0
+		return
+	case apierrors.IsForbidden(err):
+		if !w.forbidden {
+			logger.Error(err, "Not allowed to write claim status: the daemon's service account needs get on resourceclaims and update on resourceclaims/status", "namespace", c.ref.Namespace)
+		}
+		w.forbidden = true
+		w.Metrics.StatusWriteFailed("forbidden")
+		c.state = idle
+		return
+	}
+	reason := "refused"
+	switch {
+	case apierrors.IsConflict(err):
+		reason = "conflict"
+	case unreachable(err):
+		reason = "unreachable"
+	}
+	w.Metrics.StatusRequestFailed(reason)
+	if w.Attempts > 0 && c.attempt >= w.Attempts {
+		logger.Error(err, "Writing claim status failed; giving up", "attempts", c.attempt)
+		w.Metrics.StatusWriteFailed("attempts")
+		c.state = idle
+		return
+	}
+	switch reason {
+	case "conflict":
+		// Changed since it was read: read it again, now.
+		c.claim = nil
+		w.enqueue(c)
+	case "unreachable":
+		w.unreachable(ctx, err)
+		// First in the queue again: it was the first to go.
+		c.state = queued
+		w.ready = append([]*claimStatus{c}, w.ready...)
+		w.kick()
+	default:
+		c.backoff = min(max(2*c.backoff, w.Backoff), max(w.MaxBackoff, w.Backoff))
+		if c.attempt%retryLogEvery == 1 {
+			logger.Info("Writing claim status failed; retrying until it lands or the claim is unprepared", "err", err.Error(), "attempt", c.attempt, "in", c.backoff)
+		}
+		c.state, c.notBefore = delayed, time.Now().Add(c.backoff)
+		heap.Push(&w.delayed, c)
+		w.kick()
+	}
+}
+
+// unreachable notes a request that found the API server unreachable: the
+// first begins an outage, said in one line.
+func (w *Writer) unreachable(ctx context.Context, err error) {
+	o := &w.outage
+	if o.down {
+		o.failed++
+		return
+	}
+	now := time.Now()
+	backoff := min(w.Backoff, w.retryCap())
+	*o = outage{down: true, since: now, failed: 1, backoff: backoff, next: now.Add(backoff)}
+	klog.FromContext(ctx).Info("The API server cannot be reached: claim statuses wait until it can", "err", err.Error(), "claims", w.pending())
+}
+
+// reachable ends the outage, in one line.
+func (w *Writer) reachable(ctx context.Context) {
+	o := w.outage
+	w.outage = outage{}
+	klog.FromContext(ctx).Info("The API server can be reached again: writing the claim statuses that waited for it",
+		"claims", w.pending(), "after", time.Since(o.since).Round(time.Millisecond), "failedRequests", o.failed)
+	w.kick()
+}
+
+// retryCap is the longest wait between the retries of an outage.
+func (w *Writer) retryCap() time.Duration {
+	if w.Probe != nil && w.ProbeInterval > 0 {
+		return w.ProbeInterval
+	}
+	return max(w.MaxBackoff, w.Backoff)
+}
+
+// clock runs while claims wait for their backoff or for the API server:
+// it queues each claim when its backoff ends, and retries an outage on
+// its backoff, with a probe or by letting one write go.
+func (w *Writer) clock(ctx context.Context) {
+	defer w.running.Done()
+	logger := klog.FromContext(ctx)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		w.mu.Lock()
+		outage := w.outage.down && w.pending() > 0
+		if ctx.Err() != nil || (!outage && w.delayed.Len() == 0) {
+			w.ticking = false
+			w.idle.Broadcast()
 			w.mu.Unlock()
 			return
-		case err == nil && c.generation == gen:
-			if attempt > 1 {
-				logger.Info("Wrote claim status after failed attempts", "attempts", attempt)
+		}
+		now := time.Now()
+		for w.delayed.Len() > 0 && !w.delayed[0].notBefore.After(now) {
+			c := heap.Pop(&w.delayed).(*claimStatus)
+			c.state = queued
+			w.ready = append(w.ready, c)
+		}
+		probe := false
+		o := &w.outage
+		if outage && !o.trial && !o.next.After(now) {
+			if w.Probe != nil {
+				probe = true
+			} else {
+				o.trial = true
 			}
-			c.writing = false
-			w.mu.Unlock()
-			return
-		case err == nil:
-			attempt, backoff = 0, w.Backoff // a newer status arrived: write it
-			w.mu.Unlock()
-			continue
-		case apierrors.IsForbidden(err):
-			if !w.forbidden {
-				logger.Error(err, "Not allowed to write claim status: the daemon's service account needs get on resourceclaims and update on resourceclaims/status", "namespace", c.ref.Namespace)
-			}
-			w.forbidden = true
-			w.Metrics.StatusWriteFailed("forbidden")
-			c.writing = false
-			w.mu.Unlock()
-			return
-		case w.Attempts > 0 && attempt >= w.Attempts:
-			logger.Error(err, "Writing claim status failed; giving up", "attempts", attempt)
-			w.Metrics.StatusWriteFailed("attempts")
-			c.writing = false
-			w.mu.Unlock()
-			return
+			o.backoff = min(2*o.backoff, w.retryCap())
+			o.next = now.Add(o.backoff)
+		}
+		w.kick()
+		next := now.Add(time.Hour)
+		if w.delayed.Len() > 0 {
+			next = w.delayed[0].notBefore
+		}
+		if outage && o.next.Before(next) {
+			next = o.next
 		}
 		w.mu.Unlock()
-		// An outage is said when it begins and every retryLogEvery
-		// attempts after, not at every retry of every claim.
-		if !apierrors.IsConflict(err) {
-			verbosity := 4
-			if attempt%retryLogEvery == 1 {
-				verbosity = 0
+
+		if probe {
+			err := w.probe(ctx)
+			w.mu.Lock()
+			switch {
+			case err == nil && w.outage.down:
+				w.reachable(ctx)
+			case err != nil && ctx.Err() == nil:
+				w.outage.failed++
+				w.Metrics.StatusRequestFailed("unreachable")
+				logger.V(4).Info("The API server is not ready yet", "err", err.Error())
 			}
-			logger.V(verbosity).Info("Writing claim status failed; retrying until it lands or the claim is unprepared", "err", err.Error(), "attempt", attempt, "in", backoff)
+			w.mu.Unlock()
+			continue
 		}
-		var back <-chan struct{}
-		if unreachable(err) {
-			back = w.awaitBack()
-		}
-		timer := time.NewTimer(backoff)
+		timer.Reset(time.Until(next))
 		select {
 		case <-ctx.Done():
-		case <-c.stop:
 		case <-timer.C:
-		case <-back:
-			logger.V(2).Info("Writing claim status again: the API server is ready again", "attempt", attempt+1)
+		case <-w.poke:
 		}
-		timer.Stop()
-		if back != nil {
-			w.mu.Lock()
-			w.waiting--
-			w.mu.Unlock()
-		}
-		if ctx.Err() != nil {
-			w.mu.Lock()
-			c.writing = false
-			w.mu.Unlock()
-			return
-		}
-		backoff = min(2*backoff, w.MaxBackoff)
 	}
+}
+
+// probe asks the API server whether it is ready, in its turn.
+func (w *Writer) probe(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, max(w.ProbeInterval, 5*time.Second))
+	defer cancel()
+	if err := w.wait(ctx); err != nil {
+		return err
+	}
+	return w.Probe(ctx)
+}
+
+// wait waits for the turn of a request of the writer.
+func (w *Writer) wait(ctx context.Context) error {
+	if w.Limiter == nil {
+		return nil
+	}
+	return w.Limiter.Wait(ctx)
 }
 
 // unreachable says whether a failed request did not reach an API server
 // that could serve it: no answer, or one saying that it is unavailable
 // (starting, or not ready). An overloaded API server's refusals (429,
-// timeouts) are left to the backoff: waking every write when its /readyz
-// answers would only add to its load.
+// timeouts) are left to each claim's backoff: they are not an outage.
 func unreachable(err error) bool {
 	var st apierrors.APIStatus
 	if !errors.As(err, &st) {
@@ -272,90 +574,74 @@ func unreachable(err error) bool {
 	return apierrors.IsServiceUnavailable(err)
 }
 
-// awaitBack is closed when the API server is ready again, and starts the
-// probe that finds out if it does not run; nil without a probe. The
-// caller waits for it and then decrements w.waiting.
-func (w *Writer) awaitBack() <-chan struct{} {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.Probe == nil {
-		return nil
-	}
-	w.waiting++
-	if w.back == nil {
-		w.back = make(chan struct{})
-	}
-	if !w.probing {
-		w.probing = true
-		w.running.Add(1)
-		go w.probe(w.base, w.back)
-	}
-	return w.back
-}
-
-// probe probes the API server every ProbeInterval until it is ready,
-// then closes back; it stops when no write waits any more.
-func (w *Writer) probe(ctx context.Context, back chan struct{}) {
-	defer w.running.Done()
-	logger := klog.FromContext(ctx)
-	interval := w.ProbeInterval
-	if interval <= 0 {
-		interval = time.Second
-	}
-	ticker := time.NewTicker(interval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-		case <-ticker.C:
-		}
-		w.mu.Lock()
-		if ctx.Err() != nil || w.waiting == 0 {
-			w.probing = false
-			w.mu.Unlock()
-			return
-		}
-		w.mu.Unlock()
-		attempt, cancel := context.WithTimeout(ctx, max(interval, 5*time.Second))
-		err := w.Probe(attempt)
-		cancel()
-		if err != nil {
-			logger.V(4).Info("The API server is not ready yet", "err", err.Error())
-			continue
-		}
-		w.mu.Lock()
-		logger.Info("The API server is ready again: writing the claim statuses that wait for it", "claims", w.waiting)
-		close(back)
-		w.back, w.probing = nil, false
-		w.mu.Unlock()
-		return
-	}
-}
-
 // update sets the entries of want in the claim's status.devices, leaving
-// other entries (other drivers' devices) as they are. A non-empty stop says
+// other entries (other drivers' devices) as they are, starting from cached
+// if it is not nil, and returns the claim written. A non-empty stop says
 // why the status is moot.
-func (w *Writer) update(ctx context.Context, ref ClaimRef, want []resourceapi.AllocatedDeviceStatus) (stop string, err error) {
-	claim, err := w.client.ResourceV1().ResourceClaims(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return "the claim was deleted", nil
-	case err != nil:
-		return "", err
-	case claim.UID != ref.UID:
-		return "the claim was replaced by another of the same name", nil
-	case claim.Status.Allocation == nil:
-		return "the claim is no longer allocated", nil
+func (w *Writer) update(ctx context.Context, ref ClaimRef, want []resourceapi.AllocatedDeviceStatus, cached *resourceapi.ResourceClaim) (stop string, written *resourceapi.ResourceClaim, err error) {
+	var claim *resourceapi.ResourceClaim
+	if cached != nil {
+		claim = cached.DeepCopy()
+	} else {
+		if err := w.wait(ctx); err != nil {
+			return "", nil, err
+		}
+		got, err := w.client.ResourceV1().ResourceClaims(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return "the claim was deleted", nil, nil
+		case err != nil:
+			return "", nil, err
+		case got.UID != ref.UID:
+			return "the claim was replaced by another of the same name", nil, nil
+		}
+		claim = trim(got)
 	}
-	n, changed := 0, false
+	stop, changed := merge(claim, want)
+	switch {
+	case (stop != "" || !changed) && cached != nil:
+		// What was kept may be old (someone else changed the claim since):
+		// read the claim before giving up or deciding it has this status.
+		return w.update(ctx, ref, want, nil)
+	case stop != "":
+		return stop, nil, nil
+	case !changed:
+		return "", claim, nil // the claim has this status already
+	}
+	if err := w.wait(ctx); err != nil {
+		return "", nil, err
+	}
+	fault.Point("claim.status.before")
+	claim, err = w.client.ResourceV1().ResourceClaims(ref.Namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{FieldManager: fieldManager})
+	if err != nil {
+		return "", nil, err
+	}
+	fault.Point("claim.status.written")
+	return "", trim(claim), nil
+}
+
+// trim drops what the writer has no use for from a claim it keeps: its
+// managed fields, which the API server keeps as they are on an update of
+// the status.
+func trim(claim *resourceapi.ResourceClaim) *resourceapi.ResourceClaim {
+	c := *claim
+	c.ManagedFields = nil
+	return &c
+}
+
+// merge sets the entries of want in claim's status.devices and says
+// whether that changed them; a non-empty stop says why the status is moot.
+func merge(claim *resourceapi.ResourceClaim, want []resourceapi.AllocatedDeviceStatus) (stop string, changed bool) {
+	if claim.Status.Allocation == nil {
+		return "the claim is no longer allocated", false
+	}
+	n := 0
 	for _, st := range want {
 		if !allocated(claim, st) {
 			continue
 		}
 		n++
-		i := slices.IndexFunc(claim.Status.Devices, func(d resourceapi.AllocatedDeviceStatus) bool {
-			return d.Driver == st.Driver && d.Pool == st.Pool && d.Device == st.Device && shareID(d.ShareID) == shareID(st.ShareID)
-		})
+		i := slices.IndexFunc(claim.Status.Devices, func(d resourceapi.AllocatedDeviceStatus) bool { return sameDevice(d, st) })
 		if i < 0 {
 			claim.Status.Devices = append(claim.Status.Devices, st)
 			changed = true
@@ -373,17 +659,39 @@ func (w *Writer) update(ctx context.Context, ref ClaimRef, want []resourceapi.Al
 		}
 	}
 	if n == 0 {
-		return fmt.Sprintf("none of its %d devices is allocated to the claim any more", len(want)), nil
+		return fmt.Sprintf("none of its %d devices is allocated to the claim any more", len(want)), false
 	}
-	if !changed {
-		return "", nil // the claim has this status already
-	}
-	fault.Point("claim.status.before")
-	_, err = w.client.ResourceV1().ResourceClaims(ref.Namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{FieldManager: fieldManager})
-	if err == nil {
-		fault.Point("claim.status.written")
-	}
-	return "", err
+	return "", changed
+}
+
+// delayQueue is a heap of the claims waiting for their backoff, the
+// soonest first.
+type delayQueue []*claimStatus
+
+func (q delayQueue) Len() int           { return len(q) }
+func (q delayQueue) Less(i, j int) bool { return q[i].notBefore.Before(q[j].notBefore) }
+func (q delayQueue) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].index, q[j].index = i, j
+}
+func (q *delayQueue) Push(x any) {
+	c := x.(*claimStatus)
+	c.index = len(*q)
+	*q = append(*q, c)
+}
+func (q *delayQueue) Pop() any {
+	old := *q
+	c := old[len(old)-1]
+	old[len(old)-1] = nil
+	c.index = -1
+	*q = old[:len(old)-1]
+	return c
+}
+
+// sameDevice says whether two entries of status.devices are of the same
+// (driver, pool, device, share).
+func sameDevice(a, b resourceapi.AllocatedDeviceStatus) bool {
+	return a.Driver == b.Driver && a.Pool == b.Pool && a.Device == b.Device && shareID(a.ShareID) == shareID(b.ShareID)
 }
 
 // allocated reports whether the claim's allocation holds the device.
