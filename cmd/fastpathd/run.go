@@ -107,7 +107,7 @@ func (o *runOptions) addFlags(fs *flag.FlagSet) {
 	o.npwg.addFlags(fs)
 	o.networkAPI.addFlags(fs)
 	o.nodeConfig.addFlags(fs)
-	fs.BoolVar(&o.journal, "checkpoint-journal", true, "record a change of the node's claims as an entry of a journal beside the checkpoint (checkpoint version 3), whatever their number; false: rewrite the whole checkpoint at every change (version 2, which the previous release reads: set it before a rollback to that release). Version 2 is written anyway while another fastpathd serves on the node")
+	fs.BoolVar(&o.journal, "checkpoint-journal", true, "record a change of the node's claims as an entry of a journal beside the checkpoint (checkpoint version 3), whatever their number; false: rewrite the whole checkpoint at every change (version 2, which the previous release reads). Version 2 is written anyway while another fastpathd's pod runs or its DRA socket answers on the node (a rollback needs no change of this flag)")
 	fs.BoolVar(&o.deviceMetadata, "device-metadata", true, "write each prepared claim's device metadata (KEP-5304: the devices' attributes and, once in the pod, their network data) and mount it into the pod's containers at /var/run/kubernetes.io/dra-device-attributes/, through a CDI spec in --cdi-dir")
 	fs.BoolVar(&o.allowPFWithVFs, "allow-pf-with-vfs", false, "let claims take a PF that has SR-IOV VFs whole (modes netdev, afxdp, delegate): its pod can then set every VF's MAC, VLAN and trust; off, Prepare refuses them (mode vfio always)")
 	fs.StringVar(&o.ipPoolsFile, "ip-pools", "", "file of the node's IP pools (kind IPPoolConfig), from which claims with ipam get addresses; empty: none")

@@ -32,9 +32,9 @@ const v010Image = testbed.FastpathdRepository + ":v0.1.0"
 // built from its commit, runs pods with netdev and CNI claims; the release
 // is upgraded to this tree's chart and image: the pods keep their devices,
 // new pods start, and the new daemon unprepares the old one's claims when
-// their pods go. Then the way back docs/install.md gives: checkpointJournal
-// false and its rollout (the checkpoint is version 2 again, with no
-// journal), then helm rollback to v0.1.0, which starts (does not refuse
+// their pods go. Then back with checkpointJournal false (which a rollback
+// no longer needs: TestRollbackToV010) and its rollout (the checkpoint is
+// version 2 again, with no journal), then helm rollback to v0.1.0, which starts (does not refuse
 // the checkpoint and crash-loop), keeps the pods' devices, prepares and
 // unprepares claims; once every pod is gone, nothing of any claim is left.
 func TestUpgradeFromV010(t *testing.T) {
