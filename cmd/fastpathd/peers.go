@@ -42,8 +42,8 @@ type peers struct {
 	ownNamespace, ownSet string
 	// pods are the sandboxes of the other daemons' pods, by pod UID.
 	pods map[types.UID]string
-	// alone is what present said last, for its log lines.
-	alone bool
+	// said and alone: what present said last, for its log lines.
+	said, alone bool
 }
 
 func newPeers(ctx context.Context, store *claims.Store, own types.UID, pluginDir, ownSocket string) *peers {
@@ -67,8 +67,8 @@ func (p *peers) present() bool {
 	}
 	alone := pod == "" && socket == ""
 	p.mu.Lock()
-	changed := alone != p.alone
-	p.alone = alone
+	changed := !p.said || alone != p.alone
+	p.said, p.alone = true, alone
 	p.mu.Unlock()
 	if changed {
 		if alone {
