@@ -108,7 +108,7 @@ func (o *runOptions) addFlags(fs *flag.FlagSet) {
 	o.npwg.addFlags(fs)
 	o.networkAPI.addFlags(fs)
 	o.nodeConfig.addFlags(fs)
-	fs.BoolVar(&o.journal, "checkpoint-journal", true, "record a change of the node's claims as an entry of a journal beside the checkpoint (checkpoint version 3), whatever their number; false: rewrite the whole checkpoint at every change (version 2, which the previous release reads: set it before a rollback to that release). Version 2 is written anyway while another fastpathd serves on the node")
+	fs.BoolVar(&o.journal, "checkpoint-journal", true, "record a change of the node's claims as an entry of a journal beside the checkpoint (checkpoint version 3), whatever their number; false: rewrite the whole checkpoint at every change (version 2, which the previous release reads). Version 2 is written anyway while another fastpathd's pod runs or its DRA socket answers on the node (a rollback needs no change of this flag)")
 	fs.BoolVar(&o.deviceMetadata, "device-metadata", true, "write each prepared claim's device metadata (KEP-5304: the devices' attributes and, once in the pod, their network data) and mount it into the pod's containers at /var/run/kubernetes.io/dra-device-attributes/, through a CDI spec in --cdi-dir")
 	fs.BoolVar(&o.allowPFWithVFs, "allow-pf-with-vfs", false, "let claims take a PF that has SR-IOV VFs whole (modes netdev, afxdp, delegate): its pod can then set every VF's MAC, VLAN and trust; off, Prepare refuses them (mode vfio always)")
 	fs.StringVar(&o.ipPoolsFile, "ip-pools", "", "file of the node's IP pools (kind IPPoolConfig), from which claims with ipam get addresses; empty: none")
@@ -361,24 +361,34 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 		st.pluginDirs = append(st.pluginDirs, o.cni.pluginDir)
 	}
 	defer leaveNoTrace(context.WithoutCancel(ctx), store, st)
-	// Stopped, the daemon leaves version 2, which a daemon of the previous
-	// release started next (a rollback) reads.
-	defer func() {
+	// Stopping, the daemon leaves version 2, which a daemon of the previous
+	// release started next (a rollback) reads: as soon as it is told to
+	// stop, before the rest of its shutdown (a SIGKILL at the end of the
+	// grace period finds it done), and as it returns.
+	fold := func() {
 		if err := store.Fold(); err != nil {
 			logger.Error(err, "The checkpoint's journal could not be folded into it: a fastpathd of the previous release will refuse it until `fastpathd checkpoint migrate --to 2`")
 		}
+	}
+	stopFold := context.AfterFunc(ctx, fold)
+	defer func() {
+		stopFold()
+		fold()
 	}()
 	var hookLock claims.FileLock
-	store.SetJournal(o.journal)
+	var others *peers
 	if o.podUID != "" {
-		// A rolling update: another daemon may share this node's state.
+		// A rolling update: another daemon may share this node's state,
+		// and read version 2 alone.
 		if err := store.Share(); err != nil {
 			return err
 		}
 		hookLock = claims.FileLock(filepath.Join(o.stateDir, "nri.lock"))
 		own := filepath.Join(o.pluginDir, kubelet.PluginSocket(o.pluginDir, types.UID(o.podUID)))
-		go journalWhileAlone(ctx, store, o.journal, o.pluginDir, own)
+		others = newPeers(ctx, store, types.UID(o.podUID), o.pluginDir, own)
+		store.SetPeerCheck(others.present)
 	}
+	store.SetJournal(o.journal)
 	writer := status.NewWriter(statusClient)
 	writer.Metrics, writer.Limiter = m, limiter
 	writer.Start(ctx)
@@ -405,6 +415,9 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	}
 	nriOpts := nri.Options{Socket: o.nriSocket, Index: o.nriIndex, Store: store, Attacher: attacher, Status: writer, Metrics: m, Name: nri.PluginName, HookLock: hookLock,
 		Metadata: meta, WriteCDI: dra.WriteCDISpec}
+	if others != nil {
+		nriOpts.Pods = others
+	}
 	if o.cni.enabled || o.npwg.enabled {
 		nriOpts.CNI = dataplane.NewCNI(splitList(o.cni.binDirs), filepath.Join(o.stateDir, "cni", "cache"), cniLimit)
 	}
@@ -550,38 +563,6 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	defer cancel()
 	return srv.shutdown(shutdownCtx)
 }
-
-// journalWhileAlone lets the store write its journal (checkpoint version
-// 3) while no other fastpathd serves on the node, and makes it write
-// version 2 while one does: it may be of the previous release, which
-// reads version 2 alone. A daemon serves on a DRA socket of pluginDir; own
-// is this one's.
-func journalWhileAlone(ctx context.Context, store *claims.Store, journal bool, pluginDir, own string) {
-	logger := klog.FromContext(ctx)
-	tick := time.NewTicker(peerCheckPeriod)
-	defer tick.Stop()
-	on := false // as Share left it
-	for {
-		other := liveSocket(pluginDir, own)
-		if want := journal && other == ""; want != on {
-			on = want
-			store.SetJournal(on)
-			if on {
-				logger.Info("Alone on the node: checkpoint changes go to its journal (version 3)")
-			} else {
-				logger.Info("Another fastpathd serves on the node: the checkpoint is written whole (version 2)", "socket", other)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
-}
-
-// peerCheckPeriod is how often journalWhileAlone looks for another daemon.
-const peerCheckPeriod = 5 * time.Second
 
 // eventRecorder records events (device health on the node and on pods)
 // through the API server.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -70,9 +71,73 @@ func (s *Store) Share() error {
 	}
 	defer unlock()
 	s.mu.Lock()
-	s.shared, s.journal, s.seen = true, false, stamps{checkpoint: stamp{size: -1}} // no file's
+	s.shared, s.journal, s.allowJournal, s.seen = true, false, false, stamps{checkpoint: stamp{size: -1}} // no file's
 	s.mu.Unlock()
 	return s.refresh()
+}
+
+// A daemon of the previous release reads version 2 alone, and reads the
+// checkpoint again only when its file changed. So that it never serves
+// claims that are not current, a shared store asks, under the file lock
+// and before each write, whether another daemon may read the files
+// (SetPeerCheck): while one may, the write is of version 2, the whole
+// checkpoint, and the first such write folds a journal into it. Settle
+// does that at once, for a daemon about to start, which refuses version 3
+// at its start.
+
+// SetPeerCheck makes a shared store ask present, before each write and
+// under the file lock, whether another daemon may read the files now:
+// then it writes version 2, even with SetJournal on. present is called
+// with the store's locks held: it must not use the store. Set it before
+// the store is written.
+func (s *Store) SetPeerCheck(present func() bool) {
+	s.mu.Lock()
+	s.peer = present
+	s.mu.Unlock()
+}
+
+// checkPeer sets the version the next write writes: version 3 if
+// SetJournal allows it and no other daemon may read the files. The caller
+// holds fileMu and the file lock.
+func (s *Store) checkPeer() {
+	s.mu.RLock()
+	present := s.peer
+	s.mu.RUnlock()
+	if present == nil {
+		return
+	}
+	alone := !present()
+	s.mu.Lock()
+	s.journal = s.allowJournal && alone
+	s.mu.Unlock()
+}
+
+// Settle writes the checkpoint whole in version 2, the journal folded
+// into it, if it is of version 3 and another daemon may read it now
+// (SetPeerCheck): a daemon of the previous release starting refuses
+// version 3, and one running reads the checkpoint alone. A store of its
+// own, or without a peer check, writes nothing.
+func (s *Store) Settle() error {
+	s.fileMu.Lock()
+	defer s.fileMu.Unlock()
+	s.mu.RLock()
+	asks := s.shared && s.peer != nil
+	s.mu.RUnlock()
+	if !asks {
+		return nil
+	}
+	unlock, err := s.lockShared()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	s.mu.RLock()
+	fold := !s.journal && s.format == Version
+	s.mu.RUnlock()
+	if !fold {
+		return nil
+	}
+	return s.writeWhole(maps.Clone(s.claims))
 }
 
 // FileLock is an exclusive lock on a file, shared by the processes of a

@@ -67,6 +67,12 @@ type Store struct {
 	gen        uint64
 	size, tail int64
 
+	// allowJournal is what SetJournal said, under mu; journal is it
+	// unless peer, a shared store's check before each write, says another
+	// daemon may read the files (SetPeerCheck). Nil peer: none is asked.
+	allowJournal bool
+	peer         func() bool
+
 	// fault is the standing failure to write the files (Fault); nil while
 	// they are written. compactFault is the standing failure to compact
 	// the journal, which stands until a compaction succeeds (the changes'
@@ -114,7 +120,7 @@ func Open(path string, legacy Legacy) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{path: path, journal: true, Append: appendFile, WriteFile: func(path string, data []byte, sync bool) error {
+	s := &Store{path: path, journal: true, allowJournal: true, Append: appendFile, WriteFile: func(path string, data []byte, sync bool) error {
 		if !sync {
 			return WriteFileUnsynced(path, data, 0o600)
 		}
@@ -907,7 +913,7 @@ func (s *Store) writeWhole(claims map[Key]*Claim) error {
 // change writes the files in that version.
 func (s *Store) SetJournal(on bool) {
 	s.mu.Lock()
-	s.journal = on
+	s.journal, s.allowJournal = on, on
 	s.mu.Unlock()
 }
 
@@ -932,7 +938,7 @@ func (s *Store) rewrite(journal bool) error {
 		want = Version
 	}
 	s.mu.Lock()
-	s.journal = journal
+	s.journal, s.allowJournal = journal, journal
 	format := s.format
 	s.mu.Unlock()
 	if format == want {
@@ -1178,9 +1184,9 @@ func conflictWith(o, c *Claim) error {
 	return nil
 }
 
-// lockShared takes a shared store's file lock and reads the file again if
-// another daemon wrote it; a store of its own takes nothing. The caller
-// holds fileMu.
+// lockShared takes a shared store's file lock, reads the file again if
+// another daemon wrote it, and asks whether another daemon may read it
+// (checkPeer); a store of its own takes nothing. The caller holds fileMu.
 func (s *Store) lockShared() (unlock func(), _ error) {
 	s.mu.RLock()
 	shared := s.shared
@@ -1196,6 +1202,7 @@ func (s *Store) lockShared() (unlock func(), _ error) {
 		unlock()
 		return nil, err
 	}
+	s.checkPeer()
 	return unlock, nil
 }
 

@@ -147,6 +147,9 @@ func podOf(pod *api.PodSandbox) Pod {
 // their claims' status said again.
 func (h *hooks) Synchronize(ctx context.Context, pods []*api.PodSandbox, _ []*api.Container) ([]*api.ContainerUpdate, error) {
 	defer h.observe("synchronize", time.Now(), nil)
+	if o := h.p.opts.Pods; o != nil {
+		o.Synchronized(ctx, pods)
+	}
 	h.p.Synchronize(ctx, pods)
 	h.p.CollectGarbage(ctx, pods)
 	h.p.setConnected(true)
@@ -247,6 +250,9 @@ func (h *hooks) CreateContainer(ctx context.Context, pod *api.PodSandbox, _ *api
 // RunPodSandbox attaches the pod's devices and networks.
 func (h *hooks) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
 	start := time.Now()
+	if o := h.p.opts.Pods; o != nil {
+		o.Started(ctx, pod)
+	}
 	err := bounds.Err(h.p.AttachPod(ctx, podOf(pod)))
 	h.observe("run_pod_sandbox", start, err)
 	return err
@@ -270,6 +276,9 @@ func (h *hooks) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) error
 }
 
 func (h *hooks) stop(ctx context.Context, pod *api.PodSandbox) error {
+	if o := h.p.opts.Pods; o != nil {
+		o.Stopped(ctx, pod)
+	}
 	p := podOf(pod)
 	err := bounds.Err(h.p.DetachPod(ctx, p))
 	if err != nil {

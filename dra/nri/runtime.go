@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/containerd/nri/pkg/api"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
@@ -90,6 +91,22 @@ type Options struct {
 	// of the node, so that two daemons (a rolling update: the runtime
 	// calls both) never act on one pod at once.
 	HookLock claims.FileLock
+	// Pods, when set, is told of the node's pod sandboxes as the runtime
+	// runs them; nil: not told.
+	Pods PodObserver
+}
+
+// PodObserver learns of the node's pods from the runtime's events.
+type PodObserver interface {
+	// Synchronized gets every sandbox the runtime has, at each
+	// Synchronize, before the plugin acts on any.
+	Synchronized(ctx context.Context, pods []*api.PodSandbox)
+	// Started gets a sandbox at its RunPodSandbox, before the plugin acts
+	// on it: the runtime starts none of its containers before the hook
+	// returns.
+	Started(ctx context.Context, pod *api.PodSandbox)
+	// Stopped gets a sandbox at its StopPodSandbox and RemovePodSandbox.
+	Stopped(ctx context.Context, pod *api.PodSandbox)
 }
 
 // Pod names a pod sandbox.

@@ -32,10 +32,9 @@ const v010Image = testbed.FastpathdRepository + ":v0.1.0"
 // built from its commit, runs pods with netdev and CNI claims; the release
 // is upgraded to this tree's chart and image: the pods keep their devices,
 // new pods start, and the new daemon unprepares the old one's claims when
-// their pods go. Then the way back docs/install.md gives: checkpointJournal
-// false and its rollout (the checkpoint is version 2 again, with no
-// journal), then helm rollback to v0.1.0, which starts (does not refuse
-// the checkpoint and crash-loop), keeps the pods' devices, prepares and
+// their pods go. Then helm rollback to v0.1.0, with nothing done before
+// (TestRollbackToV010 goes back and forth under kills), which starts
+// (does not refuse the checkpoint and crash-loop), keeps the pods' devices, prepares and
 // unprepares claims; once every pod is gone, nothing of any claim is left.
 func TestUpgradeFromV010(t *testing.T) {
 	ctx := testContext(t)
@@ -116,21 +115,7 @@ func TestUpgradeFromV010(t *testing.T) {
 	assertCheckpointClaims(t, ctx, d, 2)
 	waitCheckpointVersion(t, ctx, d, 3)
 
-	// The way back: first every daemon writes version 2 ...
-	d.keepLog(t)
-	old = d.pod
-	if _, err := bed.Helm(ctx, "upgrade", testbed.ChartRelease, bed.Config().Chart(), "--namespace", testbed.ChartNamespace,
-		"--reuse-values", "--set", "checkpointJournal=false"); err != nil {
-		t.Fatal(err)
-	}
-	rollout(t, ctx, d, old, img)
-	waitCheckpointVersion(t, ctx, d, 2)
-	if _, err := os.Stat(d.checkpoint() + ".journal"); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("with checkpointJournal=false rolled out, the journal is still there (%v)", err)
-	}
-	check(second)
-
-	// ... then back to v0.1.0.
+	// Back to v0.1.0, with nothing done before.
 	d.keepLog(t)
 	old = d.pod
 	if _, err := bed.Helm(ctx, "rollback", testbed.ChartRelease, fmt.Sprint(v010Revision), "--namespace", testbed.ChartNamespace); err != nil {
@@ -139,6 +124,10 @@ func TestUpgradeFromV010(t *testing.T) {
 	d.chart = chart
 	d.values["image"] = map[string]any{"tag": "v0.1.0"}
 	rollout(t, ctx, d, old, v010Image)
+	waitCheckpointVersion(t, ctx, d, 2)
+	if _, err := os.Stat(d.checkpoint() + ".journal"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("after the rollback, the journal is still there (%v)", err)
+	}
 	check(second)
 	third := run("e2e-v010-3")
 	if got := d.restarts(t, ctx); got != 0 {
