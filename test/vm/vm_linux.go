@@ -141,6 +141,12 @@ type VM struct {
 // PID is QEMU's process ID.
 func (v *VM) PID() int { return v.pid }
 
+// Share is the directory the guest shares read-write with the host, at
+// the same path in both: what the guest writes there, the host reads at
+// once, and a power cut of the guest does not lose it (9p writes through to
+// the host's file). It is emptied at each Boot.
+func (v *VM) Share() string { return v.dir.share() }
+
 // Console is the path of the guest's console log.
 func (v *VM) Console() string { return v.dir.console() }
 
