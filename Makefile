@@ -218,9 +218,20 @@ SRIOV_PKGS += ./dra
 SRIOV_PKGS += ./bench
 
 .PHONY: e2e-sriov
-e2e-sriov: ## real SR-IOV VFs: boot the igb VM (QEMU) once and run the sriov-tagged tests in it (root)
+e2e-sriov: ## real SR-IOV VFs: boot the igb VM (QEMU) once and run the sriov-tagged tests in it, then 5 power cuts (make powercut) (root)
 	$(DEPS) vm
 	set -a && $(DEPS_ENV) && set +a && $(GO) run ./test/vm/cmd/fastpath-vm test $(SRIOV_PKGS)
+	$(MAKE) --no-print-directory powercut POWERCUT_CYCLES=5
+
+POWERCUT_CYCLES ?= 100
+
+# The guest runs bin/powercut at its host path (the VM sees the host's root).
+.PHONY: powercut
+powercut: ## power cuts: POWERCUT_CYCLES (100) times the VM's power goes at a random moment while a process churns the claim store on a disk of its own; after each boot the store opens and holds every acknowledged change (root; FASTPATH_POWERCUT_SEED=<seed> replays a run)
+	$(DEPS) vm
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/powercut ./test/powercut
+	set -a && $(DEPS_ENV) && set +a && $(BIN)/powercut -cycles $(POWERCUT_CYCLES)
 
 # make test runs in two tiers, each target by a make of its own, one after
 # the other (so make -j cannot start the slow tier, or reorder it, before the

@@ -99,8 +99,13 @@ func Guest(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	endCutShort(d.queue())
 	up := uptime()
-	if err := writeAtomic(d.ready(), fmt.Appendf(nil, "guest uptime %s, kernel %s\n", up, release)); err != nil {
+	bootID, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return err
+	}
+	if err := writeAtomic(d.ready(), fmt.Appendf(nil, "guest uptime %s, kernel %s, boot %s\n", up, release, bytes.TrimSpace(bootID))); err != nil {
 		return err
 	}
 	fmt.Printf("fastpath-vm: ready at %s of guest uptime\n", up)
@@ -216,6 +221,16 @@ func wakeUps() (<-chan struct{}, error) {
 		return wake, nil
 	}
 	return nil, fmt.Errorf("no virtio port named %s", wakePort)
+}
+
+// endCutShort ends the commands of the queue that a reboot cut short: they
+// were running when the guest went down (Options.Reboot). Their callers
+// learn so (ErrRebooted).
+func endCutShort(q string) {
+	runs, _ := filepath.Glob(filepath.Join(q, "*.run"))
+	for _, r := range runs {
+		_ = writeAtomic(strings.TrimSuffix(r, ".run")+".exit", []byte(rebootedExit+"\n"))
+	}
 }
 
 // serve runs the queued commands, one at a time in the order queued, until

@@ -11,6 +11,10 @@ import (
 // pidfile's PID is recognised as this rig's QEMU before it is signalled.
 const processName = "fastpath-vm"
 
+// DiskSerial is the serial of the disk Options.Disk attaches: the guest
+// finds it by it (/sys/block/*/serial).
+const DiskSerial = "fastpath-disk"
+
 // wakePort is the name of the virtio-serial port the host wakes the
 // guest program through.
 const wakePort = "fastpath.wake"
@@ -67,8 +71,11 @@ func pickAccel(want string) (accel, error) {
 // backend: the igb NIC sits alone on a QEMU hub, so nothing it sends leaves
 // the VM, and -nodefaults keeps QEMU from adding a NIC of its own.
 func qemuArgs(img Image, o Options, d runDir, a accel, guest string) []string {
-	args := []string{"-name", "fastpath-vm,process=" + processName, "-nodefaults", "-no-user-config", "-no-reboot",
+	args := []string{"-name", "fastpath-vm,process=" + processName, "-nodefaults", "-no-user-config",
 		"-display", "none", "-serial", "file:" + d.console()}
+	if !o.Reboot {
+		args = append(args, "-no-reboot")
+	}
 	args = append(args, a.args...)
 	args = append(args, "-smp", strconv.Itoa(o.CPUs), "-m", o.Memory,
 		"-device", "intel-iommu,intremap=on,caching-mode=on",
@@ -90,5 +97,15 @@ func qemuArgs(img Image, o Options, d runDir, a accel, guest string) []string {
 		"-device", "pcie-root-port,id=rp0,chassis=1,slot=1",
 		"-device", "igb,bus=rp0,netdev=hub0port0,mac="+pfMAC,
 	)
+	if o.Disk != "" {
+		// cache=unsafe: QEMU writes to the image through the host's page
+		// cache and ignores the guest's flushes. The guest still sees a
+		// disk with a volatile write cache (it flushes at every fsync, as
+		// on a real disk); only the host's own crash, which no test
+		// makes, could lose what the guest had flushed.
+		args = append(args,
+			"-drive", "file="+o.Disk+",format=raw,if=none,id=disk0,cache=unsafe",
+			"-device", "virtio-blk-pci,drive=disk0,serial="+DiskSerial)
+	}
 	return args
 }

@@ -22,6 +22,18 @@ func TestQEMUArgs(t *testing.T) {
 			t.Errorf("QEMU's command line lacks %q:\n%s", want, args)
 		}
 	}
+	if strings.Contains(args, "virtio-blk") {
+		t.Errorf("QEMU's command line has a disk, none asked for:\n%s", args)
+	}
+	args = strings.Join(qemuArgs(img, Options{Memory: "2G", CPUs: 2, Disk: "/c/disk.img", Reboot: true}, runDir("/c/run"), a, "/c/guest"), " ")
+	for _, want := range []string{"-drive file=/c/disk.img,format=raw,if=none,id=disk0,cache=unsafe", "-device virtio-blk-pci,drive=disk0,serial=" + DiskSerial} {
+		if !strings.Contains(args, want) {
+			t.Errorf("QEMU's command line lacks %q:\n%s", want, args)
+		}
+	}
+	if strings.Contains(args, "-no-reboot") {
+		t.Errorf("QEMU's command line has -no-reboot, Reboot asked for:\n%s", args)
+	}
 	if _, err := pickAccel("xen"); err == nil {
 		t.Error("pickAccel(xen): no error")
 	}

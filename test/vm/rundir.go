@@ -29,6 +29,10 @@ func (d runDir) ready() string { return filepath.Join(d.share(), "ready") }
 // request.
 func (d runDir) queue() string { return filepath.Join(d.share(), "q") }
 
+// rebootedExit is the exit status the guest program gives a command a
+// reboot cut short (ErrRebooted).
+const rebootedExit = "rebooted"
+
 // tail returns the last n lines of a log file.
 func tail(path string, n int) []string {
 	f, err := os.Open(path)

@@ -48,6 +48,15 @@ type Options struct {
 	// by later commands. Otherwise QEMU is killed when this process ends,
 	// however it ends.
 	Detach bool
+	// Disk is a raw disk image the guest gets as a virtio disk whose
+	// serial is DiskSerial (/dev/vda: the guest's only disk), for a file
+	// system of its own. Unset: no disk.
+	Disk string
+	// Reboot keeps QEMU running when the guest reboots: the guest boots
+	// again in it, and a command the reboot cut short ends with
+	// ErrRebooted. By default QEMU exits when the guest reboots (or
+	// panics).
+	Reboot bool
 }
 
 // ErrRunning is returned by Boot while a VM runs.
@@ -59,6 +68,10 @@ var ErrNotRunning = errors.New("no fastpath VM is running")
 // ErrStillRuns is returned by Run for a command the guest did not end
 // when asked to: the VM is busy with it for good.
 var ErrStillRuns = errors.New("still runs in the guest")
+
+// ErrRebooted is returned by Run for a command the guest rebooted under
+// (Options.Reboot): it ended with the boot, whatever it was doing.
+var ErrRebooted = errors.New("the guest rebooted under it")
 
 func (o *Options) defaults() error {
 	if o.CacheDir == "" {
@@ -127,6 +140,12 @@ type VM struct {
 
 // PID is QEMU's process ID.
 func (v *VM) PID() int { return v.pid }
+
+// Share is the directory the guest shares read-write with the host, at
+// the same path in both: what the guest writes there, the host reads at
+// once, and a power cut of the guest does not lose it (9p writes through to
+// the host's file). It is emptied at each Boot.
+func (v *VM) Share() string { return v.dir.share() }
 
 // Console is the path of the guest's console log.
 func (v *VM) Console() string { return v.dir.console() }
@@ -351,6 +370,11 @@ func resetRunDir(d runDir) error {
 // waitFile waits for path to exist and returns its content. It fails when
 // QEMU exits, ctx ends or timeout passes.
 func (v *VM) waitFile(ctx context.Context, path string, timeout time.Duration) ([]byte, error) {
+	return v.waitContent(ctx, path, timeout, nil)
+}
+
+// waitContent is waitFile, for a content that want accepts (nil: any).
+func (v *VM) waitContent(ctx context.Context, path string, timeout time.Duration, want func([]byte) bool) ([]byte, error) {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return nil, err
@@ -365,7 +389,7 @@ func (v *VM) waitFile(ctx context.Context, path string, timeout time.Duration) (
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
-		if data, err := os.ReadFile(path); err == nil {
+		if data, err := os.ReadFile(path); err == nil && (want == nil || want(data)) {
 			return data, nil
 		}
 		select {
@@ -376,6 +400,9 @@ func (v *VM) waitFile(ctx context.Context, path string, timeout time.Duration) (
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-deadline.C:
+			if want != nil {
+				return nil, fmt.Errorf("no new %s after %s", filepath.Base(path), timeout)
+			}
 			return nil, fmt.Errorf("no %s after %s", filepath.Base(path), timeout)
 		}
 	}
@@ -501,6 +528,9 @@ func (v *VM) Run(ctx context.Context, c Command, out io.Writer) (int, error) {
 			if err := copyOut(); err != nil {
 				return 0, err
 			}
+			if strings.TrimSpace(string(raw)) == rebootedExit {
+				return 0, fmt.Errorf("%q: %w", c.Args, ErrRebooted)
+			}
 			code, err := strconv.Atoi(strings.TrimSpace(string(raw)))
 			if err != nil {
 				return 0, fmt.Errorf("exit status of %q: %q", c.Args, raw)
@@ -567,6 +597,43 @@ func (v *VM) Shutdown(ctx context.Context) error {
 		return fmt.Errorf("qemu pid %d did not exit", v.pid)
 	}
 	return nil
+}
+
+// PullPlug kills QEMU at once (SIGKILL), as a power cut ends a machine:
+// the guest writes nothing more, and what the guest's kernel had not yet
+// given the disk is lost. It returns once QEMU has exited.
+func (v *VM) PullPlug(ctx context.Context) error {
+	if !v.alive() {
+		return nil
+	}
+	if !ours(v.dir, v.pid) {
+		return fmt.Errorf("qemu pid %d is not this rig's: not killed", v.pid)
+	}
+	if err := unix.Kill(v.pid, unix.SIGKILL); err != nil {
+		return fmt.Errorf("kill qemu pid %d: %w", v.pid, err)
+	}
+	select {
+	case <-v.exited:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// WaitReboot waits, until timeout passes, for the guest program of the
+// guest's next boot (Options.Reboot) to serve commands, and returns what it
+// reported (as Ready, which it updates). A boot is told from the last one
+// by its boot ID, which the guest program reports with its readiness.
+func (v *VM) WaitReboot(ctx context.Context, timeout time.Duration) (string, error) {
+	last := v.Ready
+	ready, err := v.waitContent(ctx, v.dir.ready(), timeout, func(data []byte) bool {
+		return strings.TrimSpace(string(data)) != last
+	})
+	if err != nil {
+		return "", fmt.Errorf("the guest's next boot: %w (console %s)", err, v.dir.console())
+	}
+	v.Ready = strings.TrimSpace(string(ready))
+	return v.Ready, nil
 }
 
 // kill ends QEMU: SIGTERM, then SIGKILL. Only this rig's QEMU is signalled.
