@@ -327,6 +327,11 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	// all of them share one budget of requests, the status writer's last.
 	m := metrics.New()
 	restConfig = m.CountAPIRequests(restConfig)
+	// A config without a rate (not the flags') has client-go's.
+	if restConfig.QPS <= 0 || restConfig.Burst < 1 {
+		restConfig = rest.CopyConfig(restConfig)
+		restConfig.QPS, restConfig.Burst = rest.DefaultQPS, rest.DefaultBurst
+	}
 	limiter, err := status.NewRateLimiter(restConfig.QPS, restConfig.Burst)
 	if err != nil {
 		return err
