@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -188,5 +190,44 @@ func TestLeaveNoTraceKeepsAnotherDaemonsStore(t *testing.T) {
 	<-done
 	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the checkpoint after the lock's release: %v, want it removed", err)
+	}
+}
+
+// The fold begun as the daemon is told to stop is over before the daemon
+// returns (and leaveNoTrace runs): the last fold waits for it.
+func TestFoldOnStopWaits(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	var calls atomic.Int32
+	release := make(chan struct{})
+	started := make(chan struct{})
+	last := foldOnStop(ctx, func() {
+		if calls.Add(1) == 1 {
+			close(started)
+			<-release
+		}
+	})
+	cancel()
+	<-started
+	returned := make(chan struct{})
+	go func() {
+		last()
+		close(returned)
+	}()
+	select {
+	case <-returned:
+		t.Fatal("the last fold returned while the one begun at the stop still runs")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	<-returned
+	if n := calls.Load(); n != 2 {
+		t.Errorf("fold called %d times, want 2 (at the stop, and last)", n)
+	}
+
+	// Not told to stop: the last fold alone.
+	calls.Store(0)
+	foldOnStop(t.Context(), func() { calls.Add(1) })()
+	if n := calls.Load(); n != 1 {
+		t.Errorf("without a stop, fold called %d times, want 1", n)
 	}
 }

@@ -21,8 +21,11 @@ import (
 //
 // A daemon is there from the moment the runtime runs its pod's sandbox:
 // another pod of this daemon's DaemonSet (of its namespace, named by its
-// generateName) that the runtime has, as it says at Synchronize and
-// RunPodSandbox (nri.PodObserver), until its sandbox stops. At its
+// generateName) that the runtime runs, as it says at Synchronize and
+// RunPodSandbox (nri.PodObserver), until its sandbox stops. Synchronize
+// lists stopped sandboxes too (a pod being deleted, its daemon gone): a
+// sandbox counts there while its process runs (the runtime gives its PID)
+// or a container of it has not exited. At its
 // RunPodSandbox the store is settled to version 2 (claims.Store.Settle)
 // before the hook returns, so before the runtime starts the new daemon's
 // container. A daemon that does not run in a pod the runtime tells of
@@ -97,10 +100,15 @@ func (p *peers) other(pod *api.PodSandbox) bool {
 		daemonSetOf(pod.GetName()) == p.ownSet
 }
 
-// Synchronized takes the runtime's sandboxes: this daemon's pod among
-// them names its DaemonSet, the others of the DaemonSet are other
-// daemons'. The store is settled, for those.
-func (p *peers) Synchronized(ctx context.Context, pods []*api.PodSandbox) {
+// Synchronized takes the runtime's sandboxes and its containers that have
+// not exited: this daemon's pod among them names its DaemonSet, the others
+// of the DaemonSet that run are other daemons'. The store is settled, for
+// those.
+func (p *peers) Synchronized(ctx context.Context, pods []*api.PodSandbox, containers []*api.Container) {
+	running := map[string]bool{}
+	for _, c := range containers {
+		running[c.GetPodSandboxId()] = true
+	}
 	p.mu.Lock()
 	for _, pod := range pods {
 		if types.UID(pod.GetUid()) == p.own && daemonSetOf(pod.GetName()) != "" {
@@ -109,7 +117,7 @@ func (p *peers) Synchronized(ctx context.Context, pods []*api.PodSandbox) {
 	}
 	clear(p.pods)
 	for _, pod := range pods {
-		if p.other(pod) {
+		if p.other(pod) && (pod.GetPid() != 0 || running[pod.GetId()]) {
 			p.pods[types.UID(pod.GetUid())] = pod.GetNamespace() + "/" + pod.GetName()
 		}
 	}

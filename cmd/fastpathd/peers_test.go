@@ -69,7 +69,7 @@ func TestPeerPodsSettleTheStore(t *testing.T) {
 	store, p := sharedStore(t, t.TempDir())
 	_, ctx := ktesting.NewTestContext(t)
 	self := sandbox("uid-self", "fastpath-system", "fastpath-x7k2q")
-	p.Synchronized(ctx, []*api.PodSandbox{self, sandbox("uid-app", "default", "app-5d8f7-abcde")})
+	p.Synchronized(ctx, []*api.PodSandbox{self, sandbox("uid-app", "default", "app-5d8f7-abcde")}, nil)
 	if v := change(t, store, 1); v != claims.Version {
 		t.Fatalf("alone, the store wrote version %d, want %d", v, claims.Version)
 	}
@@ -98,11 +98,30 @@ func TestPeerPodsSettleTheStore(t *testing.T) {
 		t.Errorf("once the other pod stopped, the store wrote version %d, want %d", v, claims.Version)
 	}
 
+	// A daemon restarted while the pod of one that went is being deleted:
+	// the runtime lists its stopped sandbox (no PID, no container) at
+	// Synchronize.
+	older.Id = "sandbox-older"
+	p.Synchronized(ctx, []*api.PodSandbox{self, older}, []*api.Container{{Id: "app", PodSandboxId: "sandbox-app"}})
+	if v := change(t, store, 7); v != claims.Version {
+		t.Errorf("with the DaemonSet's other pod stopped at Synchronize, the store wrote version %d, want %d", v, claims.Version)
+	}
+
 	// A daemon restarted beside one of the previous release: the runtime
-	// lists both pods at Synchronize.
-	p.Synchronized(ctx, []*api.PodSandbox{self, older})
+	// lists both pods at Synchronize, the other's container running; or its
+	// sandbox running (its PID), its container not yet created.
+	p.Synchronized(ctx, []*api.PodSandbox{self, older}, []*api.Container{{Id: "fastpathd", PodSandboxId: older.Id}})
 	if v := storeVersion(t, store); v != 2 {
-		t.Errorf("after Synchronize listed the DaemonSet's other pod, the checkpoint is of version %d, want 2", v)
+		t.Errorf("after Synchronize listed the DaemonSet's other pod with its container, the checkpoint is of version %d, want 2", v)
+	}
+	p.Synchronized(ctx, []*api.PodSandbox{self}, nil)
+	if v := change(t, store, 8); v != claims.Version {
+		t.Errorf("alone at Synchronize, the store wrote version %d, want %d", v, claims.Version)
+	}
+	older.Pid = 4242
+	p.Synchronized(ctx, []*api.PodSandbox{self, older}, nil)
+	if v := storeVersion(t, store); v != 2 {
+		t.Errorf("after Synchronize listed the DaemonSet's other pod's running sandbox, the checkpoint is of version %d, want 2", v)
 	}
 }
 

@@ -375,11 +375,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 			logger.Error(err, "The checkpoint's journal could not be folded into it: a fastpathd of the previous release will refuse it until `fastpathd checkpoint migrate --to 2`")
 		}
 	}
-	stopFold := context.AfterFunc(ctx, fold)
-	defer func() {
-		stopFold()
-		fold()
-	}()
+	defer foldOnStop(ctx, fold)()
 	var hookLock claims.FileLock
 	var others *peers
 	if o.podUID != "" {
@@ -721,4 +717,23 @@ func registerGauges(m *metrics.Metrics, store *claims.Store, writer *status.Writ
 		}
 		return 0
 	})
+}
+
+// foldOnStop calls fold as soon as ctx ends, and returns what to call as
+// the daemon returns: it waits for that fold if it started, then folds
+// again (the shutdown may have written since). The state directory is
+// removed only after (leaveNoTrace): a fold still running then would
+// write the checkpoint back, or leave its temporary file.
+func foldOnStop(ctx context.Context, fold func()) (last func()) {
+	done := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(done)
+		fold()
+	})
+	return func() {
+		if !stop() {
+			<-done
+		}
+		fold()
+	}
 }

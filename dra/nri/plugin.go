@@ -145,10 +145,10 @@ func podOf(pod *api.PodSandbox) Pod {
 // for pods that no longer run is undone, and pods that run get their
 // devices now if they lack them (their RunPodSandbox was missed), and
 // their claims' status said again.
-func (h *hooks) Synchronize(ctx context.Context, pods []*api.PodSandbox, _ []*api.Container) ([]*api.ContainerUpdate, error) {
+func (h *hooks) Synchronize(ctx context.Context, pods []*api.PodSandbox, containers []*api.Container) ([]*api.ContainerUpdate, error) {
 	defer h.observe("synchronize", time.Now(), nil)
 	if o := h.p.opts.Pods; o != nil {
-		o.Synchronized(ctx, pods)
+		o.Synchronized(ctx, pods, containers)
 	}
 	h.p.Synchronize(ctx, pods)
 	h.p.CollectGarbage(ctx, pods)

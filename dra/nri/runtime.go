@@ -98,9 +98,10 @@ type Options struct {
 
 // PodObserver learns of the node's pods from the runtime's events.
 type PodObserver interface {
-	// Synchronized gets every sandbox the runtime has, at each
+	// Synchronized gets every sandbox the runtime has, stopped ones
+	// among them, and every container that has not exited, at each
 	// Synchronize, before the plugin acts on any.
-	Synchronized(ctx context.Context, pods []*api.PodSandbox)
+	Synchronized(ctx context.Context, pods []*api.PodSandbox, containers []*api.Container)
 	// Started gets a sandbox at its RunPodSandbox, before the plugin acts
 	// on it: the runtime starts none of its containers before the hook
 	// returns.

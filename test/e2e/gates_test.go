@@ -43,11 +43,11 @@ func dryRunGates(ctx context.Context, t *testing.T, pod *unstructured.Unstructur
 // gatedUntilEnabled: with the webhook and PodNetworks on (TestWebhook's
 // release), a pod listing a disabled PodNetwork is gated at admission and
 // stays Pending, never bound, its PodScheduled condition and an event
-// saying AdministrativelyDisabled and naming the network; the node's
-// fastpathd labels its Node for the PodNetwork (its NAD's master is
-// there), and another Node object, with no fastpathd, is not. Enabled,
-// the pod is kept by node affinity to the labelled nodes and runs, with
-// the network attached, within 5 s.
+// saying AdministrativelyDisabled and naming the network, and no node is
+// labelled for it. Enabled, the node's fastpathd labels its Node for the
+// PodNetwork (its NAD's master is there), and another Node object, with
+// no fastpathd, is not; the pod is kept by node affinity to the labelled
+// nodes and runs, with the network attached, within 5 s.
 func gatedUntilEnabled(t *testing.T, ctx context.Context) {
 	client := bed.Client()
 	dyn := dynamicClient(t)
@@ -81,19 +81,6 @@ spec:
 	}
 	t.Cleanup(func() { _ = networks.Delete(context.Background(), name, metav1.DeleteOptions{}) })
 	waitCondition(t, ctx, networks, name, metav1.ConditionFalse, pnv1.ReasonAdministrativelyDisabled, "")
-
-	// The node's fastpathd says it attaches the network; nothing says
-	// the other node does.
-	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		n, err := client.CoreV1().Nodes().Get(ctx, own.Name, metav1.GetOptions{})
-		return err == nil && n.Labels[label] == "true", nil
-	})
-	if err != nil {
-		t.Fatalf("node %s never got the label %s", own.Name, label)
-	}
-	if n, err := client.CoreV1().Nodes().Get(ctx, other.Name, metav1.GetOptions{}); err != nil || n.Labels[label] != "" {
-		t.Errorf("node %s (no fastpathd): labels %v, %v; want no %s", other.Name, n.Labels, err, label)
-	}
 
 	pod := testbed.WorkloadPod("default", "e2e-gate-pod", "ifaces")
 	pod.Annotations = map[string]string{pnv1.AnnotationNetworks: `[{"name": "` + name + `", "interfaceName": "net1"}]`}
@@ -141,6 +128,14 @@ spec:
 		}
 		return time.Now().After(deadline), nil
 	})
+	// Disabled, no node is labelled for it: the node's runtime hook would
+	// not attach it.
+	for _, node := range []*corev1.Node{own, other} {
+		n, err := client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+		if err != nil || n.Labels[label] != "" {
+			t.Errorf("node %s, the PodNetwork disabled: %v, %v; want no label %s", node.Name, err, n.GetLabels(), label)
+		}
+	}
 
 	setEnabled(t, ctx, networks, name, true)
 	enabled := time.Now()
@@ -163,6 +158,14 @@ spec:
 	}
 	if running.Spec.NodeName != own.Name {
 		t.Errorf("the pod runs on %s, want %s", running.Spec.NodeName, own.Name)
+	}
+	// The node's fastpathd says it attaches the network; nothing says
+	// the other node does.
+	if n, err := client.CoreV1().Nodes().Get(ctx, own.Name, metav1.GetOptions{}); err != nil || n.Labels[label] != "true" {
+		t.Errorf("node %s, where the pod runs: %v, %v; want the label %s=true", own.Name, err, n.GetLabels(), label)
+	}
+	if n, err := client.CoreV1().Nodes().Get(ctx, other.Name, metav1.GetOptions{}); err != nil || n.Labels[label] != "" {
+		t.Errorf("node %s (no fastpathd): %v, %v; want no label %s", other.Name, err, n.GetLabels(), label)
 	}
 	var required []corev1.NodeSelectorTerm
 	if a := running.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {

@@ -122,6 +122,9 @@ func setBootID(t *testing.T, d *daemon, boot string) {
 	if !ok || len(recs) == 0 {
 		t.Fatalf("checkpoint %s holds no claims: %s", d.checkpoint(), data)
 	}
+	// The records change: their checksums would not match. A checkpoint
+	// without them is read as an earlier release's.
+	delete(cp, "checksums")
 	for key, r := range recs {
 		rec, ok := r.(map[string]any)
 		if !ok {
