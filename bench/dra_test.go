@@ -23,6 +23,14 @@ import (
 
 func generatedInventory(b *testing.B, vfs int) devices.Inventory {
 	b.Helper()
+	inv, _ := generatedNode(b, vfs)
+	return inv
+}
+
+// generatedNode is generatedInventory, with the root of the sysfs tree it
+// was discovered from: a PF and vfs VFs.
+func generatedNode(b *testing.B, vfs int) (devices.Inventory, string) {
+	b.Helper()
 	root := sysfsfixture.TempDir(b)
 	if err := sysfsfixture.Generated(vfs).Write(root); err != nil {
 		b.Fatal(err)
@@ -35,7 +43,7 @@ func generatedInventory(b *testing.B, vfs int) devices.Inventory {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return inv
+	return inv, root
 }
 
 // BenchmarkPublish turns an inventory of 1024 devices (a PF and 1023 VFs)
@@ -74,14 +82,15 @@ func BenchmarkPrepare(b *testing.B) { benchPrepare(b, 0) }
 // benchPrepare is BenchmarkPrepare with others claims of other pods
 // prepared in the store.
 func benchPrepare(b *testing.B, others int) {
-	inv := generatedInventory(b, 8)
+	inv, sysfs := generatedNode(b, 8)
 	dir := b.TempDir()
 	store, err := claims.Open(dir+"/state/checkpoint.json", claims.Legacy{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	fillStore(b, store, others)
-	d, err := dra.New(dra.Options{NodeName: "node-a", PluginDir: dir + "/plugin", StateDir: dir + "/state", CDIDir: dir + "/cdi", PF: nopPF{}, Store: store})
+	d, err := dra.New(dra.Options{NodeName: "node-a", PluginDir: dir + "/plugin", StateDir: dir + "/state", CDIDir: dir + "/cdi", PF: nopPF{},
+		PCI: dataplane.PCIBinder{SysfsRoot: sysfs, DevRoot: sysfs}, Store: store})
 	if err != nil {
 		b.Fatal(err)
 	}
