@@ -227,7 +227,7 @@ POWERCUT_CYCLES ?= 100
 
 # The guest runs bin/powercut at its host path (the VM sees the host's root).
 .PHONY: powercut
-powercut: ## power cuts: POWERCUT_CYCLES (100) times the VM's power goes at a random moment while a process churns the claim store on a disk of its own; after each boot the store opens and holds every acknowledged change (root; FASTPATH_POWERCUT_SEED=<seed> replays a run)
+powercut: ## power cuts: POWERCUT_CYCLES (100) times the VM's power goes at a random moment while a process churns the claim store on a disk of its own and fastpathd's DRA driver prepares claims on it; after each boot the store opens, the driver starts and every acknowledged change is held (root; FASTPATH_POWERCUT_SEED=<seed> replays a run)
 	$(DEPS) vm
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/powercut ./test/powercut

@@ -90,6 +90,7 @@ type churnFlags struct {
 	format   int
 	cutAfter time.Duration
 	unsynced bool
+	driver   bool
 }
 
 // churn opens the store as fastpathd does and changes its claims until the
@@ -111,6 +112,7 @@ func churn(ctx context.Context, args []string) error {
 	fs.IntVar(&f.format, "format", claims.Version, "the checkpoint version to write: 3 (the journal) or 2 (the whole file at each change)")
 	fs.DurationVar(&f.cutAfter, "cut-after", 0, "cut the power (sysrq b) this long after the store opened; 0: never (the host pulls the plug)")
 	fs.BoolVar(&f.unsynced, "unsynced", false, "the store syncs nothing, which a power cut must show (the test's test)")
+	fs.BoolVar(&f.driver, "driver", true, "a worker more prepares and unprepares claims through fastpathd's DRA driver on the store")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -161,10 +163,19 @@ func churn(ctx context.Context, args []string) error {
 			}
 		}()
 	}
-	errs := make(chan error, f.workers)
+	errs := make(chan error, f.workers+1)
 	for w := range f.workers {
 		go func() {
 			errs <- churnClaims(ctx, store, f, w, say)
+		}()
+	}
+	if f.driver {
+		d, vfs, err := newDriver(f.dir, sysfsBase(f.dir, f.mount), store)
+		if err != nil {
+			return err
+		}
+		go func() {
+			errs <- churnDriver(ctx, d, vfs, f, f.workers, say)
 		}()
 	}
 	// The workers stop at the first error; otherwise the power stops them.
@@ -283,11 +294,32 @@ func check(args []string) error {
 	if err != nil {
 		return err
 	}
+	// The daemon starts on the store the driver prepared claims in.
+	store, err := claims.Open(checkpointPath(*dir), legacy(*dir))
+	if err != nil {
+		return fmt.Errorf("open the store (fastpathd would not start): %w", err)
+	}
+	if _, _, err := newDriver(*dir, sysfsBase(*dir, *mount), store); err != nil {
+		return err
+	}
 	fmt.Printf("store version %d, %d claims\n", version, len(got))
 	for _, k := range slices.Sorted(maps.Keys(got)) {
 		fmt.Printf("claim %s %s\n", k, got[k])
 	}
 	return nil
+}
+
+// recordVersion is the version a record holds: the churner's names it in
+// its Dir; the driver's claims are prepared or not.
+func recordVersion(c *claims.Claim) string {
+	switch {
+	case c.Namespace != driverNamespace:
+		return path.Base(c.Dir)
+	case c.Prepared:
+		return versionPrepared
+	default:
+		return versionPreparing
+	}
 }
 
 // readStore opens the store under dir as fastpathd does at its start, and
@@ -306,14 +338,14 @@ func readStore(dir string) (map[string]string, int, error) {
 	}
 	got := map[string]string{}
 	for _, c := range store.Claims() {
-		got[c.Key().String()] = path.Base(c.Dir)
+		got[c.Key().String()] = recordVersion(&c)
 	}
 	if len(read) != len(got) {
 		return nil, 0, fmt.Errorf("the store opened holds %d claims, claims.Read %d", len(got), len(read))
 	}
 	for k, c := range read {
-		if got[k.String()] != path.Base(c.Dir) {
-			return nil, 0, fmt.Errorf("claim %s: the store opened holds version %s, claims.Read version %s", k, got[k.String()], path.Base(c.Dir))
+		if got[k.String()] != recordVersion(c) {
+			return nil, 0, fmt.Errorf("claim %s: the store opened holds version %s, claims.Read version %s", k, got[k.String()], recordVersion(c))
 		}
 	}
 	return got, version, nil

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,6 +84,22 @@ func TestChurnKilled(t *testing.T) {
 		}
 		if version != format {
 			t.Errorf("cycle %d: the checkpoint is of version %d, want %d", cycle, version, format)
+		}
+		driverAcked := 0
+		for _, o := range rep.ops {
+			if o.acked && strings.Contains(o.key, "/powercut-driver-") {
+				driverAcked++
+			}
+		}
+		if driverAcked == 0 {
+			t.Errorf("cycle %d: no change of the DRA driver's claims acknowledged", cycle)
+		}
+		store, err := claims.Open(checkpointPath(filepath.Join(dir, "fs")), legacy(filepath.Join(dir, "fs")))
+		if err != nil {
+			t.Fatalf("cycle %d: %v", cycle, err)
+		}
+		if _, _, err := newDriver(filepath.Join(dir, "fs"), filepath.Join(dir, "fs"), store); err != nil {
+			t.Errorf("cycle %d: %v", cycle, err)
 		}
 		v := verify(before, rep.ops, after)
 		for _, p := range v.problems {

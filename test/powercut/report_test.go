@@ -107,6 +107,17 @@ func TestVerify(t *testing.T) {
 		problems: []string{"claim a: the store holds version 1.0.0, want version 1.0.1"},
 		acked:    2,
 	}, {
+		name:     "a driver's Prepare cut short",
+		ops:      []op{{n: 0, key: "d", version: versionPrepared}},
+		after:    map[string]string{"d": versionPreparing},
+		inFlight: 1,
+	}, {
+		name:     "a driver's acknowledged Prepare found unfinished",
+		ops:      []op{{n: 0, key: "d", version: versionPrepared, acked: true}},
+		after:    map[string]string{"d": versionPreparing},
+		problems: []string{"claim d: the store holds version preparing, want version prepared"},
+		acked:    1,
+	}, {
 		name:     "changes of a claim overlapping",
 		ops:      []op{{n: 0, key: "a", version: "1.0.0"}, {worker: 1, n: 0, key: "a", version: "1.1.0", acked: true}},
 		after:    map[string]string{"a": "1.1.0"},
