@@ -39,14 +39,6 @@ import (
 // their records by it.
 const driverNamespace = "powercut-driver"
 
-// Versions of the driver's claims: a claim the driver prepared, and one
-// whose Prepare or Unprepare the power cut short (its record admitted,
-// not prepared; the daemon's next Prepare finishes or redoes it).
-const (
-	versionPrepared  = "prepared"
-	versionPreparing = "preparing"
-)
-
 // driverVFs is how many VFs of the guest's sysfs tree (those with a
 // netdev) the driver prepares claims on: one claim each.
 const driverVFs = 4
@@ -127,7 +119,7 @@ func driverClaim(i int, vf devices.Device) (*resourceapi.ResourceClaim, error) {
 	if err != nil {
 		return nil, err
 	}
-	uid := types.UID(fmt.Sprintf("powercut-driver-%d", i))
+	uid := types.UID(fmt.Sprintf("%s%d", driverClaimPrefix, i))
 	return &resourceapi.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: driverNamespace, Name: fmt.Sprintf("claim-%d", i), UID: uid},
 		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{

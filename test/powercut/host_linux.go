@@ -148,8 +148,8 @@ func run(ctx context.Context, cfg config) (err error) {
 			return fmt.Errorf("cycle %d (%s; FASTPATH_POWERCUT_SEED=%d replays the run, console %s): %w", i+1, p, cfg.seed, v.Console(), err)
 		}
 		r.took = time.Since(t0)
-		fmt.Printf("powercut: cycle %d/%d: %d changes tried, %d acknowledged, %d claims checked (%d held the change in flight), boot %.1f s (guest uptime %.1f s), cycle %.1f s\n",
-			i+1, cfg.cycles, r.tried, r.acked, r.claims, r.inFlight, r.boot.Seconds(), r.uptime, r.took.Seconds())
+		fmt.Printf("powercut: cycle %d/%d: %d changes tried, %d acknowledged (%d Prepares and Unprepares of the DRA driver), %d claims checked (%d held the change in flight), boot %.1f s (guest uptime %.1f s), cycle %.1f s\n",
+			i+1, cfg.cycles, r.tried, r.acked, r.driver, r.claims, r.inFlight, r.boot.Seconds(), r.uptime, r.took.Seconds())
 		if r.replaced {
 			fmt.Printf("powercut: cycle %d/%d: the VM was replaced after its kernel stalled; its boot time is left out\n", i+1, cfg.cycles)
 		}
@@ -402,11 +402,12 @@ func guestUptime(ready string) float64 {
 
 // summarize prints the run's figures.
 func summarize(results []cycleResult, seed uint64) {
-	var tried, acked, claimsChecked, inFlight, plugs, replaced int
+	var tried, acked, driver, claimsChecked, inFlight, plugs, replaced int
 	var boots, uptimes, took []float64
 	for _, r := range results {
 		tried += r.tried
 		acked += r.acked
+		driver += r.driver
 		claimsChecked += r.claims
 		inFlight += r.inFlight
 		switch {
@@ -420,8 +421,8 @@ func summarize(results []cycleResult, seed uint64) {
 		uptimes = append(uptimes, r.uptime)
 		took = append(took, r.took.Seconds())
 	}
-	fmt.Printf("\npowercut: %d power cuts (%d sysrq b in the guest, %d QEMU killed as planned, %d killed after the guest kernel stalled), seed %d: %d changes tried, %d acknowledged, all present; %d claim records checked, %d held the change in flight\n",
-		len(results), len(results)-plugs-replaced, plugs, replaced, seed, tried, acked, claimsChecked, inFlight)
+	fmt.Printf("\npowercut: %d power cuts (%d sysrq b in the guest, %d QEMU killed as planned, %d killed after the guest kernel stalled), seed %d: %d changes tried, %d acknowledged (%d Prepares and Unprepares of the DRA driver), all present; %d claim records checked, %d held the change in flight\n",
+		len(results), len(results)-plugs-replaced, plugs, replaced, seed, tried, acked, driver, claimsChecked, inFlight)
 	fmt.Printf("powercut: boot after a cut %s s, guest uptime at ready %s s, cycle %s s (median, min-max)\n",
 		spread(boots), spread(uptimes), spread(took))
 }

@@ -27,6 +27,16 @@ import (
 // absent is the version of a claim the store does not hold.
 const absent = "-"
 
+// Versions of the DRA driver's claims: a claim the driver prepared, and
+// one whose Prepare or Unprepare the power cut short (its record
+// admitted, not prepared; the daemon's next Prepare finishes or redoes
+// it). Their UIDs start with driverClaimPrefix.
+const (
+	versionPrepared   = "prepared"
+	versionPreparing  = "preparing"
+	driverClaimPrefix = "powercut-driver-"
+)
+
 // op is one change the churner tried.
 type op struct {
 	worker, n int
@@ -108,9 +118,10 @@ func parseReport(r io.Reader) (report, error) {
 
 // verdict is what the check of one cycle found.
 type verdict struct {
-	// acked is the number of changes acknowledged in the cycle; claims
-	// the number of claims whose record was checked.
-	acked, claims int
+	// acked is the number of changes acknowledged in the cycle, driver
+	// those of them the DRA driver made; claims the number of claims
+	// whose record was checked.
+	acked, driver, claims int
 	// inFlight is how many claims held a change that was tried and not
 	// acknowledged: the power went after the store wrote it and before
 	// the churner reported its return.
@@ -158,6 +169,9 @@ func verify(before map[string]string, ops []op, after map[string]string) verdict
 		if o.acked {
 			c.acked, c.inFlight = o.version, ""
 			v.acked++
+			if strings.Contains(o.key, "/"+driverClaimPrefix) {
+				v.driver++
+			}
 		} else {
 			c.inFlight = o.version
 		}
