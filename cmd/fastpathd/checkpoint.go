@@ -29,7 +29,8 @@ cannot hold, naming each such claim.
 
 verify reads the checkpoint and its journal as the daemon does, checking
 each record's checksum, and lists the records held aside as corrupt, each
-with its file, line and claim (driver/UID); it exits 1 if there is one.
+with its file, line and claim (driver/UID; journal/gen-G-line-N for a
+journal line whose claim cannot be read); it exits 1 if there is one.
 It writes nothing.
 
 repair drops the records held aside of the claims named (as verify names

@@ -34,7 +34,10 @@ import (
 //
 // A record whose checksum does not match is held aside (CorruptError):
 // the store serves every other claim, and refuses to change that one
-// until `fastpathd checkpoint repair` drops it. A later line of the
+// until `fastpathd checkpoint repair` drops it. A journal line whose
+// claim cannot be read is held aside under a key of its own
+// (journal/gen-G-line-N), the claims served as the other lines leave
+// them. A later line of the
 // journal for the same claim, which holds its whole record, replaces it.
 // The store writes the records it holds aside back, in the checkpoint's
 // field "held", so that no compaction drops them unseen.
@@ -69,6 +72,10 @@ func (e *CorruptError) Error() string {
 	where := e.File
 	if e.Line > 0 {
 		where += fmt.Sprintf(", line %d", e.Line)
+	}
+	if strings.HasPrefix(e.Claim, unnamedDriver+"/") {
+		return fmt.Sprintf("%s is corrupt (%s): it is held aside as %s, and the claims are as the other lines leave them: one of them may lack the change this line held; inspect it with `fastpathd checkpoint verify` and drop it with `fastpathd checkpoint repair --drop %s`",
+			where, e.Reason, e.Claim, e.Claim)
 	}
 	return fmt.Sprintf("the record of claim %s in %s is corrupt (%s): it is held aside; inspect it with `fastpathd checkpoint verify` and drop it with `fastpathd checkpoint repair --drop %s`, then delete and recreate the claim's pod",
 		e.Claim, where, e.Reason, e.Claim)

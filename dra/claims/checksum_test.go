@@ -130,8 +130,33 @@ func TestChecksumHoldsCorruptRecordAside(t *testing.T) {
 	t.Run("a line naming no claim", func(t *testing.T) {
 		path := setup(t, false)
 		flip(t, JournalPath(path), `"key":"fastpath.dev/a"`, `"kex":"fastpath.dev/a"`)
-		if _, err := Open(path, Legacy{}); err == nil || !strings.Contains(err.Error(), "line 1") || !strings.Contains(err.Error(), JournalPath(path)) {
-			t.Errorf("Open = %v, want the journal's line 1 refused", err)
+		s := open(t, path)
+		held := s.Corrupt()
+		if len(held) != 1 || held[0].Line != 1 || held[0].File != JournalPath(path) || !strings.HasPrefix(held[0].Claim, "journal/") {
+			t.Fatalf("held aside %v, want the journal's line 1 under a key of its own", held)
+		}
+		msg := held[0].Error()
+		for _, want := range []string{JournalPath(path) + ", line 1", "names no claim", "repair --drop " + held[0].Claim} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("%q does not say %q", msg, want)
+			}
+		}
+		// The other claims are served and change; the line stays held
+		// aside through a compaction, until repair drops it.
+		if err := s.Put(b); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Rewrite(); err != nil {
+			t.Fatal(err)
+		}
+		if s := open(t, path); len(s.Corrupt()) != 1 || s.Corrupt()[0].Claim != held[0].Claim {
+			t.Fatalf("reopened after a compaction: %v held, want %s", s.Corrupt(), held[0].Claim)
+		}
+		if err := Repair(path, Legacy{}, []string{held[0].Claim}); err != nil {
+			t.Fatal(err)
+		}
+		if s := open(t, path); len(s.Corrupt()) != 0 {
+			t.Errorf("after repair: %v held", s.Corrupt())
 		}
 	})
 }

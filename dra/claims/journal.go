@@ -159,8 +159,10 @@ func (r *replayer) replay(data []byte) (tail int64, _ error) {
 
 // holdAside holds aside the record of the journal's line raw, numbered
 // line, whose checksum is wrong (why), unless it is of an older
-// generation (in the checkpoint already). A line that names no claim is
-// an error.
+// generation (in the checkpoint already). A line whose claim cannot be
+// read is held aside under a key of its own (unnamedLine): the claims
+// stay as the other lines leave them, one of them perhaps without the
+// change it held.
 func (r *replayer) holdAside(raw []byte, line int, why error) error {
 	var head struct {
 		Generation *uint64 `json:"generation"`
@@ -171,11 +173,24 @@ func (r *replayer) holdAside(raw []byte, line int, why error) error {
 	name := lineKey(raw)
 	k, err := parseKey(name)
 	if err != nil {
-		return fmt.Errorf("line %d: %w, and it names no claim", line, why)
+		k = unnamedLine(r.gen, line)
+		r.corrupt[k] = &CorruptError{File: r.file, Line: line, Claim: k.String(), Reason: why.Error() + ", and it names no claim",
+			record: bytes.Clone(raw)}
+		return nil
 	}
 	delete(r.claims, k)
 	r.corrupt[k] = &CorruptError{File: r.file, Line: line, Claim: name, Reason: why.Error(), record: bytes.Clone(raw)}
 	return nil
+}
+
+// unnamedDriver is the driver of the keys of the journal's lines held
+// aside that name no claim: no claim's driver.
+const unnamedDriver = "journal"
+
+// unnamedLine is the key a journal line that names no claim is held aside
+// under: line of the journal of the checkpoint of generation gen.
+func unnamedLine(gen uint64, line int) Key {
+	return Key{Driver: unnamedDriver, UID: types.UID(fmt.Sprintf("gen-%d-line-%d", gen, line))}
 }
 
 // parseKey is the key whose String is s.
