@@ -23,6 +23,7 @@ import (
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/cnidriver"
 	"github.com/fastpath-dra/fastpath/dra/cnipolicy"
+	"github.com/fastpath-dra/fastpath/dra/dratest"
 	"github.com/fastpath-dra/fastpath/dra/nri"
 	"github.com/fastpath-dra/fastpath/test/sysfsfixture"
 )
@@ -177,7 +178,7 @@ func refuseClaim(b *testing.B, ctx context.Context, configs []string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	d, err := dra.New(dra.Options{NodeName: "node-a", PluginDir: dir + "/plugin", StateDir: dir + "/state", CDIDir: dir + "/cdi", PF: nopPF{}, Store: store})
+	d, err := dra.New(dra.Options{NodeName: "node-a", PluginDir: dir + "/plugin", StateDir: dir + "/state", CDIDir: dir + "/cdi", PF: dratest.NopPF{}, Store: store})
 	if err != nil {
 		b.Fatal(err)
 	}

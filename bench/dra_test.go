@@ -2,7 +2,6 @@ package bench
 
 import (
 	"encoding/json"
-	"net"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -18,6 +17,7 @@ import (
 	"github.com/fastpath-dra/fastpath/dra"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/dratest"
 	"github.com/fastpath-dra/fastpath/test/sysfsfixture"
 )
 
@@ -59,20 +59,6 @@ func BenchmarkPublish(b *testing.B) {
 	}
 }
 
-// nopPF stands in for a PF: this machine has no SR-IOV, and the netlink
-// calls to a real PF are the driver's time, not fastpath's.
-type nopPF struct{}
-
-func (nopPF) VFState(string, int) (dataplane.VFState, error) {
-	return dataplane.VFState{VLANProto: "802.1q", MAC: "00:00:00:00:00:00", LinkState: "auto"}, nil
-}
-func (nopPF) SetVLAN(string, int, int, int, string) error { return nil }
-func (nopPF) SetMAC(string, int, net.HardwareAddr) error  { return nil }
-func (nopPF) SetRate(string, int, int, int) error         { return nil }
-func (nopPF) SetSpoofChk(string, int, bool) error         { return nil }
-func (nopPF) SetTrust(string, int, bool) error            { return nil }
-func (nopPF) SetLinkState(string, int, string) error      { return nil }
-
 // BenchmarkPrepare prepares and unprepares a claim for one VF netdev with a
 // full config: validation, plan, the VF's state saved, checkpoint (fsync'd),
 // device-info file, CDI spec and VF settings (through a PF that does
@@ -89,7 +75,7 @@ func benchPrepare(b *testing.B, others int) {
 		b.Fatal(err)
 	}
 	fillStore(b, store, others)
-	d, err := dra.New(dra.Options{NodeName: "node-a", PluginDir: dir + "/plugin", StateDir: dir + "/state", CDIDir: dir + "/cdi", PF: nopPF{},
+	d, err := dra.New(dra.Options{NodeName: "node-a", PluginDir: dir + "/plugin", StateDir: dir + "/state", CDIDir: dir + "/cdi", PF: dratest.NopPF{},
 		PCI: dataplane.PCIBinder{SysfsRoot: sysfs, DevRoot: sysfs}, Store: store})
 	if err != nil {
 		b.Fatal(err)

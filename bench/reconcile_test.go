@@ -26,6 +26,7 @@ import (
 	"github.com/fastpath-dra/fastpath/dra"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/dratest"
 	"github.com/fastpath-dra/fastpath/dra/nri"
 	"github.com/fastpath-dra/fastpath/dra/status"
 	"github.com/fastpath-dra/fastpath/test/netnstest"
@@ -160,7 +161,7 @@ func BenchmarkHookUnderSlowPrepares(b *testing.B) {
 	ctx := klog.NewContext(b.Context(), logr.Discard())
 	plugin, store := benchPlugin(b)
 	inv := generatedInventory(b, 16)
-	d, err := dra.New(dra.Options{NodeName: "node-a", PluginDir: b.TempDir(), StateDir: b.TempDir(), CDIDir: b.TempDir(), PF: nopPF{},
+	d, err := dra.New(dra.Options{NodeName: "node-a", PluginDir: b.TempDir(), StateDir: b.TempDir(), CDIDir: b.TempDir(), PF: dratest.NopPF{},
 		Store: store, Status: status.NewWriter(fake.NewClientset()), PCI: slowBinder{time.Second}, BootID: "boot"})
 	if err != nil {
 		b.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 
@@ -22,6 +21,7 @@ import (
 	"github.com/fastpath-dra/fastpath/dra"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/dratest"
 	"github.com/fastpath-dra/fastpath/test/sysfsfixture"
 )
 
@@ -42,20 +42,6 @@ const driverNamespace = "powercut-driver"
 // driverVFs is how many VFs of the guest's sysfs tree (those with a
 // netdev) the driver prepares claims on: one claim each.
 const driverVFs = 4
-
-// nopPF stands in for the PF of the sysfs tree's VFs: there is no such
-// device in the guest; the store is what the test is about.
-type nopPF struct{}
-
-func (nopPF) VFState(string, int) (dataplane.VFState, error) {
-	return dataplane.VFState{VLANProto: "802.1q", MAC: "00:00:00:00:00:00", LinkState: "auto"}, nil
-}
-func (nopPF) SetVLAN(string, int, int, int, string) error { return nil }
-func (nopPF) SetMAC(string, int, net.HardwareAddr) error  { return nil }
-func (nopPF) SetRate(string, int, int, int) error         { return nil }
-func (nopPF) SetSpoofChk(string, int, bool) error         { return nil }
-func (nopPF) SetTrust(string, int, bool) error            { return nil }
-func (nopPF) SetLinkState(string, int, string) error      { return nil }
 
 // sysfsRoot writes the sysfs tree of the driver's VFs under base, made
 // again at each start, as the kernel's is at each boot; in the guest,
@@ -100,7 +86,7 @@ func newDriver(dir, sysfsBase string, store *claims.Store) (*dra.Driver, []devic
 	}
 	state := filepath.Join(dir, "state")
 	d, err := dra.New(dra.Options{NodeName: "powercut", PluginDir: filepath.Join(dir, "plugin"), StateDir: state,
-		CDIDir: filepath.Join(dir, "cdi"), PF: nopPF{}, PCI: dataplane.PCIBinder{SysfsRoot: root, DevRoot: root}, Store: store})
+		CDIDir: filepath.Join(dir, "cdi"), PF: dratest.NopPF{}, PCI: dataplane.PCIBinder{SysfsRoot: root, DevRoot: root}, Store: store})
 	if err != nil {
 		return nil, nil, fmt.Errorf("start the DRA driver on the store (fastpathd would not start): %w", err)
 	}
