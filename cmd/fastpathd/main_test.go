@@ -31,6 +31,7 @@ func TestExitCodes(t *testing.T) {
 		{name: "run help", args: []string{"run", "--help"}, wantCode: 0, wantErr: "-node-name"},
 		{name: "run help names the log formats", args: []string{"run", "--help"}, wantCode: 0, wantErr: "Permitted formats: \"json\""},
 		{name: "run with an unknown log format", args: []string{"run", "--node-name", "n", "--logging-format", "yaml"}, wantCode: 2, wantErr: "Unsupported log format"},
+		{name: "run negative checkpoint rest", args: []string{"run", "--node-name", "n", "--checkpoint-rest", "-1s"}, wantCode: 2, wantErr: "--checkpoint-rest -1s: must not be negative"},
 		{name: "run negative rediscover interval", args: []string{"run", "--node-name", "n", "--rediscover-interval", "-1m"}, wantCode: 2, wantErr: "--rediscover-interval -1m0s: must not be negative"},
 		{name: "run empty CNI allowlist", args: []string{"run", "--node-name", "n", "--cni", "--cni-plugins", ""}, wantCode: 2, wantErr: "--cni-plugins must name at least one plugin type"},
 		{name: "run CNI allowlist of commas", args: []string{"run", "--node-name", "n", "--cni", "--cni-plugins", " , "}, wantCode: 2, wantErr: "--cni-plugins must name at least one plugin type"},

@@ -47,6 +47,10 @@ type peers struct {
 	pods map[types.UID]string
 	// said and alone: what present said last, for its log lines.
 	said, alone bool
+	// alone, if set, is called, apart, each time present finds the
+	// daemon alone after it was not (or at its first call): what a daemon
+	// of the previous release left may then be cleared up, the store used.
+	onAlone func()
 }
 
 func newPeers(ctx context.Context, store *claims.Store, own types.UID, pluginDir, ownSocket string) *peers {
@@ -72,10 +76,14 @@ func (p *peers) present() bool {
 	p.mu.Lock()
 	changed := !p.said || alone != p.alone
 	p.said, p.alone = true, alone
+	onAlone := p.onAlone
 	p.mu.Unlock()
 	if changed {
 		if alone {
 			p.logger.Info("Alone on the node: checkpoint changes go to its journal (version 3)")
+			if onAlone != nil {
+				go onAlone() // the store's locks are held
+			}
 		} else {
 			p.logger.Info("Another fastpathd may read the node's state: the checkpoint is written whole (version 2)", "pod", pod, "socket", socket)
 		}
@@ -156,4 +164,12 @@ func (p *peers) settle(ctx context.Context) {
 	if err := p.store.Settle(); err != nil {
 		klog.FromContext(ctx).Error(err, "The checkpoint could not be written in version 2 for another fastpathd of the node: one of the previous release refuses version 3 at its start")
 	}
+}
+
+// setOnAlone sets what is called each time the daemon finds itself alone
+// on the node (onAlone).
+func (p *peers) setOnAlone(f func()) {
+	p.mu.Lock()
+	p.onAlone = f
+	p.mu.Unlock()
 }

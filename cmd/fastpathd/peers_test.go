@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	"k8s.io/apimachinery/pkg/types"
@@ -83,6 +84,13 @@ func TestPeerPodsSettleTheStore(t *testing.T) {
 		}
 	}
 
+	// Each time the daemon is alone again, what the other left is cleared
+	// up, through the store.
+	alone := make(chan struct{}, 16)
+	p.setOnAlone(func() {
+		_ = store.Hold(func([]*claims.Claim, []*claims.CorruptError) error { return nil })
+		alone <- struct{}{}
+	})
 	older := sandbox("uid-older", "fastpath-system", "fastpath-b8w4z")
 	p.Started(ctx, older)
 	if v := storeVersion(t, store); v != 2 {
@@ -93,9 +101,17 @@ func TestPeerPodsSettleTheStore(t *testing.T) {
 			t.Errorf("with the DaemonSet's other pod running, the store wrote version %d, want 2", v)
 		}
 	}
+	if len(alone) != 0 {
+		t.Errorf("with the DaemonSet's other pod running, the daemon was told %d times it is alone", len(alone))
+	}
 	p.Stopped(ctx, older)
 	if v := change(t, store, 6); v != claims.Version {
 		t.Errorf("once the other pod stopped, the store wrote version %d, want %d", v, claims.Version)
+	}
+	select {
+	case <-alone:
+	case <-time.After(10 * time.Second):
+		t.Errorf("once the other pod stopped, the daemon was not told it is alone")
 	}
 
 	// A daemon restarted while the pod of one that went is being deleted:

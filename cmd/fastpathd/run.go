@@ -84,8 +84,11 @@ type runOptions struct {
 	allowPFWithVFs bool
 	// deviceMetadata writes the device metadata of prepared claims.
 	deviceMetadata bool
-	// journal lets the store write checkpoint version 3 (claims.SetJournal).
-	journal bool
+	// journal lets the store write checkpoint version 3 (claims.SetJournal);
+	// checkpointRest is the quiet time after which it writes version 2
+	// (claims.SetRest).
+	journal        bool
+	checkpointRest time.Duration
 }
 
 func (o *runOptions) addFlags(fs *flag.FlagSet) {
@@ -108,6 +111,7 @@ func (o *runOptions) addFlags(fs *flag.FlagSet) {
 	o.npwg.addFlags(fs)
 	o.networkAPI.addFlags(fs)
 	o.nodeConfig.addFlags(fs)
+	fs.DurationVar(&o.checkpointRest, "checkpoint-rest", time.Second, "once this long has passed without a change of the node's claims, rewrite the checkpoint whole in version 2 (which the previous release reads), the journal folded into it; the next change writes version 3 again. 0: keep version 3 until the daemon stops")
 	fs.BoolVar(&o.journal, "checkpoint-journal", true, "record a change of the node's claims as an entry of a journal beside the checkpoint (checkpoint version 3), whatever their number; false: rewrite the whole checkpoint at every change (version 2, which the previous release reads). Version 2 is written anyway while another fastpathd's pod runs or its DRA socket answers on the node (a rollback needs no change of this flag)")
 	fs.BoolVar(&o.deviceMetadata, "device-metadata", true, "write each prepared claim's device metadata (KEP-5304: the devices' attributes and, once in the pod, their network data) and mount it into the pod's containers at /var/run/kubernetes.io/dra-device-attributes/, through a CDI spec in --cdi-dir")
 	fs.BoolVar(&o.allowPFWithVFs, "allow-pf-with-vfs", false, "let claims take a PF that has SR-IOV VFs whole (modes netdev, afxdp, delegate): its pod can then set every VF's MAC, VLAN and trust; off, Prepare refuses them (mode vfio always)")
@@ -133,6 +137,9 @@ func (o *runOptions) validate() error {
 	}
 	if o.resync < 0 {
 		return usagef("run: --rediscover-interval %s: must not be negative", o.resync)
+	}
+	if o.checkpointRest < 0 {
+		return usagef("run: --checkpoint-rest %s: must not be negative (0: version 3 until the daemon stops)", o.checkpointRest)
 	}
 	if err := o.cni.validate(); err != nil {
 		return err
@@ -371,6 +378,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	// stop, before the rest of its shutdown (a SIGKILL at the end of the
 	// grace period finds it done), and as it returns.
 	fold := func() {
+		store.SetRest(0)
 		if err := store.Fold(); err != nil {
 			logger.Error(err, "The checkpoint's journal could not be folded into it: a fastpathd of the previous release will refuse it until `fastpathd checkpoint migrate --to 2`")
 		}
@@ -390,6 +398,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 		store.SetPeerCheck(others.present)
 	}
 	store.SetJournal(o.journal)
+	store.SetRest(o.checkpointRest)
 	writer := status.NewWriter(statusClient)
 	writer.Metrics, writer.Limiter = m, limiter
 	writer.Start(ctx)
@@ -517,6 +526,22 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	// earlier boot done again, before the kubelet may call.
 	if err := driver.Reconcile(ctx); err != nil {
 		logger.Error(err, "Some claims could not be reconciled; their devices may not be as their claims say")
+	}
+	// The device metadata of claims unprepared by a daemon that knows
+	// nothing of it (the previous release, during a rollback) is removed
+	// before the kubelet may call, and again each time the daemon finds
+	// itself alone on the node (that daemon gone).
+	sweepMetadata := func() {
+		metadataDirs := map[string]string{devices.DriverName: o.pluginDir, cnidriver.DriverName: o.cni.pluginDir}
+		if removed, err := kubelet.SweepMetadata(store, o.cdiDir, metadataDirs); err != nil {
+			logger.Error(err, "Some device metadata of claims no longer prepared could not be removed")
+		} else if len(removed) > 0 {
+			logger.Info("Removed the device metadata of claims no longer prepared", "files", removed)
+		}
+	}
+	sweepMetadata()
+	if others != nil {
+		others.setOnAlone(sweepMetadata)
 	}
 	if err := driver.Start(ctx); err != nil {
 		return err

@@ -81,6 +81,22 @@ func (e *CorruptError) Error() string {
 		e.Claim, where, e.Reason, e.Claim)
 }
 
+// decoded is the claim the record held aside says, read as it is (a
+// journal line's claim, or a checkpoint's record): nil if it does not
+// decode, or names no claim.
+func (e *CorruptError) decoded() *Claim {
+	raw := e.record
+	var line entry
+	if json.Unmarshal(raw, &line) == nil && line.Key != "" {
+		raw = line.Claim
+	}
+	var c Claim
+	if len(raw) == 0 || json.Unmarshal(raw, &c) != nil || c.UID == "" || c.Driver == "" {
+		return nil
+	}
+	return &c
+}
+
 // held is a record held aside, as the checkpoint's "held" field keeps it.
 type held struct {
 	File   string `json:"file"`

@@ -267,3 +267,45 @@ func TestPendingWriteWithRecordHeldAside(t *testing.T) {
 		t.Errorf("after the killed pending write: b recorded %v, %v held; want b and a's record held", ok, again.Corrupt())
 	}
 }
+
+// A record held aside still holds its devices: a claim wanting one of them
+// is refused, naming the held claim; another device is admitted.
+func TestHeldAsideRecordKeepsItsDevices(t *testing.T) {
+	a, b := netdevClaim("a", "pod1", "dev-a", "net1"), netdevClaim("b", "pod2", "dev-b", "net1")
+	for _, whole := range []bool{true, false} {
+		t.Run(map[bool]string{true: "checkpoint version 2", false: "journal"}[whole], func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "checkpoint.json")
+			s := open(t, path)
+			file := JournalPath(path)
+			if whole {
+				s.SetJournal(false)
+				file = path
+			}
+			for _, c := range []Claim{b, a} {
+				if err := s.Put(c); err != nil {
+					t.Fatal(err)
+				}
+			}
+			flip(t, file, "p-pod1", "p-podX")
+			s, err := Open(path, Legacy{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(s.Corrupt()) != 1 {
+				t.Fatalf("held aside: %v, want a's record", s.Corrupt())
+			}
+			err = s.Admit(netdevClaim("c", "pod3", "dev-a", "net1"))
+			var ce *ConflictError
+			if !errors.As(err, &ce) || ce.Other != a.String() || ce.Device != "dev-a" || !strings.Contains(err.Error(), "held aside") {
+				t.Errorf("a claim of the held record's device: %v, want a conflict with %s, held aside", err, a.String())
+			}
+			refused := netdevClaim("c", "pod3", "dev-a", "net1")
+			if _, ok := s.Get(refused.Key()); ok {
+				t.Errorf("the refused claim is recorded")
+			}
+			if err := s.Admit(netdevClaim("d", "pod4", "dev-d", "net1")); err != nil {
+				t.Errorf("a claim of another device: %v", err)
+			}
+		})
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -72,6 +73,12 @@ type Store struct {
 	// daemon may read the files (SetPeerCheck). Nil peer: none is asked.
 	allowJournal bool
 	peer         func() bool
+
+	// rest is how long after its last change a store that writes version 3
+	// rewrites the checkpoint in version 2 (SetRest), its timer restTimer;
+	// 0: never. Under mu.
+	rest      time.Duration
+	restTimer *time.Timer
 
 	// fault is the standing failure to write the files (Fault); nil while
 	// they are written. compactFault is the standing failure to compact
@@ -542,7 +549,7 @@ func (s *Store) Admit(c Claim) error {
 // claim (an address of a pool) is recorded with it or not at all, and no
 // other claim is admitted in between. An error of assign admits nothing.
 func (s *Store) AdmitWith(c Claim, assign func(c *Claim, others []*Claim) error) error {
-	return s.change(c.Key(), admit(c, assign))
+	return s.change(c.Key(), s.admit(c, assign))
 }
 
 // AdmitPending admits c as Admit does, and leaves the durable part of the
@@ -566,7 +573,7 @@ func (s *Store) AdmitPending(c Claim) (wait func() error, _ error) {
 // AdmitPendingWith admits c as AdmitPending does, after assign checked or
 // completed it in view of every other claim, as AdmitWith.
 func (s *Store) AdmitPendingWith(c Claim, assign func(c *Claim, others []*Claim) error) (wait func() error, _ error) {
-	release, durable, err := s.write(c.Key(), admit(c, assign), false)
+	release, durable, err := s.write(c.Key(), s.admit(c, assign), false)
 	if err != nil {
 		return nil, err
 	}
@@ -644,6 +651,7 @@ func (s *Store) commit(k Key, rec *Claim, sync bool) (durable func() error, _ er
 		if err == nil {
 			s.apply(k, rec, func() { s.tail = at + int64(len(line)) })
 			s.setFault(nil, false)
+			s.armRest()
 			if sync {
 				s.compact()
 				return done, nil
@@ -757,6 +765,24 @@ func (s *Store) compact() {
 		s.mu.Unlock()
 		s.setFault(fmt.Errorf("compact the journal into the checkpoint: %w", err), true)
 	}
+}
+
+// Hold calls f with every claim as the store holds them and the records
+// it holds aside, read again under a shared store's file lock and with
+// that lock held: no daemon of the node changes a claim while f runs. f
+// reads the records only, and must not use the store.
+func (s *Store) Hold(f func(claims []*Claim, aside []*CorruptError) error) error {
+	s.fileMu.Lock()
+	defer s.fileMu.Unlock()
+	unlock, err := s.lockShared()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	s.mu.RLock()
+	held, aside := sortedClaims(slices.Collect(maps.Values(s.claims))), sortedCorrupt(s.corrupt)
+	s.mu.RUnlock()
+	return f(held, aside)
 }
 
 // Corrupt lists the records the store holds aside, by claim: their
@@ -903,7 +929,76 @@ func (s *Store) writeWhole(claims map[Key]*Claim) error {
 	s.fault, s.compactFault, s.compactAt, s.compactFailures = nil, nil, 0, 0
 	s.mu.Unlock()
 	s.logFault(before, nil)
+	if version == Version {
+		s.armRest()
+	}
 	return nil
+}
+
+// SetRest makes a store that writes version 3 rewrite the checkpoint whole
+// in version 2, its journal folded into it, once quiet has passed since
+// its last change (0: never, the default). A daemon of the previous
+// release, which refuses version 3 at its start, then finds version 2
+// whenever the daemon was stopped without a chance to fold it (SIGKILL,
+// OOM, a power cut) more than quiet after the last change: a rollback
+// while it was down, or a node rebooted into the earlier release. The next
+// change writes version 3 again; a burst of changes pays one whole write
+// at each end, and appends in between.
+func (s *Store) SetRest(quiet time.Duration) {
+	s.mu.Lock()
+	s.rest = quiet
+	if quiet <= 0 && s.restTimer != nil {
+		s.restTimer.Stop()
+	}
+	s.mu.Unlock()
+}
+
+// armRest starts the rest timer again, after a change in version 3.
+func (s *Store) armRest() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.rest <= 0:
+	case s.restTimer == nil:
+		s.restTimer = time.AfterFunc(s.rest, s.settleRest)
+	default:
+		s.restTimer.Reset(s.rest)
+	}
+}
+
+// settleRest rewrites a version-3 checkpoint whole in version 2 (SetRest),
+// and keeps writing what SetJournal says: the next change writes version
+// 3 again. A failure (a full disk) leaves the files as they were, and is
+// logged: the store's fault is its writes', which version 3 still takes.
+func (s *Store) settleRest() {
+	s.fileMu.Lock()
+	defer s.fileMu.Unlock()
+	s.mu.RLock()
+	due := s.rest > 0 && s.format == Version
+	s.mu.RUnlock()
+	if !due {
+		return
+	}
+	unlock, err := s.lockShared()
+	if err != nil {
+		s.Logger.Error(err, "The checkpoint could not be rewritten in version 2 at rest", "path", s.path)
+		return
+	}
+	defer unlock()
+	s.mu.Lock()
+	journal := s.journal
+	due = s.format == Version
+	s.journal = false
+	s.mu.Unlock()
+	if due {
+		err = s.writeWhole(maps.Clone(s.claims))
+	}
+	s.mu.Lock()
+	s.journal = journal
+	s.mu.Unlock()
+	if err != nil {
+		s.Logger.Error(err, "The checkpoint could not be rewritten in version 2 at rest: a daemon of the previous release started before its next change refuses it", "path", s.path)
+	}
 }
 
 // SetJournal says whether the store may write version 3, its changes
@@ -1095,9 +1190,12 @@ func adoptPendingLocked(path string) error {
 }
 
 // admit is the change that admits c (AdmitWith).
-func admit(c Claim, assign func(c *Claim, others []*Claim) error) func(map[Key]*Claim) (*Claim, error) {
+func (s *Store) admit(c Claim, assign func(c *Claim, others []*Claim) error) func(map[Key]*Claim) (*Claim, error) {
 	return func(claims map[Key]*Claim) (*Claim, error) {
 		if err := conflicts(claims, &c); err != nil {
+			return nil, err
+		}
+		if err := s.conflictsAside(&c); err != nil {
 			return nil, err
 		}
 		if assign != nil {
@@ -1114,6 +1212,27 @@ func admit(c Claim, assign func(c *Claim, others []*Claim) error) func(map[Key]*
 		}
 		return stored(&c)
 	}
+}
+
+// conflictsAside is the conflict of c with a record held aside, nil for
+// none: its devices may still be in its pod, so that what it says of
+// them, read as it is (its checksum failed), is not given to another
+// claim. A record that does not decode says nothing. The caller holds
+// fileMu.
+func (s *Store) conflictsAside(c *Claim) error {
+	s.mu.RLock()
+	aside := sortedCorrupt(s.corrupt)
+	s.mu.RUnlock()
+	for _, e := range aside {
+		o := e.decoded()
+		if o == nil {
+			continue
+		}
+		if err := conflictWith(o, c); err != nil {
+			return fmt.Errorf("%w, whose record is held aside as corrupt (`fastpathd checkpoint verify` shows it; its pod may still hold the device)", err)
+		}
+	}
+	return nil
 }
 
 // ConflictError is a claim that cannot be prepared beside another.

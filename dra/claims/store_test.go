@@ -347,7 +347,7 @@ func TestOpenAdoptsPending(t *testing.T) {
 // writePending is AdmitPending's write without its durable half: the
 // store as a process killed before the sync leaves it (held, abandoned).
 func writePending(s *Store, c Claim) error {
-	_, _, err := s.write(c.Key(), admit(c, nil), false)
+	_, _, err := s.write(c.Key(), s.admit(c, nil), false)
 	return err
 }
 

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -18,6 +19,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/devicemetadata"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
+
+	"github.com/fastpath-dra/fastpath/dra/claims"
 )
 
 // Metadata writes the device metadata of prepared claims (KEP-5304)
@@ -173,4 +176,74 @@ func readMetadata(path string) (*metadata.DeviceMetadata, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &dm, nil
+}
+
+// SweepMetadata removes the device metadata of the claims the store does
+// not hold: their CDI specs in cdiDir ({driver}_metadata_{claim UID}_
+// {request}.json) and their files in each driver's plugin directory
+// (pluginDirs, by driver). A daemon of the previous release, which knows
+// nothing of metadata, leaves them when it unprepares a claim this build
+// prepared (a rollback), and so does a daemon killed between a claim's
+// Unprepare and its metadata's removal. It runs under the store's file
+// lock (claims.Store.Hold): a daemon sharing the node writes a claim's
+// metadata only once the claim's record is in the store. The files of a
+// claim whose record is held aside are kept; while one is, so is every
+// plugin directory's (they are named by claim, which such a record may
+// not say). It returns what it removed.
+func SweepMetadata(store *claims.Store, cdiDir string, pluginDirs map[string]string) (removed []string, _ error) {
+	err := store.Hold(func(held []*claims.Claim, aside []*claims.CorruptError) error {
+		keep := map[string]bool{} // driver/UID, and driver/namespace_name
+		for _, c := range held {
+			keep[c.Driver+"/"+string(c.UID)] = true
+			keep[c.Driver+"/"+c.Namespace+"_"+c.Name] = true
+		}
+		for _, e := range aside {
+			keep[e.Claim] = true
+		}
+		var errs []error
+		remove := func(path string, all bool) {
+			var err error
+			if all {
+				err = os.RemoveAll(path)
+			} else {
+				err = os.Remove(path)
+			}
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+				return
+			}
+			removed = append(removed, path)
+		}
+		for driver, pluginDir := range pluginDirs {
+			specs, err := filepath.Glob(filepath.Join(cdiDir, driver+"_metadata_*_*.json"))
+			if err != nil {
+				return err
+			}
+			for _, spec := range specs {
+				uid, _, ok := strings.Cut(strings.TrimPrefix(filepath.Base(spec), driver+"_metadata_"), "_")
+				if ok && !keep[driver+"/"+uid] {
+					remove(spec, false)
+				}
+			}
+			if len(aside) > 0 {
+				continue
+			}
+			dir := filepath.Join(pluginDir, "dra-device-metadata")
+			entries, err := os.ReadDir(dir)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+				continue
+			}
+			for _, e := range entries {
+				if e.IsDir() && !keep[driver+"/"+e.Name()] {
+					remove(filepath.Join(dir, e.Name()), true)
+				}
+			}
+		}
+		return errors.Join(errs...)
+	})
+	if err != nil {
+		return removed, fmt.Errorf("remove the device metadata of claims not prepared: %w", err)
+	}
+	return removed, nil
 }

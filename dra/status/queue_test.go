@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -128,6 +129,52 @@ func TestWriterOutage(t *testing.T) {
 	logs := logsAt0(logger)
 	if len(logs) != 2 {
 		t.Errorf("the outage was logged in %d lines, want 2 (its start and end):\n%s", len(logs), strings.Join(logs, "\n"))
+	}
+}
+
+// An API server that answers but refuses every claim's status write (a
+// 500) is logged in one line for the whole writer, not one per claim,
+// while every claim retries on its backoff; once it takes them, each
+// claim's status lands.
+func TestWriterRefusedLoggedOnce(t *testing.T) {
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true), ktesting.Verbosity(0)))
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
+	defer cancel()
+	s := dratest.NewAPIServer(t)
+	client, err := kubernetes.NewForConfig(s.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs := claimsOn(s, 100)
+	var refusing atomic.Bool
+	refusing.Store(true)
+	s.Refuse = func(verb, resource string) int {
+		if refusing.Load() && resource == "resourceclaims/status" {
+			return 500
+		}
+		return 0
+	}
+	w := NewWriter(client)
+	w.Backoff, w.MaxBackoff, w.Probe = time.Millisecond, 5*time.Millisecond, nil
+	w.Start(ctx)
+	for _, ref := range refs {
+		w.Set(ctx, ref, statusOf(0))
+	}
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		_, names := claimRequests(s, 0, "update", 500)
+		return len(names) == len(refs), nil
+	}); err != nil {
+		t.Fatal("not every claim's write was tried")
+	}
+	if logs := logsAt0(logger); len(logs) != 1 {
+		t.Errorf("the refused writes of %d claims were logged in %d lines, want 1:\n%s", len(refs), len(logs), strings.Join(logs, "\n"))
+	}
+	refusing.Store(false)
+	w.Wait()
+	for _, ref := range refs {
+		if got := message(s, ref); got != "change 0" {
+			t.Fatalf("claim %s has the status of %q, want change 0", ref.Name, got)
+		}
 	}
 }
 

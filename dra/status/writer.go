@@ -98,8 +98,10 @@ type Writer struct {
 	ticking   bool          // the clock runs
 	poke      chan struct{} // wakes the clock
 	forbidden bool          // a Forbidden was logged
-	outage    outage
-	running   sync.WaitGroup
+	// refusedLogged is when a refused write was last logged.
+	refusedLogged time.Time
+	outage        outage
+	running       sync.WaitGroup
 }
 
 // outage is the writer's view of an API server it cannot reach: one for
@@ -363,9 +365,13 @@ func (w *Writer) work(ctx context.Context) {
 	}
 }
 
-// retryLogEvery: a refused write is logged at its first attempt and every
-// retryLogEvery after (about 10 minutes apart at the longest backoff).
-const retryLogEvery = 20
+// refusedLogEvery: writes the API server refuses (it answers, with an
+// error that is neither a conflict nor an outage's: a 5xx, a throttle, an
+// invalid status) are logged once per refusedLogEvery for the whole
+// writer, with how many claims wait on their backoff: a server refusing
+// every claim's write logs one line, not one per claim. Each refused
+// request is counted in the metrics.
+const refusedLogEvery = 30 * time.Second
 
 // done takes the outcome of a write of c's change gen: c leaves the queue,
 // or goes back to it now, after its backoff, or once the API server is
@@ -437,11 +443,14 @@ func (w *Writer) done(ctx context.Context, c *claimStatus, gen int, stop string,
 		w.kick()
 	default:
 		c.backoff = min(max(2*c.backoff, w.Backoff), max(w.MaxBackoff, w.Backoff))
-		if c.attempt%retryLogEvery == 1 {
-			logger.Info("Writing claim status failed; retrying until it lands or the claim is unprepared", "err", err.Error(), "attempt", c.attempt, "in", c.backoff)
-		}
-		c.state, c.notBefore = delayed, time.Now().Add(c.backoff)
+		now := time.Now()
+		c.state, c.notBefore = delayed, now.Add(c.backoff)
 		heap.Push(&w.delayed, c)
+		if w.refusedLogged.IsZero() || now.Sub(w.refusedLogged) >= refusedLogEvery {
+			w.refusedLogged = now
+			logger.Info("Writing claim status failed; retrying until it lands or the claim is unprepared (said once per 30s for every claim)",
+				"err", err.Error(), "attempt", c.attempt, "in", c.backoff, "claimsWaiting", w.delayed.Len())
+		}
 		w.kick()
 	}
 }
@@ -512,6 +521,12 @@ func (w *Writer) clock(ctx context.Context) {
 			o.next = now.Add(o.backoff)
 		}
 		w.kick()
+		if !outage && w.delayed.Len() == 0 {
+			// Every claim it waited for is queued: it stops (above)
+			// rather than sleep with nothing to wake it.
+			w.mu.Unlock()
+			continue
+		}
 		next := now.Add(time.Hour)
 		if w.delayed.Len() > 0 {
 			next = w.delayed[0].notBefore

@@ -3,8 +3,12 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,8 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
+	"github.com/fastpath-dra/fastpath/devices"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/cnidriver"
 	"github.com/fastpath-dra/fastpath/test/testbed"
 )
 
@@ -100,11 +106,12 @@ func TestRollbackToV010(t *testing.T) {
 		rollout(t, ctx, d, old, image)
 	}
 
-	// This tree alone: the journal.
+	// This tree alone: the journal while changes come, version 2 at rest.
+	versions := watchVersions(ctx, d)
 	first := pods("e2e-rb-1")
 	create(first)
 	check(first)
-	waitCheckpointVersion(t, ctx, d, claims.Version)
+	assertJournalThenRest(t, ctx, d, versions)
 
 	// Back to v0.1.0, with nothing done by hand.
 	older := watchOlderReads(t, ctx, d)
@@ -132,12 +139,13 @@ func TestRollbackToV010(t *testing.T) {
 	older()
 	check(third)
 	check(fourth)
+	// Alone again, it writes its journal, and version 2 at rest.
+	versions = watchVersions(ctx, d)
 	deletePods(third)
 	gone(third)
 	n.assertInPods(t, ctx, 1)
 	assertCheckpointClaims(t, ctx, d, 2)
-	// Alone again, it writes its journal.
-	waitCheckpointVersion(t, ctx, d, claims.Version)
+	assertJournalThenRest(t, ctx, d, versions)
 
 	deletePods(fourth)
 	gone(fourth)
@@ -145,6 +153,35 @@ func TestRollbackToV010(t *testing.T) {
 		t.Errorf("%d stand-ins died instead of coming back to the host", lost)
 	}
 	n.assertClean(t, ctx, ipam...)
+	// v0.1.0, which knows nothing of device metadata, left that of the
+	// claims it unprepared: this build removes it.
+	assertNoMetadata(t, ctx, "e2e-rb-")
+}
+
+// assertNoMetadata waits until no device metadata of a claim of the
+// default namespace whose name starts with prefix is left: neither its
+// CDI spec nor its files in a driver's plugin directory.
+func assertNoMetadata(t *testing.T, ctx context.Context, prefix string) {
+	t.Helper()
+	var left []string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		left = nil
+		specs, _ := filepath.Glob(filepath.Join(bed.CDIDir(), "*_metadata_*.json"))
+		for _, spec := range specs {
+			data, _ := os.ReadFile(spec)
+			if bytes.Contains(data, []byte("/dra-device-metadata/default_"+prefix)) {
+				left = append(left, spec)
+			}
+		}
+		for _, driver := range []string{devices.DriverName, cnidriver.DriverName} {
+			dirs, _ := filepath.Glob(filepath.Join(bed.PluginDir(driver), "dra-device-metadata", "default_"+prefix+"*"))
+			left = append(left, dirs...)
+		}
+		return len(left) == 0, nil
+	})
+	if err != nil {
+		t.Errorf("the device metadata of claims no longer prepared is left:\n  %s", strings.Join(left, "\n  "))
+	}
 }
 
 // killReplaced kills, with SIGKILL, the fastpathd process of the daemon

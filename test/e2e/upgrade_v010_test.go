@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -104,16 +106,18 @@ func TestUpgradeFromV010(t *testing.T) {
 	rollout(t, ctx, d, old, img)
 	check(first)
 	// Alone on the node (the old daemon's socket gone), the new daemon
-	// writes its journal: version 3 from its next change on.
+	// writes its journal, version 3, while changes come, and version 2 at
+	// rest.
 	if _, err := bed.WaitPodLog(ctx, d.pod.Namespace, d.pod.Name, "Alone on the node", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
+	versions := watchVersions(ctx, d)
 	second := run("e2e-v010-2")
 	// It unprepares the old one's claims.
 	remove(first)
 	n.assertInPods(t, ctx, 1)
 	assertCheckpointClaims(t, ctx, d, 2)
-	waitCheckpointVersion(t, ctx, d, 3)
+	assertJournalThenRest(t, ctx, d, versions)
 
 	// Back to v0.1.0, with nothing done before.
 	d.keepLog(t)
@@ -214,6 +218,44 @@ func releaseRevision(t *testing.T, ctx context.Context) int {
 		t.Fatalf("helm status: %v\n%s", err, out)
 	}
 	return st.Version
+}
+
+// watchVersions notes, until the returned func is called, each version
+// the daemon's checkpoint is seen in, looking every 50 ms; the func
+// returns them.
+func watchVersions(ctx context.Context, d *daemon) (stop func() map[int]bool) {
+	ctx, cancel := context.WithCancel(ctx)
+	seen := map[int]bool{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
+			if _, v, err := claims.Read(d.checkpoint()); err == nil {
+				seen[v] = true
+			}
+			return false, nil
+		})
+	}()
+	return func() map[int]bool {
+		cancel()
+		<-done
+		return seen
+	}
+}
+
+// assertJournalThenRest checks that the daemon, alone, wrote its changes
+// in version 3 (seen by a watchVersions whose stop is given) and that, at
+// rest, the checkpoint is of version 2 (--checkpoint-rest), which v0.1.0
+// reads.
+func assertJournalThenRest(t *testing.T, ctx context.Context, d *daemon, stop func() map[int]bool) {
+	t.Helper()
+	waitCheckpointVersion(t, ctx, d, 2)
+	if seen := stop(); !seen[claims.Version] {
+		t.Errorf("alone, the daemon wrote its changes in versions %v, want %d (its journal) among them", slices.Sorted(maps.Keys(seen)), claims.Version)
+	}
+	if _, err := os.Stat(d.checkpoint() + ".journal"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("at rest, the journal is still there (%v)", err)
+	}
 }
 
 // waitCheckpointVersion waits until the daemon's checkpoint is of version.
