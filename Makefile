@@ -119,7 +119,7 @@ lint: chart-lint arrows ## go vet, gofmt, golangci-lint, the import arrows (arro
 		if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(DEPS_ENV); "$$FASTPATH_GOLANGCI_LINT" run ./...
 	@# The examples' nodes also run sriov-cni (deploy/examples/delegate.yaml).
-	$(GO) run ./cmd/fastpathd validate -f deploy/examples -f deploy/deviceclasses.yaml -f deploy/cni-deviceclass.yaml \
+	$(GO) run ./cmd/fastpathd validate --strict -f deploy/examples -f deploy/deviceclasses.yaml -f deploy/cni-deviceclass.yaml \
 		--cni-plugins=bridge,host-local,ipvlan,macvlan,static,tuning,vlan,sriov
 
 .PHONY: faults

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,7 +17,11 @@ import (
 	"testing"
 	"unicode"
 
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	"sigs.k8s.io/yaml"
+
+	pnv1 "github.com/fastpath-dra/fastpath/dra/api/podnetwork/v1alpha1"
+	"github.com/fastpath-dra/fastpath/dra/npwg"
 )
 
 // The documentation is checked against the code, so that it cannot drift:
@@ -617,6 +622,55 @@ func TestDocsConformance(t *testing.T) {
 	for name, line := range want {
 		if !defined[name] {
 			t.Errorf("docs/conformance.md:%d names %s, which no test file defines", line, name)
+		}
+	}
+
+	// Every key fastpath writes beyond a standard's is listed, as `key`,
+	// in that standard's section: the entries written with every field
+	// set.
+	section := func(heading string) string {
+		var b strings.Builder
+		in := false
+		for _, line := range md.lines {
+			if strings.HasPrefix(line, "## ") {
+				in = line == "## "+heading
+				continue
+			}
+			if in {
+				b.WriteString(line + "\n")
+			}
+		}
+		if b.Len() == 0 {
+			t.Fatalf("docs/conformance.md has no section %q", heading)
+		}
+		return b.String()
+	}
+	npwgEntry, err := npwg.EncodeNetworkStatus([]nadv1.NetworkStatus{{Name: "ns/net", Interface: "net1", IPs: []string{"10.0.0.2"}, Mac: "02:00:00:00:00:01",
+		Mtu: 1500, Default: true, DNS: nadv1.DNS{Nameservers: []string{"10.0.0.53"}}, Gateway: []string{"10.0.0.1"},
+		DeviceInfo: &nadv1.DeviceInfo{Type: "pci", Version: "1.1.0", Pci: &nadv1.PciDevice{PciAddress: "0000:18:02.5"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kepEntry, err := json.Marshal([]pnv1.NetworkStatus{pnv1.NewNetworkStatus("dataplane", "net1", true, []netip.Addr{netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("fd00::2")})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, std := range []struct {
+		heading, written string
+		keys             []string // the standard's
+	}{
+		{"Network Plumbing WG multi-network specification v1.3", npwgEntry, []string{"name", "interface", "ips", "mac", "mtu", "default", "dns", "default-route", "device-info"}},
+		{"KEP-3698: multi-network", string(kepEntry), []string{"name", "interfaceName", "ip", "isDefaultGW"}},
+	} {
+		var entries []map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(std.written), &entries); err != nil || len(entries) != 1 {
+			t.Fatalf("%s: %s: %v", std.heading, std.written, err)
+		}
+		text := section(std.heading)
+		for key := range entries[0] {
+			if !slices.Contains(std.keys, key) && !strings.Contains(text, "`"+key+"`") {
+				t.Errorf("docs/conformance.md, %s: fastpath writes the key %q, which the standard does not have and the section does not list", std.heading, key)
+			}
 		}
 	}
 }

@@ -46,7 +46,7 @@ func (o *npwgOptions) addFlags(fs *flag.FlagSet) {
 	o.npwgConfigOptions.addFlags(fs, "/etc/cni/multus/net.d")
 	fs.StringVar(&o.allowedNamespaces, "npwg-allowed-namespaces", "", "comma-separated namespaces whose NetworkAttachmentDefinitions pods of every namespace may select (\"*\": all); "+
 		"a pod may always select those of its own namespace")
-	fs.StringVar(&o.defaultNetwork, "npwg-default-network", "default/cluster-network", "name of the cluster default network in the pods' network-status; empty leaves its entry out")
+	fs.StringVar(&o.defaultNetwork, "npwg-default-network", "default/cluster-network", "name of the cluster default network in the pods' network-status, whose entry is always written; empty: no entry, for a cluster whose default CNI (Multus) writes it")
 	fs.StringVar(&o.defaultInterface, "npwg-default-interface", "eth0", "the pods' interface on the cluster default network: no selected network may take its name")
 	fs.StringVar(&o.deviceInfoDir, "npwg-device-info-dir", npwg.DefaultDeviceInfoDir, "where the device-info of devices claimed in mode delegate is written for the NetworkAttachmentDefinitions' CNI plugins (dp/RESOURCE-PCI-device.json, as the SR-IOV device plugin writes it)")
 	fs.BoolVar(&o.podNetworks, "podnetworks", false, "attach the PodNetworks (KEP-3698, network.fastpath.dev) pods name with the annotation network.fastpath.dev/networks at sandbox creation, "+

@@ -32,6 +32,7 @@ func validateCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) e
 	var nadConf npwgConfigOptions
 	flags := newFlagSet("validate", stderr)
 	flags.Var(&files, "f", "a manifest file (multi-document YAML or JSON), a directory of them (*.yaml, *.yml, *.json, recursively), or - for standard input; may be repeated")
+	strict := flags.Bool("strict", false, "an object of a kind validate does not judge (or judges only in part) is a problem (exit 1), not a warning: for a CI job that must tell checked from skipped")
 	policy.addFlags(flags)
 	// No directory by default: the operator's configurations are the
 	// node's, not the machine's validate runs on.
@@ -49,7 +50,9 @@ reads and judges it (--cni-plugins, --npwg-host-devices, --npwg-host-paths,
 --npwg-host-options, --npwg-vlan-ids, --npwg-conf-namespaces; one with an
 empty spec.config is judged further only with --npwg-conf-dir). Prints one line per problem
 (file:line: object: request: field: problem), and on standard error one line
-per object it does not judge (skipped: kind namespace/name).
+per object it does not judge (skipped: kind namespace/name), a warning; with
+--strict each is a problem instead. KEP-3698's objects written as the KEP
+writes them (apiVersion: v1) are refused, naming the group to use.
 Exit codes: 0 no problem, 1 problems found, 2 unreadable input or bad flags.
 
 `)
@@ -81,11 +84,17 @@ Exit codes: 0 no problem, 1 problems found, 2 unreadable input or bad flags.
 		CompileFilter: func(expr string) error { _, err := filter.Compile(expr); return err }}, rules)
 	slices.SortStableFunc(problems, func(a, b validate.Finding) int { return validate.ByPlace(a.Doc, b.Doc) })
 	slices.SortStableFunc(skipped, func(a, b validate.Skip) int { return validate.ByPlace(a.Doc, b.Doc) })
-	for _, s := range skipped {
-		fmt.Fprintln(stderr, s)
-	}
 	objects := map[string]bool{}
 	count := 0
+	for _, s := range skipped {
+		if !*strict {
+			fmt.Fprintln(stderr, s)
+			continue
+		}
+		fmt.Fprintf(stdout, "%s: %s: not judged (--strict): %s\n", s.Doc.Where(), s.Doc.Object(), s.Why)
+		objects[s.Doc.Where()+" "+s.Doc.Object()] = true
+		count++
+	}
 	for _, p := range problems {
 		fmt.Fprintln(stdout, p)
 		objects[p.Doc.Where()+" "+p.Doc.Object()] = true
@@ -94,7 +103,7 @@ Exit codes: 0 no problem, 1 problems found, 2 unreadable input or bad flags.
 	switch {
 	case len(unreadable) > 0:
 		return usagef("validate: %d inputs could not be read", len(unreadable))
-	case len(problems) > 0:
+	case count > 0:
 		return errProblems{count, len(objects)}
 	}
 	return nil

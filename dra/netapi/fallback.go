@@ -97,10 +97,15 @@ func (fb fallback) podNetwork(ctx context.Context, c checker) *PodNetworkRespons
 func (r *Registry) reloadFallback(ctx context.Context) {
 	fb := readFallback(r.opts.CNIConfDir)
 	r.mu.Lock()
-	changed := fb.source != r.fallback.source || string(fb.conflist) != string(r.fallback.conflist)
+	changed := fb.source != r.fallback.source || string(fb.conflist) != string(r.fallback.conflist) || fb.problem != r.fallback.problem
 	r.fallback = fb
 	r.mu.Unlock()
-	if changed {
+	switch {
+	case !changed:
+	case fb.config == nil:
+		// Not listed: this says why.
+		klog.FromContext(ctx).Info("No CNI configuration: "+FallbackName+" is not listed until one is there", "dir", r.opts.CNIConfDir, "problem", fb.problem)
+	default:
 		klog.FromContext(ctx).Info("CNI configuration read", "network", FallbackName, "file", fb.source, "problem", fb.problem)
 	}
 }

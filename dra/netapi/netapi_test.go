@@ -12,7 +12,9 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 )
 
@@ -205,6 +207,25 @@ func TestServer(t *testing.T) {
 			_, err := client.SetPodNetwork(ctx, &SetPodNetworkRequest{})
 			return err
 		}, codes.InvalidArgument, "config: required"},
+		// Requests of another shape than netapi.proto's: refused, never
+		// answered OK with nothing done.
+		{"remove with no name", func() error {
+			_, err := client.RemovePodNetwork(ctx, &RemovePodNetworkRequest{})
+			return err
+		}, codes.InvalidArgument, "name: required"},
+		{"remove with a field it has not", func() error {
+			return conn.Invoke(ctx, NetworkService_RemovePodNetwork_FullMethodName, &NetworkMetadata{Name: "blue", Namespace: "default"}, &RemovePodNetworkResponse{})
+		}, codes.InvalidArgument, "RemovePodNetwork: field 2: not a field of fastpath.netapi.v1alpha1.RemovePodNetworkRequest"},
+		{"remove with a message where the name is", func() error {
+			req := &SetPodNetworkRequest{Config: &NetworkConfig{Metadata: &NetworkMetadata{Name: "blue"}}}
+			return conn.Invoke(ctx, NetworkService_RemovePodNetwork_FullMethodName, req, &RemovePodNetworkResponse{})
+		}, codes.InvalidArgument, `name: "\n\x06\n\x04blue": must be letters`},
+		{"set with a field a nested message has not", func() error {
+			cfg := network("green", "ready")
+			cfg.Metadata.ProtoReflect().SetUnknown(protowire.AppendVarint(protowire.AppendTag(nil, 9, protowire.VarintType), 1))
+			_, err := client.SetPodNetwork(ctx, &SetPodNetworkRequest{Config: cfg})
+			return err
+		}, codes.InvalidArgument, "SetPodNetwork: field config.metadata.9: not a field of fastpath.netapi.v1alpha1.SetPodNetworkRequest"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.call()
@@ -214,7 +235,12 @@ func TestServer(t *testing.T) {
 		})
 	}
 
-	// Remove, and remove again.
+	if got := names(list()); !slices.Equal(got, []string{FallbackName, "blue", "red"}) {
+		t.Errorf("networks after the refused calls = %v, want them unchanged", got)
+	}
+
+	// Remove, and remove again: a removal is idempotent, as the CRI's
+	// are (RemovePodSandbox).
 	for range 2 {
 		if _, err := client.RemovePodNetwork(ctx, &RemovePodNetworkRequest{Name: "blue"}); err != nil {
 			t.Fatal(err)
@@ -290,19 +316,29 @@ func TestServerLeavesAReplacedSocket(t *testing.T) {
 	repl.Stop()
 }
 
-// A CNI directory with no configuration: _fallback is listed, neither
-// flag set, saying why.
+// A CNI directory with no configuration: _fallback is not listed (the
+// proposal creates it once a configuration is detected), and the log says
+// why, naming the file passed over; once one is there, it is.
 func TestFallbackMissing(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
+	ctx := klog.NewContext(t.Context(), logger)
 	r := newRig(t)
 	writeFile(t, filepath.Join(r.confDir, "00-broken.conflist"), `{"cniVersion":`)
 	reg, err := NewRegistry(ctx, r.options())
 	if err != nil {
 		t.Fatal(err)
 	}
-	fb := find(reg.List(ctx), FallbackName)
-	if st := fb.GetStatus(); st.GetSandboxManagement() || st.GetConnectivity() || !strings.Contains(st.GetMessage(), "no CNI configuration") || !strings.Contains(st.GetMessage(), "00-broken.conflist") {
-		t.Errorf("_fallback = %v, want no flag, saying there is no configuration and naming the broken file", st)
+	if fb := find(reg.List(ctx), FallbackName); fb != nil {
+		t.Errorf("_fallback listed with no configuration in the directory: %v", fb)
+	}
+	logs := logger.GetSink().(ktesting.Underlier).GetBuffer().String()
+	if !strings.Contains(logs, "no CNI configuration") || !strings.Contains(logs, "00-broken.conflist") {
+		t.Errorf("the log does not say there is no configuration, naming the broken file:\n%s", logs)
+	}
+	writeFile(t, filepath.Join(r.confDir, "10-default.conflist"), `{"cniVersion":"1.1.0","name":"default","plugins":[{"type":"ready"}]}`)
+	reg.reloadFallback(ctx)
+	if fb := find(reg.List(ctx), FallbackName); fb == nil || !strings.Contains(fb.GetStatus().GetMessage(), "00-broken.conflist") {
+		t.Errorf("_fallback once a configuration is there: %v, want it, naming the file passed over", fb)
 	}
 }
 

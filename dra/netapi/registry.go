@@ -129,6 +129,11 @@ func (r *Registry) Remove(ctx context.Context, name string) error {
 	if name[0] == '_' {
 		return fmt.Errorf("network %q: %w: it is the node's (%s is its CNI configuration directory's first file: remove that file instead)", name, ErrReserved, FallbackName)
 	}
+	if err := validName(name); err != nil {
+		// No network can have it: another shape of request read as a
+		// name, most likely.
+		return &FieldError{"name", fmt.Sprintf("%q: %v", name, err)}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	old, had := r.networks[name]
@@ -185,7 +190,10 @@ func (r *Registry) List(ctx context.Context) []*PodNetworkResponse {
 	r.mu.Unlock()
 	sort.Slice(configs, func(i, j int) bool { return configs[i].GetMetadata().GetName() < configs[j].GetMetadata().GetName() })
 	var out []*PodNetworkResponse
-	if r.opts.CNIConfDir != "" {
+	// "_fallback" is there once a configuration is detected in the
+	// directory (the proposal's "Defaulting and initialization"): none
+	// there, or none readable, the log says why.
+	if r.opts.CNIConfDir != "" && fb.config != nil {
 		out = append(out, fb.podNetwork(ctx, r.checker))
 	}
 	for _, cfg := range configs {

@@ -7,11 +7,17 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"path"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"k8s.io/klog/v2"
 
 	"github.com/fastpath-dra/fastpath/dataplane/hostdir"
@@ -62,7 +68,7 @@ func Serve(ctx context.Context, socket string, reg *Registry) (*Server, error) {
 	}
 	logger := klog.FromContext(ctx)
 	s := &Server{socket: socket, info: info, errs: make(chan error, 1),
-		grpc: grpc.NewServer(grpc.UnaryInterceptor(logCalls(logger)))}
+		grpc: grpc.NewServer(grpc.ChainUnaryInterceptor(logCalls(logger), strictRequests))}
 	RegisterNetworkServiceServer(s.grpc, &service{reg: reg})
 	go func() {
 		if err := s.grpc.Serve(l); err != nil {
@@ -97,6 +103,57 @@ func logCalls(logger klog.Logger) grpc.UnaryServerInterceptor {
 		}
 		return resp, err
 	}
+}
+
+// strictRequests refuses, with InvalidArgument, a request holding fields
+// its message does not have (at any depth): a client that wrote another
+// shape of a request (the proposal names RemovePodNetworkRequest without
+// its fields; this service's is {string name = 1}) is told so, not
+// answered OK for something it did not ask.
+func strictRequests(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if m, ok := req.(proto.Message); ok {
+		if unknown := unknownFields(m.ProtoReflect(), ""); len(unknown) > 0 {
+			return nil, status.Errorf(codes.InvalidArgument, "%s: field %s: not a field of %s (see netapi.proto)",
+				path.Base(info.FullMethod), strings.Join(unknown, ", "), m.ProtoReflect().Descriptor().FullName())
+		}
+	}
+	return handler(ctx, req)
+}
+
+// unknownFields lists the field numbers m and the messages in it hold
+// that their types do not have, each with its path (config.metadata.7).
+func unknownFields(m protoreflect.Message, at string) []string {
+	var out []string
+	for b := m.GetUnknown(); len(b) > 0; {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return append(out, at+"?")
+		}
+		out = append(out, at+strconv.Itoa(int(num)))
+		b = b[n:]
+		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+			return out
+		}
+		b = b[n:]
+	}
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		name := at + string(fd.Name())
+		switch {
+		case fd.IsList() && fd.Message() != nil:
+			for i := range v.List().Len() {
+				out = append(out, unknownFields(v.List().Get(i).Message(), fmt.Sprintf("%s[%d].", name, i))...)
+			}
+		case fd.IsMap() && fd.MapValue().Message() != nil:
+			v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
+				out = append(out, unknownFields(mv.Message(), fmt.Sprintf("%s[%q].", name, k.String()))...)
+				return true
+			})
+		case !fd.IsList() && !fd.IsMap() && fd.Message() != nil:
+			out = append(out, unknownFields(v.Message(), name+".")...)
+		}
+		return true
+	})
+	return out
 }
 
 func (s *service) SetPodNetwork(ctx context.Context, req *SetPodNetworkRequest) (*SetPodNetworkResponse, error) {

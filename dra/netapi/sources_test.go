@@ -52,7 +52,7 @@ func TestListSources(t *testing.T) {
 		names = append(names, name)
 		got[name] = n.GetStatus()
 	}
-	if want := "_fallback,blue,dataplane,bare,default/missing"; strings.Join(names, ",") != want {
+	if want := "blue,dataplane,bare,default/missing"; strings.Join(names, ",") != want {
 		t.Errorf("listed %v, want %s", names, want)
 	}
 	if st := got["dataplane"]; !st.GetSandboxManagement() || !st.GetConnectivity() || st.GetMessage() != "PodNetwork dataplane" {

@@ -90,14 +90,17 @@ func DefaultNetworkStatus(name, ifName string, podIPs []corev1.PodIP) nadv1.Netw
 // statusJSON is an entry as the annotation has it: the standard's Go type,
 // which writes gateways as "gateway" (as the standard's Go library and
 // Multus do), and beside them the key the standard's text names,
-// "default-route" (§5.3.6.4), for readers of either.
+// "default-route" (§5.3.7.4), for readers of either; and "default" on
+// every entry, false too, as §5.3.6 makes it required (the Go type leaves
+// it out when false).
 type statusJSON struct {
 	nadv1.NetworkStatus
 	DefaultRoute []string `json:"default-route,omitempty"`
+	Default      bool     `json:"default"`
 }
 
 func encodeEntry(st nadv1.NetworkStatus) (json.RawMessage, error) {
-	return json.Marshal(statusJSON{NetworkStatus: st, DefaultRoute: st.Gateway})
+	return json.Marshal(statusJSON{NetworkStatus: st, DefaultRoute: st.Gateway, Default: st.Default})
 }
 
 // checkStatus checks the entries' own rules (§5.3): a name; a mac only
@@ -173,6 +176,7 @@ func DecodeNetworkStatus(value string) ([]nadv1.NetworkStatus, error) {
 		if len(r.Gateway) == 0 {
 			r.Gateway = r.DefaultRoute
 		}
+		r.NetworkStatus.Default = r.Default
 		entries = append(entries, r.NetworkStatus)
 	}
 	return entries, nil

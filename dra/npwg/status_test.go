@@ -197,7 +197,8 @@ func TestNetworkStatusSpecExamples(t *testing.T) {
 	}
 }
 
-// An entry is written with the gateways under both names.
+// An entry is written with the gateways under both names, and with
+// "default" whether true or false (§5.3.6: required).
 func TestEncodeNetworkStatus(t *testing.T) {
 	value, err := EncodeNetworkStatus([]nadv1.NetworkStatus{
 		{Name: "kube-system/cluster", Interface: "eth0", IPs: []string{"10.244.0.5"}, Default: true},
@@ -210,7 +211,7 @@ func TestEncodeNetworkStatus(t *testing.T) {
 	if err := json.Unmarshal([]byte(value), &raw); err != nil {
 		t.Fatal(err)
 	}
-	if raw[0]["default"] != true || raw[1]["default"] != nil || !reflect.DeepEqual(raw[1]["gateway"], []any{"10.0.0.1"}) || !reflect.DeepEqual(raw[1]["default-route"], []any{"10.0.0.1"}) || raw[1]["mtu"] != 1500.0 {
+	if raw[0]["default"] != true || raw[1]["default"] != false || !reflect.DeepEqual(raw[1]["gateway"], []any{"10.0.0.1"}) || !reflect.DeepEqual(raw[1]["default-route"], []any{"10.0.0.1"}) || raw[1]["mtu"] != 1500.0 {
 		t.Errorf("%s", value)
 	}
 	for name, tc := range map[string]struct {
@@ -272,9 +273,9 @@ func TestMergeNetworkStatus(t *testing.T) {
 	want := []string{
 		`{"name": "kube-system/cluster", "interface": "eth0", "ips": ["10.244.0.5"], "default": true}`,
 		`{"name": "other/claim-net", "interface": "net1", "org.example.writer": {"who": "someone else"}}`,
-		`{"name": "ns/net-b", "interface": "net2", "ips": ["10.0.0.2"], "dns": {}}`,
+		`{"name": "ns/net-b", "interface": "net2", "ips": ["10.0.0.2"], "dns": {}, "default": false}`,
 		`42`,
-		`{"name": "ns/net-c", "interface": "net3", "dns": {}}`,
+		`{"name": "ns/net-c", "interface": "net3", "dns": {}, "default": false}`,
 	}
 	if len(raw) != len(want) {
 		t.Fatalf("merged %s", value)

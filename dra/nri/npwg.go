@@ -453,9 +453,11 @@ func (p *Plugin) NetworkStatus(ctx context.Context, pod Pod) ([]nadv1.NetworkSta
 // defaultNetworkStatus is the cluster default network's entry (§5.2): the
 // pod's default interface as the node sees it (its addresses, MAC and
 // MTU), the addresses those the runtime's NRI (containerd 2) gives when it
-// does (set by the runtime's CNI before the hook). When neither says an
-// address, the entry is left out rather than written without one: it is
-// the default network's CNI (or Multus) to say.
+// does (set by the runtime's CNI before the hook). §5.2 makes the entry
+// required: when neither says an address (the link unreadable, or without
+// one), it is written without "ips" (§5.3.3: optional). With no default
+// network's name (--npwg-default-network empty), none: another writer of
+// the annotation (Multus) writes it.
 func (p *Plugin) defaultNetworkStatus(pod Pod) (nadv1.NetworkStatus, bool) {
 	o := p.opts.NPWG
 	if o.DefaultNetwork == "" {
@@ -474,9 +476,6 @@ func (p *Plugin) defaultNetworkStatus(pod Pod) (nadv1.NetworkStatus, bool) {
 		for _, a := range link.Addresses {
 			ips = append(ips, corev1.PodIP{IP: a.String()})
 		}
-	}
-	if len(ips) == 0 {
-		return nadv1.NetworkStatus{}, false
 	}
 	st := npwg.DefaultNetworkStatus(o.DefaultNetwork, o.DefaultInterface, ips)
 	st.Mac, st.Mtu = link.MAC, link.MTU

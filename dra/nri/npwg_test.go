@@ -277,9 +277,11 @@ func TestNPWGAttachDetach(t *testing.T) {
 	if def, ok := r.plugin.defaultNetworkStatus(noIPs); !ok || !slices.Equal(def.IPs, []string{"10.244.0.5", "fd00::5"}) || def.Mac == "" {
 		t.Errorf("default network's entry without the runtime's IPs: %+v, %v", def, ok)
 	}
+	// No address known at all (the link unreadable): the entry still,
+	// §5.2 makes it required, without ips.
 	noIPs.NetNS = "/var/run/netns/gone"
-	if def, ok := r.plugin.defaultNetworkStatus(noIPs); ok {
-		t.Errorf("an entry with no address at all: %+v", def)
+	if def, ok := r.plugin.defaultNetworkStatus(noIPs); !ok || !def.Default || def.Name != "default/cluster-network" || def.Interface != "eth0" || len(def.IPs) != 0 {
+		t.Errorf("the default network's entry with no address known: %+v, %v; want it, default, on eth0, without ips", def, ok)
 	}
 	if len(sts[1].IPs) != 1 || sts[1].Mac == "" {
 		t.Errorf("the CNI claim's entry %+v: want the result's IP and MAC", sts[1])

@@ -584,6 +584,13 @@ func decode(d *Manifest) (*decoded, field.ErrorList) {
 		return &decoded{doc: d, nad: &nad}, errs
 	case group == pnv1.Group && (d.meta.Kind == pnv1.KindPodNetwork || d.meta.Kind == pnv1.KindPodNetworkAttachment):
 		return decodePodNetwork(d, version, strict)
+	case group == "" && (d.meta.Kind == pnv1.KindPodNetwork || d.meta.Kind == pnv1.KindPodNetworkAttachment):
+		// KEP-3698 writes its objects as "apiVersion: v1", a group no
+		// release of Kubernetes serves them in: fastpath serves them in
+		// its own.
+		return nil, field.ErrorList{field.Invalid(field.NewPath("apiVersion"), d.meta.APIVersion,
+			fmt.Sprintf("KEP-3698's %s is not in Kubernetes' core group (v1) in any release; fastpath serves it as %s: set apiVersion: %s",
+				d.meta.Kind, pnv1.SchemeGroupVersion.String(), pnv1.SchemeGroupVersion.String()))}
 	case group == ncv1.Group && d.meta.Kind == ncv1.Kind:
 		if version != ncv1.Version {
 			return nil, field.ErrorList{field.NotSupported(field.NewPath("apiVersion"), d.meta.APIVersion, []string{ncv1.Group + "/" + ncv1.Version})}

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -75,7 +76,7 @@ func TestCNIAttacks(t *testing.T) {
 
 	// What fastpathd validate checks, with the node's defaults.
 	validate := validate.Check{Policy: cnipolicy.Options{Plugins: cnipolicy.DefaultPlugins, ConfigNamespace: testbed.ChartNamespace}}
-	for _, tc := range []struct {
+	for i, tc := range []struct {
 		name   string
 		params string // the request's parameters, JSON
 		want   []string
@@ -132,7 +133,8 @@ func TestCNIAttacks(t *testing.T) {
 			[]string{`ifName: Invalid value: "lo"`}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			claim := attackClaim(t, ctx, tc.params)
+			name := fmt.Sprintf("e2e-attack-%d", i)
+			claim := attackClaim(t, ctx, name, tc.params)
 			if !tc.onNode {
 				// fastpathd validate says it before the claim is made.
 				probs, _ := validate.Claim(claim.Namespace, claim.Name, claim.Spec, field.NewPath("spec"))
@@ -146,7 +148,7 @@ func TestCNIAttacks(t *testing.T) {
 					}
 				}
 			}
-			pod := claimPod("e2e-attack", "ifaces", &corev1.PodResourceClaim{Name: "cni", ResourceClaimName: &claim.Name})
+			pod := claimPod(name, "ifaces", &corev1.PodResourceClaim{Name: "cni", ResourceClaimName: &claim.Name})
 			msg := createPodWaitEvent(t, ctx, pod, tc.want[0])
 			for _, want := range append([]string{"claim default/" + claim.Name, `request "net"`}, tc.want...) {
 				if !strings.Contains(msg, want) {
@@ -156,7 +158,7 @@ func TestCNIAttacks(t *testing.T) {
 			if strings.Contains(msg, "10.66.0.0") {
 				t.Errorf("event %q shows the ConfigMap's value", msg)
 			}
-			nothingLeft(t, ctx, d, claim.UID)
+			nothingLeft(t, ctx, d, claim.Name, claim.UID)
 			if l, err := netlink.LinkByName(uplink.Name); err != nil || l.Attrs().Index != uplink.Index {
 				t.Errorf("the uplink %s is not where it was: %v", uplink.Name, err)
 			}
@@ -185,13 +187,13 @@ func TestCNIRequireApproved(t *testing.T) {
 	cniSetup(t, ctx, 26192, []string{"--cni-interface", cniMaster, "--cni-devices", "2", "--cni-require-approved"})
 	d := lastDaemon
 
-	claim := attackClaim(t, ctx, `{"ifName": "net1", "plugins": [{"type": "macvlan", "arguments": [{"fieldPath": "master", "attributeRef": "name"}]}]}`)
+	claim := attackClaim(t, ctx, "e2e-attack", `{"ifName": "net1", "plugins": [{"type": "macvlan", "arguments": [{"fieldPath": "master", "attributeRef": "name"}]}]}`)
 	pod := claimPod("e2e-attack", "ifaces", &corev1.PodResourceClaim{Name: "cni", ResourceClaimName: &claim.Name})
 	msg := createPodWaitEvent(t, ctx, pod, "--cni-require-approved")
 	if !strings.Contains(msg, `request "net"`) || !strings.Contains(msg, "plugins: Forbidden: this node runs only approved configs") {
 		t.Errorf("event %q", msg)
 	}
-	nothingLeft(t, ctx, d, claim.UID)
+	nothingLeft(t, ctx, d, claim.Name, claim.UID)
 
 	if _, err := createYAML(t, ctx, cniConfigs, false, designCNIConfig(t)); err != nil {
 		t.Fatal(err)
@@ -212,11 +214,13 @@ func TestCNIRequireApproved(t *testing.T) {
 	waitReleased(t, ctx, ipam)
 }
 
-// attackClaim creates a claim in namespace default with one CNI request,
-// net, of the parameters, deleted when the test ends.
-func attackClaim(t *testing.T, ctx context.Context, params string) *resourceapi.ResourceClaim {
+// attackClaim creates the claim name in namespace default with one CNI
+// request, net, of the parameters, deleted when the test ends. Each attack
+// has a name of its own: a claim made again under a name just freed may
+// be allocated from the scheduler's copy of the one before.
+func attackClaim(t *testing.T, ctx context.Context, name, params string) *resourceapi.ResourceClaim {
 	t.Helper()
-	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "e2e-attack"},
+	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
 		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
 			Requests: []resourceapi.DeviceRequest{{Name: "net", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "cni.networking.x-k8s.io"}}},
 			Config: []resourceapi.DeviceClaimConfiguration{{Requests: []string{"net"}, DeviceConfiguration: resourceapi.DeviceConfiguration{
@@ -232,7 +236,7 @@ func attackClaim(t *testing.T, ctx context.Context, params string) *resourceapi.
 
 // nothingLeft: the daemon recorded nothing of the claim, and wrote no
 // status for it.
-func nothingLeft(t *testing.T, ctx context.Context, d *daemon, uid types.UID) {
+func nothingLeft(t *testing.T, ctx context.Context, d *daemon, name string, uid types.UID) {
 	t.Helper()
 	cls, _, err := claims.Read(d.checkpoint())
 	if err != nil {
@@ -243,7 +247,7 @@ func nothingLeft(t *testing.T, ctx context.Context, d *daemon, uid types.UID) {
 			t.Errorf("the refused claim is in the checkpoint: %+v", cls[k])
 		}
 	}
-	c, err := bed.Client().ResourceV1().ResourceClaims("default").Get(ctx, "e2e-attack", metav1.GetOptions{})
+	c, err := bed.Client().ResourceV1().ResourceClaims("default").Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

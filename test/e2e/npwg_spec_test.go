@@ -20,6 +20,7 @@ import (
 	"time"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+	nadutils "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/utils"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -724,11 +725,13 @@ func specStatus(t *testing.T, ctx context.Context, pod *corev1.Pod, n int) []sta
 	t.Helper()
 	var value string
 	var entries []statusEntry
+	var last *corev1.Pod
 	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		p, err := bed.Client().CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}
+		last = p
 		value = p.Annotations[nadv1.NetworkStatusAnnot]
 		var raws []json.RawMessage
 		if json.Unmarshal([]byte(value), &raws) != nil || len(raws) < n {
@@ -755,6 +758,32 @@ func specStatus(t *testing.T, ctx context.Context, pod *corev1.Pod, n int) []sta
 	var compact bytes.Buffer
 	_ = json.Compact(&compact, []byte(value))
 	t.Logf("pod %s's network-status: %s", pod.Name, compact.String())
+	// Multus's own reader (the standard's Go library) reads the same.
+	multus, err := nadutils.GetNetworkStatus(last)
+	if err != nil || len(multus) != len(entries) {
+		t.Errorf("pod %s's network-status read by nadutils.GetNetworkStatus: %d entries, %v; want %d", pod.Name, len(multus), err, len(entries))
+	}
+	for i := range min(len(multus), len(entries)) {
+		if m, e := multus[i], entries[i].typed; m.Name != e.Name || m.Interface != e.Interface || m.Default != e.Default || !slices.Equal(m.IPs, e.IPs) {
+			t.Errorf("pod %s's network-status entry %d read by nadutils: %+v, want %+v", pod.Name, i, m, e)
+		}
+	}
+	// And as §5.3's text defines an entry: "name" and "default"
+	// required, no key but §5.3's, those in reverse domain name notation,
+	// and "gateway" (the deviation docs/conformance.md lists).
+	specKeys := []string{"name", "interface", "ips", "mac", "mtu", "default", "dns", "default-route", "device-info", "gateway"}
+	for i, e := range entries {
+		var name string
+		var isDefault *bool
+		if json.Unmarshal(e.raw["name"], &name) != nil || name == "" || json.Unmarshal(e.raw["default"], &isDefault) != nil || isDefault == nil {
+			t.Errorf("pod %s's network-status entry %d: %s: want a \"name\" and a boolean \"default\" (§5.3.1, §5.3.6: required)", pod.Name, i, slices.Sorted(maps.Keys(e.raw)))
+		}
+		for k := range e.raw {
+			if !slices.Contains(specKeys, k) && !strings.Contains(k, ".") {
+				t.Errorf("pod %s's network-status entry %d: key %q is not §5.3's nor in reverse domain name notation", pod.Name, i, k)
+			}
+		}
+	}
 	return entries
 }
 
