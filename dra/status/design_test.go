@@ -25,12 +25,12 @@ func TestNetworkReadyDesignExample(t *testing.T) {
 	}
 	var example struct {
 		Devices []struct {
-			Conditions []struct{ Type, Status, Reason, Message string } `json:"conditions"`
-			Data        []json.RawMessage                                 `json:"data"`
-			Device      string                                            `json:"device"`
-			Driver      string                                            `json:"driver"`
-			Pool        string                                            `json:"pool"`
-			NetworkData map[string]any                                    `json:"networkData"`
+			Conditions  []struct{ Type, Status, Reason, Message string } `json:"conditions"`
+			Data        []json.RawMessage                                `json:"data"`
+			Device      string                                           `json:"device"`
+			Driver      string                                           `json:"driver"`
+			Pool        string                                           `json:"pool"`
+			NetworkData map[string]any                                   `json:"networkData"`
 		} `json:"devices"`
 	}
 	if err := yaml.Unmarshal(raw, &example); err != nil {
