@@ -62,8 +62,9 @@ func leaveNoTrace(ctx context.Context, store *claims.Store, st hostState) {
 		logger.V(2).Info("Keeping the state directory: another fastpathd of the node wrote a claim", "checkpoint", store.Path())
 		return
 	}
-	var errs []error
-	for _, name := range []string{"checkpoint.json.locks", "checkpoint.json.lock", "nri.lock"} {
+	// A daemon killed holding a claim's lock left its file.
+	errs := []error{claims.RemoveClaimLocks(store.Path())}
+	for _, name := range []string{"checkpoint.json.lock", "nri.lock"} {
 		errs = append(errs, removeIfThere(filepath.Join(st.stateDir, name)))
 	}
 	// With no claim, the CNI cache and the claims' directories hold

@@ -36,7 +36,9 @@ func node(t *testing.T, prepared bool) (*claims.Store, hostState) {
 			t.Fatal(err)
 		}
 	}
-	for _, f := range []string{"nri.lock", "checkpoint.json.lock", "cni/cache/results/net1", "claims/uid-1/device-info.json", "operator-notes.txt"} {
+	// checkpoint.json.locks/…: the lock file of a claim, left by a daemon
+	// killed while it held it.
+	for _, f := range []string{"nri.lock", "checkpoint.json.lock", "checkpoint.json.locks/0123456789abcdef01234567.lock", "cni/cache/results/net1", "claims/uid-1/device-info.json", "operator-notes.txt"} {
 		path := filepath.Join(st.stateDir, f)
 		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 			t.Fatal(err)

@@ -3,7 +3,10 @@ package claims
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -44,5 +47,46 @@ func TestStoreLockContext(t *testing.T) {
 	cancel()
 	if u, err := s.LockContext(ctx, k); !errors.Is(err, context.Canceled) || u != nil {
 		t.Errorf("LockContext: %v", err)
+	}
+}
+
+// A claim's lock file a killed daemon left is removed, with its directory;
+// one held now is left, and named.
+func TestRemoveClaimLocks(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoint.json")
+	if err := RemoveClaimLocks(path); err != nil {
+		t.Fatalf("no lock directory: %v", err)
+	}
+	held := claimLockPath(path, Key{Driver: DriverFastpath, UID: "held"})
+	unlock, err := lockRemovable(t.Context(), held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := claimLockPath(path, Key{Driver: DriverFastpath, UID: "killed"})
+	if err := os.WriteFile(stale, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err = RemoveClaimLocks(path)
+	if err == nil || !strings.Contains(err.Error(), held) {
+		t.Errorf("with a lock held: %v, want an error naming %s", err, held)
+	}
+	if _, err := os.Lstat(stale); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the stale lock is there: %v", err)
+	}
+	if _, err := os.Lstat(held); err != nil {
+		t.Errorf("the held lock was removed: %v", err)
+	}
+	unlock() // the directory goes with the last lock's release
+	if err := os.MkdirAll(ClaimLockDir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(stale, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := RemoveClaimLocks(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(ClaimLockDir(path)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the lock directory is there: %v", err)
 	}
 }

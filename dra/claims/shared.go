@@ -240,6 +240,43 @@ func lockRemovable(ctx context.Context, path string) (unlock func(), _ error) {
 	}
 }
 
+// RemoveClaimLocks removes the claim lock files of the checkpoint at path
+// that no process holds, and their directory once empty: a daemon killed
+// while it held a claim's lock left its file (a lock's release removes
+// it). A lock held now is left, and the error names it.
+func RemoveClaimLocks(path string) error {
+	dir := ClaimLockDir(path)
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		lock := filepath.Join(dir, e.Name())
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		f, err := openLocked(ctx, lock)
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("claim lock %s: %w", lock, err))
+			continue
+		}
+		// As a release does: the file, if it is still the one locked.
+		held, err1 := f.Stat()
+		now, err2 := os.Lstat(lock)
+		if err1 == nil && err2 == nil && os.SameFile(held, now) {
+			_ = os.Remove(lock)
+		}
+		_ = f.Close()
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
 // lockFile is the lock of a shared store's changes.
 func (s *Store) lockFile() FileLock { return FileLock(s.path + ".lock") }
 
