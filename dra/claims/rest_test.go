@@ -22,14 +22,6 @@ func TestRestWritesVersion2(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "checkpoint.json")
 	s := open(t, path)
 	t.Cleanup(func() { s.SetRest(0) })
-	version := func() int {
-		t.Helper()
-		_, v, err := Read(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
 	atRest := func(want int) {
 		t.Helper()
 		var got map[Key]*Claim
@@ -53,7 +45,7 @@ func TestRestWritesVersion2(t *testing.T) {
 		if err := s.Put(c); err != nil {
 			t.Fatal(err)
 		}
-		if v := version(); v != Version {
+		if v := readVersion(t, path); v != Version {
 			t.Fatalf("right after change %d the checkpoint is of version %d, want %d", i, v, Version)
 		}
 		s.settleRest() // the quiet time passed
@@ -74,7 +66,17 @@ func TestRestWritesVersion2(t *testing.T) {
 	if err := s.Delete(a.Key()); err != nil {
 		t.Fatal(err)
 	}
-	if v := version(); v != 2 {
+	if v := readVersion(t, path); v != 2 {
 		t.Errorf("after Fold a change wrote version %d, want 2", v)
 	}
+}
+
+// readVersion is the version of the checkpoint at path as it stands.
+func readVersion(t *testing.T, path string) int {
+	t.Helper()
+	_, v, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }

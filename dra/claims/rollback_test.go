@@ -170,20 +170,12 @@ func TestPreviousReleaseReadsEveryChange(t *testing.T) {
 	var older atomic.Bool
 	s.SetPeerCheck(older.Load)
 	s.SetJournal(true)
-	version := func() int {
-		t.Helper()
-		_, v, err := Read(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
 	for i := range 3 {
 		if err := s.Admit(netdevClaim(fmt.Sprint("alone-", i), fmt.Sprint("pod-alone-", i), fmt.Sprint("dev-alone-", i), "net1")); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if v := version(); v != Version {
+	if v := readVersion(t, path); v != Version {
 		t.Fatalf("alone, the store writes version %d, want its journal (%d)", v, Version)
 	}
 
@@ -220,7 +212,7 @@ func TestPreviousReleaseReadsEveryChange(t *testing.T) {
 		if err != nil {
 			t.Fatalf("change %d (%s): %v", i, name, err)
 		}
-		if v := version(); v != versionWhole {
+		if v := readVersion(t, path); v != versionWhole {
 			t.Errorf("change %d (%s): with v0.1.0 beside it the store wrote version %d, want %d", i, name, v, versionWhole)
 		}
 		if got, want := o.claims(t), keysOf(s); !slices.Equal(got, want) {
@@ -233,7 +225,7 @@ func TestPreviousReleaseReadsEveryChange(t *testing.T) {
 	if err := s.Admit(netdevClaim("after", "pod-after", "dev-after", "net1")); err != nil {
 		t.Fatal(err)
 	}
-	if v := version(); v != Version {
+	if v := readVersion(t, path); v != Version {
 		t.Errorf("alone again, the store writes version %d, want its journal (%d)", v, Version)
 	}
 }
