@@ -233,12 +233,17 @@ powercut: ## power cuts: POWERCUT_CYCLES (100) times the VM's power goes at a ra
 	$(GO) build -o $(BIN)/powercut ./test/powercut
 	set -a && $(DEPS_ENV) && set +a && $(BIN)/powercut -cycles $(POWERCUT_CYCLES)
 
-# make test runs in two tiers, each target by a make of its own, one after
-# the other (so make -j cannot start the slow tier, or reorder it, before the
-# fast one has passed): the fast tier installs only what lint and the unit
-# tests need (test/deps.sh fast, minutes on a cold machine) and reports their
-# failures first; then the rest, from deps (the test bed's builds, up to an
-# hour cold) on.
+# make test runs in two tiers, the fast tier by a make of its own first (so
+# make -j cannot start the slow tier, or reorder it, before the fast one has
+# passed): it installs only what lint and the unit tests need (test/deps.sh
+# fast, minutes on a cold machine) and reports their failures first. Then
+# deps (the test bed's builds, up to an hour cold), and the slow tier as two
+# tracks at once, each a make of its own: the bed's (demo, e2e, demo, the bed
+# down), which waits on pods most of its time, and the rest (faults, fuzz,
+# image-reproducible, bench-smoke, e2e-sriov), which uses the CPU the bed's
+# leaves and yields it (nice). Each track's output is printed whole, step by
+# step, when the step ends; each step says how long it took. Last, nothing
+# of the bed is left.
 .PHONY: fast
 fast: ## the fast tier of make test alone: install only what it needs (test/deps.sh fast), then generated, lint, the unit and privileged tests
 	$(DEPS) fast
@@ -246,16 +251,34 @@ fast: ## the fast tier of make test alone: install only what it needs (test/deps
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory privileged
 
+# step runs make with the arguments $(1) (after STEP_PREFIX, a command such
+# as nice) and says how long it took (the recipe line needs +: it runs make
+# through this variable).
+step = @s=$$SECONDS; $(STEP_PREFIX) $(MAKE) --no-print-directory $(1) || { echo "make test: $(1) failed after $$((SECONDS-s)) s" >&2; exit 1; }; \
+	echo "make test: $(1) took $$((SECONDS-s)) s"
+
 .PHONY: test
-test: ## what CI runs: the fast tier first (make fast: regenerated code unchanged, lint, unit + privileged tests), then deps, the fault suite, fuzzing, the image reproducible, e2e between two demos (newcomer), benchmarks once, real SR-IOV in a VM
-	$(MAKE) --no-print-directory fast
-	$(MAKE) --no-print-directory deps
-	$(MAKE) --no-print-directory faults
-	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
-	$(MAKE) --no-print-directory image-reproducible
-	$(MAKE) --no-print-directory newcomer
-	$(MAKE) --no-print-directory bench-smoke
-	$(MAKE) --no-print-directory e2e-sriov
+test: ## what CI runs: the fast tier first (make fast: regenerated code unchanged, lint, unit + privileged tests), then deps, then at once e2e between two demos (the bed's track) and the fault suite, fuzzing, the image reproducible, benchmarks once, real SR-IOV in a VM (the other track); then nothing of the bed left
+	+$(call step,fast)
+	+$(call step,deps)
+	+$(call step,-j2 --output-sync=recurse test-bed test-side FUZZTIME=$(FUZZTIME))
+	$(GO) run ./test/testbed/cmd/testbed leftovers
+
+# test-bed and test-side are make test's two tracks (see above).
+.PHONY: test-bed test-side
+test-bed:
+	+$(call step,demo)
+	+$(call step,e2e)
+	+$(call step,demo)
+	+$(call step,cluster-down)
+
+test-side: STEP_PREFIX = nice -n 10
+test-side:
+	+$(call step,faults)
+	+$(call step,fuzz FUZZTIME=$(FUZZTIME))
+	+$(call step,image-reproducible)
+	+$(call step,bench-smoke)
+	+$(call step,e2e-sriov)
 
 .PHONY: cluster-up
 cluster-up: ## start the test bed and print its KUBECONFIG (root)

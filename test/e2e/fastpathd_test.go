@@ -229,9 +229,19 @@ func (d *daemon) pid(t *testing.T) int {
 			continue
 		}
 		cgroups, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
-		if err == nil && bytes.Contains(cgroups, []byte("pod"+string(d.pod.UID))) {
-			return pid
+		if err != nil || !bytes.Contains(cgroups, []byte("pod"+string(d.pod.UID))) {
+			continue
 		}
+		// The kubelet's exec probes run fastpathd too, in the same
+		// cgroup, as "fastpathd probe ...": they are not the daemon.
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		if args := strings.Split(string(cmdline), "\x00"); len(args) > 1 && args[1] == "probe" {
+			continue
+		}
+		return pid
 	}
 	t.Fatalf("no fastpathd process in the cgroup of pod %s (%s)", d.pod.Name, d.pod.UID)
 	return 0
