@@ -261,7 +261,7 @@ step = @s=$$SECONDS; $(STEP_PREFIX) $(MAKE) --no-print-directory $(1) || { echo 
 test: ## what CI runs: the fast tier first (make fast: regenerated code unchanged, lint, unit + privileged tests), then deps, then at once e2e between two demos (the bed's track) and the fault suite, fuzzing, the image reproducible, benchmarks once, real SR-IOV in a VM (the other track); then nothing of the bed left
 	+$(call step,fast)
 	+$(call step,deps)
-	+$(call step,-j2 --output-sync=recurse test-bed test-side FUZZTIME=$(FUZZTIME))
+	+$(call step,-j2 --output-sync=line test-bed test-side FUZZTIME=$(FUZZTIME))
 	$(GO) run ./test/testbed/cmd/testbed leftovers
 
 # test-bed and test-side are make test's two tracks (see above).

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -114,6 +115,83 @@ func benchPrepare(b *testing.B, others int) {
 	for b.Loop() {
 		res, err := d.PrepareResourceClaims(ctx, prepared)
 		if err != nil || res[claim.UID].Err != nil || len(res[claim.UID].Devices) != 1 {
+			b.Fatalf("prepare: %v %+v", err, res)
+		}
+		un, err := d.UnprepareResourceClaims(ctx, refs)
+		if err != nil || un[claim.UID] != nil {
+			b.Fatalf("unprepare: %v %v", err, un)
+		}
+	}
+}
+
+// BenchmarkPrepareCount prepares and unprepares a claim of one request for
+// count VF netdevs, 1 and 8 in the same run, each with an interface name,
+// an MTU, two addresses and a VLAN: what a request of several devices
+// costs beside one of one (the 8-device claim's target: at most 8.5 times
+// the one's).
+func BenchmarkPrepareCount(b *testing.B) {
+	for _, n := range []int{1, 8} {
+		b.Run(fmt.Sprintf("count=%d", n), func(b *testing.B) { benchPrepareCount(b, n) })
+	}
+}
+
+func benchPrepareCount(b *testing.B, n int) {
+	inv, sysfs := generatedNode(b, 16)
+	dir := b.TempDir()
+	store, err := claims.Open(dir+"/state/checkpoint.json", claims.Legacy{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	d, err := dra.New(dra.Options{NodeName: "node-a", PluginDir: dir + "/plugin", StateDir: dir + "/state", CDIDir: dir + "/cdi", PF: dratest.NopPF{},
+		PCI: dataplane.PCIBinder{SysfsRoot: sysfs, DevRoot: sysfs}, Store: store})
+	if err != nil {
+		b.Fatal(err)
+	}
+	d.UseInventory(inv)
+	var results []resourceapi.DeviceRequestAllocationResult
+	var addrs []string
+	for _, dev := range inv.Devices {
+		if dev.VF != nil && dev.Netdev != nil && len(results) < n {
+			i := len(results)
+			results = append(results, resourceapi.DeviceRequestAllocationResult{Request: "nic", Driver: devices.DriverName, Pool: "node-a", Device: dev.Name})
+			addrs = append(addrs, fmt.Sprintf("10.10.%d.2/24", i), fmt.Sprintf("fd00:%d::2/64", i+1))
+		}
+	}
+	if len(results) != n {
+		b.Fatalf("the generated node has %d VF netdevs, want %d", len(results), n)
+	}
+	params, err := json.Marshal(v1alpha1.InterfaceConfig{
+		Interface: &v1alpha1.InterfaceSpec{Name: "net", MTU: 1500, Addresses: addrs},
+		VF:        &v1alpha1.VFConfig{VLAN: new(100), SpoofChk: new(true)},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	claim := &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "bench", UID: "uid-bench"},
+		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+			Name: "nic", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "netdev.fastpath.dev", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: int64(n)},
+		}}}},
+		Status: resourceapi.ResourceClaimStatus{
+			ReservedFor: []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: "p", UID: "pod-uid"}},
+			Allocation: &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{
+				Results: results,
+				Config: []resourceapi.DeviceAllocationConfiguration{{
+					Source: resourceapi.AllocationConfigSourceClaim,
+					DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
+						Driver: devices.DriverName, Parameters: runtime.RawExtension{Raw: params},
+					}},
+				}},
+			}},
+		},
+	}
+	ctx := klog.NewContext(b.Context(), logr.Discard())
+	prepared := []*resourceapi.ResourceClaim{claim}
+	refs := []kubeletplugin.NamespacedObject{{NamespacedName: types.NamespacedName{Namespace: "default", Name: "bench"}, UID: claim.UID}}
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := d.PrepareResourceClaims(ctx, prepared)
+		if err != nil || res[claim.UID].Err != nil || len(res[claim.UID].Devices) != n {
 			b.Fatalf("prepare: %v %+v", err, res)
 		}
 		un, err := d.UnprepareResourceClaims(ctx, refs)

@@ -17,7 +17,9 @@ import (
 	"github.com/fastpath-dra/fastpath/dra/status"
 )
 
-// CDI names: devices are fastpath.dev/net=<claim UID>-<request>.
+// CDI names: devices are fastpath.dev/net=<claim UID>-<slot>, the slot
+// being the request's name, or request.index for a device of a request of
+// several (claimspec.Slot).
 const (
 	cdiVendor  = "fastpath.dev"
 	cdiClass   = "net"
@@ -25,16 +27,16 @@ const (
 	cdiVersion = "0.6.0"
 )
 
-// cdiDeviceName is the CDI device name of a request of a claim. Subrequest
+// cdiDeviceName is the CDI device name of a slot of a claim. Subrequest
 // names (req/sub) become req_sub.
-func cdiDeviceName(claim types.UID, request string) string {
-	return string(claim) + "-" + status.RequestFileName(request)
+func cdiDeviceName(claim types.UID, slot string) string {
+	return string(claim) + "-" + status.RequestFileName(slot)
 }
 
-// envName turns a request name into an environment variable suffix:
-// upper case, '-', '.' and '/' as '_'.
-func envName(request string) string {
-	return strings.ToUpper(strings.NewReplacer("-", "_", "/", "_", ".", "_").Replace(request))
+// envName turns a slot into an environment variable suffix: upper case,
+// '-', '.' and '/' as '_'.
+func envName(slot string) string {
+	return strings.ToUpper(strings.NewReplacer("-", "_", "/", "_", ".", "_").Replace(slot))
 }
 
 // cdiSpecPath is the claim's CDI spec file in dir.
@@ -48,11 +50,11 @@ func cdiSpecPath(dir string, claim types.UID) string {
 func cdiSpec(c *claims.Claim) (*cdispec.Spec, error) {
 	spec := &cdispec.Spec{Version: cdiVersion, Kind: cdiKind}
 	for _, d := range c.Devices {
-		name := cdiDeviceName(c.UID, d.Request)
+		name := cdiDeviceName(c.UID, d.SlotName())
 		if err := cdiparser.ValidateDeviceName(name); err != nil {
 			return nil, fmt.Errorf("CDI device name %q: %w", name, err)
 		}
-		req := envName(d.Request)
+		req := envName(d.SlotName())
 		// Every device gets at least its name: CDI refuses a device without
 		// edits, and the container learns which device it got.
 		edits := cdispec.ContainerEdits{Env: []string{"FASTPATH_DEVICE_" + req + "=" + d.Device}}
@@ -68,16 +70,16 @@ func cdiSpec(c *claims.Claim) (*cdispec.Spec, error) {
 			edits.Env = append(edits.Env, npwg.ResourceEnv(d.ResourceName)+"="+strings.Join(resourcePCI(c, d.ResourceName), ","))
 		}
 		if m := d.Memif; m != nil {
-			edits.Mounts = append(edits.Mounts, &cdispec.Mount{HostPath: m.Dir, ContainerPath: status.MemifContainerDir(d.Request), Options: []string{"rw", "bind"}})
+			edits.Mounts = append(edits.Mounts, &cdispec.Mount{HostPath: m.Dir, ContainerPath: status.MemifContainerDir(d.SlotName()), Options: []string{"rw", "bind"}})
 			if m.Role == v1alpha1.MemifRoleSlave {
 				edits.Mounts = append(edits.Mounts, &cdispec.Mount{
-					HostPath: m.Socket, ContainerPath: status.MemifContainerSocket(d.Request), Options: []string{"rw", "bind"},
+					HostPath: m.Socket, ContainerPath: status.MemifContainerSocket(d.SlotName()), Options: []string{"rw", "bind"},
 				})
 			}
-			edits.Env = append(edits.Env, "MEMIF_SOCKET_"+req+"="+status.MemifContainerSocket(d.Request))
+			edits.Env = append(edits.Env, "MEMIF_SOCKET_"+req+"="+status.MemifContainerSocket(d.SlotName()))
 		}
 		if x := d.XDP; x != nil {
-			dir := status.XDPContainerDir(d.Request)
+			dir := status.XDPContainerDir(d.SlotName())
 			edits.Mounts = append(edits.Mounts, &cdispec.Mount{HostPath: x.PinDir, ContainerPath: dir, Options: []string{"rw", "bind"}})
 			if x.Program == v1alpha1.XDPProgramXSKRedirect {
 				edits.Env = append(edits.Env, "FASTPATH_XSKMAP_"+req+"="+filepath.Join(dir, bpf.PinXSKMap))
@@ -100,7 +102,7 @@ func cdiSpec(c *claims.Claim) (*cdispec.Spec, error) {
 			edits.Env = append(edits.Env, "FASTPATH_RDMA_DEVICE_"+req+"="+r.Device)
 		}
 		if d.DeviceInfoFile != "" {
-			target := status.DeviceInfoPath(d.Request)
+			target := status.DeviceInfoPath(d.SlotName())
 			edits.Mounts = append(edits.Mounts, &cdispec.Mount{HostPath: d.DeviceInfoFile, ContainerPath: target, Options: []string{"ro", "bind"}})
 			edits.Env = append(edits.Env, "FASTPATH_DEVICE_INFO_"+req+"="+target)
 		}

@@ -245,3 +245,61 @@ func TestSRIOVKubeletVFIO(t *testing.T) {
 	}
 	assertNothingLeft(t, d)
 }
+
+// TestSRIOVKubeletVFIOCount: a request of count 2 in mode vfio binds both
+// of its VFs to vfio-pci, and the CDI spec has a device for each, by its
+// slot (dpdk.0, dpdk.1), with its own group's node and PCI address;
+// Unprepare gives both back to igbvf.
+func TestSRIOVKubeletVFIOCount(t *testing.T) {
+	pf := sriovtest.RequirePF(t)
+	vfs := pf.VFsReady(t, 4)[2:4]
+	sriovtest.Modprobe(t, "vfio-pci")
+	claim := testClaim("pair", []alloc{{Request: "dpdk", Device: devices.PCIDeviceName(vfs[0].Address)}, {Request: "dpdk", Device: devices.PCIDeviceName(vfs[1].Address)}},
+		fromClaim(config(`"mode": "vfio"`)))
+	claim.Spec.Devices.Requests = claim.Spec.Devices.Requests[:1]
+	claim.Spec.Devices.Requests[0].Exactly.Count = 2
+	d, k, ctx := startSRIOVDriver(t, &fakeObject{claim})
+	if e := prepare(t, ctx, k, claim); e != "" {
+		t.Fatalf("prepare: %s", e)
+	}
+	t.Cleanup(func() {
+		for _, vf := range vfs {
+			if sriovtest.Driver(vf.Address) != "igbvf" {
+				sriovtest.Rebind(t, vf.Address, "igbvf")
+			}
+		}
+	})
+	spec, err := cdi.ReadSpec(cdiSpecPath(d.opts.CDIDir, claim.UID), 0)
+	if err != nil {
+		t.Fatalf("the CDI spec does not parse as CDI: %v", err)
+	}
+	for i, vf := range vfs {
+		if drv := sriovtest.Driver(vf.Address); drv != dataplane.VFIODriver {
+			t.Errorf("after Prepare VF %s is on %q, want %s", vf.Address, drv, dataplane.VFIODriver)
+		}
+		slot := fmt.Sprintf("dpdk.%d", i)
+		dev := spec.GetDevice(cdiDeviceName(claim.UID, slot))
+		if dev == nil {
+			t.Errorf("the CDI spec has no device %s", cdiDeviceName(claim.UID, slot))
+			continue
+		}
+		var paths []string
+		for _, n := range dev.ContainerEdits.DeviceNodes {
+			paths = append(paths, n.Path)
+		}
+		group := fmt.Sprintf("/dev/vfio/%d", vf.Group)
+		if slices.Sort(paths); !slices.Equal(paths, []string{group, "/dev/vfio/vfio"}) {
+			t.Errorf("CDI device %s: device nodes %v, want %s and /dev/vfio/vfio", slot, paths, group)
+		}
+		if env := strings.Join(dev.ContainerEdits.Env, " "); !strings.Contains(env, fmt.Sprintf("PCIDEVICE_FASTPATH_DEV_DPDK_%d=%s", i, vf.Address)) {
+			t.Errorf("CDI device %s: its environment %v does not name %s", slot, dev.ContainerEdits.Env, vf.Address)
+		}
+	}
+	unprepare(t, ctx, k, claim)
+	for _, vf := range vfs {
+		if drv := sriovtest.Driver(vf.Address); drv != "igbvf" {
+			t.Errorf("after Unprepare VF %s is on %q, want igbvf", vf.Address, drv)
+		}
+	}
+	assertNothingLeft(t, d)
+}

@@ -28,8 +28,10 @@ type planPaths struct {
 
 // plan computes, without side effects, what preparing claim means: per
 // device, the resolved config and what to do with it. It checks everything
-// the design asks of one claim: one pod, exactly one device per request,
-// strict and valid configs, interface names unique within the claim. (The
+// the design asks of one claim: one pod, as many devices per request as it
+// asked for, strict and valid configs that can be given to each device of
+// a request of several (claimspec.Expand), interface names unique within
+// the claim. (The
 // claim store checks names against the pod's other claims.)
 func plan(claim *resourceapi.ResourceClaim, inventory map[string]devices.Device, nodeName string, paths planPaths) (*claims.Claim, error) {
 	name := klog.KObj(claim).String()
@@ -47,6 +49,16 @@ func plan(claim *resourceapi.ResourceClaim, inventory map[string]devices.Device,
 	// are net1, net2, ... in the allocation's order, as Multus names a
 	// pod's networks.
 	extended, netN := claimspec.ExtendedResources(claim), 0
+	// A request of several devices gives each its own interface name,
+	// addresses and slot (claimspec.Expand, claimspec.Slot), by its index
+	// among the request's devices in the allocation's order.
+	total, index := map[string]int{}, map[string]int{}
+	for _, res := range claim.Status.Allocation.Devices.Results {
+		if res.Driver == devices.DriverName {
+			total[res.Request]++
+		}
+	}
+	slots := map[string]string{}
 	for _, res := range claim.Status.Allocation.Devices.Results {
 		if res.Driver != devices.DriverName {
 			continue
@@ -54,18 +66,40 @@ func plan(claim *resourceapi.ResourceClaim, inventory map[string]devices.Device,
 		if err := claimspec.CheckResult(claim, res, nodeName, fail); err != nil {
 			return nil, err
 		}
+		if res.AdminAccess != nil && *res.AdminAccess {
+			// The device may be another pod's: preparing it would take it.
+			return nil, fail(res.Request, res.Device, "allocated with adminAccess: fastpath.dev gives a device to one pod, and does not yet give a view of a device another pod may hold; claim it without adminAccess", nil)
+		}
 		dev, ok := inventory[res.Device]
 		if !ok {
 			return nil, fail(res.Request, res.Device, "the device is not (or no longer) on this node", nil)
 		}
+		count, _ := claimspec.CountOf(claim, res.Request)
+		if extended {
+			count = claimspec.Count{N: int64(total[res.Request])}
+		}
+		if !count.All && int64(total[res.Request]) != count.N {
+			return nil, fail(res.Request, "", fmt.Sprintf("allocated %d devices for a request of %s", total[res.Request], count), nil)
+		}
+		i := index[res.Request]
+		index[res.Request]++
+		slot := claimspec.Slot(res.Request, count, i)
+		if other, dup := slots[envName(slot)]; dup {
+			return nil, fail(res.Request, res.Device, fmt.Sprintf("its environment variables (suffix %s) would be those of %s: rename one of the requests", envName(slot), other), nil)
+		}
+		slots[envName(slot)] = fmt.Sprintf("request %q", res.Request)
 		cfg, errs := claimspec.ResolveConfig(claim, res.Request)
 		if len(errs) == 0 {
 			ifName := claimspec.RequestBase(res.Request)
 			if extended {
 				netN++
 				ifName = fmt.Sprintf("net%d", netN)
+			} else {
+				cfg, ifName, errs = claimspec.Expand(cfg, ifName, count, i, total[res.Request])
 			}
-			cfg, errs = claimspec.ConfigFor(cfg, ifName, dev)
+			if len(errs) == 0 {
+				cfg, errs = claimspec.ConfigFor(cfg, ifName, dev)
+			}
 		}
 		if len(errs) == 0 {
 			errs = append(paths.pools.checkPool(cfg), paths.pools.checkAddresses(cfg)...)
@@ -79,7 +113,7 @@ func plan(claim *resourceapi.ResourceClaim, inventory map[string]devices.Device,
 		if len(errs) > 0 {
 			return nil, fail(res.Request, dev.Name, "", errs)
 		}
-		d, err := planDevice(claim, res, dev, cfg, paths)
+		d, err := planDevice(claim, res, slot, dev, cfg, paths)
 		if err != nil {
 			return nil, err
 		}
@@ -94,13 +128,23 @@ func plan(claim *resourceapi.ResourceClaim, inventory map[string]devices.Device,
 
 // planDevice is the record of one device: what identifies it, how the host
 // has it, and what to do with it.
-func planDevice(claim *resourceapi.ResourceClaim, res resourceapi.DeviceRequestAllocationResult, dev devices.Device, cfg v1alpha1.InterfaceConfig, paths planPaths) (claims.Device, error) {
-	req := status.RequestFileName(res.Request)
+func planDevice(claim *resourceapi.ResourceClaim, res resourceapi.DeviceRequestAllocationResult, slot string, dev devices.Device, cfg v1alpha1.InterfaceConfig, paths planPaths) (claims.Device, error) {
+	d, err := planDeviceOf(claim, res, slot, dev, cfg, paths)
+	if slot != res.Request {
+		d.Slot = slot
+	}
+	return d, err
+}
+
+// planDeviceOf is planDevice but for the slot's record.
+func planDeviceOf(claim *resourceapi.ResourceClaim, res resourceapi.DeviceRequestAllocationResult, slot string, dev devices.Device, cfg v1alpha1.InterfaceConfig, paths planPaths) (claims.Device, error) {
+	req := status.RequestFileName(slot)
+	cdiDevice := cdiKind + "=" + cdiDeviceName(claim.UID, slot)
 	if cfg.Mode == v1alpha1.ModeDelegate {
-		return planDelegate(claim, res, dev, cfg, paths)
+		return planDelegate(claim, res, cdiDevice, dev, cfg, paths)
 	}
 	if v1alpha1.Shared(cfg.Mode) {
-		d := planShared(res, dev, cfg, cdiKind+"="+cdiDeviceName(claim.UID, res.Request))
+		d := planShared(res, dev, cfg, cdiDevice)
 		if cfg.IPAM != nil {
 			// The address is given at admission (IPPools.assign).
 			d.IPAM = &claims.IPAMLease{Pool: cfg.IPAM.Pool}
@@ -108,7 +152,7 @@ func planDevice(claim *resourceapi.ResourceClaim, res resourceapi.DeviceRequestA
 		return d, nil
 	}
 	d := claims.Device{Request: res.Request, Pool: res.Pool, Device: res.Device, Kind: string(dev.Kind), Mode: cfg.Mode,
-		CDIDevice: cdiKind + "=" + cdiDeviceName(claim.UID, res.Request)}
+		CDIDevice: cdiDevice}
 	if dev.PCI != nil {
 		d.PCIAddress, d.Driver = dev.PCI.Address, dev.PCI.Driver
 	}
@@ -175,9 +219,9 @@ func planRDMA(dev devices.Device, cfg v1alpha1.InterfaceConfig) *claims.RDMA {
 // NetworkAttachmentDefinition that asks for its resource name, which the
 // record keeps with what the plugin is given (its PCI address, else its
 // netdev) and where its device-info goes.
-func planDelegate(claim *resourceapi.ResourceClaim, res resourceapi.DeviceRequestAllocationResult, dev devices.Device, cfg v1alpha1.InterfaceConfig, paths planPaths) (claims.Device, error) {
+func planDelegate(claim *resourceapi.ResourceClaim, res resourceapi.DeviceRequestAllocationResult, cdiDevice string, dev devices.Device, cfg v1alpha1.InterfaceConfig, paths planPaths) (claims.Device, error) {
 	d := claims.Device{Request: res.Request, Pool: res.Pool, Device: res.Device, Kind: string(dev.Kind), Mode: cfg.Mode,
-		CDIDevice: cdiKind + "=" + cdiDeviceName(claim.UID, res.Request), ResourceName: cmp.Or(cfg.ResourceName, dev.ResourceName)}
+		CDIDevice: cdiDevice, ResourceName: cmp.Or(cfg.ResourceName, dev.ResourceName)}
 	fail := func(reason string) error {
 		return &claimspec.ClaimError{Claim: klog.KObj(claim).String(), Request: res.Request, Device: dev.Name, Reason: reason}
 	}

@@ -168,16 +168,28 @@ func TestPlanErrors(t *testing.T) {
 			c.Status.ReservedFor[1].UID = "other"
 			return c
 		}, []string{"claim default/c1", "exactly one pod"}},
-		{"count 2", func() *resourceapi.ResourceClaim {
+		{"count 2, one device allocated", func() *resourceapi.ResourceClaim {
 			c := testClaim("c1", []alloc{{Request: "nic", Device: vfNetdev}})
 			c.Spec.Devices.Requests[0].Exactly.Count = 2
 			return c
-		}, []string{`request "nic"`, "exactly one device"}},
-		{"all devices", func() *resourceapi.ResourceClaim {
+		}, []string{`request "nic"`, "allocated 1 devices for a request of count 2"}},
+		{"admin access", func() *resourceapi.ResourceClaim {
 			c := testClaim("c1", []alloc{{Request: "nic", Device: vfNetdev}})
-			c.Spec.Devices.Requests[0].Exactly.AllocationMode = resourceapi.DeviceAllocationModeAll
+			c.Status.Allocation.Devices.Results[0].AdminAccess = new(true)
 			return c
-		}, []string{"allocationMode All"}},
+		}, []string{`request "nic"`, "device " + vfNetdev, "adminAccess", "does not yet give a view"}},
+		{"request not in the spec", func() *resourceapi.ResourceClaim {
+			c := testClaim("c1", []alloc{{Request: "nic", Device: vfNetdev}})
+			c.Spec.Devices.Requests[0].Name = "other"
+			return c
+		}, []string{`request "nic"`, "not found in the claim's spec"}},
+		{"slots of the same environment names", func() *resourceapi.ResourceClaim {
+			c := testClaim("c1", []alloc{{Request: "nic", Device: vfNetdev}, {Request: "nic", Device: vfNetdev2}, {Request: "nic-0", Device: vfVFIO}},
+				fromClaim(config(`"mode": "vfio"`)))
+			c.Spec.Devices.Requests = slices.Delete(c.Spec.Devices.Requests, 1, 2)
+			c.Spec.Devices.Requests[0].Exactly.Count = 2
+			return c
+		}, []string{`request "nic-0"`, "environment variables (suffix NIC_0)", `request "nic"`}},
 		{"vfio on a PF with VFs", func() *resourceapi.ResourceClaim {
 			return testClaim("c1", []alloc{{Request: "pf", Device: pfDevice}}, fromClaim(config(`"mode": "vfio"`)))
 		}, []string{`request "pf"`, "mode", "PF with 4 VFs"}},
@@ -317,9 +329,10 @@ func TestPlanPinned(t *testing.T) {
 // The claim the scheduler makes for a pod's extended resources: a request
 // per container of as many devices as the container asks for, named after
 // the container, no config of the pod's. Each device gets the class's
-// config and the name net1, net2, ... in the allocation's order; the same
-// claim without the scheduler's annotation is refused (one device a
-// request).
+// config and the name net1, net2, ... in the allocation's order, and a
+// slot of its own (request.index); the same claim without the scheduler's
+// annotation is a request of count 2 of the pod's own: its devices are
+// named after the request, with their index.
 func TestPlanExtendedResources(t *testing.T) {
 	extended := func() *resourceapi.ResourceClaim {
 		c := testClaim("pod-extended-resources-x7k2p", []alloc{{Request: "container-0-request-0", Device: vfNetdev}},
@@ -344,7 +357,11 @@ func TestPlanExtendedResources(t *testing.T) {
 	if !slices.Equal(names, []string{"net1", "net2"}) {
 		t.Errorf("interfaces %v, want net1 and net2", names)
 	}
-	if _, err := planClaim(t, extended()); err == nil || !strings.Contains(err.Error(), "exactly one device") {
-		t.Errorf("two devices for one request of a claim of the pod's own: %v, want refused", err)
+	if s0, s1 := st.Devices[0].SlotName(), st.Devices[1].SlotName(); s0 != "container-0-request-0.0" || s1 != "container-0-request-0.1" {
+		t.Errorf("slots %s and %s", s0, s1)
+	}
+	// The request's name with an index is too long for an interface.
+	if _, err := planClaim(t, extended()); err == nil || !strings.Contains(err.Error(), `"container-0-request-00": must be at most 15 characters`) {
+		t.Errorf("two devices for one request of a claim of the pod's own: %v, want its names refused", err)
 	}
 }

@@ -39,6 +39,7 @@ var ratios = []ratio{
 	{"attach with XDP / attach", "AttachXDP", "Attach", "-", nil},
 	{"move floor / attach shared", "Floor/attach", "AttachShared", ">= 15", func(r float64) bool { return r >= 15 }},
 	{"CNI macvlan / attach shared", "CNI/macvlan", "AttachShared", ">= 15", func(r float64) bool { return r >= 15 }},
+	{"prepare of 8 devices / of 1", "PrepareCount/count=8", "PrepareCount/count=1", "<= 8.5", func(r float64) bool { return r <= 8.5 }},
 }
 
 func main() {

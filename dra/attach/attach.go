@@ -9,14 +9,15 @@ import (
 )
 
 // SubInterface is the sub-interface a device of a shared device gives its
-// pod, false for other devices. Its alias names the claim and request.
+// pod, false for other devices. Its alias names the claim and the
+// device's slot (its request, or request.index).
 func SubInterface(c claims.Claim, d claims.Device) (dataplane.SubInterface, bool) {
 	sh := d.Shared
 	if sh == nil || d.Pod == nil {
 		return dataplane.SubInterface{}, false
 	}
 	s := dataplane.SubInterface{Parent: sh.Parent, Kind: sh.Kind, Mode: sh.Mode, VLANID: sh.VLANID, VLANProto: sh.VLANProto, MaxTxRate: uint64(max(sh.MaxTxRate, 0)),
-		Name: d.Pod.Name, MTU: d.Pod.MTU, MAC: d.Pod.MAC, Addresses: d.Pod.Addresses, Alias: "fastpath/" + string(c.UID) + "/" + d.Request}
+		Name: d.Pod.Name, MTU: d.Pod.MTU, MAC: d.Pod.MAC, Addresses: d.Pod.Addresses, Alias: "fastpath/" + string(c.UID) + "/" + d.SlotName()}
 	for _, r := range d.Pod.Routes {
 		s.Routes = append(s.Routes, dataplane.Route{Destination: r.Destination, Gateway: r.Gateway})
 	}

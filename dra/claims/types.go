@@ -127,6 +127,14 @@ func (c *Claim) SetStep(name string, state StepState) {
 	c.Steps = append(c.Steps, Step{Name: name, State: state})
 }
 
+// SlotName is the device's slot: Slot, else its request's name.
+func (d Device) SlotName() string {
+	if d.Slot != "" {
+		return d.Slot
+	}
+	return d.Request
+}
+
 // DropStep forgets the record of the named step.
 func (c *Claim) DropStep(name string) {
 	c.Steps = slices.DeleteFunc(c.Steps, func(s Step) bool { return s.Name == name })
@@ -135,9 +143,14 @@ func (c *Claim) DropStep(name string) {
 // Device is one device of a fastpath.dev claim and what was done to it.
 type Device struct {
 	Request string `json:"request"`
-	Pool    string `json:"pool"`
-	Device  string `json:"device"`
-	Kind    string `json:"kind"`
+	// Slot names the device in the pod's files, environment and CDI
+	// device name (claimspec.Slot): request.index for a device of a
+	// request of several; "" (the request's name) for the only device of
+	// its request, and in the records of earlier builds.
+	Slot   string `json:"slot,omitempty"`
+	Pool   string `json:"pool"`
+	Device string `json:"device"`
+	Kind   string `json:"kind"`
 	// Mode is netdev, vfio, afxdp, delegate or a shared mode; "" for memif
 	// endpoints.
 	Mode         string `json:"mode,omitempty"`

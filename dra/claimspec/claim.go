@@ -70,12 +70,11 @@ func Consumer(claim *resourceapi.ResourceClaim, fail FailFunc) (claims.Pod, erro
 	return claims.Pod{UID: pods[0].UID, Name: pods[0].Name}, nil
 }
 
-// CheckResult checks an allocated device of this node's driver: one
-// device for its request (any number for a pod's extended resources),
-// from this node's pool.
+// CheckResult checks an allocated device of this node's driver: for a
+// request of the claim's spec, from this node's pool.
 func CheckResult(claim *resourceapi.ResourceClaim, res resourceapi.DeviceRequestAllocationResult, nodeName string, fail FailFunc) error {
-	if why := ExactlyOne(claim, res.Request); why != "" && !ExtendedResources(claim) {
-		return fail(res.Request, "", why, nil)
+	if _, ok := CountOf(claim, res.Request); !ok && !ExtendedResources(claim) {
+		return fail(res.Request, "", "request not found in the claim's spec", nil)
 	}
 	if res.Pool != nodeName {
 		return fail(res.Request, res.Device, fmt.Sprintf("allocated from pool %q, but this node's pool is %q", res.Pool, nodeName), nil)
@@ -96,43 +95,6 @@ func ExtendedResources(claim *resourceapi.ResourceClaim) bool {
 func RequestBase(request string) string {
 	base, _, _ := strings.Cut(request, "/")
 	return base
-}
-
-// ExactlyOne says what is wrong unless the request asks for exactly one
-// device: each device is configured on its own.
-func ExactlyOne(claim *resourceapi.ResourceClaim, request string) string {
-	base, sub, hasSub := strings.Cut(request, "/")
-	for _, r := range claim.Spec.Devices.Requests {
-		if r.Name != base {
-			continue
-		}
-		var exact *resourceapi.ExactDeviceRequest
-		if hasSub {
-			for i := range r.FirstAvailable {
-				if r.FirstAvailable[i].Name == sub {
-					s := r.FirstAvailable[i]
-					exact = &resourceapi.ExactDeviceRequest{AllocationMode: s.AllocationMode, Count: s.Count}
-				}
-			}
-		} else {
-			exact = r.Exactly
-		}
-		if exact == nil {
-			return "request not found in the claim's spec"
-		}
-		mode, count := exact.AllocationMode, exact.Count
-		if mode == "" {
-			mode = resourceapi.DeviceAllocationModeExactCount
-		}
-		if count == 0 {
-			count = 1
-		}
-		if mode != resourceapi.DeviceAllocationModeExactCount || count != 1 {
-			return fmt.Sprintf("allocationMode %s, count %d: each request must ask for exactly one device (allocationMode ExactCount, count 1); use one request per device", mode, count)
-		}
-		return ""
-	}
-	return "request not found in the claim's spec"
 }
 
 // CNIClassName is the DeviceClass of the CNI DRA driver: a request of it

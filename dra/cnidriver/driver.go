@@ -272,6 +272,9 @@ func (d *Driver) plan(ctx context.Context, claim *resourceapi.ResourceClaim) (*c
 		if err := claimspec.CheckResult(claim, res, d.opts.NodeName, fail); err != nil {
 			return nil, err
 		}
+		if why := claimspec.ExactlyOne(claim, res.Request); why != "" {
+			return nil, fail(res.Request, "", why, nil)
+		}
 		net, reason, errs := claimspec.CNINetwork(ctx, claim, res.Request, d.opts.Policy, cc)
 		if reason != "" || len(errs) > 0 {
 			return nil, fail(res.Request, res.Device, reason, errs)

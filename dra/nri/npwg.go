@@ -345,7 +345,7 @@ func (p *Plugin) delegatedDevice(pod Pod, rn string, used map[string]bool) (*cla
 				continue
 			}
 			held++
-			key := string(c.UID) + "/" + d.Request
+			key := string(c.UID) + "/" + d.SlotName()
 			if used[key] {
 				continue
 			}

@@ -71,7 +71,7 @@ func NetdevReady(dev claims.Device, iface Interface) resourceapi.AllocatedDevice
 	if x := dev.XDP; x != nil {
 		xdp := map[string]any{"attachMode": iface.XDPMode, "pinPath": x.PinDir, "program": x.Program, "queues": x.Queues}
 		if x.Program == v1alpha1.XDPProgramXSKRedirect {
-			xdp["mapPath"] = XDPContainerDir(dev.Request) + "/" + XSKMapPin
+			xdp["mapPath"] = XDPContainerDir(dev.SlotName()) + "/" + XSKMapPin
 		}
 		data["xdp"] = xdp
 	}
@@ -157,11 +157,11 @@ func PreparedReady(dev claims.Device) *resourceapi.AllocatedDeviceStatus {
 	case dev.Memif != nil:
 		m := dev.Memif
 		host := MemifHostSocket(m)
-		data["role"], data["mode"], data["socketPath"], data["hostSocketPath"] = m.Role, m.Mode, MemifContainerSocket(dev.Request), host
+		data["role"], data["mode"], data["socketPath"], data["hostSocketPath"] = m.Role, m.Mode, MemifContainerSocket(dev.SlotName()), host
 		if m.Role == v1alpha1.MemifRoleSlave {
-			msg = fmt.Sprintf("memif endpoint %s mounted at %s", m.Socket, MemifContainerSocket(dev.Request))
+			msg = fmt.Sprintf("memif endpoint %s mounted at %s", m.Socket, MemifContainerSocket(dev.SlotName()))
 		} else {
-			msg = fmt.Sprintf("the pod creates the memif socket at %s, on the node %s", MemifContainerSocket(dev.Request), host)
+			msg = fmt.Sprintf("the pod creates the memif socket at %s, on the node %s", MemifContainerSocket(dev.SlotName()), host)
 		}
 	case dev.Mode == v1alpha1.ModeDelegate:
 		data["resourceName"] = dev.ResourceName

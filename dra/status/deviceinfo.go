@@ -14,7 +14,7 @@ func DeviceInfoOf(d claims.Device) *nadv1.DeviceInfo {
 	switch {
 	case d.Memif != nil:
 		return &nadv1.DeviceInfo{Type: nadv1.DeviceInfoTypeMemif, Version: nadv1.DeviceInfoVersion, Memif: &nadv1.MemifDevice{
-			Role: d.Memif.Role, Path: MemifContainerSocket(d.Request), Mode: d.Memif.Mode}}
+			Role: d.Memif.Role, Path: MemifContainerSocket(d.SlotName()), Mode: d.Memif.Mode}}
 	case d.PCIAddress != "":
 		return &nadv1.DeviceInfo{Type: nadv1.DeviceInfoTypePCI, Version: nadv1.DeviceInfoVersion, Pci: &nadv1.PciDevice{
 			PciAddress: d.PCIAddress, PfPciAddress: d.PFPCIAddress}}

@@ -28,8 +28,9 @@ import (
 // fastpath.dev (decoded, defaulted, validated, over its DeviceClass's) and
 // of the CNI driver (decoded, validated, built by the node's policy with
 // placeholders for device attributes, slice fields and ConfigMap keys),
-// exactly one device per request, one CNI config per CNI request, and
-// interface names unique within a claim.
+// a config that can be given to each device of a request of several
+// (claimspec.Expand), exactly one device per CNI request and one CNI
+// config for it, and interface names unique within a claim.
 type Check struct {
 	Policy cnipolicy.Options
 	// Classes are the DeviceClasses known: their configs apply under the
@@ -194,8 +195,16 @@ func (s Check) Claim(namespace, name string, spec resourceapi.ResourceClaimSpec,
 		}
 		// The claim the scheduler makes for a pod's extended resources asks
 		// for as many devices as the pod: each is named net1, net2, ...
-		if why := claimspec.ExactlyOne(claim, cand.name); why != "" && !claimspec.ExtendedResources(claim) {
-			add(cand.name, field.ErrorList{field.Invalid(cand.path.Child("count"), "", why)}, "")
+		extended := claimspec.ExtendedResources(claim)
+		count, found := claimspec.CountOf(claim, cand.name)
+		switch {
+		case extended:
+			count = claimspec.Count{N: 1}
+		case !found:
+			add(cand.name, field.ErrorList{field.Invalid(cand.path, cand.name, "request not found in the claim's spec")}, "")
+			continue
+		case driver == claims.DriverCNI && count.Many():
+			add(cand.name, field.ErrorList{field.Invalid(cand.path.Child("count"), "", claimspec.ExactlyOne(claim, cand.name))}, "")
 			continue
 		}
 		last := s.lastConfig(claim, cand.name, driver, configPaths)
@@ -206,18 +215,41 @@ func (s Check) Claim(namespace, name string, spec resourceapi.ResourceClaimSpec,
 				add(cand.name, errs, "")
 				continue
 			}
+			// Each device of a request of several is checked as the last
+			// would be configured: the longest name; its interface names
+			// are all of them.
+			total := int(count.N)
+			if count.All {
+				total = claimspec.MaxDevices
+			}
+			if total > 1 {
+				if _, _, errs := claimspec.Expand(cfg, claimspec.RequestBase(cand.name), count, total-1, total); len(errs) > 0 {
+					add(cand.name, errs, last)
+					continue
+				}
+			}
 			if strings.HasPrefix(cand.class, "memif.") {
 				_, errs = claimspec.ConfigFor(cfg, claimspec.RequestBase(cand.name), devices.Device{Kind: devices.KindMemif})
 				add(cand.name, errs, last)
 				continue
 			}
-			cfg.Default(claimspec.RequestBase(cand.name))
-			if errs := cfg.Validate(); len(errs) > 0 {
-				add(cand.name, errs, last)
-				continue
+			names := make([]string, 0, total)
+			for i := range max(total, 1) {
+				c, ifName, _ := claimspec.Expand(cfg, claimspec.RequestBase(cand.name), count, i, max(total, 1))
+				c.Default(ifName)
+				if i == max(total, 1)-1 {
+					if errs := c.Validate(); len(errs) > 0 {
+						add(cand.name, errs, last)
+						names = nil
+						break
+					}
+				}
+				if c.Interface != nil && c.Mode != v1alpha1.ModeVFIO {
+					names = append(names, c.Interface.Name)
+				}
 			}
-			if cfg.Interface != nil && cfg.Mode != v1alpha1.ModeVFIO {
-				ifaces = append(ifaces, Interface{cfg.Interface.Name, cand.name})
+			for _, n := range names {
+				ifaces = append(ifaces, Interface{n, cand.name})
 			}
 		case claims.DriverCNI:
 			net, reason, errs := claimspec.CNINetwork(context.Background(), claim, cand.name, s.Policy, cc)
