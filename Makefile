@@ -2,6 +2,11 @@
 
 SHELL := /bin/bash
 GO ?= go
+# Every go command of the targets builds with -trimpath: a build then does
+# not depend on the tree's directory, and a fresh clone elsewhere finds its
+# packages in the build cache (tests find their files from their working
+# directory, never from their sources' paths).
+export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 BIN := bin
 DEPS := test/deps.sh

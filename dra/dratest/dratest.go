@@ -5,8 +5,8 @@ package dratest
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
-	goruntime "runtime"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -77,11 +77,29 @@ func InterfaceConfig(body string) string {
 	return fmt.Sprintf(`{"apiVersion": "fastpath.dev/v1alpha1", "kind": "InterfaceConfig"%s}`, body)
 }
 
+// moduleRoot is the module's directory: the first above the test's working
+// directory (its package's) with a go.mod. Not the source file's: a test
+// built with -trimpath does not know where its sources are.
+func moduleRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d
+		}
+		if filepath.Dir(d) == d {
+			t.Fatalf("no go.mod above %s", dir)
+		}
+	}
+}
+
 // Inventory is the E810 fixture's inventory.
 func Inventory(t testing.TB) devices.Inventory {
 	t.Helper()
-	_, file, _, _ := goruntime.Caller(0)
-	d, err := devices.New(devices.Options{SysfsRoot: filepath.Join(filepath.Dir(file), "../../devices/testdata/sysfs/e810")})
+	d, err := devices.New(devices.Options{SysfsRoot: filepath.Join(moduleRoot(t), "devices/testdata/sysfs/e810")})
 	if err != nil {
 		t.Fatal(err)
 	}

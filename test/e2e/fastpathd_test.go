@@ -265,6 +265,9 @@ func daemonValues(port int, stateDir string, args []string) (map[string]any, err
 		"deviceClasses": map[string]any{"create": false},
 		"cni":           cni,
 		"memif":         memif,
+		// Probed each second: a test waits for the pod to be Ready, up to
+		// a period of each probe after the daemon is.
+		"probes": map[string]any{"startup": map[string]any{"periodSeconds": 1}, "readiness": map[string]any{"periodSeconds": 1}},
 	}
 	extraArgs := []string{}
 	mounts := []map[string]any{{"name": "e2e", "mountPath": workDir, "mountPropagation": "HostToContainer"}}

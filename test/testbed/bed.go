@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -555,11 +556,38 @@ func deletePods(ctx context.Context, cfg Config) error {
 	if err := b.connect(); err != nil {
 		return err
 	}
+	// The workloads' pods first, while the DaemonSets' (fastpathd) run to
+	// release their claims; then the DaemonSets, whose controller would
+	// otherwise make their pods again, and what is left.
+	ownedByDaemonSet := func(p corev1.Pod) bool {
+		return slices.ContainsFunc(p.OwnerReferences, func(o metav1.OwnerReference) bool { return o.Kind == "DaemonSet" })
+	}
+	if err := b.deletePodsWhere(ctx, func(p corev1.Pod) bool { return !ownedByDaemonSet(p) }); err != nil {
+		return err
+	}
+	sets, err := b.client.AppsV1().DaemonSets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, ds := range sets.Items {
+		if err := b.client.AppsV1().DaemonSets(ds.Namespace).Delete(ctx, ds.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return b.deletePodsWhere(ctx, func(corev1.Pod) bool { return true })
+}
+
+// deletePodsWhere deletes the pods of every namespace that match, and
+// waits until none is left.
+func (b *Bed) deletePodsWhere(ctx context.Context, match func(corev1.Pod) bool) error {
 	pods, err := b.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
 	}
 	for _, pod := range pods.Items {
+		if !match(pod) {
+			continue
+		}
 		err := b.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(1))})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return err
@@ -567,7 +595,7 @@ func deletePods(ctx context.Context, cfg Config) error {
 	}
 	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		pods, err := b.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
-		return err == nil && len(pods.Items) == 0, nil
+		return err == nil && !slices.ContainsFunc(pods.Items, match), nil
 	})
 }
 
