@@ -92,6 +92,10 @@ type Options struct {
 	// every VF's MAC, VLAN and trust through it. Off, such claims are
 	// refused. A PF with VFs is never bound to vfio-pci.
 	AllowPFWithVFs bool
+	// PFCounters publishes each PF with VFs and its VFs as partitionable
+	// devices (--pf-counters, ResourcesWith): the scheduler never gives
+	// the PF and one of its VFs at once.
+	PFCounters bool
 	// MemifDir is where memif endpoint sockets must live (--memif-dir).
 	MemifDir string
 	// Channels sets combined channels for afxdp claims. Default: ethtool.

@@ -3,6 +3,7 @@
 package dra
 
 import (
+	"maps"
 	"strings"
 	"testing"
 
@@ -144,4 +145,41 @@ func selects(t *testing.T, class *resourceapi.DeviceClass, inv devices.Inventory
 		}
 	}
 	return true
+}
+
+// TestSRIOVPFCounters: the real igb PF with 4 VFs, as discovery finds it,
+// published with the counters (--pf-counters): a slice of its counter
+// set of 4 vfs, the PF consuming all four and each VF one.
+func TestSRIOVPFCounters(t *testing.T) {
+	pf := sriovtest.RequirePF(t)
+	vfs := pf.VFsReady(t, 4)
+	name := devices.PCIDeviceName(pf.Address)
+	set := PFCounterSet(name)
+	res := ResourcesWith(testNode, discoverSRIOV(t), nil, nil, true)
+	var sets []resourceapi.CounterSet
+	consumes := map[string]int64{}
+	for _, s := range res.Pools[testNode].Slices {
+		sets = append(sets, s.SharedCounters...)
+		for _, d := range s.Devices {
+			for _, c := range d.ConsumesCounters {
+				if c.CounterSet == set {
+					q := c.Counters[CounterVFs].Value
+					consumes[d.Name] = q.Value()
+				}
+			}
+		}
+	}
+	if len(sets) != 1 || sets[0].Name != set {
+		t.Fatalf("counter sets %+v, want one, %s", sets, set)
+	}
+	if q := sets[0].Counters[CounterVFs].Value; q.Value() != 4 {
+		t.Errorf("counter set %s holds %s vfs, want 4", set, q.String())
+	}
+	want := map[string]int64{name: 4}
+	for _, vf := range vfs {
+		want[devices.PCIDeviceName(vf.Address)] = 1
+	}
+	if !maps.Equal(consumes, want) {
+		t.Errorf("the devices consume %v of %s, want %v", consumes, set, want)
+	}
 }

@@ -21,6 +21,16 @@ import (
 // prepared, whether discovery sees it now or not: its place in the order,
 // and so the split, stay as they were.
 func Resources(nodeName string, inv devices.Inventory, held map[string]*claims.PublishedDevice, taints map[string][]resourceapi.DeviceTaint) resourceslice.DriverResources {
+	return ResourcesWith(nodeName, inv, held, taints, false)
+}
+
+// ResourcesWith is Resources, and with pfCounters, a PF with VFs and its
+// VFs as partitionable devices (DRAPartitionableDevices): the pool has a
+// counter set per such PF (PFCounterSet) of as many "vfs" as it has VFs,
+// in slices of their own after the devices'; the PF consumes all of them
+// and each VF one, so that the scheduler never gives a PF and one of its
+// VFs at once.
+func ResourcesWith(nodeName string, inv devices.Inventory, held map[string]*claims.PublishedDevice, taints map[string][]resourceapi.DeviceTaint, pfCounters bool) resourceslice.DriverResources {
 	all := make([]resourceapi.Device, 0, len(inv.Devices)+len(held))
 	for _, d := range inv.Devices {
 		if _, ok := held[d.Name]; ok {
@@ -38,16 +48,62 @@ func Resources(nodeName string, inv devices.Inventory, held map[string]*claims.P
 	if len(held) > 0 {
 		slices.SortFunc(all, func(a, b resourceapi.Device) int { return strings.Compare(a.Name, b.Name) })
 	}
+	var sets []resourceapi.CounterSet
+	if pfCounters {
+		sets = consumeVFCounters(all)
+	}
 	pool := resourceslice.Pool{}
 	for start := 0; start < len(all); start += kubelet.MaxDevicesPerSlice {
 		end := min(start+kubelet.MaxDevicesPerSlice, len(all))
 		pool.Slices = append(pool.Slices, resourceslice.Slice{Devices: all[start:end:end]})
+	}
+	for start := 0; start < len(sets); start += resourceapi.ResourceSliceMaxCounterSets {
+		end := min(start+resourceapi.ResourceSliceMaxCounterSets, len(sets))
+		pool.Slices = append(pool.Slices, resourceslice.Slice{SharedCounters: sets[start:end:end]})
 	}
 	if len(pool.Slices) == 0 {
 		// An empty pool still says "this node has none", rather than nothing.
 		pool.Slices = []resourceslice.Slice{{}}
 	}
 	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{nodeName: pool}}
+}
+
+// CounterVFs is the counter of a PF's counter set: its VFs.
+const CounterVFs = "vfs"
+
+// PFCounterSet is the counter set of the PF device pf.
+func PFCounterSet(pf string) string { return pf + "-vfs" }
+
+// consumeVFCounters has each PF with VFs among devs consume all of its
+// counter set's "vfs", and each VF of such a PF one, and returns the sets
+// in the PFs' order. A PF and its VFs are known by their attributes
+// (sriovNumVFs, pfPciAddress), as published: a held device's too.
+func consumeVFCounters(devs []resourceapi.Device) []resourceapi.CounterSet {
+	numVFs := map[string]int64{}
+	var sets []resourceapi.CounterSet
+	for _, d := range devs {
+		if n := d.Attributes["sriovNumVFs"].IntValue; n != nil && *n > 0 {
+			numVFs[d.Name] = *n
+			sets = append(sets, resourceapi.CounterSet{Name: PFCounterSet(d.Name), Counters: map[string]resourceapi.Counter{
+				CounterVFs: {Value: *resource.NewQuantity(*n, resource.DecimalSI)}}})
+		}
+	}
+	for i := range devs {
+		d := &devs[i]
+		pf, take := d.Name, numVFs[d.Name]
+		if a := d.Attributes["pfPciAddress"].StringValue; a != nil {
+			pf, take = devices.PCIDeviceName(*a), 1
+			if _, ok := numVFs[pf]; !ok {
+				continue
+			}
+		}
+		if take == 0 {
+			continue
+		}
+		d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: PFCounterSet(pf), Counters: map[string]resourceapi.Counter{
+			CounterVFs: {Value: *resource.NewQuantity(take, resource.DecimalSI)}}}}
+	}
+	return sets
 }
 
 // recordPublished is dev as the node publishes it, for a claim's record;

@@ -82,6 +82,9 @@ type runOptions struct {
 	gateways *poolGateways
 	// allowPFWithVFs lets claims take PFs that have VFs whole.
 	allowPFWithVFs bool
+	// pfCounters publishes PFs with VFs and their VFs as partitionable
+	// devices.
+	pfCounters bool
 	// deviceMetadata writes the device metadata of prepared claims.
 	deviceMetadata bool
 	// journal lets the store write checkpoint version 3 (claims.SetJournal);
@@ -115,6 +118,7 @@ func (o *runOptions) addFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.journal, "checkpoint-journal", true, "record a change of the node's claims as an entry of a journal beside the checkpoint (checkpoint version 3), whatever their number; false: rewrite the whole checkpoint at every change (version 2, which the previous release reads). Version 2 is written anyway while another fastpathd's pod runs or its DRA socket answers on the node (a rollback needs no change of this flag)")
 	fs.BoolVar(&o.deviceMetadata, "device-metadata", true, "write each prepared claim's device metadata (KEP-5304: the devices' attributes and, once in the pod, their network data) and mount it into the pod's containers at /var/run/kubernetes.io/dra-device-attributes/, through a CDI spec in --cdi-dir")
 	fs.BoolVar(&o.allowPFWithVFs, "allow-pf-with-vfs", false, "let claims take a PF that has SR-IOV VFs whole (modes netdev, afxdp, delegate): its pod can then set every VF's MAC, VLAN and trust; off, Prepare refuses them (mode vfio always)")
+	fs.BoolVar(&o.pfCounters, "pf-counters", false, "publish each PF that has SR-IOV VFs with a counter set of its VFs (DRAPartitionableDevices, Kubernetes 1.36 and later): the PF consumes all of them and each VF one, so that the scheduler never gives a PF and one of its VFs at once (with --allow-pf-with-vfs); off: a cluster without the feature gate")
 	fs.StringVar(&o.ipPoolsFile, "ip-pools", "", "file of the node's IP pools (kind IPPoolConfig), from which claims with ipam get addresses; empty: none")
 	fs.DurationVar(&o.resync, "rediscover-interval", 5*time.Minute, "rediscover devices this often even without an event")
 	fs.DurationVar(&o.health.Grace, "health-grace", time.Second, "how long a device must be unhealthy before it is tainted and reported (a shorter link flap goes unnoticed)")
@@ -513,7 +517,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 		StateDir: o.stateDir, CDIDir: o.cdiDir, MemifDir: o.MemifDir, BPFDir: o.bpfDir,
 		Store: store, Status: writer, Runtime: plugin, Metrics: m, PodUID: types.UID(o.podUID),
 		Health: o.health, HealthChecks: dra.LiveChecks{Attacher: attacher}, Events: events,
-		PCI: dataplane.PCIBinder{SysfsRoot: o.SysfsRoot, DevRoot: o.devRoot}, IPPools: o.ipPools, AllowPFWithVFs: o.allowPFWithVFs,
+		PCI: dataplane.PCIBinder{SysfsRoot: o.SysfsRoot, DevRoot: o.devRoot}, IPPools: o.ipPools, AllowPFWithVFs: o.allowPFWithVFs, PFCounters: o.pfCounters,
 		DeviceInfoDir: o.npwg.driverDeviceInfoDir(),
 		PodNetworks:   podNetworkGetter(nriOpts.PodNetworks),
 		Metadata:      meta,

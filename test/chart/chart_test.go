@@ -184,9 +184,25 @@ func TestDefaults(t *testing.T) {
 	c := ds.Spec.Template.Spec.Containers[0]
 	want := []string{"run", "--plugin-dir=/var/lib/kubelet/plugins/fastpath.dev", "--registry-dir=/var/lib/kubelet/plugins_registry",
 		"--nri-socket=/var/run/nri/nri.sock", "--state-dir=/var/lib/fastpath", "--cdi-dir=/var/run/cdi",
-		"--bpf-dir=/sys/fs/bpf/fastpath", "--metrics-addr=:9178", "--health-socket=/run/fastpath-probe/health.sock", "-v=0"}
+		"--bpf-dir=/sys/fs/bpf/fastpath", "--metrics-addr=:9178", "--health-socket=/run/fastpath-probe/health.sock", "-v=0", "--pf-counters"}
 	if !slices.Equal(c.Args, want) {
 		t.Errorf("args = %q\nwant   %q", c.Args, want)
+	}
+	// pfCounters auto: on from Kubernetes 1.36, where DRAPartitionableDevices
+	// is on by default; true or false whatever the version.
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"--kube-version", "1.35.4"}, false},
+		{[]string{"--kube-version", "1.36.0"}, true},
+		{[]string{"--kube-version", "1.35.4", "--set", "pfCounters=true"}, true},
+		{[]string{"--set", "pfCounters=false"}, false},
+	} {
+		args := daemonSet(t, render(t, tc.args...)).Spec.Template.Spec.Containers[0].Args
+		if got := slices.Contains(args, "--pf-counters"); got != tc.want {
+			t.Errorf("%v: --pf-counters %v, want %v", tc.args, got, tc.want)
+		}
 	}
 	if !ds.Spec.Template.Spec.HostNetwork || c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged {
 		t.Errorf("the daemon is not privileged in the host network namespace")

@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/yaml"
 
+	"github.com/fastpath-dra/fastpath/dra"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/test/sysfsfixture"
@@ -117,7 +118,9 @@ func dryRunCreate(t *testing.T, ctx context.Context, path string) {
 
 // TestDRAPlugin runs fastpathd on the node with a sysfs fixture of an E810
 // with 129 VFs: it registers with the real kubelet and publishes 130 devices
-// in three slices; a change of one device rewrites one slice; a claim with
+// in three slices, and the PF's counter set in a fourth (the chart's
+// pfCounters, on for this Kubernetes); a change of one device rewrites its
+// slice (and, for the PF's number of VFs, the counters'); a claim with
 // an invalid config fails with an error naming claim, request and field and
 // leaves nothing behind; a valid claim's pod starts with the CDI edits and
 // everything is removed when it goes.
@@ -141,21 +144,30 @@ func TestDRAPlugin(t *testing.T) {
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		var err error
 		slices, err = nodeSlices(ctx)
-		return err == nil && len(slices) == 3 && countDevices(slices) == 130, nil
+		return err == nil && len(slices) == 4 && countDevices(slices) == 130, nil
 	})
 	if err != nil {
-		t.Fatalf("want 130 devices in 3 slices, got %d in %d", countDevices(slices), len(slices))
+		t.Fatalf("want 130 devices in 3 slices and a slice of counters, got %d in %d", countDevices(slices), len(slices))
 	}
 	var sizes []int
-	for _, s := range slices {
+	countersSlice := ""
+	for name, s := range slices {
 		sizes = append(sizes, len(s.Spec.Devices))
-		if s.Spec.Pool.Name != bed.NodeName() || s.Spec.Pool.ResourceSliceCount != 3 {
+		if s.Spec.Pool.Name != bed.NodeName() || s.Spec.Pool.ResourceSliceCount != 4 {
 			t.Errorf("slice %s: pool %+v", s.Name, s.Spec.Pool)
+		}
+		if len(s.Spec.SharedCounters) > 0 {
+			countersSlice = name
+			if cs := s.Spec.SharedCounters; len(cs) != 1 || cs[0].Name != dra.PFCounterSet("pci-0000-3b-00-0") {
+				t.Errorf("counter sets %+v, want the PF's", cs)
+			} else if q := cs[0].Counters[dra.CounterVFs].Value; q.Value() != 129 {
+				t.Errorf("the PF's counter set holds %s vfs, want 129", q.String())
+			}
 		}
 	}
 	sort.Ints(sizes)
-	if fmt.Sprint(sizes) != "[2 64 64]" {
-		t.Errorf("slice sizes = %v, want [2 64 64]", sizes)
+	if fmt.Sprint(sizes) != "[0 2 64 64]" {
+		t.Errorf("slice sizes = %v, want [0 2 64 64]", sizes)
 	}
 
 	t.Run("one device changes, one slice is rewritten", func(t *testing.T) {
@@ -185,9 +197,9 @@ func TestDRAPlugin(t *testing.T) {
 			switch {
 			case !ok:
 				t.Errorf("slice %s was replaced", name)
-			case name == pfSlice && a.ResourceVersion == s.ResourceVersion:
+			case (name == pfSlice || name == countersSlice) && a.ResourceVersion == s.ResourceVersion:
 				t.Errorf("slice %s holds the change but kept its resourceVersion", name)
-			case name != pfSlice && a.ResourceVersion != s.ResourceVersion:
+			case name != pfSlice && name != countersSlice && a.ResourceVersion != s.ResourceVersion:
 				t.Errorf("slice %s was rewritten (resourceVersion %s -> %s) though none of its devices changed", name, s.ResourceVersion, a.ResourceVersion)
 			}
 		}

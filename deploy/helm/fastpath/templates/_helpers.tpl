@@ -105,6 +105,9 @@ The CEL condition of a DeviceClass selector that leaves out PFs with VFs
 {{- if $v.nodeConfig.enabled }}{{ $args = append $args "--node-config" }}{{ end }}
 {{- if not $v.deviceMetadata }}{{ $args = append $args "--device-metadata=false" }}{{ end }}
 {{- if $v.allowPFWithVFs }}{{ $args = append $args "--allow-pf-with-vfs" }}{{ end }}
+{{- if eq (toString $v.pfCounters) "auto" }}
+{{- if semverCompare ">=1.36-0" .Capabilities.KubeVersion.Version }}{{ $args = append $args "--pf-counters" }}{{ end }}
+{{- else if $v.pfCounters }}{{ $args = append $args "--pf-counters" }}{{ end }}
 {{- if not $v.checkpointJournal }}{{ $args = append $args "--checkpoint-journal=false" }}{{ end }}
 {{- if $v.ipPools }}{{ $args = append $args "--ip-pools=/etc/fastpath/ip-pools/pools.yaml" }}{{ end }}
 {{- with $v.rediscoverInterval }}{{ $args = append $args (printf "--rediscover-interval=%s" .) }}{{ end }}
