@@ -238,17 +238,16 @@ powercut: ## power cuts: POWERCUT_CYCLES (100) times the VM's power goes at a ra
 	$(GO) build -o $(BIN)/powercut ./test/powercut
 	set -a && $(DEPS_ENV) && set +a && $(BIN)/powercut -cycles $(POWERCUT_CYCLES)
 
-# make test runs in two tiers, the fast tier by a make of its own first (so
-# make -j cannot start the slow tier, or reorder it, before the fast one has
-# passed): it installs only what lint and the unit tests need (test/deps.sh
-# fast, minutes on a cold machine) and reports their failures first. Then
-# deps (the test bed's builds, up to an hour cold), and the slow tier as two
-# tracks at once, each a make of its own: the bed's (demo, e2e, demo, the bed
-# down), which waits on pods most of its time, and the rest (faults, fuzz,
-# image-reproducible, bench-smoke, e2e-sriov), which uses the CPU the bed's
-# leaves and yields it (nice). Each track's output is printed whole, step by
-# step, when the step ends; each step says how long it took. Last, nothing
-# of the bed is left.
+# make test runs deps (the test bed's builds, up to an hour cold) and
+# generated (before anything builds: go generate rewrites sources), then
+# two tracks at once, each a make of its own: the bed's (demo, e2e, demo,
+# the bed down), which waits on pods most of its time, and the rest, which
+# uses the CPU the bed's leaves and yields it (nice): the rest of the fast
+# tier first (lint, the unit and privileged tests: its failures are the
+# first reported), then faults, fuzz, image-reproducible, bench-smoke,
+# e2e-sriov. A failed step stops its track; make test fails once both have
+# ended. Each step's output is printed whole when it ends, with how long it
+# took. Last, nothing of the bed is left.
 .PHONY: fast
 fast: ## the fast tier of make test alone: install only what it needs (test/deps.sh fast), then generated, lint, the unit and privileged tests
 	$(DEPS) fast
@@ -263,9 +262,9 @@ step = @s=$$SECONDS; $(STEP_PREFIX) $(MAKE) --no-print-directory $(1) || { echo 
 	echo "make test: $(1) took $$((SECONDS-s)) s"
 
 .PHONY: test
-test: ## what CI runs: the fast tier first (make fast: regenerated code unchanged, lint, unit + privileged tests), then deps, then at once e2e between two demos (the bed's track) and the fault suite, fuzzing, the image reproducible, benchmarks once, real SR-IOV in a VM (the other track); then nothing of the bed left
-	+$(call step,fast)
+test: ## what CI runs: deps, generated, then at once e2e between two demos (the bed's track) and the rest of the fast tier (lint, unit + privileged tests), the fault suite, fuzzing, the image reproducible, benchmarks once, real SR-IOV in a VM (the other track); then nothing of the bed left
 	+$(call step,deps)
+	+$(call step,generated)
 	+$(call step,-j2 --output-sync=line test-bed test-side FUZZTIME=$(FUZZTIME))
 	$(GO) run ./test/testbed/cmd/testbed leftovers
 
@@ -279,6 +278,8 @@ test-bed:
 
 test-side: STEP_PREFIX = nice -n 10
 test-side:
+	+$(call step,lint)
+	+$(call step,privileged)
 	+$(call step,faults)
 	+$(call step,fuzz FUZZTIME=$(FUZZTIME))
 	+$(call step,image-reproducible)

@@ -138,6 +138,7 @@ func (s Check) DriverOf(class string) string {
 type candidate struct {
 	name, class string
 	path        *field.Path // of the request in the spec
+	admin       bool        // adminAccess
 }
 
 // Claim checks a claim's spec at path in an object (spec of a
@@ -158,10 +159,10 @@ func (s Check) Claim(namespace, name string, spec resourceapi.ResourceClaimSpec,
 	for i, r := range spec.Devices.Requests {
 		rp := devs.Child("requests").Index(i)
 		if r.Exactly != nil {
-			cands = append(cands, candidate{r.Name, r.Exactly.DeviceClassName, rp.Child("exactly")})
+			cands = append(cands, candidate{r.Name, r.Exactly.DeviceClassName, rp.Child("exactly"), r.Exactly.AdminAccess != nil && *r.Exactly.AdminAccess})
 		}
 		for j, sub := range r.FirstAvailable {
-			cands = append(cands, candidate{r.Name + "/" + sub.Name, sub.DeviceClassName, rp.Child("firstAvailable").Index(j)})
+			cands = append(cands, candidate{r.Name + "/" + sub.Name, sub.DeviceClassName, rp.Child("firstAvailable").Index(j), false})
 		}
 	}
 	for _, cand := range cands {
@@ -205,6 +206,10 @@ func (s Check) Claim(namespace, name string, spec resourceapi.ResourceClaimSpec,
 			continue
 		case driver == claims.DriverCNI && count.Many():
 			add(cand.name, field.ErrorList{field.Invalid(cand.path.Child("count"), "", claimspec.ExactlyOne(claim, cand.name))}, "")
+			continue
+		case cand.admin:
+			add(cand.name, field.ErrorList{field.Forbidden(cand.path.Child("adminAccess"), fmt.Sprintf(
+				"driver %s gives a device to one pod, and does not yet give a view of a device another pod may hold: Prepare refuses it", driver))}, "")
 			continue
 		}
 		last := s.lastConfig(claim, cand.name, driver, configPaths)
