@@ -242,7 +242,7 @@ func (p *Publisher) sync(ctx context.Context, want *resourceslice.DriverResource
 	digests := make(map[string][]uint64, len(want.Pools))
 	for name, pool := range want.Pools {
 		for _, s := range pool.Slices {
-			d, err := devicesHash(s.Devices)
+			d, err := sliceHash(s)
 			if err != nil {
 				return "", fmt.Errorf("pool %s: %w", name, err)
 			}
@@ -317,7 +317,7 @@ func (p *Publisher) list(ctx context.Context, want *resourceslice.DriverResource
 				if w, ok := p.written[s.Name]; ok && w.resourceVersion == s.ResourceVersion {
 					e.equal = w.devices == digests[e.pool][e.index]
 				} else {
-					e.equal = sameDevices(s, pool.Slices[e.index].Devices)
+					e.equal = sameSlice(s, pool.Slices[e.index])
 				}
 			}
 			if e.equal {
@@ -408,10 +408,11 @@ func (p *Publisher) syncPool(ctx context.Context, name string, pool resourceslic
 			ObjectMeta: metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "v1", Kind: "Node", Name: p.node, UID: p.nodeUID, Controller: new(true)}}},
 			Spec: resourceapi.ResourceSliceSpec{
-				Driver:   p.driver,
-				Pool:     resourceapi.ResourcePool{Name: name, Generation: generation, ResourceSliceCount: count},
-				NodeName: new(p.node),
-				Devices:  s.Devices,
+				Driver:         p.driver,
+				Pool:           resourceapi.ResourcePool{Name: name, Generation: generation, ResourceSliceCount: count},
+				NodeName:       new(p.node),
+				Devices:        s.Devices,
+				SharedCounters: s.SharedCounters,
 			},
 		}
 		var (
@@ -433,10 +434,10 @@ func (p *Publisher) syncPool(ctx context.Context, name string, pool resourceslic
 		fault.Point("slice.written")
 		p.written[stored.Name] = writtenSlice{resourceVersion: stored.ResourceVersion, uid: stored.UID, pool: name,
 			generation: generation, count: count, devices: digests[i]}
-		if !sameDevices(stored, s.Devices) {
+		if !sameSlice(stored, s) {
 			// The API server dropped what it does not know (a feature gate
 			// off): publishing again would not help. Said once per write.
-			return fmt.Errorf("the API server dropped fields of ResourceSlice %s (a DRA feature, such as DRAConsumableCapacity or DRADeviceTaints, off in the cluster?): devices published without them",
+			return fmt.Errorf("the API server dropped fields of ResourceSlice %s (a DRA feature, such as DRAConsumableCapacity, DRADeviceTaints or DRAPartitionableDevices, off in the cluster?): devices published without them",
 				stored.Name)
 		}
 	}
@@ -459,10 +460,10 @@ func (p *Publisher) delete(ctx context.Context, gone []existingSlice) error {
 	return nil
 }
 
-// devicesHash hashes devices in their protobuf encoding, which is
-// deterministic (maps in key order).
-func devicesHash(devs []resourceapi.Device) (uint64, error) {
-	spec := resourceapi.ResourceSliceSpec{Devices: devs}
+// sliceHash hashes a slice's devices and counter sets in their protobuf
+// encoding, which is deterministic (maps in key order).
+func sliceHash(s resourceslice.Slice) (uint64, error) {
+	spec := resourceapi.ResourceSliceSpec{Devices: s.Devices, SharedCounters: s.SharedCounters}
 	data, err := spec.Marshal()
 	if err != nil {
 		return 0, fmt.Errorf("encode devices: %w", err)
@@ -472,11 +473,13 @@ func devicesHash(devs []resourceapi.Device) (uint64, error) {
 	return h.Sum64(), nil
 }
 
-// sameDevices says whether a stored slice holds devs and nothing else of
-// a slice's optional content. The API server stamps each taint with the
-// time it was added; a taint wanted without one matches it at any time.
-func sameDevices(s *resourceapi.ResourceSlice, devs []resourceapi.Device) bool {
-	if s.Spec.NodeSelector != nil || s.Spec.AllNodes != nil || len(s.Spec.SharedCounters) > 0 ||
+// sameSlice says whether a stored slice holds the wanted one's devices and
+// counter sets and nothing else of a slice's optional content. The API
+// server stamps each taint with the time it was added; a taint wanted
+// without one matches it at any time.
+func sameSlice(s *resourceapi.ResourceSlice, wanted resourceslice.Slice) bool {
+	devs := wanted.Devices
+	if s.Spec.NodeSelector != nil || s.Spec.AllNodes != nil || !apiequality.Semantic.DeepEqual(s.Spec.SharedCounters, wanted.SharedCounters) ||
 		s.Spec.PerDeviceNodeSelection != nil || len(s.Spec.Devices) != len(devs) {
 		return false
 	}
@@ -539,10 +542,11 @@ func ResourceSlices(driver, nodeName string, res resourceslice.DriverResources) 
 			rs.APIVersion, rs.Kind = "resource.k8s.io/v1", "ResourceSlice"
 			rs.GenerateName = generateName(driver, nodeName, i, len(pool.Slices))
 			rs.Spec = resourceapi.ResourceSliceSpec{
-				Driver:   driver,
-				Pool:     resourceapi.ResourcePool{Name: poolName, Generation: pool.Generation, ResourceSliceCount: int64(len(pool.Slices))},
-				NodeName: new(nodeName),
-				Devices:  s.Devices,
+				Driver:         driver,
+				Pool:           resourceapi.ResourcePool{Name: poolName, Generation: pool.Generation, ResourceSliceCount: int64(len(pool.Slices))},
+				NodeName:       new(nodeName),
+				Devices:        s.Devices,
+				SharedCounters: s.SharedCounters,
 			}
 			out = append(out, rs)
 		}

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -310,5 +311,40 @@ func TestPublisherRetriesWatch(t *testing.T) {
 		return len(srv.slices(t)) == 1, nil
 	}); err != nil {
 		t.Fatal("a slice deleted after the refused watch was not put back")
+	}
+}
+
+// A pool with a slice of counter sets: the publisher writes the sets, finds
+// them again as it wants them (nothing written: a restarted daemon), and
+// rewrites the sets' slice alone when a set's counters change.
+func TestPublisherCounters(t *testing.T) {
+	srv := newSliceServer(t)
+	p := NewPublisher(srv, "fastpath.dev", "node-a", nil)
+	withCounters := func(vfs int64) resourceslice.DriverResources {
+		res := pool(10, "a", "")
+		pl := res.Pools["node-a"]
+		pl.Slices = append(pl.Slices, resourceslice.Slice{SharedCounters: []resourceapi.CounterSet{{Name: "pf-vfs",
+			Counters: map[string]resourceapi.Counter{"vfs": {Value: *resource.NewQuantity(vfs, resource.DecimalSI)}}}}})
+		res.Pools["node-a"] = pl
+		return res
+	}
+	syncOnce(t, p, withCounters(4), true)
+	got := srv.slices(t)
+	checkPool(t, got, 2, 1)
+	if cs := got[1].Spec.SharedCounters; len(cs) != 1 || cs[0].Name != "pf-vfs" || len(got[1].Spec.Devices) != 0 {
+		t.Fatalf("the second slice holds %d devices and counter sets %+v, want the set pf-vfs alone", len(got[1].Spec.Devices), cs)
+	}
+	srv.writes.Swap(0)
+	syncOnce(t, NewPublisher(srv, "fastpath.dev", "node-a", nil), withCounters(4), true)
+	if n := srv.writes.Swap(0); n != 0 {
+		t.Errorf("the same counters again, by a new daemon: %d writes, want none", n)
+	}
+	syncOnce(t, p, withCounters(8), true)
+	got = srv.slices(t)
+	if n := srv.writes.Swap(0); n != 1 {
+		t.Errorf("a set's counters changed: %d writes, want 1", n)
+	}
+	if q := got[1].Spec.SharedCounters[0].Counters["vfs"].Value; q.Value() != 8 {
+		t.Errorf("the set holds %s vfs, want 8", q.String())
 	}
 }

@@ -119,8 +119,8 @@ func dryRunCreate(t *testing.T, ctx context.Context, path string) {
 // TestDRAPlugin runs fastpathd on the node with a sysfs fixture of an E810
 // with 129 VFs: it registers with the real kubelet and publishes 130 devices
 // in three slices, and the PF's counter set in a fourth (the chart's
-// pfCounters, on for this Kubernetes); a change of one device rewrites its
-// slice (and, for the PF's number of VFs, the counters'); a claim with
+// pfCounters, on for this Kubernetes); a change of the PF's number of VFs
+// rewrites the pool under a new generation; a claim with
 // an invalid config fails with an error naming claim, request and field and
 // leaves nothing behind; a valid claim's pod starts with the CDI edits and
 // everything is removed when it goes.
@@ -170,7 +170,7 @@ func TestDRAPlugin(t *testing.T) {
 		t.Errorf("slice sizes = %v, want [0 2 64 64]", sizes)
 	}
 
-	t.Run("one device changes, one slice is rewritten", func(t *testing.T) {
+	t.Run("the PF's VFs change: the pool under a new generation", func(t *testing.T) {
 		pfSlice := sliceWith(slices, "pci-0000-3b-00-0")
 		if pfSlice == "" {
 			t.Fatal("no slice holds the PF")
@@ -187,20 +187,38 @@ func TestDRAPlugin(t *testing.T) {
 				return false, nil
 			}
 			s, ok := after[pfSlice]
-			return ok && intAttr(s, "pci-0000-3b-00-0", "sriovNumVFs") == 100, nil
+			c, cok := after[countersSlice]
+			if !ok || !cok || len(c.Spec.SharedCounters) != 1 {
+				return false, nil
+			}
+			q := c.Spec.SharedCounters[0].Counters[dra.CounterVFs].Value
+			return intAttr(s, "pci-0000-3b-00-0", "sriovNumVFs") == 100 && q.Value() == 100, nil
 		})
 		if err != nil {
-			t.Fatalf("the PF's sriovNumVFs never became 100 in slice %s", pfSlice)
+			t.Fatalf("the PF's sriovNumVFs never became 100 in slice %s, and its counter set in slice %s", pfSlice, countersSlice)
 		}
+		// Two slices change (the PF's and its counter set's): the pool is
+		// written under a new generation, every slice in place, so that
+		// the scheduler never sees the PF's consumption and its set apart.
+		// (One device's change rewrites one slice: TestPublisherWritesOnlyChanges.)
 		for name, s := range slices {
 			a, ok := after[name]
 			switch {
 			case !ok:
 				t.Errorf("slice %s was replaced", name)
-			case (name == pfSlice || name == countersSlice) && a.ResourceVersion == s.ResourceVersion:
-				t.Errorf("slice %s holds the change but kept its resourceVersion", name)
-			case name != pfSlice && name != countersSlice && a.ResourceVersion != s.ResourceVersion:
-				t.Errorf("slice %s was rewritten (resourceVersion %s -> %s) though none of its devices changed", name, s.ResourceVersion, a.ResourceVersion)
+			case a.Spec.Pool.Generation != s.Spec.Pool.Generation+1:
+				t.Errorf("slice %s: pool generation %d, want %d", name, a.Spec.Pool.Generation, s.Spec.Pool.Generation+1)
+			}
+		}
+		for _, d := range after[pfSlice].Spec.Devices {
+			if d.Name != "pci-0000-3b-00-0" {
+				continue
+			}
+			if len(d.ConsumesCounters) != 1 {
+				t.Fatalf("the PF consumes %+v", d.ConsumesCounters)
+			}
+			if q := d.ConsumesCounters[0].Counters[dra.CounterVFs].Value; q.Value() != 100 {
+				t.Errorf("the PF consumes %s vfs, want its 100", q.String())
 			}
 		}
 	})
