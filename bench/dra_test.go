@@ -70,6 +70,23 @@ func BenchmarkPrepare(b *testing.B) { benchPrepare(b, 0) }
 // prepared in the store.
 func benchPrepare(b *testing.B, others int) {
 	inv, sysfs := generatedNode(b, 8)
+	params, err := json.Marshal(v1alpha1.InterfaceConfig{
+		Interface: &v1alpha1.InterfaceSpec{Name: "net1", MTU: 1500, MAC: "02:00:00:00:00:01", Addresses: []string{"10.10.1.2/24", "fd00::2/64"},
+			Routes: []v1alpha1.Route{{Destination: "10.20.0.0/16", Gateway: "10.10.1.1"}}},
+		VF: &v1alpha1.VFConfig{VLAN: new(100), SpoofChk: new(true)},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	results := []resourceapi.DeviceRequestAllocationResult{{Request: "nic", Driver: devices.DriverName, Pool: "node-a", Device: devices.PCIDeviceName(sysfsfixture.Address(0, 0x3b, 1, 0))}}
+	loopPrepare(b, benchDriver(b, inv, sysfs, others), prepareClaim(results, params))
+}
+
+// benchDriver is the driver of the benchmarks' Prepares, on the generated
+// node (sysfs its tree, with a PF that does nothing) and a store of its
+// own, with others claims of other pods prepared in it.
+func benchDriver(b *testing.B, inv devices.Inventory, sysfs string, others int) *dra.Driver {
+	b.Helper()
 	dir := b.TempDir()
 	store, err := claims.Open(dir+"/state/checkpoint.json", claims.Legacy{})
 	if err != nil {
@@ -81,24 +98,23 @@ func benchPrepare(b *testing.B, others int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	params, err := json.Marshal(v1alpha1.InterfaceConfig{
-		Interface: &v1alpha1.InterfaceSpec{Name: "net1", MTU: 1500, MAC: "02:00:00:00:00:01", Addresses: []string{"10.10.1.2/24", "fd00::2/64"},
-			Routes: []v1alpha1.Route{{Destination: "10.20.0.0/16", Gateway: "10.10.1.1"}}},
-		VF: &v1alpha1.VFConfig{VLAN: new(100), SpoofChk: new(true)},
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
 	d.UseInventory(inv)
-	claim := &resourceapi.ResourceClaim{
+	return d
+}
+
+// prepareClaim is claim default/bench of one request, nic, of class netdev,
+// for as many devices as results allocate it, with the claim's config
+// params for all of them.
+func prepareClaim(results []resourceapi.DeviceRequestAllocationResult, params []byte) *resourceapi.ResourceClaim {
+	return &resourceapi.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "bench", UID: "uid-bench"},
 		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
-			Name: "nic", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "netdev.fastpath.dev", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1},
+			Name: "nic", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "netdev.fastpath.dev", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: int64(len(results))},
 		}}}},
 		Status: resourceapi.ResourceClaimStatus{
 			ReservedFor: []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: "p", UID: "pod-uid"}},
 			Allocation: &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{
-				Results: []resourceapi.DeviceRequestAllocationResult{{Request: "nic", Driver: devices.DriverName, Pool: "node-a", Device: devices.PCIDeviceName(sysfsfixture.Address(0, 0x3b, 1, 0))}},
+				Results: results,
 				Config: []resourceapi.DeviceAllocationConfiguration{{
 					Source: resourceapi.AllocationConfigSourceClaim,
 					DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
@@ -108,13 +124,19 @@ func benchPrepare(b *testing.B, others int) {
 			}},
 		},
 	}
+}
+
+// loopPrepare is the benchmark's loop: Prepare of the claim (each of its
+// devices prepared), then its Unprepare.
+func loopPrepare(b *testing.B, d *dra.Driver, claim *resourceapi.ResourceClaim) {
 	ctx := klog.NewContext(b.Context(), logr.Discard())
 	prepared := []*resourceapi.ResourceClaim{claim}
-	refs := []kubeletplugin.NamespacedObject{{NamespacedName: types.NamespacedName{Namespace: "default", Name: "bench"}, UID: claim.UID}}
+	refs := []kubeletplugin.NamespacedObject{{NamespacedName: types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}, UID: claim.UID}}
+	want := len(claim.Status.Allocation.Devices.Results)
 	b.ReportAllocs()
 	for b.Loop() {
 		res, err := d.PrepareResourceClaims(ctx, prepared)
-		if err != nil || res[claim.UID].Err != nil || len(res[claim.UID].Devices) != 1 {
+		if err != nil || res[claim.UID].Err != nil || len(res[claim.UID].Devices) != want {
 			b.Fatalf("prepare: %v %+v", err, res)
 		}
 		un, err := d.UnprepareResourceClaims(ctx, refs)
@@ -137,17 +159,6 @@ func BenchmarkPrepareCount(b *testing.B) {
 
 func benchPrepareCount(b *testing.B, n int) {
 	inv, sysfs := generatedNode(b, 16)
-	dir := b.TempDir()
-	store, err := claims.Open(dir+"/state/checkpoint.json", claims.Legacy{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	d, err := dra.New(dra.Options{NodeName: "node-a", PluginDir: dir + "/plugin", StateDir: dir + "/state", CDIDir: dir + "/cdi", PF: dratest.NopPF{},
-		PCI: dataplane.PCIBinder{SysfsRoot: sysfs, DevRoot: sysfs}, Store: store})
-	if err != nil {
-		b.Fatal(err)
-	}
-	d.UseInventory(inv)
 	var results []resourceapi.DeviceRequestAllocationResult
 	var addrs []string
 	for _, dev := range inv.Devices {
@@ -167,36 +178,5 @@ func benchPrepareCount(b *testing.B, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	claim := &resourceapi.ResourceClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "bench", UID: "uid-bench"},
-		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
-			Name: "nic", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "netdev.fastpath.dev", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: int64(n)},
-		}}}},
-		Status: resourceapi.ResourceClaimStatus{
-			ReservedFor: []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: "p", UID: "pod-uid"}},
-			Allocation: &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{
-				Results: results,
-				Config: []resourceapi.DeviceAllocationConfiguration{{
-					Source: resourceapi.AllocationConfigSourceClaim,
-					DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
-						Driver: devices.DriverName, Parameters: runtime.RawExtension{Raw: params},
-					}},
-				}},
-			}},
-		},
-	}
-	ctx := klog.NewContext(b.Context(), logr.Discard())
-	prepared := []*resourceapi.ResourceClaim{claim}
-	refs := []kubeletplugin.NamespacedObject{{NamespacedName: types.NamespacedName{Namespace: "default", Name: "bench"}, UID: claim.UID}}
-	b.ReportAllocs()
-	for b.Loop() {
-		res, err := d.PrepareResourceClaims(ctx, prepared)
-		if err != nil || res[claim.UID].Err != nil || len(res[claim.UID].Devices) != n {
-			b.Fatalf("prepare: %v %+v", err, res)
-		}
-		un, err := d.UnprepareResourceClaims(ctx, refs)
-		if err != nil || un[claim.UID] != nil {
-			b.Fatalf("unprepare: %v %v", err, un)
-		}
-	}
+	loopPrepare(b, benchDriver(b, inv, sysfs, 0), prepareClaim(results, params))
 }
