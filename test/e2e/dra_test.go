@@ -126,22 +126,11 @@ func dryRunCreate(t *testing.T, ctx context.Context, path string) {
 // everything is removed when it goes.
 func TestDRAPlugin(t *testing.T) {
 	ctx := testContext(t)
-	root := sysfsfixture.TempDir(t)
-	if err := sysfsfixture.Generated(129).Write(root); err != nil {
-		t.Fatal(err)
-	}
-	// The kernel's stand-in makes /dev/vfio/<group> of the VFs on vfio-pci.
-	devRoot := sysfsfixture.TempDir(t)
-	kernel, err := sysfsfixture.StartKernel(root, devRoot, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kernel.Stop)
-	t.Cleanup(func() { deleteSlices(t) })
+	root, devRoot, _ := fixtureTree(t, sysfsfixture.Generated(129))
 	d := startDaemon(t, ctx, 26180, "--sysfs-root", root, "--dev-root", devRoot)
 
 	var slices map[string]resourceapi.ResourceSlice
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		var err error
 		slices, err = nodeSlices(ctx)
 		return err == nil && len(slices) == 4 && countDevices(slices) == 130, nil

@@ -27,20 +27,10 @@ import (
 // chart's classes leave out.
 func TestPFCounters(t *testing.T) {
 	ctx := testContext(t)
-	root := sysfsfixture.TempDir(t)
-	if err := sysfsfixture.Generated(4).Write(root); err != nil {
-		t.Fatal(err)
-	}
-	devRoot := sysfsfixture.TempDir(t)
-	kernel, err := sysfsfixture.StartKernel(root, devRoot, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kernel.Stop)
-	t.Cleanup(func() { deleteSlices(t) })
+	root, devRoot, _ := fixtureTree(t, sysfsfixture.Generated(4))
 	startDaemon(t, ctx, 26291, "--sysfs-root", root, "--dev-root", devRoot)
 	const pfName = "pci-0000-3b-00-0"
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		s, err := nodeSlices(ctx)
 		if err != nil {
 			return false, nil

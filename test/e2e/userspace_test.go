@@ -127,8 +127,18 @@ func podClaimStatusOf(t *testing.T, ctx context.Context, pod *corev1.Pod, driver
 // of it go at the end.
 func fixtureE810(t *testing.T, ctx context.Context) (root, devRoot string, kernel *sysfsfixture.Kernel) {
 	t.Helper()
+	root, devRoot, kernel = fixtureTree(t, sysfsfixture.E810())
+	applyDeviceClasses(t, ctx, "deviceclasses.yaml")
+	return root, devRoot, kernel
+}
+
+// fixtureTree writes the sysfs tree below a root of the test's and starts
+// the kernel's stand-in on it (binding functions, making /dev/vfio/<group>
+// below devRoot); the node's ResourceSlices are deleted after the test.
+func fixtureTree(t *testing.T, tree sysfsfixture.Tree) (root, devRoot string, kernel *sysfsfixture.Kernel) {
+	t.Helper()
 	root, devRoot = sysfsfixture.TempDir(t), sysfsfixture.TempDir(t)
-	if err := sysfsfixture.E810().Write(root); err != nil {
+	if err := tree.Write(root); err != nil {
 		t.Fatal(err)
 	}
 	kernel, err := sysfsfixture.StartKernel(root, devRoot, true)
@@ -137,7 +147,6 @@ func fixtureE810(t *testing.T, ctx context.Context) (root, devRoot string, kerne
 	}
 	t.Cleanup(kernel.Stop)
 	t.Cleanup(func() { deleteSlices(t) })
-	applyDeviceClasses(t, ctx, "deviceclasses.yaml")
 	return root, devRoot, kernel
 }
 
