@@ -14,6 +14,11 @@ DEPS_ENV = eval "$$($(DEPS) env)"
 # Every package but the end-to-end suite and the benchmarks.
 PKGS = $(shell $(GO) list ./... | grep -v -e /test/e2e -e /bench)
 E2E_TIMEOUT ?= 45m
+# E2E_GOFLAGS are more go test flags of make e2e, such as -race: the suite's
+# own code is then checked for races too, at a fifth more of its time (the
+# daemon it tests runs in its image, never built with -race; the unit and
+# privileged tests run fastpath's code with -race).
+E2E_GOFLAGS ?=
 CHART := deploy/helm/fastpath
 # The Kubernetes version the chart is rendered for offline: the test bed's.
 KUBE_VERSION := $(shell sed -n 's/^K8S_VERSION=v//p' test/testbed/versions.env)
@@ -156,7 +161,7 @@ fuzz: ## run every fuzz target for FUZZTIME (default 10s; 4s within make test) e
 .PHONY: e2e
 e2e: ## end-to-end tests on a real single-node Kubernetes (root; uses a running bed or starts its own)
 	$(DEPS) testbed
-	$(GO) test -race -count=1 -timeout $(E2E_TIMEOUT) -tags e2e -v ./test/e2e/...
+	$(GO) test $(E2E_GOFLAGS) -count=1 -timeout $(E2E_TIMEOUT) -tags e2e -v ./test/e2e/...
 
 .PHONY: newcomer
 newcomer: ## the README's commands in a newcomer's order on one bed: make demo, the e2e suite with the demo's bed up, make demo again; then the bed down and nothing of it left (root)
@@ -240,14 +245,15 @@ powercut: ## power cuts: POWERCUT_CYCLES (100) times the VM's power goes at a ra
 
 # make test runs deps (the test bed's builds, up to an hour cold) and
 # generated (before anything builds: go generate rewrites sources), then
-# two tracks at once, each a make of its own: the bed's (demo, e2e, demo,
-# the bed down), which waits on pods most of its time, and the rest, which
-# uses the CPU the bed's leaves and yields it (nice): the rest of the fast
-# tier first (lint, the unit and privileged tests: its failures are the
-# first reported), then faults, fuzz, image-reproducible, bench-smoke,
-# e2e-sriov. A failed step stops its track; make test fails once both have
-# ended. Each step's output is printed whole when it ends, with how long it
-# took. Last, nothing of the bed is left.
+# three tracks at once, each a make of its own: the bed's (demo, e2e, demo,
+# the bed down), which waits on pods a third of its time, and two that use
+# the CPU the bed's leaves and yield it (nice): the rest of the fast tier
+# (lint, the unit and privileged tests: its failures are the first
+# reported), then faults, fuzz, bench-smoke; and real SR-IOV in the VM,
+# whose guest waits on its emulated CPU, then image-reproducible. A failed
+# step stops its track; make test fails once all have ended. Each step's
+# output is printed whole when it ends, with how long it took. Last,
+# nothing of the bed is left.
 .PHONY: fast
 fast: ## the fast tier of make test alone: install only what it needs (test/deps.sh fast), then generated, lint, the unit and privileged tests
 	$(DEPS) fast
@@ -262,14 +268,14 @@ step = @s=$$SECONDS; $(STEP_PREFIX) $(MAKE) --no-print-directory $(1) || { echo 
 	echo "make test: $(1) took $$((SECONDS-s)) s"
 
 .PHONY: test
-test: ## what CI runs: deps, generated, then at once e2e between two demos (the bed's track) and the rest of the fast tier (lint, unit + privileged tests), the fault suite, fuzzing, the image reproducible, benchmarks once, real SR-IOV in a VM (the other track); then nothing of the bed left
+test: ## what CI runs: deps, generated, then three tracks at once: e2e between two demos (the bed's); the rest of the fast tier (lint, unit + privileged tests), the fault suite, fuzzing, benchmarks once; real SR-IOV in a VM and the image reproducible; then nothing of the bed left
 	+$(call step,deps)
 	+$(call step,generated)
-	+$(call step,-j2 --output-sync=line test-bed test-side FUZZTIME=$(FUZZTIME))
+	+$(call step,-j3 --output-sync=line test-bed test-side test-vm FUZZTIME=$(FUZZTIME))
 	$(GO) run ./test/testbed/cmd/testbed leftovers
 
-# test-bed and test-side are make test's two tracks (see above).
-.PHONY: test-bed test-side
+# test-bed, test-side and test-vm are make test's three tracks (see above).
+.PHONY: test-bed test-side test-vm
 test-bed:
 	+$(call step,demo)
 	+$(call step,e2e)
@@ -282,9 +288,12 @@ test-side:
 	+$(call step,privileged)
 	+$(call step,faults)
 	+$(call step,fuzz FUZZTIME=$(FUZZTIME))
-	+$(call step,image-reproducible)
 	+$(call step,bench-smoke)
+
+test-vm: STEP_PREFIX = nice -n 10
+test-vm:
 	+$(call step,e2e-sriov)
+	+$(call step,image-reproducible)
 
 .PHONY: cluster-up
 cluster-up: ## start the test bed and print its KUBECONFIG (root)

@@ -183,7 +183,7 @@ func (img Image) ociBlobs() (config, layer []byte, err error) {
 		return nil, nil, fmt.Errorf("build the %s layer: %w", img.arch(), err)
 	}
 	var gz bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+	zw, err := gzip.NewWriterLevel(&gz, gzip.DefaultCompression)
 	if err != nil {
 		return nil, nil, err
 	}
