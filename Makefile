@@ -245,13 +245,14 @@ powercut: ## power cuts: POWERCUT_CYCLES (100) times the VM's power goes at a ra
 
 # make test runs deps (the test bed's builds, up to an hour cold) and
 # generated (before anything builds: go generate rewrites sources), then
-# three tracks at once, each a make of its own: the bed's (demo, e2e, demo,
-# the bed down), which waits on pods a third of its time, and two that use
-# the CPU the bed's leaves and yield it (nice): the rest of the fast tier
-# (lint, the unit and privileged tests: its failures are the first
-# reported), then faults, fuzz, bench-smoke; and real SR-IOV in the VM,
-# whose guest waits on its emulated CPU, then image-reproducible. A failed
-# step stops its track; make test fails once all have ended. Each step's
+# two tracks at once, each a make of its own: the bed's (demo, e2e, demo,
+# the bed down), which waits on pods a third of its time, and the rest,
+# which uses the CPU the bed's leaves and yields it (nice): the rest of the
+# fast tier first (lint, the unit and privileged tests: its failures are
+# the first reported), then faults, fuzz, bench-smoke, image-reproducible,
+# and last real SR-IOV in the VM, whose emulated CPU must not starve (its
+# guest's timeouts are real ones), while the bed's track ends. A failed step
+# stops its track; make test fails once both have ended. Each step's
 # output is printed whole when it ends, with how long it took. Last,
 # nothing of the bed is left.
 .PHONY: fast
@@ -268,14 +269,14 @@ step = @s=$$SECONDS; $(STEP_PREFIX) $(MAKE) --no-print-directory $(1) || { echo 
 	echo "make test: $(1) took $$((SECONDS-s)) s"
 
 .PHONY: test
-test: ## what CI runs: deps, generated, then three tracks at once: e2e between two demos (the bed's); the rest of the fast tier (lint, unit + privileged tests), the fault suite, fuzzing, benchmarks once; real SR-IOV in a VM and the image reproducible; then nothing of the bed left
+test: ## what CI runs: deps, generated, then at once e2e between two demos (the bed's track) and the rest of the fast tier (lint, unit + privileged tests), the fault suite, fuzzing, benchmarks once, the image reproducible, real SR-IOV in a VM (the other track); then nothing of the bed left
 	+$(call step,deps)
 	+$(call step,generated)
-	+$(call step,-j3 --output-sync=line test-bed test-side test-vm FUZZTIME=$(FUZZTIME))
+	+$(call step,-j2 --output-sync=line test-bed test-side FUZZTIME=$(FUZZTIME))
 	$(GO) run ./test/testbed/cmd/testbed leftovers
 
-# test-bed, test-side and test-vm are make test's three tracks (see above).
-.PHONY: test-bed test-side test-vm
+# test-bed and test-side are make test's two tracks (see above).
+.PHONY: test-bed test-side
 test-bed:
 	+$(call step,demo)
 	+$(call step,e2e)
@@ -289,11 +290,14 @@ test-side:
 	+$(call step,faults)
 	+$(call step,fuzz FUZZTIME=$(FUZZTIME))
 	+$(call step,bench-smoke)
+	+$(call step,image-reproducible)
+	+@$(MAKE) --no-print-directory test-vm
 
-test-vm: STEP_PREFIX = nice -n 10
+# test-vm is test-side's last step, not nice: the VM's emulated CPU keeps
+# its share while the bed's track ends.
+.PHONY: test-vm
 test-vm:
 	+$(call step,e2e-sriov)
-	+$(call step,image-reproducible)
 
 .PHONY: cluster-up
 cluster-up: ## start the test bed and print its KUBECONFIG (root)

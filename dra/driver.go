@@ -226,6 +226,7 @@ func New(opts Options) (*Driver, error) {
 	d.health = newHealth(opts.Health, opts.NodeName, opts.Store, opts.HealthChecks, opts.Events)
 	d.health.changed = d.republish
 	opts.Metrics.GaugeByLabel("unhealthy_devices", "Devices reported unhealthy (tainted), by reason.", "reason", d.health.unhealthyByReason)
+	opts.Metrics.GaugeByLabel("degraded_devices", "Devices tainted degraded (effect None: a problem ended less than --health-degraded-hold ago), by reason.", "reason", d.health.degradedByReason)
 	return d, nil
 }
 

@@ -29,6 +29,13 @@ import (
 // ResourceSlice; its value is the reason.
 const TaintKey = "fastpath.dev/unhealthy"
 
+// DegradedTaintKey is the taint, with effect None, on a device whose
+// problem ended less than the degraded hold ago (a link flap, however
+// short): usable, and allocated as any other, but recently unreliable, for
+// a claim to avoid with a selector or a tolerating scheduler to weigh.
+// Its value is the problem's reason.
+const DegradedTaintKey = "fastpath.dev/degraded"
+
 // Reasons a prepared device is unhealthy, beyond what discovery sees
 // (devices.Reason*).
 const (
@@ -56,6 +63,10 @@ type HealthOptions struct {
 	// Evict adds a NoExecute taint to the NoSchedule one: the pods holding
 	// an unhealthy device are evicted unless they tolerate it.
 	Evict bool
+	// DegradedHold is how long a device stays tainted degraded (effect
+	// None) after a problem ended, shorter than the grace period or not.
+	// Default 5m; negative: never.
+	DegradedHold time.Duration
 	// Clock is injected by tests. Default: the real clock.
 	Clock clock.WithTicker
 }
@@ -66,6 +77,9 @@ func (o *HealthOptions) defaults() {
 	}
 	if o.Interval <= 0 {
 		o.Interval = time.Second
+	}
+	if o.DegradedHold == 0 {
+		o.DegradedHold = 5 * time.Minute
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
@@ -119,7 +133,10 @@ type health struct {
 	preparedAt map[string]time.Time
 	problems   map[string]problem // by device, from the last look
 	reported   map[string]problem // those past the grace period
-	streams    map[chan struct{}]bool
+	// degraded are the devices whose problem ended less than the hold
+	// ago, since when it ended.
+	degraded map[string]problem
+	streams  map[chan struct{}]bool
 	// pending wakes run when a problem begins: the look at the end of its
 	// grace period reports it, not the next tick after.
 	pending chan struct{}
@@ -128,7 +145,7 @@ type health struct {
 func newHealth(opts HealthOptions, node string, store *claims.Store, checks HealthChecks, recorder record.EventRecorder) *health {
 	opts.defaults()
 	return &health{opts: opts, node: node, store: store, checks: checks, recorder: recorder,
-		problems: map[string]problem{}, reported: map[string]problem{}, streams: map[chan struct{}]bool{}, pending: make(chan struct{}, 1),
+		problems: map[string]problem{}, reported: map[string]problem{}, degraded: map[string]problem{}, streams: map[chan struct{}]bool{}, pending: make(chan struct{}, 1),
 		preparedAt: map[string]time.Time{}}
 }
 
@@ -146,6 +163,9 @@ func (h *health) adopt(slices []resourceapi.ResourceSlice) {
 		}
 		for _, dev := range s.Spec.Devices {
 			for _, t := range dev.Taints {
+				if t.Key == DegradedTaintKey && t.Value != "" && t.TimeAdded != nil && h.opts.DegradedHold > 0 {
+					h.degraded[dev.Name] = problem{Health: devices.Health{Reason: t.Value}, since: t.TimeAdded.Time}
+				}
 				if t.Key != TaintKey || t.Value == "" || t.TimeAdded == nil {
 					continue
 				}
@@ -216,7 +236,7 @@ func (h *health) run(ctx context.Context) {
 }
 
 // nextDue is when the earliest grace period of a problem not reported yet
-// ends.
+// ends, or the earliest degraded hold.
 func (h *health) nextDue() (time.Time, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -226,6 +246,11 @@ func (h *health) nextDue() (time.Time, bool) {
 			continue
 		}
 		if end := p.since.Add(h.opts.Grace); at.IsZero() || end.Before(at) {
+			at = end
+		}
+	}
+	for _, p := range h.degraded {
+		if end := p.since.Add(h.opts.DegradedHold); at.IsZero() || end.Before(at) {
 			at = end
 		}
 	}
@@ -256,7 +281,36 @@ func (h *health) look(ctx context.Context) bool {
 			fresh = true
 		}
 	}
+	// A problem that ended, reported or not, leaves the device degraded
+	// for the hold; one that began again takes over from it.
+	degraded := map[string]problem{}
+	var flapped []string
+	for dev, p := range h.degraded {
+		if now.Sub(p.since) < h.opts.DegradedHold {
+			degraded[dev] = p
+		}
+	}
+	if h.opts.DegradedHold > 0 {
+		for dev, p := range h.problems {
+			// Only what discovery sees of a device itself: a pod's view of
+			// it ends with the pod.
+			if _, still := next[dev]; still || !discovered(p.Reason) || h.inv[dev].Name == "" {
+				continue
+			}
+			degraded[dev] = problem{Health: devices.Health{Reason: p.Reason,
+				Message: fmt.Sprintf("%s for %s, over", p.Reason, now.Sub(p.since).Round(time.Millisecond))}, since: now}
+			flapped = append(flapped, dev)
+		}
+	}
+	degradedChanged := !maps.EqualFunc(degraded, h.degraded, func(a, b problem) bool { return a.Reason == b.Reason && a.since.Equal(b.since) })
+	expired := []string{}
+	for dev := range h.degraded {
+		if _, ok := degraded[dev]; !ok {
+			expired = append(expired, dev)
+		}
+	}
 	h.problems = next
+	h.degraded = degraded
 	if fresh {
 		select {
 		case h.pending <- struct{}{}:
@@ -282,10 +336,11 @@ func (h *health) look(ctx context.Context) bool {
 			ended = append(ended, dev)
 		}
 	}
-	changed := !maps.EqualFunc(reported, h.reported, func(a, b problem) bool { return a.Health == b.Health })
+	unhealthyChanged := !maps.EqualFunc(reported, h.reported, func(a, b problem) bool { return a.Health == b.Health })
+	changed := unhealthyChanged || degradedChanged
 	old := h.reported
 	h.reported = reported
-	if changed {
+	if unhealthyChanged {
 		for s := range h.streams {
 			select {
 			case s <- struct{}{}:
@@ -308,6 +363,17 @@ func (h *health) look(ctx context.Context) bool {
 	for _, dev := range ended {
 		logger.Info("Device healthy again", "device", dev, "was", old[dev].Reason)
 		h.event(dev, corev1.EventTypeNormal, "DeviceHealthy", fmt.Sprintf("device %s is healthy again (it was %s)", dev, old[dev].Reason))
+	}
+	slices.Sort(flapped)
+	for _, dev := range flapped {
+		p := degraded[dev]
+		logger.Info("Device degraded", "device", dev, "reason", p.Reason, "message", p.Message, "hold", h.opts.DegradedHold)
+		h.event(dev, corev1.EventTypeNormal, "DeviceDegraded", fmt.Sprintf("device %s was %s; tainted %s=%s (effect None) for %s",
+			dev, p.Message, DegradedTaintKey, p.Reason, h.opts.DegradedHold))
+	}
+	slices.Sort(expired)
+	for _, dev := range expired {
+		logger.V(2).Info("Device no longer degraded", "device", dev)
 	}
 	if h.changed != nil {
 		h.changed(ctx)
@@ -441,16 +507,47 @@ func (h *health) lost(dev string) bool {
 	return ok && (p.Reason == ReasonDeviceGone || p.Reason == ReasonNetdevMissing)
 }
 
-// taints are the taints of the devices reported unhealthy.
+// discovered says whether reason is one discovery finds on the device
+// itself (a PF's link, a memif endpoint), not in a pod holding it.
+func discovered(reason string) bool {
+	switch reason {
+	case ReasonDeviceGone, ReasonDriverChanged, ReasonXDPDetached, ReasonNetdevMissing:
+		return false
+	}
+	return true
+}
+
+// taints are the taints of the devices reported unhealthy, and of those
+// degraded.
 func (h *health) taints() map[string][]resourceapi.DeviceTaint {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	out := map[string][]resourceapi.DeviceTaint{}
+	for dev, p := range h.degraded {
+		if _, unhealthy := h.reported[dev]; unhealthy {
+			continue
+		}
+		added := metav1.NewTime(p.since.Truncate(time.Second))
+		out[dev] = []resourceapi.DeviceTaint{{Key: DegradedTaintKey, Value: p.Reason, Effect: resourceapi.DeviceTaintEffectNone, TimeAdded: &added}}
+	}
 	for dev, p := range h.reported {
 		added := metav1.NewTime(p.since.Add(h.opts.Grace).Truncate(time.Second))
 		out[dev] = []resourceapi.DeviceTaint{{Key: TaintKey, Value: p.Reason, Effect: resourceapi.DeviceTaintEffectNoSchedule, TimeAdded: &added}}
 		if h.opts.Evict {
 			out[dev] = append(out[dev], resourceapi.DeviceTaint{Key: TaintKey, Value: p.Reason, Effect: resourceapi.DeviceTaintEffectNoExecute, TimeAdded: &added})
+		}
+	}
+	return out
+}
+
+// degradedByReason counts the devices tainted degraded, for metrics.
+func (h *health) degradedByReason() map[string]float64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string]float64{}
+	for dev, p := range h.degraded {
+		if _, unhealthy := h.reported[dev]; !unhealthy {
+			out[p.Reason]++
 		}
 	}
 	return out

@@ -40,7 +40,8 @@ type healthBed struct {
 
 func newHealthBed(t *testing.T) *healthBed {
 	t.Helper()
-	return newHealthBedWith(t, HealthOptions{Grace: 2 * time.Second, Interval: time.Second})
+	// Degraded taints have a test of their own.
+	return newHealthBedWith(t, HealthOptions{Grace: 2 * time.Second, Interval: time.Second, DegradedHold: -1})
 }
 
 func newHealthBedWith(t *testing.T, opts HealthOptions) *healthBed {
@@ -350,7 +351,7 @@ func TestHealthEvict(t *testing.T) {
 // A restarted daemon keeps the taints its predecessor published: a device
 // still unhealthy for the same reason keeps its taint and the taint's
 // TimeAdded from the first publish on, without a grace period untainted;
-// one healthy now loses its taint at once.
+// one healthy now loses its taint at once, and is degraded.
 func TestHealthAdoptsTaints(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	clock := clocktesting.NewFakeClock(time.Unix(5000, 0))
@@ -374,7 +375,90 @@ func TestHealthAdoptsTaints(t *testing.T) {
 	if got := ts[vfNetdev2]; len(got) != 1 || got[0].Value != devices.ReasonPFLinkDown || !got[0].TimeAdded.Equal(&added) {
 		t.Errorf("the still unhealthy device's taints: %+v, want its taint as published, added at %s", got, added)
 	}
-	if got := ts[vfVFIO]; len(got) != 0 {
-		t.Errorf("the device healthy now keeps taints %+v", got)
+	// Its problem ended: degraded from now on, for the hold.
+	if got := ts[vfVFIO]; len(got) != 1 || got[0].Key != DegradedTaintKey || got[0].Effect != resourceapi.DeviceTaintEffectNone || !got[0].TimeAdded.Time.Equal(clock.Now()) {
+		t.Errorf("the device healthy now has taints %+v, want only %s:None from now", got, DegradedTaintKey)
+	}
+}
+
+// A problem discovery sees on the device that ends, shorter than the grace
+// period or not, leaves the device tainted degraded with effect None for
+// the hold, from its end: published, written as an event, counted; the
+// kubelet's health stream hears nothing. A new problem takes over from the
+// degraded taint and hands back to it when it ends. A daemon started later
+// keeps the degraded taints its predecessor published until their hold
+// ends.
+func TestHealthDegraded(t *testing.T) {
+	b := newHealthBedWith(t, HealthOptions{Grace: 2 * time.Second, Interval: time.Second, DegradedHold: time.Minute})
+	down := func(d *devices.Device) {
+		d.Health = devices.Health{Reason: devices.ReasonPFLinkDown, Message: "the link of PF ens1f0 is down"}
+	}
+	up := func(d *devices.Device) { d.Health = devices.Health{} }
+
+	// A flap of a second: never reported unhealthy, degraded from its end.
+	b.withDevice(vfNetdev2, down)
+	b.after(time.Second)
+	b.withDevice(vfNetdev2, up)
+	ended := b.clock.Now()
+	if got := b.taint(vfNetdev2); got != "PFLinkDown/None" || b.changes != 1 {
+		t.Fatalf("after a flap of 1s: taint %q, %d changes; want PFLinkDown/None once", got, b.changes)
+	}
+	ts := b.h.taints()[vfNetdev2]
+	if len(ts) != 1 || ts[0].Key != DegradedTaintKey || ts[0].TimeAdded == nil || !ts[0].TimeAdded.Time.Equal(ended) {
+		t.Errorf("taints %+v, want one %s added at %v", ts, DegradedTaintKey, ended)
+	}
+	if e := b.event(t); !strings.Contains(e, "Normal DeviceDegraded device "+vfNetdev2+" was PFLinkDown for 1s, over; tainted fastpath.dev/degraded=PFLinkDown (effect None) for 1m0s") {
+		t.Errorf("event %q", e)
+	}
+	if got := b.h.degradedByReason(); got["PFLinkDown"] != 1 || len(b.h.unhealthyByReason()) != 0 {
+		t.Errorf("degraded by reason %v, unhealthy %v; want one degraded PFLinkDown, none unhealthy", got, b.h.unhealthyByReason())
+	}
+	// Nothing changes within the hold.
+	b.after(30 * time.Second)
+	if b.changes != 1 || b.taint(vfNetdev2) != "PFLinkDown/None" {
+		t.Errorf("within the hold: taint %q, %d changes", b.taint(vfNetdev2), b.changes)
+	}
+
+	// Down long enough to be reported: unhealthy replaces degraded, and
+	// degraded comes back, anew, when it ends.
+	b.withDevice(vfNetdev2, down)
+	b.settle()
+	if got := b.taint(vfNetdev2); got != "PFLinkDown/NoSchedule" || len(b.h.taints()[vfNetdev2]) != 1 {
+		t.Fatalf("reported unhealthy: taints %+v, want PFLinkDown/NoSchedule alone", b.h.taints()[vfNetdev2])
+	}
+	if got := b.h.degradedByReason(); len(got) != 0 {
+		t.Errorf("degraded by reason %v while the device is unhealthy", got)
+	}
+	b.withDevice(vfNetdev2, up)
+	again := b.clock.Now()
+	if ts := b.h.taints()[vfNetdev2]; len(ts) != 1 || ts[0].Effect != "None" || !ts[0].TimeAdded.Time.Equal(again) {
+		t.Fatalf("after the link came back: taints %+v, want degraded from %v", ts, again)
+	}
+
+	// A daemon started now adopts the taint, and drops it when its hold
+	// ends, not before.
+	var slice resourceapi.ResourceSlice
+	slice.Spec.Driver, slice.Spec.NodeName = devices.DriverName, new(testNode)
+	slice.Spec.Devices = []resourceapi.Device{{Name: vfNetdev2, Taints: b.h.taints()[vfNetdev2]}}
+	next := newHealthBedWith(t, HealthOptions{Grace: 2 * time.Second, Interval: time.Second, DegradedHold: time.Minute})
+	next.clock.SetTime(b.clock.Now().Add(10 * time.Second))
+	next.h.adopt([]resourceapi.ResourceSlice{slice})
+	next.after(time.Second)
+	if got := next.taint(vfNetdev2); got != "PFLinkDown/None" {
+		t.Fatalf("the next daemon's taint %q, want the adopted PFLinkDown/None", got)
+	}
+	next.after(49 * time.Second)
+	if got := next.taint(vfNetdev2); got != "" {
+		t.Errorf("taint %q once the hold ended", got)
+	}
+
+	// An event of a pod's device (its netdev gone from the pod) that ends
+	// with the pod leaves nothing degraded.
+	b.checks.inPod = false
+	b.settle()
+	b.checks.inPod = true
+	b.after(time.Second)
+	if got := b.taint(vfNetdev); got != "" {
+		t.Errorf("taint %q of a device whose pod lost it and got it back: only discovery's problems degrade", got)
 	}
 }

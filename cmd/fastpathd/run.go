@@ -121,8 +121,9 @@ func (o *runOptions) addFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.pfCounters, "pf-counters", false, "publish each PF that has SR-IOV VFs with a counter set of its VFs (DRAPartitionableDevices, Kubernetes 1.36 and later): the PF consumes all of them and each VF one, so that the scheduler never gives a PF and one of its VFs at once (with --allow-pf-with-vfs); off: a cluster without the feature gate")
 	fs.StringVar(&o.ipPoolsFile, "ip-pools", "", "file of the node's IP pools (kind IPPoolConfig), from which claims with ipam get addresses; empty: none")
 	fs.DurationVar(&o.resync, "rediscover-interval", 5*time.Minute, "rediscover devices this often even without an event")
-	fs.DurationVar(&o.health.Grace, "health-grace", time.Second, "how long a device must be unhealthy before it is tainted and reported (a shorter link flap goes unnoticed)")
+	fs.DurationVar(&o.health.Grace, "health-grace", time.Second, "how long a device must be unhealthy before it is tainted and reported (a shorter link flap only leaves it degraded: --health-degraded-hold)")
 	fs.DurationVar(&o.health.Interval, "health-interval", time.Second, "how often prepared devices are checked in their pods")
+	fs.DurationVar(&o.health.DegradedHold, "health-degraded-hold", 5*time.Minute, "how long a device whose problem ended (a link flap, however short) stays tainted fastpath.dev/degraded with effect None: usable, marked; 0 never taints so")
 	fs.BoolVar(&o.health.Evict, "health-evict", false, "taint unhealthy devices NoExecute too: pods holding one are evicted unless they tolerate it")
 }
 
@@ -154,8 +155,11 @@ func (o *runOptions) validate() error {
 	if err := o.networkAPI.validate(); err != nil {
 		return err
 	}
-	if o.resync < 0 || o.health.Grace < 0 || o.health.Interval < 0 {
-		return usagef("run: --rediscover-interval, --health-grace and --health-interval must not be negative")
+	if o.resync < 0 || o.health.Grace < 0 || o.health.Interval < 0 || o.health.DegradedHold < 0 {
+		return usagef("run: --rediscover-interval, --health-grace, --health-interval and --health-degraded-hold must not be negative")
+	}
+	if o.health.DegradedHold == 0 {
+		o.health.DegradedHold = -1 // never: the driver's zero is its default
 	}
 	if o.metricsAddr != "" {
 		if _, _, err := net.SplitHostPort(o.metricsAddr); err != nil {

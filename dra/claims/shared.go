@@ -318,7 +318,7 @@ func (s *Store) refresh() error {
 // current brings a shared store up to date before a read.
 func (s *Store) current() {
 	s.mu.RLock()
-	shared := s.shared
+	shared := s.shared && !s.removed
 	s.mu.RUnlock()
 	if !shared {
 		return
@@ -370,6 +370,11 @@ func (s *Store) RemoveUnused() (bool, error) {
 	}
 	if err := removeTempsLocked(s.path); err != nil {
 		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		s.mu.Lock()
+		s.removed = true
+		s.mu.Unlock()
 	}
 	return len(errs) == 0, errors.Join(errs...)
 }

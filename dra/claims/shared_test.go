@@ -333,3 +333,42 @@ func TestClaimLocksDirectoryRace(t *testing.T) {
 		t.Errorf("the claim locks' directory is left (%v)", err)
 	}
 }
+
+// A stopping daemon's RemoveUnused leaves no file of the store behind,
+// even when a reader looks at the shared store afterwards (the daemon's
+// health monitor, a metrics scrape): reads no longer take the file lock,
+// which would make its file again.
+func TestRemoveUnusedLeavesNoLock(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "checkpoint.json")
+	s := open(t, path)
+	if err := s.Share(); err != nil {
+		t.Fatal(err)
+	}
+	x := netdevClaim("x", "pod1", "dev-x", "net1")
+	if err := s.Admit(x); err != nil {
+		t.Fatal(err)
+	}
+	if removed, err := s.RemoveUnused(); err != nil || removed {
+		t.Fatalf("RemoveUnused with a claim = %v, %v; want the files kept", removed, err)
+	}
+	if err := s.Delete(x.Key()); err != nil {
+		t.Fatal(err)
+	}
+	if removed, err := s.RemoveUnused(); err != nil || !removed {
+		t.Fatalf("RemoveUnused with no claim = %v, %v; want the files removed", removed, err)
+	}
+	if err := os.Remove(path + ".lock"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(s.Claims()) + len(s.View()); n != 0 {
+		t.Errorf("%d claims read after the files went", n)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Errorf("files left after RemoveUnused and a read: %v", names)
+	}
+}

@@ -55,9 +55,12 @@ type Store struct {
 	Append    func(path string, data []byte, sync bool, at int64) error
 
 	// shared: another daemon may write the files (see Share); seen is the
-	// version of the files this store has. Both under mu.
-	shared bool
-	seen   stamps
+	// version of the files this store has. removed: RemoveUnused removed
+	// the files, as the daemon stops; reads no longer look at them (nor
+	// make the lock file again). All under mu.
+	shared  bool
+	seen    stamps
+	removed bool
 
 	// journal: changes go to the journal, in version 3 (SetJournal).
 	// format, gen, size and tail are the files as this store last read or

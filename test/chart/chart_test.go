@@ -257,7 +257,7 @@ func TestAllValues(t *testing.T) {
 	objs := render(t, "--values", chartFile(t, "ci/all-values.yaml"))
 	ds := daemonSet(t, objs)
 	c := ds.Spec.Template.Spec.Containers[0]
-	for _, want := range []string{"--logging-format=json", "-v=4", "--metrics-addr=0.0.0.0:9300", "--health-grace=3s", "--health-evict", "--cni", "--cni-plugins=macvlan,host-local,tuning",
+	for _, want := range []string{"--logging-format=json", "-v=4", "--metrics-addr=0.0.0.0:9300", "--health-grace=3s", "--health-degraded-hold=10m", "--health-evict", "--cni", "--cni-plugins=macvlan,host-local,tuning",
 		"--cni-require-approved", "--cni-vlan-ids=0,100-199", "--cni-check-interval=1m",
 		"--cni-devices=16", "--cni-shared-device", "--cni-interface=ens1f0", "--cni-config-namespace=cni-configs", "--cni-bin-dir=/opt/cni/bin,/usr/libexec/cni",
 		"--cni-plugin-dir=/data/kubelet/plugins/cni.dra.networking.x-k8s.io", "--memif-dir=/run/vpp/memif",

@@ -15,6 +15,7 @@ import (
 	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -138,7 +139,9 @@ func waitPodScheduleFailure(t *testing.T, ctx context.Context, pod string) strin
 // VF of the PF is tainted PFLinkDown in the slice within the grace period;
 // the pod holding one sees it Unhealthy with an event saying why; a new
 // pod wanting such a VF is not scheduled. The link comes back: the taints
-// go, the first pod sees its device Healthy, and the waiting pod runs.
+// go, the first pod sees its device Healthy, and the waiting pod runs; the
+// VFs stay tainted degraded, effect None. A DeviceTaintRule with NoExecute
+// on the waiting pod's VF evicts it.
 func TestHealthPFLinkDown(t *testing.T) {
 	ctx := testContext(t)
 	root, devRoot, _ := fixtureE810(t, ctx)
@@ -199,8 +202,63 @@ func TestHealthPFLinkDown(t *testing.T) {
 	}
 	running := func(p *corev1.Pod) (bool, error) { return p.Status.Phase == corev1.PodRunning, nil }
 	if _, err := bed.WaitPod(ctx, "default", waiting.Name, 60*time.Second, running); err != nil {
-		t.Errorf("the pod waiting for a VF did not run once the link was back: %v", err)
+		t.Fatalf("the pod waiting for a VF did not run once the link was back: %v", err)
 	}
+	// The VFs are degraded, effect None, for --health-degraded-hold (5m):
+	// allocated all the same (the waiting pod's VF is one of them).
+	for _, vf := range vfs {
+		if taint := degradedTaint(t, ctx, vf); taint == nil || taint.Value != "PFLinkDown" || taint.Effect != resourceapi.DeviceTaintEffectNone {
+			t.Errorf("%s has degraded taint %+v once its PF's link came back, want %s=PFLinkDown:None", vf, taint, dra.DegradedTaintKey)
+		}
+	}
+	if m := scrapeMetrics(t, ctx, 26230); !strings.Contains(m, `fastpath_degraded_devices{reason="PFLinkDown"} 4`) {
+		t.Errorf("the metrics do not count the 4 VFs degraded:\n%s", grepLines(m, "fastpath_degraded_devices"))
+	}
+	if _, err := waitEvent(ctx, holder.Name, "device "+held+" was PFLinkDown for "); err != nil {
+		t.Error(err)
+	}
+
+	// The operator drains the waiting pod's VF with a DeviceTaintRule
+	// (install.md's example): NoExecute evicts the pod, and the VF is
+	// released as for any pod that goes.
+	drained := podClaimStatus(t, ctx, waiting).Device
+	rule := &resourceapi.DeviceTaintRule{ObjectMeta: metav1.ObjectMeta{Name: "e2e-drain"}, Spec: resourceapi.DeviceTaintRuleSpec{
+		DeviceSelector: &resourceapi.DeviceTaintSelector{Driver: new(driverName), Pool: new(bed.NodeName()), Device: new(drained)},
+		Taint:          resourceapi.DeviceTaint{Key: "example.com/drain", Value: "replace-cable", Effect: resourceapi.DeviceTaintEffectNoExecute}}}
+	if _, err := bed.Client().ResourceV1().DeviceTaintRules().Create(ctx, rule, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = bed.Client().ResourceV1().DeviceTaintRules().Delete(context.Background(), rule.Name, metav1.DeleteOptions{})
+	})
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		p, err := bed.Client().CoreV1().Pods("default").Get(ctx, waiting.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err) || (err == nil && (p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodFailed)), nil
+	})
+	if err != nil {
+		t.Fatalf("pod %s, holding %s, was not evicted by DeviceTaintRule %s", waiting.Name, drained, rule.Name)
+	}
+	t.Logf("DeviceTaintRule %s evicted pod %s from %s", rule.Name, waiting.Name, drained)
+}
+
+// degradedTaint is the degraded taint of a device in the node's slices, or
+// nil.
+func degradedTaint(t *testing.T, ctx context.Context, device string) *resourceapi.DeviceTaint {
+	t.Helper()
+	slices, err := nodeSlices(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range slices {
+		for _, d := range s.Spec.Devices {
+			for _, taint := range d.Taints {
+				if d.Name == device && taint.Key == dra.DegradedTaintKey {
+					return &taint
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // TestHealthMemifNotAnswering: a vswitch endpoint that accepts connections

@@ -112,6 +112,7 @@ The CEL condition of a DeviceClass selector that leaves out PFs with VFs
 {{- if $v.ipPools }}{{ $args = append $args "--ip-pools=/etc/fastpath/ip-pools/pools.yaml" }}{{ end }}
 {{- with $v.rediscoverInterval }}{{ $args = append $args (printf "--rediscover-interval=%s" .) }}{{ end }}
 {{- with $v.health.grace }}{{ $args = append $args (printf "--health-grace=%s" .) }}{{ end }}
+{{- with $v.health.degradedHold }}{{ $args = append $args (printf "--health-degraded-hold=%s" .) }}{{ end }}
 {{- if $v.health.evict }}{{ $args = append $args "--health-evict" }}{{ end }}
 {{- with $v.memif.dir }}{{ $args = append $args (printf "--memif-dir=%s" .) }}{{ end }}
 {{- if $v.memif.endpoints }}{{ $args = append $args "--memif-config=/etc/fastpath/memif/config.yaml" }}{{ end }}
