@@ -133,9 +133,9 @@ lint: chart-lint arrows ## go vet, gofmt, golangci-lint, the import arrows (arro
 		--cni-plugins=bridge,host-local,ipvlan,macvlan,static,tuning,vlan,sriov
 
 .PHONY: faults
-faults: ## kill the daemon at every fault point of a claim's life, restart it and replay every recovery order (root)
+faults: ## kill the daemon at every fault point of a claim's life, restart it and replay every recovery order; FAULT_ORDERS=N replays N orders per point, drawn from a seed it prints (make test: 2) (root)
 	$(DEPS) testbed
-	set -o pipefail; $(DEPS_ENV); export FASTPATH_CNI_BIN; $(GO) test -count=1 -timeout 20m -tags privileged,faultinject -run '^TestFaults$$' -v ./dra/ | \
+	set -o pipefail; $(DEPS_ENV); export FASTPATH_CNI_BIN; FASTPATH_FAULT_ORDERS=$(FAULT_ORDERS) $(GO) test -count=1 -timeout 20m -tags privileged,faultinject -run '^TestFaults$$' -v ./dra/ | \
 		grep -v -e '^=== RUN' -e '^ *--- PASS' -e '^=== NAME' -e '^=== PAUSE' -e '^=== CONT'
 
 .PHONY: unit
@@ -153,6 +153,7 @@ FUZZTIME ?= 10s
 # hands FUZZTIME to make fuzz); make fuzz alone, or with FUZZTIME=10m, for
 # longer.
 test: FUZZTIME = 4s
+test: FAULT_ORDERS = 2
 
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME (default 10s; 4s within make test) each
@@ -272,7 +273,7 @@ step = @s=$$SECONDS; $(STEP_PREFIX) $(MAKE) --no-print-directory $(1) || { echo 
 test: ## what CI runs: deps, generated, then at once e2e between two demos (the bed's track) and the rest of the fast tier (lint, unit + privileged tests), the fault suite, fuzzing, benchmarks once, the image reproducible, real SR-IOV in a VM (the other track); then nothing of the bed left
 	+$(call step,deps)
 	+$(call step,generated)
-	+$(call step,-j2 --output-sync=line test-bed test-side FUZZTIME=$(FUZZTIME))
+	+$(call step,-j2 --output-sync=line test-bed test-side FUZZTIME=$(FUZZTIME) FAULT_ORDERS=$(FAULT_ORDERS))
 	$(GO) run ./test/testbed/cmd/testbed leftovers
 
 # test-bed and test-side are make test's two tracks (see above).
@@ -287,7 +288,7 @@ test-side: STEP_PREFIX = nice -n 10
 test-side:
 	+$(call step,lint)
 	+$(call step,privileged)
-	+$(call step,faults)
+	+$(call step,faults FAULT_ORDERS=$(FAULT_ORDERS))
 	+$(call step,fuzz FUZZTIME=$(FUZZTIME))
 	+$(call step,bench-smoke)
 	+$(call step,image-reproducible)

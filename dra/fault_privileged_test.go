@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"maps"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -891,21 +893,75 @@ func TestFaults(t *testing.T) {
 			t.Errorf("fault point %s is in no phase of the suite", p)
 		}
 	}
+	pick := faultOrders(t)
 	refs := referenceRun(t)
 	var mu sync.Mutex
 	var report []string
 	// The group returns when every kill in it has run (in parallel).
-	t.Run("kills", func(t *testing.T) { killEverywhere(t, refs, &mu, &report) })
+	t.Run("kills", func(t *testing.T) { killEverywhere(t, refs, pick, &mu, &report) })
 	sort.Strings(report)
-	t.Logf("killed at %d points, replayed %d orders:\n%s", len(fault.Points), len(report), strings.Join(report, "\n"))
+	t.Logf("killed at %d points, replayed %d orders (%s):\n%s", len(fault.Points), len(report), pick, strings.Join(report, "\n"))
+}
+
+// orderPick chooses the orders replayed after a kill at each point: all of
+// them, or n of them (make test's short run), drawn for each point from a
+// seed, so that runs with other seeds replay the others.
+type orderPick struct {
+	n    int // 0: all
+	seed uint64
+}
+
+// faultOrders is the pick $FASTPATH_FAULT_ORDERS (a number of orders per
+// point; all unless set) and $FASTPATH_FAULT_SEED (random unless set) ask
+// for.
+func faultOrders(t *testing.T) orderPick {
+	t.Helper()
+	var p orderPick
+	if v := os.Getenv("FASTPATH_FAULT_ORDERS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("FASTPATH_FAULT_ORDERS=%q: want a number of orders per point, 1 or more", v)
+		}
+		p.n = n
+	}
+	p.seed = rand.Uint64()
+	if v := os.Getenv("FASTPATH_FAULT_SEED"); v != "" {
+		seed, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("FASTPATH_FAULT_SEED=%q: %v", v, err)
+		}
+		p.seed = seed
+	}
+	return p
+}
+
+func (p orderPick) String() string {
+	if p.n == 0 {
+		return "every order after every kill"
+	}
+	return fmt.Sprintf("%d orders per point, seed %d: make faults FAULT_ORDERS=%d FASTPATH_FAULT_SEED=%d replays them", p.n, p.seed, p.n, p.seed)
+}
+
+// of is the names of the orders replayed after a kill at point in phase.
+func (p orderPick) of(phase, point string) []string {
+	names := slices.Sorted(maps.Keys(orders[phase]))
+	if p.n == 0 || p.n >= len(names) {
+		return names
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(phase + "/" + point))
+	r := rand.New(rand.NewPCG(p.seed, h.Sum64()))
+	r.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
+	return names[:p.n]
 }
 
 // killEverywhere runs a kill at each point of each phase, then each order
-// after it, in parallel, and reports those that passed.
-func killEverywhere(t *testing.T, refs references, mu *sync.Mutex, report *[]string) {
+// the pick chooses after it, in parallel, and reports those that passed.
+func killEverywhere(t *testing.T, refs references, pick orderPick, mu *sync.Mutex, report *[]string) {
 	for _, phase := range []string{"prepare", "prepared", "run", "health", "stop", "unprepare"} {
 		for _, point := range phases[phase] {
-			for name, order := range orders[phase] {
+			for _, name := range pick.of(phase, point) {
+				order := orders[phase][name]
 				t.Run(point+"/"+name, func(t *testing.T) {
 					// Each rig has its own links, namespaces, files and
 					// daemon processes.

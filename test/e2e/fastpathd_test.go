@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,12 +40,13 @@ var (
 // fastpathdImage builds the fastpathd image once per test run, as
 // operators do (make image: make build and the OCI archive), with the
 // faultinject build tag (its fault points do nothing unless a test arms
-// them), and imports it into the bed's runtime.
+// them), for the bed's platform alone, and imports it into the bed's
+// runtime.
 func fastpathdImage(t *testing.T) (string, string) {
 	t.Helper()
 	imageOnce.Do(func() {
 		archive := filepath.Join(workDir, "fastpathd-image.tar")
-		cmd := exec.Command("make", "--no-print-directory", "image", "IMAGE="+testbed.FastpathdRepository+":e2e", "IMAGE_ARCHIVE="+archive, "GO_TAGS=faultinject")
+		cmd := exec.Command("make", "--no-print-directory", "image", "IMAGE="+testbed.FastpathdRepository+":e2e", "IMAGE_ARCHIVE="+archive, "GO_TAGS=faultinject", "IMAGE_ARCHES="+runtime.GOARCH)
 		cmd.Dir = bed.Config().RepoDir
 		if out, err := cmd.CombinedOutput(); err != nil {
 			imageErr = fmt.Errorf("make image: %w\n%s", err, out)
