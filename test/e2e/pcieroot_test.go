@@ -50,7 +50,9 @@ func TestPCIeRootAlignment(t *testing.T) {
 	if _, err := bed.Client().ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = bed.Client().ResourceV1().DeviceClasses().Delete(context.Background(), class.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = bed.Client().ResourceV1().DeviceClasses().Delete(context.Background(), class.Name, metav1.DeleteOptions{})
+	})
 
 	// The VFs of both NICs are published with their roots.
 	roots := map[string]string{}
