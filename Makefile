@@ -121,9 +121,11 @@ arrows: ## the import arrows between packages (the table in test/arrows.sh), aft
 	GO=$(GO) test/arrows.sh
 
 .PHONY: lint
-lint: chart-lint arrows ## go vet, gofmt, golangci-lint, the import arrows (arrows), fastpathd validate over deploy/, and the Helm chart (chart-lint)
+# go vet runs within golangci-lint (its govet, go vet's analyzers, with
+# every build tag of .golangci.yml): a go vet of its own would type-check
+# every package a second time.
+lint: chart-lint arrows ## go vet and more (golangci-lint, every build tag), go mod tidy, gofmt, the import arrows (arrows), fastpathd validate over deploy/, and the Helm chart (chart-lint)
 	$(DEPS) lint
-	$(GO) vet -tags privileged,e2e,benche2e,sriov,faultinject ./...
 	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod or go.sum are not tidy: run go mod tidy" >&2; $(GO) mod tidy -diff; exit 1; }
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
 		if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

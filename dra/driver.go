@@ -93,9 +93,12 @@ type Options struct {
 	// refused. A PF with VFs is never bound to vfio-pci.
 	AllowPFWithVFs bool
 	// PFCounters publishes each PF with VFs and its VFs as partitionable
-	// devices (--pf-counters, ResourcesWith): the scheduler never gives
+	// devices (--pf-counters, PublishOptions): the scheduler never gives
 	// the PF and one of its VFs at once.
 	PFCounters bool
+	// NUMANodeLists publishes resource.kubernetes.io/numaNode as a list
+	// (--numa-node-list, PublishOptions).
+	NUMANodeLists map[int64][]int64
 	// MemifDir is where memif endpoint sockets must live (--memif-dir).
 	MemifDir string
 	// Channels sets combined channels for afxdp claims. Default: ethtool.

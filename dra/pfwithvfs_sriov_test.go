@@ -155,7 +155,7 @@ func TestSRIOVPFCounters(t *testing.T) {
 	vfs := pf.VFsReady(t, 4)
 	name := devices.PCIDeviceName(pf.Address)
 	set := PFCounterSet(name)
-	res := ResourcesWith(testNode, discoverSRIOV(t), nil, nil, true)
+	res := ResourcesWith(testNode, discoverSRIOV(t), nil, nil, PublishOptions{PFCounters: true})
 	var sets []resourceapi.CounterSet
 	consumes := map[string]int64{}
 	for _, s := range res.Pools[testNode].Slices {

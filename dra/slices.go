@@ -6,6 +6,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/dynamic-resource-allocation/deviceattribute"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"github.com/fastpath-dra/fastpath/devices"
@@ -21,16 +22,27 @@ import (
 // prepared, whether discovery sees it now or not: its place in the order,
 // and so the split, stay as they were.
 func Resources(nodeName string, inv devices.Inventory, held map[string]*claims.PublishedDevice, taints map[string][]resourceapi.DeviceTaint) resourceslice.DriverResources {
-	return ResourcesWith(nodeName, inv, held, taints, false)
+	return ResourcesWith(nodeName, inv, held, taints, PublishOptions{})
 }
 
-// ResourcesWith is Resources, and with pfCounters, a PF with VFs and its
-// VFs as partitionable devices (DRAPartitionableDevices): the pool has a
-// counter set per such PF (PFCounterSet) of as many "vfs" as it has VFs,
-// in slices of their own after the devices'; the PF consumes all of them
-// and each VF one, so that the scheduler never gives a PF and one of its
-// VFs at once.
-func ResourcesWith(nodeName string, inv devices.Inventory, held map[string]*claims.PublishedDevice, taints map[string][]resourceapi.DeviceTaint, pfCounters bool) resourceslice.DriverResources {
+// PublishOptions are what the cluster supports beyond the defaults.
+type PublishOptions struct {
+	// PFCounters publishes a PF with VFs and its VFs as partitionable
+	// devices (DRAPartitionableDevices): the pool has a counter set per
+	// such PF (PFCounterSet) of as many "vfs" as it has VFs, in slices of
+	// their own after the devices'; the PF consumes all of them and each
+	// VF one, so that the scheduler never gives a PF and one of its VFs at
+	// once.
+	PFCounters bool
+	// NUMANodeLists, when set (devices.NUMANodeLists), publishes
+	// resource.kubernetes.io/numaNode in its list form
+	// (DRAListTypeAttributes): a device on node n is near the nodes of
+	// NUMANodeLists[n]. A node with no list keeps the scalar.
+	NUMANodeLists map[int64][]int64
+}
+
+// ResourcesWith is Resources with opts.
+func ResourcesWith(nodeName string, inv devices.Inventory, held map[string]*claims.PublishedDevice, taints map[string][]resourceapi.DeviceTaint, opts PublishOptions) resourceslice.DriverResources {
 	all := make([]resourceapi.Device, 0, len(inv.Devices)+len(held))
 	for _, d := range inv.Devices {
 		if _, ok := held[d.Name]; ok {
@@ -48,8 +60,13 @@ func ResourcesWith(nodeName string, inv devices.Inventory, held map[string]*clai
 	if len(held) > 0 {
 		slices.SortFunc(all, func(a, b resourceapi.Device) int { return strings.Compare(a.Name, b.Name) })
 	}
+	if opts.NUMANodeLists != nil {
+		for i := range all {
+			numaNodeList(all[i].Attributes, opts.NUMANodeLists)
+		}
+	}
 	var sets []resourceapi.CounterSet
-	if pfCounters {
+	if opts.PFCounters {
 		sets = consumeVFCounters(all)
 	}
 	pool := resourceslice.Pool{}
@@ -66,6 +83,18 @@ func ResourcesWith(nodeName string, inv devices.Inventory, held map[string]*clai
 		pool.Slices = []resourceslice.Slice{{}}
 	}
 	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{nodeName: pool}}
+}
+
+// numaNodeList turns the scalar resource.kubernetes.io/numaNode among
+// attrs into its list, where lists has one for the node.
+func numaNodeList(attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, lists map[int64][]int64) {
+	a, ok := attrs[deviceattribute.StandardDeviceAttributeNUMANode]
+	if !ok || a.IntValue == nil {
+		return
+	}
+	if l, ok := lists[*a.IntValue]; ok && len(l) > 0 {
+		attrs[deviceattribute.StandardDeviceAttributeNUMANode] = resourceapi.DeviceAttribute{IntValues: slices.Clone(l)}
+	}
 }
 
 // CounterVFs is the counter of a PF's counter set: its VFs.

@@ -1,9 +1,11 @@
 package dra
 
 import (
+	"slices"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/deviceattribute"
 
 	"github.com/fastpath-dra/fastpath/devices"
 	"github.com/fastpath-dra/fastpath/dra/claims"
@@ -31,7 +33,7 @@ func TestResourcesPFCounters(t *testing.T) {
 	}
 	held := map[string]*claims.PublishedDevice{vfNetdev: recordPublished(vf)}
 	for _, counters := range []bool{false, true} {
-		res := ResourcesWith(testNode, inv, held, nil, counters)
+		res := ResourcesWith(testNode, inv, held, nil, PublishOptions{PFCounters: counters})
 		sets := map[string]int64{}
 		consumed := map[string]map[string]int64{} // device: set: vfs
 		for _, s := range res.Pools[testNode].Slices {
@@ -83,6 +85,58 @@ func TestResourcesPFCounters(t *testing.T) {
 		}
 		if len(sets) > resourceapi.ResourceSliceMaxCounterSets*len(res.Pools[testNode].Slices) {
 			t.Errorf("%d sets", len(sets))
+		}
+	}
+}
+
+// With NUMA node lists, every device with a NUMA node publishes
+// resource.kubernetes.io/numaNode as its node's list, a held device too
+// (its record has the scalar); a node without a list keeps the scalar, and
+// a device without a node has none. The deprecated fastpath.dev/numaNode
+// stays a scalar.
+func TestResourcesNUMANodeLists(t *testing.T) {
+	inv := testInventory(t)
+	vf, ok := inventoryMap(inv)[vfNetdev]
+	if !ok {
+		t.Fatal("no VF in the fixture")
+	}
+	held := map[string]*claims.PublishedDevice{vfNetdev: recordPublished(vf)}
+	lists := map[int64][]int64{0: {0, 1}}
+	res := ResourcesWith(testNode, inv, held, nil, PublishOptions{NUMANodeLists: lists})
+	seen := 0
+	for _, s := range res.Pools[testNode].Slices {
+		for _, d := range s.Devices {
+			scalar := d.Attributes["numaNode"]
+			a, ok := d.Attributes[deviceattribute.StandardDeviceAttributeNUMANode]
+			switch {
+			case scalar.IntValue == nil:
+				if ok {
+					t.Errorf("%s has no NUMA node, but publishes %+v", d.Name, a)
+				}
+			case *scalar.IntValue == 0:
+				seen++
+				if a.IntValue != nil || !slices.Equal(a.IntValues, []int64{0, 1}) {
+					t.Errorf("%s on node 0 publishes %+v, want the list [0 1]", d.Name, a)
+				}
+			default:
+				if a.IntValue == nil || *a.IntValue != *scalar.IntValue || a.IntValues != nil {
+					t.Errorf("%s on node %d, which has no list, publishes %+v", d.Name, *scalar.IntValue, a)
+				}
+			}
+		}
+	}
+	if seen == 0 {
+		t.Fatal("no device of the fixture is on NUMA node 0")
+	}
+	if lists[0][1] != 1 {
+		t.Error("the lists were changed")
+	}
+	// Without lists, the scalar.
+	for _, s := range ResourcesWith(testNode, inv, held, nil, PublishOptions{}).Pools[testNode].Slices {
+		for _, d := range s.Devices {
+			if a, ok := d.Attributes[deviceattribute.StandardDeviceAttributeNUMANode]; ok && a.IntValues != nil {
+				t.Errorf("%s publishes a list without NUMANodeLists: %+v", d.Name, a)
+			}
 		}
 	}
 }

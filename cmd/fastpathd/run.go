@@ -85,6 +85,8 @@ type runOptions struct {
 	// pfCounters publishes PFs with VFs and their VFs as partitionable
 	// devices.
 	pfCounters bool
+	// numaNodeList publishes resource.kubernetes.io/numaNode as a list.
+	numaNodeList bool
 	// deviceMetadata writes the device metadata of prepared claims.
 	deviceMetadata bool
 	// journal lets the store write checkpoint version 3 (claims.SetJournal);
@@ -118,6 +120,7 @@ func (o *runOptions) addFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.journal, "checkpoint-journal", true, "record a change of the node's claims as an entry of a journal beside the checkpoint (checkpoint version 3), whatever their number; false: rewrite the whole checkpoint at every change (version 2, which the previous release reads). Version 2 is written anyway while another fastpathd's pod runs or its DRA socket answers on the node (a rollback needs no change of this flag)")
 	fs.BoolVar(&o.deviceMetadata, "device-metadata", true, "write each prepared claim's device metadata (KEP-5304: the devices' attributes and, once in the pod, their network data) and mount it into the pod's containers at /var/run/kubernetes.io/dra-device-attributes/, through a CDI spec in --cdi-dir")
 	fs.BoolVar(&o.allowPFWithVFs, "allow-pf-with-vfs", false, "let claims take a PF that has SR-IOV VFs whole (modes netdev, afxdp, delegate): its pod can then set every VF's MAC, VLAN and trust; off, Prepare refuses them (mode vfio always)")
+	fs.BoolVar(&o.numaNodeList, "numa-node-list", false, "publish resource.kubernetes.io/numaNode as a list (DRAListTypeAttributes, alpha in Kubernetes 1.37: the API server and the scheduler need the feature gate): a device's NUMA node first, then the nodes of its socket at the nearest distance, so that a matchAttribute with a device on any of them is met; off: the scalar every cluster accepts")
 	fs.BoolVar(&o.pfCounters, "pf-counters", false, "publish each PF that has SR-IOV VFs with a counter set of its VFs (DRAPartitionableDevices, Kubernetes 1.36 and later): the PF consumes all of them and each VF one, so that the scheduler never gives a PF and one of its VFs at once (with --allow-pf-with-vfs); off: a cluster without the feature gate")
 	fs.StringVar(&o.ipPoolsFile, "ip-pools", "", "file of the node's IP pools (kind IPPoolConfig), from which claims with ipam get addresses; empty: none")
 	fs.DurationVar(&o.resync, "rediscover-interval", 5*time.Minute, "rediscover devices this often even without an event")
@@ -516,12 +519,22 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	if err := waitForRuntime(ctx, plugin, o.nriSocket); err != nil {
 		return err
 	}
+	var numaLists map[int64][]int64
+	if o.numaNodeList {
+		if numaLists, err = devices.NUMANodeLists(o.SysfsRoot); err != nil {
+			return err
+		}
+		if len(numaLists) == 0 {
+			logger.Info("--numa-node-list: the node reports no NUMA node; its devices publish no numaNode")
+		}
+	}
 	driver, err := dra.New(dra.Options{
 		NodeName: o.nodeName, Client: client, PluginDir: o.pluginDir, RegistryDir: o.registryDir,
 		StateDir: o.stateDir, CDIDir: o.cdiDir, MemifDir: o.MemifDir, BPFDir: o.bpfDir,
 		Store: store, Status: writer, Runtime: plugin, Metrics: m, PodUID: types.UID(o.podUID),
 		Health: o.health, HealthChecks: dra.LiveChecks{Attacher: attacher}, Events: events,
 		PCI: dataplane.PCIBinder{SysfsRoot: o.SysfsRoot, DevRoot: o.devRoot}, IPPools: o.ipPools, AllowPFWithVFs: o.allowPFWithVFs, PFCounters: o.pfCounters,
+		NUMANodeLists: numaLists,
 		DeviceInfoDir: o.npwg.driverDeviceInfoDir(),
 		PodNetworks:   podNetworkGetter(nriOpts.PodNetworks),
 		Metadata:      meta,

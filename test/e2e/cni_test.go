@@ -111,6 +111,10 @@ func ipamAllocations(t *testing.T, dir string) []string {
 }
 
 // interfaceLine is the workload's "NAME MAC ADDRS" line for name.
+// ifacesEnd is the last line of the workload's ifaces listing
+// (test/images/workload): a log that has it has every interface.
+const ifacesEnd = "-- end of interfaces"
+
 func interfaceLine(logs, name string) string {
 	for line := range strings.Lines(logs) {
 		if strings.HasPrefix(line, name+" ") {

@@ -312,6 +312,9 @@ func daemonValues(port int, stateDir string, args []string) (map[string]any, err
 			claims := sub(sub(values, "npwg"), "ipamClaims")
 			claims["enabled"], claims["installCRD"] = true, true
 			continue
+		case "--numa-node-list":
+			values["numaNodeList"] = true
+			continue
 		}
 		if i+1 == len(args) {
 			return nil, fmt.Errorf("fastpathd argument %s has no value", flag)

@@ -513,7 +513,7 @@ func waitRunningWith(t *testing.T, ctx context.Context, pod *corev1.Pod, ifNames
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs, err := bed.WaitPodLog(ctx, pod.Namespace, pod.Name, "lo ", 30*time.Second)
+	logs, err := bed.WaitPodLog(ctx, pod.Namespace, pod.Name, ifacesEnd, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,7 +81,7 @@ func TestFaultMissedSandbox(t *testing.T) {
 	if connected, err := createdConnected(restarted); err != nil || !connected {
 		t.Fatalf("the runtime created the new container with fastpath connected: %v (%v)", connected, err)
 	}
-	logs, err := bed.WaitPodLog(ctx, pod.Namespace, pod.Name, "lo ", 30*time.Second)
+	logs, err := bed.WaitPodLog(ctx, pod.Namespace, pod.Name, ifacesEnd, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

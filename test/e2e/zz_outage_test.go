@@ -262,7 +262,7 @@ func TestOutageAPIServer(t *testing.T) {
 	} else if n := restartCount(p); n != 1 {
 		t.Errorf("pod %s: its container was restarted %d times, want once", container.Name, n)
 	}
-	if logs, err := bed.WaitPodLog(ctx, container.Namespace, container.Name, "lo ", 30*time.Second); err != nil {
+	if logs, err := bed.WaitPodLog(ctx, container.Namespace, container.Name, ifacesEnd, 30*time.Second); err != nil {
 		t.Error(err)
 	} else if line := interfaceLine(logs, "net1"); !strings.HasSuffix(line, " 10.82.0.2/24") {
 		t.Errorf("the new container's first look at net1: %q, want it with its address; it saw:\n%s", line, logs)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // Function is one PCI function of a fixture tree.
@@ -58,11 +59,35 @@ type Virtual struct{ Netdev }
 // devices/virtual/infiniband, naming the netdev in its parent file.
 type SoftRDMA struct{ Name, Netdev string }
 
+// NUMANode is a NUMA node below devices/system/node: its row of the
+// firmware's distance table, its CPUs (one each here) and their socket.
+type NUMANode struct {
+	Distances []int
+	CPU       int
+	Socket    int
+}
+
 // Tree is a whole fixture.
 type Tree struct {
 	Functions []Function
 	Virtual   []Virtual
 	SoftRDMA  []SoftRDMA
+	// NUMA are the machine's NUMA nodes, node0 first; none: the machine
+	// reports none.
+	NUMA []NUMANode
+}
+
+// SubNUMA is a machine of two sockets, each split in two NUMA nodes
+// (sub-NUMA clustering): nodes 0 and 1 on socket 0, 2 and 3 on socket 1,
+// the nodes of a socket nearer each other (11) than the other socket's
+// (21).
+func SubNUMA() []NUMANode {
+	return []NUMANode{
+		{Distances: []int{10, 11, 21, 21}, CPU: 0, Socket: 0},
+		{Distances: []int{11, 10, 21, 21}, CPU: 1, Socket: 0},
+		{Distances: []int{21, 21, 10, 11}, CPU: 2, Socket: 1},
+		{Distances: []int{21, 21, 11, 10}, CPU: 3, Socket: 1},
+	}
 }
 
 // Write lays the tree out below root (root/sys/...).
@@ -81,6 +106,16 @@ func (t Tree) Write(root string) error {
 		if err := w.link(filepath.Join("class", "net", v.Name), dir); err != nil {
 			return err
 		}
+	}
+	for i, n := range t.NUMA {
+		dist := make([]string, len(n.Distances))
+		for j, d := range n.Distances {
+			dist[j] = strconv.Itoa(d)
+		}
+		node := filepath.Join("devices", "system", "node", fmt.Sprintf("node%d", i))
+		w.file(filepath.Join(node, "distance"), strings.Join(dist, " "))
+		w.file(filepath.Join(node, "cpulist"), strconv.Itoa(n.CPU))
+		w.file(filepath.Join("devices", "system", "cpu", fmt.Sprintf("cpu%d", n.CPU), "topology", "physical_package_id"), strconv.Itoa(n.Socket))
 	}
 	for _, r := range t.SoftRDMA {
 		dir := filepath.Join("devices", "virtual", "infiniband", r.Name)

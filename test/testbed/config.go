@@ -2,6 +2,7 @@ package testbed
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -37,7 +38,9 @@ type Config struct {
 	PodCIDR     netip.Prefix // 10.214.0.0/24
 	ServiceCIDR netip.Prefix // 10.215.0.0/24
 
-	// FeatureGates are passed to every Kubernetes component.
+	// FeatureGates are passed to every Kubernetes component. Unset: the
+	// alpha gates of what fastpath can use where a cluster turns them on
+	// (DefaultFeatureGates).
 	FeatureGates map[string]bool
 
 	// Ports, all on 127.0.0.1 but the kubelet's, which is on NodeIP. They are
@@ -90,6 +93,9 @@ func (c Config) Defaults() (Config, error) {
 	if !c.ServiceCIDR.IsValid() {
 		c.ServiceCIDR = netip.MustParsePrefix("10.215.0.0/24")
 	}
+	if c.FeatureGates == nil {
+		c.FeatureGates = maps.Clone(DefaultFeatureGates)
+	}
 	setDefault(&c.APIServerPort, 26443)
 	setDefault(&c.EtcdPort, 22379) // and EtcdPort+1 for peers
 	setDefault(&c.SchedulerPort, 26459)
@@ -98,6 +104,12 @@ func (c Config) Defaults() (Config, error) {
 	setDefault(&c.KubeletHealthzPort, 26248)
 	return c, nil
 }
+
+// DefaultFeatureGates are the bed's feature gates beyond its Kubernetes'
+// defaults: DRAListTypeAttributes (alpha in 1.37), for fastpathd's
+// --numa-node-list. The other DRA features fastpath uses are on by default
+// in the bed's Kubernetes.
+var DefaultFeatureGates = map[string]bool{"DRAListTypeAttributes": true}
 
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))

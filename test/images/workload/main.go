@@ -2,7 +2,8 @@
 // as /pause, its sandbox image. It reports what a pod sees and then waits to
 // be stopped.
 //
-//	workload ifaces   print "NAME MAC ADDR,ADDR" per interface, then wait
+//	workload ifaces   print "NAME MAC ADDR,ADDR" per interface and a last
+//	                  line "-- end of interfaces", in one write, then wait
 //	workload env      print the environment, the content of every file a
 //	                  FASTPATH_DEVICE_INFO_* variable names, every device
 //	                  metadata file (KEP-5304) on a line of its own, and the
@@ -76,11 +77,16 @@ func main() {
 	<-stop
 }
 
+// ifacesEnd ends the listing of workload ifaces: a reader that has it has
+// every interface.
+const ifacesEnd = "-- end of interfaces"
+
 func printInterfaces() error {
 	ifs, err := net.Interfaces()
 	if err != nil {
 		return err
 	}
+	var out strings.Builder
 	for _, i := range ifs {
 		addrs, err := i.Addrs()
 		if err != nil {
@@ -94,9 +100,11 @@ func printInterfaces() error {
 		if mac == "" {
 			mac = "-"
 		}
-		fmt.Printf("%s %s %s\n", i.Name, mac, strings.Join(as, ","))
+		fmt.Fprintf(&out, "%s %s %s\n", i.Name, mac, strings.Join(as, ","))
 	}
-	return nil
+	out.WriteString(ifacesEnd + "\n")
+	_, err = os.Stdout.WriteString(out.String())
+	return err
 }
 
 // metadataDir is where the kubelet plugins' CDI specs mount device

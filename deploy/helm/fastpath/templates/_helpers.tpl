@@ -108,6 +108,7 @@ The CEL condition of a DeviceClass selector that leaves out PFs with VFs
 {{- if eq (toString $v.pfCounters) "auto" }}
 {{- if semverCompare ">=1.36-0" .Capabilities.KubeVersion.Version }}{{ $args = append $args "--pf-counters" }}{{ end }}
 {{- else if $v.pfCounters }}{{ $args = append $args "--pf-counters" }}{{ end }}
+{{- if $v.numaNodeList }}{{ $args = append $args "--numa-node-list" }}{{ end }}
 {{- if not $v.checkpointJournal }}{{ $args = append $args "--checkpoint-journal=false" }}{{ end }}
 {{- if $v.ipPools }}{{ $args = append $args "--ip-pools=/etc/fastpath/ip-pools/pools.yaml" }}{{ end }}
 {{- with $v.rediscoverInterval }}{{ $args = append $args (printf "--rediscover-interval=%s" .) }}{{ end }}
