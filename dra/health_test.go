@@ -117,26 +117,30 @@ func (b *healthBed) event(t *testing.T) string {
 	}
 }
 
+// pfDown and pfUp change a VF of the fixture as discovery sees its PF's
+// link go and come back.
+func pfDown(d *devices.Device) {
+	d.Health = devices.Health{Reason: devices.ReasonPFLinkDown, Message: "the link of PF ens1f0 is down"}
+}
+
+func pfUp(d *devices.Device) { d.Health = devices.Health{} }
+
 // A problem shorter than the grace period goes unnoticed; a longer one
 // taints the device, is reported and written as events on the node and
 // the pod; its end does the same again.
 func TestHealthGrace(t *testing.T) {
 	b := newHealthBed(t)
-	down := func(d *devices.Device) {
-		d.Health = devices.Health{Reason: devices.ReasonPFLinkDown, Message: "the link of PF ens1f0 is down"}
-	}
-	up := func(d *devices.Device) { d.Health = devices.Health{} }
 
 	// A flap of a second.
-	b.withDevice(vfNetdev2, down)
+	b.withDevice(vfNetdev2, pfDown)
 	b.after(time.Second)
-	b.withDevice(vfNetdev2, up)
+	b.withDevice(vfNetdev2, pfUp)
 	b.after(5 * time.Second)
 	if b.taint(vfNetdev2) != "" || b.changes != 0 || b.event(t) != "" {
 		t.Fatalf("a flap shorter than the grace period was noticed: taint %q, %d changes", b.taint(vfNetdev2), b.changes)
 	}
 
-	b.withDevice(vfNetdev2, down)
+	b.withDevice(vfNetdev2, pfDown)
 	b.after(time.Second)
 	if b.taint(vfNetdev2) != "" {
 		t.Fatal("tainted before the grace period ended")
@@ -160,7 +164,7 @@ func TestHealthGrace(t *testing.T) {
 	if b.changes != 1 || b.event(t) != "" {
 		t.Errorf("%d changes while nothing changed", b.changes)
 	}
-	b.withDevice(vfNetdev2, up)
+	b.withDevice(vfNetdev2, pfUp)
 	if b.taint(vfNetdev2) != "" || b.changes != 2 {
 		t.Errorf("taint %q after the link came back, %d changes", b.taint(vfNetdev2), b.changes)
 	}
@@ -390,15 +394,11 @@ func TestHealthAdoptsTaints(t *testing.T) {
 // ends.
 func TestHealthDegraded(t *testing.T) {
 	b := newHealthBedWith(t, HealthOptions{Grace: 2 * time.Second, Interval: time.Second, DegradedHold: time.Minute})
-	down := func(d *devices.Device) {
-		d.Health = devices.Health{Reason: devices.ReasonPFLinkDown, Message: "the link of PF ens1f0 is down"}
-	}
-	up := func(d *devices.Device) { d.Health = devices.Health{} }
 
 	// A flap of a second: never reported unhealthy, degraded from its end.
-	b.withDevice(vfNetdev2, down)
+	b.withDevice(vfNetdev2, pfDown)
 	b.after(time.Second)
-	b.withDevice(vfNetdev2, up)
+	b.withDevice(vfNetdev2, pfUp)
 	ended := b.clock.Now()
 	if got := b.taint(vfNetdev2); got != "PFLinkDown/None" || b.changes != 1 {
 		t.Fatalf("after a flap of 1s: taint %q, %d changes; want PFLinkDown/None once", got, b.changes)
@@ -421,7 +421,7 @@ func TestHealthDegraded(t *testing.T) {
 
 	// Down long enough to be reported: unhealthy replaces degraded, and
 	// degraded comes back, anew, when it ends.
-	b.withDevice(vfNetdev2, down)
+	b.withDevice(vfNetdev2, pfDown)
 	b.settle()
 	if got := b.taint(vfNetdev2); got != "PFLinkDown/NoSchedule" || len(b.h.taints()[vfNetdev2]) != 1 {
 		t.Fatalf("reported unhealthy: taints %+v, want PFLinkDown/NoSchedule alone", b.h.taints()[vfNetdev2])
@@ -429,7 +429,7 @@ func TestHealthDegraded(t *testing.T) {
 	if got := b.h.degradedByReason(); len(got) != 0 {
 		t.Errorf("degraded by reason %v while the device is unhealthy", got)
 	}
-	b.withDevice(vfNetdev2, up)
+	b.withDevice(vfNetdev2, pfUp)
 	again := b.clock.Now()
 	if ts := b.h.taints()[vfNetdev2]; len(ts) != 1 || ts[0].Effect != "None" || !ts[0].TimeAdded.Time.Equal(again) {
 		t.Fatalf("after the link came back: taints %+v, want degraded from %v", ts, again)

@@ -124,26 +124,67 @@ func TestNUMAMatchAttribute(t *testing.T) {
 		deletePodAndClaim(t, ctx, seenPod, seen)
 
 		claim := numaClaim(t, ctx, "e2e-numa-apart")
-		pod := numaPod(t, ctx, claim)
-		why := waitPodScheduleFailure(t, ctx, pod.Name)
-		c, err := bed.Client().ResourceV1().ResourceClaims("default").Get(ctx, claim.Name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if c.Status.Allocation != nil {
-			t.Errorf("claim %s allocated %+v, though no device of %s shares a NUMA node with fastpath's", claim.Name, c.Status.Allocation.Devices.Results, numaPeerDriver)
-		}
-		t.Logf("pod %s unschedulable: %s", pod.Name, why)
-		deletePodAndClaim(t, ctx, pod, claim)
+		waitUnallocated(t, ctx, numaPod(t, ctx, claim), claim, "no device of "+numaPeerDriver+" shares a NUMA node with fastpath's")
 	})
 
 	// Nothing fastpath prepared for the pods outlives them.
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+	waitNoClaims(t, ctx, d)
+}
+
+// waitNoClaims waits for the daemon's checkpoint to hold no claim, once
+// a test's pods and claims went.
+func waitNoClaims(t *testing.T, ctx context.Context, d *daemon) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
 		return checkpointClaims(t, d) == 0, nil
 	})
 	if err != nil {
 		t.Errorf("the checkpoint holds %d claims after the pods and claims went", checkpointClaims(t, d))
 	}
+}
+
+// waitUnallocated waits for the scheduler to refuse the pod of claim,
+// which no node can satisfy (why: what the test made impossible), checks
+// that the claim was not allocated, and deletes both; it returns what the
+// scheduler said.
+func waitUnallocated(t *testing.T, ctx context.Context, pod *corev1.Pod, claim *resourceapi.ResourceClaim, why string) string {
+	t.Helper()
+	said := waitPodScheduleFailure(t, ctx, pod.Name)
+	c, err := bed.Client().ResourceV1().ResourceClaims("default").Get(ctx, claim.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Status.Allocation != nil {
+		t.Errorf("claim %s allocated %+v, though %s", claim.Name, c.Status.Allocation.Devices.Results, why)
+	}
+	t.Logf("pod %s unschedulable: %s", pod.Name, said)
+	deletePodAndClaim(t, ctx, pod, claim)
+	return said
+}
+
+// waitDevices polls the node's slices until ok says their devices, by
+// name, are as the test wants, and returns them; what says what was
+// awaited, for the failure.
+func waitDevices(t *testing.T, ctx context.Context, what string, ok func(map[string]resourceapi.Device) bool) map[string]resourceapi.Device {
+	t.Helper()
+	devs := map[string]resourceapi.Device{}
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		s, err := nodeSlices(ctx)
+		if err != nil {
+			return false, nil
+		}
+		devs = map[string]resourceapi.Device{}
+		for _, sl := range s {
+			for _, dev := range sl.Spec.Devices {
+				devs[dev.Name] = dev
+			}
+		}
+		return ok(devs), nil
+	})
+	if err != nil {
+		t.Fatalf("%s was never published (%d devices are)", what, len(devs))
+	}
+	return devs
 }
 
 // peerClass creates the DeviceClass of the second driver's devices.

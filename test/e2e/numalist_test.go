@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"slices"
 	"testing"
-	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/dynamic-resource-allocation/deviceattribute"
 
 	"github.com/fastpath-dra/fastpath/test/sysfsfixture"
@@ -38,25 +36,8 @@ func TestNUMANodeList(t *testing.T) {
 	d := startDaemon(t, ctx, 26293, "--sysfs-root", root, "--numa-node-list")
 
 	vf := "pci-0000-5e-01-0"
-	var got resourceapi.DeviceAttribute
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		s, err := nodeSlices(ctx)
-		if err != nil {
-			return false, nil
-		}
-		for _, sl := range s {
-			for _, dev := range sl.Spec.Devices {
-				if dev.Name == vf {
-					got = dev.Attributes[deviceattribute.StandardDeviceAttributeNUMANode]
-					return true, nil
-				}
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("%s was never published", vf)
-	}
+	devs := waitDevices(t, ctx, vf, func(devs map[string]resourceapi.Device) bool { _, ok := devs[vf]; return ok })
+	got := devs[vf].Attributes[deviceattribute.StandardDeviceAttributeNUMANode]
 	if !slices.Equal(got.IntValues, []int64{1, 0}) || got.IntValue != nil {
 		t.Fatalf("%s publishes numaNode %+v, want the list [1 0]", vf, got)
 	}
@@ -108,20 +89,11 @@ func TestNUMANodeList(t *testing.T) {
 				if nic, other := resultOf(t, alloc, "nic"), resultOf(t, alloc, "peer"); nic.Device != vf && nic.Device != "pci-0000-5e-01-1" || other.Device != "near" {
 					t.Errorf("allocated %s and %s, want an X710 VF and the device near it", nic.Device, other.Device)
 				}
+				deletePodAndClaim(t, ctx, pod, claim)
 			} else {
-				why := waitPodScheduleFailure(t, ctx, pod.Name)
-				if c, err := bed.Client().ResourceV1().ResourceClaims("default").Get(ctx, claim.Name, metav1.GetOptions{}); err != nil || c.Status.Allocation != nil {
-					t.Errorf("claim %s allocated (%v), though no VF's list shares a node with [2 3]", claim.Name, err)
-				}
-				t.Logf("pod %s unschedulable: %s", pod.Name, why)
+				waitUnallocated(t, ctx, pod, claim, "no VF's list shares a node with [2 3]")
 			}
-			deletePodAndClaim(t, ctx, pod, claim)
 		})
 	}
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
-		return checkpointClaims(t, d) == 0, nil
-	})
-	if err != nil {
-		t.Errorf("the checkpoint holds %d claims after the pods and claims went", checkpointClaims(t, d))
-	}
+	waitNoClaims(t, ctx, d)
 }

@@ -56,23 +56,14 @@ func TestPCIeRootAlignment(t *testing.T) {
 
 	// The VFs of both NICs are published with their roots.
 	roots := map[string]string{}
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		s, err := nodeSlices(ctx)
-		if err != nil {
-			return false, nil
-		}
-		for _, sl := range s {
-			for _, dev := range sl.Spec.Devices {
-				if a, ok := dev.Attributes[deviceattribute.StandardDeviceAttributePCIeRoot]; ok && a.StringValue != nil {
-					roots[dev.Name] = *a.StringValue
-				}
+	waitDevices(t, ctx, "the fixture's VFs with their PCIe roots", func(devs map[string]resourceapi.Device) bool {
+		for name, dev := range devs {
+			if a, ok := dev.Attributes[deviceattribute.StandardDeviceAttributePCIeRoot]; ok && a.StringValue != nil {
+				roots[name] = *a.StringValue
 			}
 		}
-		return roots["pci-0000-3b-01-0"] == "pci0000:3a" && roots["pci-0000-5e-01-0"] == "pci0000:5d", nil
+		return roots["pci-0000-3b-01-0"] == "pci0000:3a" && roots["pci-0000-5e-01-0"] == "pci0000:5d"
 	})
-	if err != nil {
-		t.Fatalf("the fixture's VFs were never published with their PCIe roots: %v", roots)
-	}
 	gpu := &resourceapi.DeviceRequest{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: class.Name}}
 	nic := func(count int64) *resourceapi.DeviceRequest {
 		return &resourceapi.DeviceRequest{Name: "nic", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "vfio.fastpath.dev",
@@ -137,29 +128,13 @@ func TestPCIeRootAlignment(t *testing.T) {
 			Expression: fmt.Sprintf(`device.attributes[%q].pcieRoot == "pci0000:ff"`, "resource.kubernetes.io")}}}
 		claim := alignedClaim(t, ctx, "e2e-pcie-apart", []resourceapi.DeviceRequest{onFF, *nic(1)},
 			resourceapi.DeviceConstraint{Requests: []string{"gpu", "nic"}, MatchAttribute: &pcieRoot})
-		pod := numaPod(t, ctx, claim)
-		why := waitPodScheduleFailure(t, ctx, pod.Name)
-		if !strings.Contains(why, "cannot allocate all claims") {
+		if why := waitUnallocated(t, ctx, numaPod(t, ctx, claim), claim, "no VF is on pci0000:ff"); !strings.Contains(why, "cannot allocate all claims") {
 			t.Errorf("the scheduler says %q, want that it cannot allocate the claim", why)
 		}
-		c, err := bed.Client().ResourceV1().ResourceClaims("default").Get(ctx, claim.Name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if c.Status.Allocation != nil {
-			t.Errorf("claim %s allocated %+v, though no VF is on pci0000:ff", claim.Name, c.Status.Allocation.Devices.Results)
-		}
-		t.Logf("pod %s unschedulable: %s", pod.Name, why)
-		deletePodAndClaim(t, ctx, pod, claim)
 	})
 
 	// Nothing either driver prepared outlives the pods.
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
-		return checkpointClaims(t, d) == 0, nil
-	})
-	if err != nil {
-		t.Errorf("the checkpoint holds %d claims after the pods and claims went", checkpointClaims(t, d))
-	}
+	waitNoClaims(t, ctx, d)
 }
 
 // gpuDriver starts the stand-in GPU driver on the bed's node, waits for
