@@ -99,6 +99,10 @@ type Options struct {
 	// NUMANodeLists publishes resource.kubernetes.io/numaNode as a list
 	// (--numa-node-list, PublishOptions).
 	NUMANodeLists map[int64][]int64
+	// Binding publishes the devices its selector admits with binding
+	// conditions, and reports them ready or failed once allocated
+	// (--binding-conditions); needs Client.
+	Binding BindingOptions
 	// MemifDir is where memif endpoint sockets must live (--memif-dir).
 	MemifDir string
 	// Channels sets combined channels for afxdp claims. Default: ethtool.
@@ -163,8 +167,10 @@ type Driver struct {
 	// has not seen back yet, by name.
 	released map[string]releasedDevice
 	health   *health
-	errs     kubelet.Errors
-	slices   *kubelet.Publisher
+	// binder reports binding conditions; nil without Options.Binding.
+	binder *binder
+	errs   kubelet.Errors
+	slices *kubelet.Publisher
 	// adoptTaints: the first Publish reads the taints of the slices as
 	// they are.
 	adoptTaints sync.Once
@@ -228,6 +234,12 @@ func New(opts Options) (*Driver, error) {
 	d.slices = kubelet.NewPublisher(opts.Client, devices.DriverName, opts.NodeName, d.publishResult)
 	d.health = newHealth(opts.Health, opts.NodeName, opts.Store, opts.HealthChecks, opts.Events)
 	d.health.changed = d.republish
+	if opts.Binding.Selector != nil {
+		if opts.Client == nil {
+			return nil, errors.New("binding conditions need the API server (a client)")
+		}
+		d.binder = newBinder(d, opts.Binding)
+	}
 	opts.Metrics.GaugeByLabel("unhealthy_devices", "Devices reported unhealthy (tainted), by reason.", "reason", d.health.unhealthyByReason)
 	opts.Metrics.GaugeByLabel("degraded_devices", "Devices tainted degraded (effect None: a problem ended less than --health-degraded-hold ago), by reason.", "reason", d.health.degradedByReason)
 	return d, nil
@@ -241,6 +253,9 @@ func (d *Driver) Start(ctx context.Context) error {
 	if err == nil {
 		go d.slices.Run(ctx)
 		go d.health.run(ctx)
+		if d.binder != nil {
+			go d.binder.run(ctx)
+		}
 	}
 	return err
 }
@@ -264,6 +279,9 @@ func (d *Driver) Publish(ctx context.Context, inv devices.Inventory) {
 	d.mu.Unlock()
 	d.health.setInventory(ctx, inv)
 	d.republish(ctx)
+	if d.binder != nil {
+		d.binder.poke() // a link came up, say
+	}
 }
 
 // adoptSliceTaints gives health the taints of the node's slices as the

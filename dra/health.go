@@ -497,6 +497,14 @@ func (h *health) notify() {
 	}
 }
 
+// reportedProblem is the device's problem, if it is reported unhealthy.
+func (h *health) reportedProblem(dev string) (devices.Health, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p, ok := h.reported[dev]
+	return p.Health, ok
+}
+
 // lost says whether the last look found the prepared device gone from the
 // node (DeviceGone) or from the pod it was attached to (NetdevMissing),
 // reported or not yet.

@@ -47,7 +47,9 @@ func (d *Driver) resources(ctx context.Context) (resourceslice.DriverResources, 
 	if inv == nil {
 		return resourceslice.DriverResources{}, false
 	}
-	res := ResourcesWith(d.opts.NodeName, *inv, d.held(ctx), d.health.taints(), PublishOptions{PFCounters: d.opts.PFCounters, NUMANodeLists: d.opts.NUMANodeLists})
+	taints := d.health.taints()
+	d.binder.taints(taints)
+	res := ResourcesWith(d.opts.NodeName, *inv, d.held(ctx), taints, PublishOptions{PFCounters: d.opts.PFCounters, NUMANodeLists: d.opts.NUMANodeLists, Binding: d.opts.Binding.Selector})
 	byKind := map[string]int{}
 	for _, s := range res.Pools[d.opts.NodeName].Slices {
 		for _, dev := range s.Devices {

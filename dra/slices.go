@@ -1,6 +1,7 @@
 package dra
 
 import (
+	"context"
 	"slices"
 	"strings"
 
@@ -39,6 +40,11 @@ type PublishOptions struct {
 	// (DRAListTypeAttributes): a device on node n is near the nodes of
 	// NUMANodeLists[n]. A node with no list keeps the scalar.
 	NUMANodeLists map[int64][]int64
+	// Binding, when set, chooses the devices published with binding
+	// conditions (DRADeviceBindingConditions): ConditionReadyToBind and
+	// ConditionBindingFailed, which the node reports once one is
+	// allocated (binder). A device claims hold has none: it is allocated.
+	Binding devices.Selector
 }
 
 // ResourcesWith is Resources with opts.
@@ -51,6 +57,14 @@ func ResourcesWith(nodeName string, inv devices.Inventory, held map[string]*clai
 		dev := resourceapi.Device{Name: d.Name, Attributes: d.Attributes(), Taints: taints[d.Name]}
 		if d.Share != nil {
 			shareable(&dev, *d.Share)
+		}
+		if opts.Binding != nil {
+			// An expression that fails on a device (an attribute it lacks)
+			// does not admit it; discovery's filter said so already.
+			if ok, _ := opts.Binding.Admits(context.Background(), devices.DriverName, dev.Attributes); ok {
+				dev.BindingConditions = []string{ConditionReadyToBind}
+				dev.BindingFailureConditions = []string{ConditionBindingFailed}
+			}
 		}
 		all = append(all, dev)
 	}

@@ -68,6 +68,13 @@ func permissions(drivers []string, cniConfigNamespace string, granularStatus boo
 	return ps
 }
 
+// bindingPermissions are what --binding-conditions needs beyond the
+// rest: the claims allocated on the node are found by watching them all.
+var bindingPermissions = []permission{
+	{group: "resource.k8s.io", resource: "resourceclaims", verb: "list", why: "binding conditions: finding the claims allocated on this node"},
+	{group: "resource.k8s.io", resource: "resourceclaims", verb: "watch", why: "binding conditions: finding the claims allocated on this node"},
+}
+
 // checkPermissions asks the API server (SelfSubjectAccessReview) whether
 // the daemon may do each of its calls, and fails naming every one it may
 // not, so that a wrong RBAC stops the daemon at start with a clear message

@@ -36,6 +36,7 @@ import (
 
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/devices"
+	"github.com/fastpath-dra/fastpath/devices/filter"
 	"github.com/fastpath-dra/fastpath/dra"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/attach"
@@ -87,6 +88,12 @@ type runOptions struct {
 	pfCounters bool
 	// numaNodeList publishes resource.kubernetes.io/numaNode as a list.
 	numaNodeList bool
+	// binding is the CEL expression choosing the devices published with
+	// binding conditions; bindingTimeout how long one may take to be
+	// ready.
+	binding         string
+	bindingTimeout  time.Duration
+	bindingSelector devices.Selector
 	// deviceMetadata writes the device metadata of prepared claims.
 	deviceMetadata bool
 	// journal lets the store write checkpoint version 3 (claims.SetJournal);
@@ -122,6 +129,8 @@ func (o *runOptions) addFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.allowPFWithVFs, "allow-pf-with-vfs", false, "let claims take a PF that has SR-IOV VFs whole (modes netdev, afxdp, delegate): its pod can then set every VF's MAC, VLAN and trust; off, Prepare refuses them (mode vfio always)")
 	fs.BoolVar(&o.numaNodeList, "numa-node-list", false, "publish resource.kubernetes.io/numaNode as a list (DRAListTypeAttributes, alpha in Kubernetes 1.37: the API server and the scheduler need the feature gate): a device's NUMA node first, then the nodes of its socket at the nearest distance, so that a matchAttribute with a device on any of them is met; off: the scalar every cluster accepts")
 	fs.BoolVar(&o.pfCounters, "pf-counters", false, "publish each PF that has SR-IOV VFs with a counter set of its VFs (DRAPartitionableDevices, Kubernetes 1.36 and later): the PF consumes all of them and each VF one, so that the scheduler never gives a PF and one of its VFs at once (with --allow-pf-with-vfs); off: a cluster without the feature gate")
+	fs.StringVar(&o.binding, "binding-conditions", "", `CEL expression, as --filter, choosing the devices published with binding conditions (DRADeviceBindingConditions, beta in Kubernetes 1.36): once one is allocated, the scheduler binds its pod only when this daemon reports it ready (on the node, healthy, its link up; bindable to vfio-pci for a claim in mode vfio), and allocates again elsewhere when it reports the binding failed (the device then tainted NoSchedule until it is ready); the daemon then lists and watches ResourceClaims. Empty: none, e.g. device.attributes["fastpath.dev"].kind == "sriov-vf"`)
+	fs.DurationVar(&o.bindingTimeout, "binding-timeout", time.Minute, "how long an allocated device with binding conditions may take to become ready (its link to come up) before this daemon reports its binding failed; under the scheduler's own binding timeout (10m by default)")
 	fs.StringVar(&o.ipPoolsFile, "ip-pools", "", "file of the node's IP pools (kind IPPoolConfig), from which claims with ipam get addresses; empty: none")
 	fs.DurationVar(&o.resync, "rediscover-interval", 5*time.Minute, "rediscover devices this often even without an event")
 	fs.DurationVar(&o.health.Grace, "health-grace", time.Second, "how long a device must be unhealthy before it is tainted and reported (a shorter link flap only leaves it degraded: --health-degraded-hold)")
@@ -160,6 +169,16 @@ func (o *runOptions) validate() error {
 	}
 	if o.resync < 0 || o.health.Grace < 0 || o.health.Interval < 0 || o.health.DegradedHold < 0 {
 		return usagef("run: --rediscover-interval, --health-grace, --health-interval and --health-degraded-hold must not be negative")
+	}
+	if o.bindingTimeout <= 0 {
+		return usagef("run: --binding-timeout %s: must be positive", o.bindingTimeout)
+	}
+	if o.binding != "" {
+		sel, err := filter.Compile(o.binding)
+		if err != nil {
+			return usagef("run: --binding-conditions: %v", err)
+		}
+		o.bindingSelector = sel
 	}
 	if o.health.DegradedHold == 0 {
 		o.health.DegradedHold = -1 // never: the driver's zero is its default
@@ -506,6 +525,9 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	if o.nodeConfig.enabled {
 		ps = append(ps, nodeConfigPermissions...)
 	}
+	if o.binding != "" {
+		ps = append(ps, bindingPermissions...)
+	}
 	if err := awaitPermissions(ctx, client, ps, 30*time.Second, 2*time.Second); err != nil {
 		return err
 	}
@@ -528,13 +550,14 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 			logger.Info("--numa-node-list: the node reports no NUMA node; its devices publish no numaNode")
 		}
 	}
+	binding := dra.BindingOptions{Timeout: o.bindingTimeout, Selector: o.bindingSelector}
 	driver, err := dra.New(dra.Options{
 		NodeName: o.nodeName, Client: client, PluginDir: o.pluginDir, RegistryDir: o.registryDir,
 		StateDir: o.stateDir, CDIDir: o.cdiDir, MemifDir: o.MemifDir, BPFDir: o.bpfDir,
 		Store: store, Status: writer, Runtime: plugin, Metrics: m, PodUID: types.UID(o.podUID),
 		Health: o.health, HealthChecks: dra.LiveChecks{Attacher: attacher}, Events: events,
 		PCI: dataplane.PCIBinder{SysfsRoot: o.SysfsRoot, DevRoot: o.devRoot}, IPPools: o.ipPools, AllowPFWithVFs: o.allowPFWithVFs, PFCounters: o.pfCounters,
-		NUMANodeLists: numaLists,
+		NUMANodeLists: numaLists, Binding: binding,
 		DeviceInfoDir: o.npwg.driverDeviceInfoDir(),
 		PodNetworks:   podNetworkGetter(nriOpts.PodNetworks),
 		Metadata:      meta,

@@ -662,8 +662,15 @@ func merge(claim *resourceapi.ResourceClaim, want []resourceapi.AllocatedDeviceS
 			changed = true
 			continue
 		}
-		// Keep the transition times of conditions that do not change.
+		// Keep the transition times of conditions that do not change, and
+		// the device's binding conditions (the scheduler's, which the
+		// node set before the pod was bound) that st does not say.
 		old := claim.Status.Devices[i].Conditions
+		for _, c := range old {
+			if slices.Contains(bindingConditions(claim, st), c.Type) && !slices.ContainsFunc(st.Conditions, func(n metav1.Condition) bool { return n.Type == c.Type }) {
+				st.Conditions = append(slices.Clone(st.Conditions), c)
+			}
+		}
 		for j, c := range st.Conditions {
 			if k := slices.IndexFunc(old, func(o metav1.Condition) bool { return o.Type == c.Type }); k >= 0 && old[k].Status == c.Status {
 				st.Conditions[j].LastTransitionTime = old[k].LastTransitionTime
@@ -714,6 +721,17 @@ func allocated(claim *resourceapi.ResourceClaim, st resourceapi.AllocatedDeviceS
 	return slices.ContainsFunc(claim.Status.Allocation.Devices.Results, func(r resourceapi.DeviceRequestAllocationResult) bool {
 		return r.Driver == st.Driver && r.Pool == st.Pool && r.Device == st.Device && shareID((*string)(r.ShareID)) == shareID(st.ShareID)
 	})
+}
+
+// bindingConditions are the binding conditions and binding failure
+// conditions of the device in the claim's allocation.
+func bindingConditions(claim *resourceapi.ResourceClaim, st resourceapi.AllocatedDeviceStatus) []string {
+	for _, r := range claim.Status.Allocation.Devices.Results {
+		if r.Driver == st.Driver && r.Pool == st.Pool && r.Device == st.Device && shareID((*string)(r.ShareID)) == shareID(st.ShareID) {
+			return append(slices.Clone(r.BindingConditions), r.BindingFailureConditions...)
+		}
+	}
+	return nil
 }
 
 // shareID is a device's share, "" for a device allocated once.

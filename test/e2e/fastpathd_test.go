@@ -326,6 +326,10 @@ func daemonValues(port int, stateDir string, args []string) (map[string]any, err
 			values["bpfDir"] = v
 		case "--filter":
 			values["filter"] = v
+		case "--binding-conditions":
+			sub(values, "bindingConditions")["selector"] = v
+		case "--binding-timeout":
+			sub(values, "bindingConditions")["timeout"] = v
 		case "--share":
 			share(values)["filter"] = v
 		case "--resource-name":

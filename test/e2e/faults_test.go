@@ -462,11 +462,24 @@ func claimsReady(ctx context.Context, pod *corev1.Pod) error {
 	if err != nil {
 		return err
 	}
-	if len(p.Status.ResourceClaimStatuses) != len(p.Spec.ResourceClaims) {
-		return fmt.Errorf("pod %s: %d of %d claims created", pod.Name, len(p.Status.ResourceClaimStatuses), len(p.Spec.ResourceClaims))
+	// A claim the pod names, or the one made of its template.
+	var names []string
+	for _, pc := range p.Spec.ResourceClaims {
+		if pc.ResourceClaimName != nil {
+			names = append(names, *pc.ResourceClaimName)
+			continue
+		}
+		for _, s := range p.Status.ResourceClaimStatuses {
+			if s.Name == pc.Name && s.ResourceClaimName != nil {
+				names = append(names, *s.ResourceClaimName)
+			}
+		}
 	}
-	for _, s := range p.Status.ResourceClaimStatuses {
-		c, err := bed.Client().ResourceV1().ResourceClaims(pod.Namespace).Get(ctx, *s.ResourceClaimName, metav1.GetOptions{})
+	if len(names) != len(p.Spec.ResourceClaims) {
+		return fmt.Errorf("pod %s: %d of %d claims created", pod.Name, len(names), len(p.Spec.ResourceClaims))
+	}
+	for _, name := range names {
+		c, err := bed.Client().ResourceV1().ResourceClaims(pod.Namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}

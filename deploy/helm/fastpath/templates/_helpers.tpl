@@ -109,6 +109,8 @@ The CEL condition of a DeviceClass selector that leaves out PFs with VFs
 {{- if semverCompare ">=1.36-0" .Capabilities.KubeVersion.Version }}{{ $args = append $args "--pf-counters" }}{{ end }}
 {{- else if $v.pfCounters }}{{ $args = append $args "--pf-counters" }}{{ end }}
 {{- if $v.numaNodeList }}{{ $args = append $args "--numa-node-list" }}{{ end }}
+{{- with $v.bindingConditions.selector }}{{ $args = append $args (printf "--binding-conditions=%s" .) }}{{ end }}
+{{- with $v.bindingConditions.timeout }}{{ $args = append $args (printf "--binding-timeout=%s" .) }}{{ end }}
 {{- if not $v.checkpointJournal }}{{ $args = append $args "--checkpoint-journal=false" }}{{ end }}
 {{- if $v.ipPools }}{{ $args = append $args "--ip-pools=/etc/fastpath/ip-pools/pools.yaml" }}{{ end }}
 {{- with $v.rediscoverInterval }}{{ $args = append $args (printf "--rediscover-interval=%s" .) }}{{ end }}
