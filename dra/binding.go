@@ -312,6 +312,11 @@ func shareOf(id *string) string {
 // check says whether the allocated device is ready: on the node, healthy,
 // its link up (a netdev), or bindable to vfio-pci (a claim in mode vfio).
 func (b *binder) check(claim *resourceapi.ResourceClaim, res resourceapi.DeviceRequestAllocationResult) verdict {
+	if res.AdminAccess != nil && *res.AdminAccess {
+		// A view of the device, which may be in another pod: nothing of
+		// the device needs to be ready.
+		return verdict{ready: true, reason: ReasonDeviceReady, msg: fmt.Sprintf("a view of device %s (adminAccess)", res.Device)}
+	}
 	vfio := false
 	if cfg, errs := claimspec.ResolveConfig(claim, res.Request); len(errs) == 0 {
 		vfio = cfg.Mode == v1alpha1.ModeVFIO

@@ -152,6 +152,7 @@ type Options struct {
 
 // Driver is fastpath's DRA kubelet plugin for driver fastpath.dev.
 type Driver struct {
+	adminState
 	opts   Options
 	helper *kubeletplugin.Helper
 
@@ -256,6 +257,7 @@ func (d *Driver) Start(ctx context.Context) error {
 		if d.binder != nil {
 			go d.binder.run(ctx)
 		}
+		go d.runAdminViews(ctx)
 	}
 	return err
 }
@@ -411,6 +413,9 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, cls []kubeletplugi
 }
 
 func (d *Driver) unprepare(ctx context.Context, key claims.Key) error {
+	if admin, err := d.unprepareAdmin(ctx, key.UID); admin {
+		return err
+	}
 	if d.opts.Runtime != nil {
 		if err := d.opts.Runtime.ReleaseClaim(ctx, key); err != nil {
 			return err

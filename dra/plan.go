@@ -68,7 +68,8 @@ func plan(claim *resourceapi.ResourceClaim, inventory map[string]devices.Device,
 		}
 		if res.AdminAccess != nil && *res.AdminAccess {
 			// The device may be another pod's: preparing it would take it.
-			return nil, fail(res.Request, res.Device, "allocated with adminAccess: fastpath.dev gives a device to one pod, and does not yet give a view of a device another pod may hold; claim it without adminAccess", nil)
+			// Admin-access claims are given views (prepareAdmin).
+			return nil, fail(res.Request, res.Device, "allocated with adminAccess: it gets a read-only view of the device, never the device; claim the pod's own devices apart", nil)
 		}
 		dev, ok := inventory[res.Device]
 		if !ok {

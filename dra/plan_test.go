@@ -177,7 +177,7 @@ func TestPlanErrors(t *testing.T) {
 			c := testClaim("c1", []alloc{{Request: "nic", Device: vfNetdev}})
 			c.Status.Allocation.Devices.Results[0].AdminAccess = new(true)
 			return c
-		}, []string{`request "nic"`, "device " + vfNetdev, "adminAccess", "does not yet give a view"}},
+		}, []string{`request "nic"`, "device " + vfNetdev, "adminAccess", "never the device"}},
 		{"request not in the spec", func() *resourceapi.ResourceClaim {
 			c := testClaim("c1", []alloc{{Request: "nic", Device: vfNetdev}})
 			c.Spec.Devices.Requests[0].Name = "other"

@@ -33,6 +33,16 @@ import (
 // and the steps done, each recorded.
 func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceClaim) kubeletplugin.PrepareResult {
 	logger := klog.FromContext(ctx).WithValues("claim", klog.KObj(claim))
+	if claim.Status.Allocation != nil {
+		admin, err := adminClaim(claim)
+		switch {
+		case err != nil:
+			logger.Info("Rejected claim", "err", err)
+			return kubeletplugin.PrepareResult{Err: err}
+		case admin:
+			return d.prepareAdmin(ctx, claim)
+		}
+	}
 	key := claims.Key{Driver: claims.DriverFastpath, UID: claim.UID}
 	unlock, err := d.opts.Store.LockContext(ctx, key)
 	if err != nil {

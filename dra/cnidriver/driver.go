@@ -275,6 +275,9 @@ func (d *Driver) plan(ctx context.Context, claim *resourceapi.ResourceClaim) (*c
 		if why := claimspec.ExactlyOne(claim, res.Request); why != "" {
 			return nil, fail(res.Request, "", why, nil)
 		}
+		if res.AdminAccess != nil && *res.AdminAccess {
+			return nil, fail(res.Request, res.Device, "allocated with adminAccess: the CNI driver runs the claim's CNI config on its device, and gives no view of a device another pod holds", nil)
+		}
 		net, reason, errs := claimspec.CNINetwork(ctx, claim, res.Request, d.opts.Policy, cc)
 		if reason != "" || len(errs) > 0 {
 			return nil, fail(res.Request, res.Device, reason, errs)

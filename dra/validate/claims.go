@@ -141,6 +141,29 @@ type candidate struct {
 	admin       bool        // adminAccess
 }
 
+// adminProblems are what is wrong with an adminAccess request of
+// fastpath.dev: it gets a read-only view of devices other pods may hold,
+// so it takes no config (it changes nothing), and the claim's other
+// requests of fastpath.dev must be admin ones too (Prepare gives a claim
+// views or devices, not both).
+func (s Check) adminProblems(spec resourceapi.ResourceClaimSpec, cands []candidate, cand candidate, devs *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, c := range spec.Devices.Config {
+		if c.Opaque != nil && c.Opaque.Driver == devices.DriverName && claimspec.AppliesTo(c.Requests, cand.name) {
+			errs = append(errs, field.Forbidden(devs.Child("config").Index(i), fmt.Sprintf(
+				"request %q has adminAccess: it gets a read-only view of its devices, which no config changes", cand.name)))
+		}
+	}
+	for _, other := range cands {
+		if !other.admin && claimspec.RequestBase(other.name) != claimspec.RequestBase(cand.name) && s.DriverOf(other.class) == devices.DriverName {
+			errs = append(errs, field.Forbidden(cand.path.Child("adminAccess"), fmt.Sprintf(
+				"request %q does not have adminAccess: a claim gets either views of devices other pods hold or devices of its own; claim them apart", other.name)))
+			break
+		}
+	}
+	return errs
+}
+
 // Claim checks a claim's spec at path in an object (spec of a
 // ResourceClaim, spec.spec of a template) and returns its problems and
 // the interfaces it gives its pod.
@@ -207,9 +230,12 @@ func (s Check) Claim(namespace, name string, spec resourceapi.ResourceClaimSpec,
 		case driver == claims.DriverCNI && count.Many():
 			add(cand.name, field.ErrorList{field.Invalid(cand.path.Child("count"), "", claimspec.ExactlyOne(claim, cand.name))}, "")
 			continue
-		case cand.admin:
+		case cand.admin && driver == claims.DriverCNI:
 			add(cand.name, field.ErrorList{field.Forbidden(cand.path.Child("adminAccess"), fmt.Sprintf(
-				"driver %s gives a device to one pod, and does not yet give a view of a device another pod may hold: Prepare refuses it", driver))}, "")
+				"driver %s runs the claim's CNI config on its device: it gives no view of a device another pod holds", driver))}, "")
+			continue
+		case cand.admin:
+			add(cand.name, s.adminProblems(spec, cands, cand, devs), "")
 			continue
 		}
 		last := s.lastConfig(claim, cand.name, driver, configPaths)

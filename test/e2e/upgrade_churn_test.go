@@ -59,10 +59,10 @@ type upgradeSet struct {
 // the checkpoint holds the running pods' claims, no more; at the end, with
 // every pod gone, nothing of any claim is left on the node.
 //
-// $FASTPATH_UPGRADE_CYCLES is the number of cycles (2 unless set);
+// $FASTPATH_UPGRADE_CYCLES is the number of cycles (1 unless set: make upgrade-churn runs 10);
 // $FASTPATH_UPGRADE_SEED replays a run's choices of victims and moments.
 func TestUpgradeChurn(t *testing.T) {
-	cycles, seed := envCycles(t, "FASTPATH_UPGRADE_CYCLES", 2), envSeed(t, "FASTPATH_UPGRADE_SEED")
+	cycles, seed := envCycles(t, "FASTPATH_UPGRADE_CYCLES", 1), envSeed(t, "FASTPATH_UPGRADE_SEED")
 	t.Logf("upgrade churn: %d cycles, seed %d (FASTPATH_UPGRADE_SEED=%d replays the same kills)", cycles, seed, seed)
 	rng := rand.New(rand.NewPCG(seed, seed>>1))
 	ctx, cancel := context.WithTimeout(klog.NewContext(t.Context(), klog.Background()), 3*time.Minute+time.Duration(cycles)*4*time.Minute)

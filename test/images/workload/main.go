@@ -19,6 +19,11 @@
 //	                  of the socket MEMIF_SOCKET_* names, forwarding every
 //	                  packet back (io) after a first burst, its port's
 //	                  counters printed every second, until SIGTERM
+//	workload admin    for every FASTPATH_ADMIN_VIEW_* variable (an
+//	                  admin-access claim's view of a device), print once
+//	                  "view-dir VAR read-only" or "view-dir VAR writable" (a
+//	                  file created in its directory, or refused), then every
+//	                  second "view VAR JSON", the view on one line
 //	workload sleep    wait for SIGTERM
 package main
 
@@ -64,17 +69,53 @@ func main() {
 			fmt.Fprintln(os.Stderr, "workload:", err)
 			os.Exit(1)
 		}
+	case "admin":
+		go watchViews()
 	case "dpdk-memif":
 		err := runTestpmd()
 		fmt.Fprintln(os.Stderr, "workload:", err)
 		os.Exit(1)
 	default:
-		fmt.Fprintf(os.Stderr, "workload: unknown command %q (want ifaces, env, xsk, memif, dpdk-memif or sleep)\n", cmd)
+		fmt.Fprintf(os.Stderr, "workload: unknown command %q (want ifaces, env, xsk, memif, dpdk-memif, admin or sleep)\n", cmd)
 		os.Exit(2)
 	}
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	<-stop
+}
+
+// watchViews prints the admin views every second (workload admin).
+func watchViews() {
+	var vars []string
+	for _, kv := range os.Environ() {
+		if name, _, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(name, "FASTPATH_ADMIN_VIEW_") {
+			vars = append(vars, name)
+		}
+	}
+	for _, v := range vars {
+		probe := filepath.Join(filepath.Dir(os.Getenv(v)), "probe")
+		state := "writable"
+		if err := os.WriteFile(probe, nil, 0o644); errors.Is(err, syscall.EROFS) {
+			state = "read-only"
+		} else if err != nil {
+			state = "unwritable: " + err.Error()
+		}
+		fmt.Printf("view-dir %s %s\n", v, state)
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for ; ; <-tick.C {
+		var out strings.Builder
+		for _, v := range vars {
+			data, err := os.ReadFile(os.Getenv(v))
+			if err != nil {
+				fmt.Fprintf(&out, "view %s error: %v\n", v, err)
+				continue
+			}
+			fmt.Fprintf(&out, "view %s %s\n", v, strings.Join(strings.Fields(string(data)), " "))
+		}
+		_, _ = os.Stdout.WriteString(out.String())
+	}
 }
 
 // ifacesEnd ends the listing of workload ifaces: a reader that has it has
