@@ -198,7 +198,7 @@ upgrade-churn: ## rolling upgrades under churn on the real node: UPGRADE_CYCLES 
 SCALE_NODES ?= 100
 
 .PHONY: scale
-scale: ## a larger cluster simulated against the bed's API server: SCALE_NODES (100) nodes of 1,024 VFs published by fastpathd's publisher, claims scheduled among them, 5,000 gated pods and 500 PodNetworks reconciled; make e2e runs it with 10 nodes (root)
+scale: ## a larger cluster simulated against the bed's API server: SCALE_NODES (100) nodes of 1,024 VFs published by fastpathd's publisher, claims scheduled among them, 5,000 gated pods and 500 PodNetworks reconciled; make e2e runs it with 5 nodes (root)
 	$(DEPS) testbed
 	FASTPATH_SCALE_NODES=$(SCALE_NODES) FASTPATH_SCALE_PODS=200 FASTPATH_SCALE_GATED_PODS=5000 FASTPATH_SCALE_PODNETWORKS=500 \
 		$(GO) test -count=1 -timeout 60m -tags e2e -run '^TestScaleSimulation$$' -v ./test/e2e/

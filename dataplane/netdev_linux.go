@@ -47,6 +47,12 @@ type Netdev struct {
 	MACFromPF bool
 	Addresses []string
 	Routes    []Route
+	// Rules, VRF, Neighbors and Sysctls are made in the pod with the
+	// interface (multinic_linux.go).
+	Rules     []Rule
+	VRF       *VRF
+	Neighbors []Neighbor
+	Sysctls   map[string]string
 	// XDP is the program to attach in the pod (afxdp mode), nil for none.
 	XDP *XDP
 	// RDMA is the RDMA device that goes with the netdev, nil for none.
@@ -65,6 +71,12 @@ type XDP struct {
 type Route struct {
 	Destination string
 	Gateway     string
+	// Table (0: main), Source (the preferred source address), Scope
+	// (universe, link or host; "": universe) and Metric.
+	Table  int64
+	Source string
+	Scope  string
+	Metric int64
 }
 
 // Attached is the interface as it ended up in the pod.
@@ -179,6 +191,17 @@ func (a *Attacher) Attach(ctx context.Context, podNetNS string, nd Netdev) (_ At
 	if err != nil {
 		return Attached{}, fmt.Errorf("find %s in the pod: %w", nd.Name, err)
 	}
+	// Its own settings before it is up (arp_ignore before it answers).
+	if err := setSysctls(podNetNS, nd.Name, nd.Sysctls); err != nil {
+		return Attached{}, err
+	}
+	if nd.VRF != nil {
+		// Enslaved before its addresses: their routes go to the VRF's
+		// table.
+		if err := enslaveVRF(pod, link, nd.VRF); err != nil {
+			return Attached{}, err
+		}
+	}
 	for _, a := range nd.Addresses {
 		addr, err := netlink.ParseAddr(a)
 		if err != nil {
@@ -196,6 +219,9 @@ func (a *Attacher) Attach(ctx context.Context, podNetNS string, nd Netdev) (_ At
 	if err := pod.LinkSetUp(link); err != nil {
 		return Attached{}, fmt.Errorf("set %s up: %w", nd.Name, err)
 	}
+	if err := setNeighbors(pod, link, nd.Neighbors); err != nil {
+		return Attached{}, err
+	}
 	for _, r := range nd.Routes {
 		route, err := podRoute(link.Attrs().Index, r)
 		if err != nil {
@@ -204,6 +230,12 @@ func (a *Attacher) Attach(ctx context.Context, podNetNS string, nd Netdev) (_ At
 		if err := pod.RouteReplace(route); err != nil {
 			return Attached{}, fmt.Errorf("add route to %s via %s on %s: %w", r.Destination, r.Gateway, nd.Name, err)
 		}
+	}
+	if err := addRules(pod, nd.Rules); err != nil {
+		return Attached{}, err
+	}
+	if len(nd.Rules) > 0 || nd.VRF != nil || len(nd.Neighbors) > 0 || len(nd.Sysctls) > 0 {
+		fault.Point("attach.routed")
 	}
 	var rdmaFiles []CharDevice
 	if nd.RDMA != nil {
@@ -278,7 +310,7 @@ func configured(pod *netlink.Handle, l netlink.Link, nd Netdev) (bool, error) {
 		}
 	}
 	if len(nd.Routes) > 0 {
-		routes, err := pod.RouteList(l, netlink.FAMILY_ALL)
+		routes, err := pod.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{LinkIndex: l.Attrs().Index, Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_OIF|netlink.RT_FILTER_TABLE)
 		if err != nil {
 			return false, fmt.Errorf("routes of %s in the pod: %w", nd.Name, err)
 		}
@@ -288,13 +320,36 @@ func configured(pod *netlink.Handle, l netlink.Link, nd Netdev) (bool, error) {
 				return false, err
 			}
 			if !slices.ContainsFunc(routes, func(rt netlink.Route) bool {
-				return rt.Dst != nil && rt.Dst.String() == want.Dst.String() && rt.Gw.Equal(want.Gw)
+				return rt.Dst != nil && rt.Dst.String() == want.Dst.String() && rt.Gw.Equal(want.Gw) && (want.Table == 0 || rt.Table == want.Table)
 			}) {
 				return false, nil
 			}
 		}
 	}
-	return true, nil
+	if v := nd.VRF; v != nil {
+		vrf, err := pod.LinkByName(v.Name)
+		if err != nil || l.Attrs().MasterIndex != vrf.Attrs().Index {
+			return false, nil
+		}
+	}
+	// The neighbours come before the routes and the rules: with either,
+	// they are there too.
+	if len(nd.Routes) == 0 && len(nd.Rules) == 0 && len(nd.Neighbors) > 0 {
+		have, err := pod.NeighList(l.Attrs().Index, netlink.FAMILY_ALL)
+		if err != nil {
+			return false, fmt.Errorf("neighbours of %s in the pod: %w", nd.Name, err)
+		}
+		for _, n := range nd.Neighbors {
+			want, err := podNeighbor(l.Attrs().Index, n)
+			if err != nil {
+				return false, err
+			}
+			if !slices.ContainsFunc(have, func(h netlink.Neigh) bool { return h.IP.Equal(want.IP) }) {
+				return false, nil
+			}
+		}
+	}
+	return rulesThere(pod, nd.Rules)
 }
 
 // attachXDP attaches the program pinned in nd.XDP.Dir to the interface in
@@ -487,13 +542,31 @@ func podRoute(index int, r Route) (*netlink.Route, error) {
 	if err != nil {
 		return nil, fmt.Errorf("route destination %q: %w", r.Destination, err)
 	}
-	route := &netlink.Route{LinkIndex: index, Dst: &net.IPNet{IP: dst.Addr().AsSlice(), Mask: net.CIDRMask(dst.Bits(), dst.Addr().BitLen())}}
+	route := &netlink.Route{LinkIndex: index, Dst: &net.IPNet{IP: dst.Addr().AsSlice(), Mask: net.CIDRMask(dst.Bits(), dst.Addr().BitLen())},
+		Table: int(r.Table), Priority: int(r.Metric)}
 	if r.Gateway != "" {
 		gw, err := netip.ParseAddr(r.Gateway)
 		if err != nil {
 			return nil, fmt.Errorf("route gateway %q: %w", r.Gateway, err)
 		}
 		route.Gw = gw.AsSlice()
+	}
+	if r.Source != "" {
+		src, err := netip.ParseAddr(r.Source)
+		if err != nil {
+			return nil, fmt.Errorf("route source %q: %w", r.Source, err)
+		}
+		route.Src = src.AsSlice()
+	}
+	switch r.Scope {
+	case "", "universe":
+		route.Scope = netlink.SCOPE_UNIVERSE
+	case "link":
+		route.Scope = netlink.SCOPE_LINK
+	case "host":
+		route.Scope = netlink.SCOPE_HOST
+	default:
+		return nil, fmt.Errorf("route scope %q: want universe, link or host", r.Scope)
 	}
 	return route, nil
 }
@@ -521,6 +594,9 @@ func (a *Attacher) Detach(ctx context.Context, podNetNS string, nd Netdev) error
 	if ns, pod, err := podHandle(podNetNS); err == nil {
 		defer ns.Close()
 		defer pod.Close()
+		if err := unconfigurePod(pod, nd); err != nil {
+			return fmt.Errorf("remove what came with %s from the pod: %w", nd.Name, err)
+		}
 		if link := findByAlias(pod, nd.HostName); link != nil {
 			if err := a.detachRDMA(ns, nd); err != nil {
 				return err

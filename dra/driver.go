@@ -99,6 +99,9 @@ type Options struct {
 	// NUMANodeLists publishes resource.kubernetes.io/numaNode as a list
 	// (--numa-node-list, PublishOptions).
 	NUMANodeLists map[int64][]int64
+	// InterfaceSysctls are the interface sysctls claims may set beyond
+	// v1alpha1.DefaultSysctls (--interface-sysctls).
+	InterfaceSysctls []string
 	// Binding publishes the devices its selector admits with binding
 	// conditions, and reports them ready or failed once allocated
 	// (--binding-conditions); needs Client.

@@ -505,7 +505,9 @@ func newRig(t *testing.T) *rig {
 
 	r.Claim = testClaim("all", []alloc{{Request: "nic", Device: vfNetdev}, {Request: "xsk", Device: xskDev.Name}, {Request: "dpdk", Device: dratest.VFNetdev2}, {Request: "vs", Device: memifMaster}, {Request: "fast", Device: sharedDev.Name}},
 		fromClaimFor("nic", config(`"interface": {"name": "net1", "mtu": 9000, "mac": "02:00:00:fa:0f:01", "addresses": ["10.90.1.2/24"],
-			"routes": [{"destination": "10.91.0.0/16", "gateway": "10.90.1.1"}]}, "vf": {"vlan": 100, "spoofChk": true}`)),
+			"routes": [{"destination": "10.91.0.0/16", "gateway": "10.90.1.1"}, {"destination": "10.92.0.0/16", "gateway": "10.90.1.1", "table": 100}],
+			"rules": [{"priority": 100, "from": "10.90.1.2/32", "table": 100}], "sysctls": {"ipv4.arp_ignore": "1"},
+			"ethtool": {"features": {"generic-receive-offload": true}}, "gsoMaxSize": 131072}, "vf": {"vlan": 100, "spoofChk": true}`)),
 		fromClaimFor("xsk", config(`"mode": "afxdp", "interface": {"name": "xsk0"}, "xdp": {"attachMode": "native", "queues": 2}`)),
 		fromClaimFor("dpdk", config(`"mode": "vfio"`)),
 		fromClaimFor("fast", config(`"mode": "macvlan", "interface": {"name": "fast0"}, "ipam": {"pool": "fast"}`)))
@@ -613,6 +615,9 @@ func (r *rig) snapshot(t *testing.T) snapshot {
 	for _, name := range []string{r.VFLink, r.XSKLink, r.SharedLink} {
 		s["host link "+name[len(name)-1:]] = linkState(netlink.LinkByName(name))
 	}
+	if gro, err := dataplane.ReadOffloads(r.VFLink, dataplane.Offloads{Features: map[string]bool{"rx-gro": true}}); err == nil {
+		s["host gro "+r.VFLink[len(r.VFLink)-1:]] = fmt.Sprint(gro.Features["rx-gro"])
+	}
 	if r.Pod.NetNS != "" {
 		ns, err := netns.GetFromPath(r.Pod.NetNS)
 		if err != nil {
@@ -647,6 +652,21 @@ func (r *rig) snapshot(t *testing.T) snapshot {
 			}
 			s["pod routes "+l.Attrs().Name] = strings.Join(rs, ",")
 		}
+		// The claim's rule, and its table's routes.
+		rules, _ := h.RuleList(netlink.FAMILY_V4)
+		var rs []string
+		for _, r := range rules {
+			if r.Table == 100 {
+				rs = append(rs, r.String())
+			}
+		}
+		s["pod rules"] = strings.Join(rs, ",")
+		table, _ := h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: 100}, netlink.RT_FILTER_TABLE)
+		var ts []string
+		for _, rt := range table {
+			ts = append(ts, rt.Dst.String()+" via "+rt.Gw.String())
+		}
+		s["pod table 100"] = strings.Join(ts, ",")
 		h.Close()
 	}
 	pf, _ := os.ReadFile(r.PFFile)
@@ -727,7 +747,7 @@ func linkStateIn(h *netlink.Handle, l netlink.Link) string {
 	}
 	sort.Strings(as)
 	xdp := a.Xdp != nil && a.Xdp.Attached
-	return fmt.Sprintf("mtu=%d mac=%s alias=%q up=%v addrs=%v xdp=%v", a.MTU, a.HardwareAddr, a.Alias, a.Flags&net.FlagUp != 0, as, xdp)
+	return fmt.Sprintf("mtu=%d mac=%s alias=%q up=%v addrs=%v xdp=%v gso=%d master=%d", a.MTU, a.HardwareAddr, a.Alias, a.Flags&net.FlagUp != 0, as, xdp, a.GSOMaxSize, a.MasterIndex)
 }
 
 // tree lists what keep keeps below dir, with the content of small regular
@@ -805,9 +825,9 @@ var elsewhere = map[string]string{
 // at. In phase "prepared" Prepare has returned, and the claim's status is
 // being written in the background.
 var phases = map[string][]string{
-	"prepare":  {"ipam.assigned", "prepare.recorded", "prepare.files.before", "prepare.files.applied", "prepare.vf.before", "vf.setting", "vf.setting#2", "prepare.vf.applied", "prepare.channels.before", "prepare.channels.applied", "prepare.xdp.before", "bpffs.mounted", "prepare.xdp.applied", "prepare.vfio.before", "vfio.override", "vfio.unbound", "prepare.vfio.applied", "prepare.cdi.before", "prepare.cdi.applied"},
+	"prepare":  {"ipam.assigned", "prepare.recorded", "prepare.files.before", "prepare.files.applied", "prepare.vf.before", "vf.setting", "vf.setting#2", "prepare.vf.applied", "prepare.channels.before", "prepare.channels.applied", "prepare.offloads.before", "prepare.offloads.applied", "prepare.xdp.before", "bpffs.mounted", "prepare.xdp.applied", "prepare.vfio.before", "vfio.override", "vfio.unbound", "prepare.vfio.applied", "prepare.cdi.before", "prepare.cdi.applied"},
 	"prepared": {"claim.status.before", "claim.status.written"},
-	"run": {"npwg.admitted", "ipamclaim.status.before", "ipamclaim.status.written", "attach.recorded", "attach.moved", "attach.moved#2", "attach.addressed", "attach.shared.created", "cni.add.recorded", "cni.add.done", "cni.add.done#2", "npwg.route",
+	"run": {"npwg.admitted", "ipamclaim.status.before", "ipamclaim.status.written", "attach.recorded", "attach.moved", "attach.moved#2", "attach.addressed", "attach.routed", "attach.shared.created", "cni.add.recorded", "cni.add.done", "cni.add.done#2", "npwg.route",
 		"claim.status.before", "claim.status.written", "ipamclaim.status.before#2", "ipamclaim.status.written#2", "annotation.before", "annotation.written"},
 	// The pod runs; the VF's PF has lost its link. The daemon publishes
 	// the node's slices (first hit), then taints the VF (second).

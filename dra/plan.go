@@ -3,7 +3,10 @@ package dra
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -24,6 +27,28 @@ type planPaths struct {
 	pools                     IPPools
 	// deviceInfoDir is Options.DeviceInfoDir.
 	deviceInfoDir string
+	// sysctls are the interface sysctls claims may set: nil for
+	// v1alpha1.DefaultSysctls, else those and Options.InterfaceSysctls.
+	sysctls []string
+}
+
+// checkSysctls refuses the interface sysctls the node does not allow.
+func (p planPaths) checkSysctls(cfg v1alpha1.InterfaceConfig) field.ErrorList {
+	if cfg.Interface == nil {
+		return nil
+	}
+	allowed := p.sysctls
+	if allowed == nil {
+		allowed = v1alpha1.DefaultSysctls
+	}
+	var errs field.ErrorList
+	for _, k := range slices.Sorted(maps.Keys(cfg.Interface.Sysctls)) {
+		if !slices.Contains(allowed, k) {
+			errs = append(errs, field.Forbidden(field.NewPath("interface", "sysctls").Key(k),
+				fmt.Sprintf("not allowed on this node: it allows %s (the operator adds more with --interface-sysctls)", strings.Join(allowed, ", "))))
+		}
+	}
+	return errs
 }
 
 // plan computes, without side effects, what preparing claim means: per
@@ -104,6 +129,7 @@ func plan(claim *resourceapi.ResourceClaim, inventory map[string]devices.Device,
 		}
 		if len(errs) == 0 {
 			errs = append(paths.pools.checkPool(cfg), paths.pools.checkAddresses(cfg)...)
+			errs = append(errs, paths.checkSysctls(cfg)...)
 		}
 		if cfg.Interface != nil && len(errs) == 0 {
 			if where, dup := taken[cfg.Interface.Name]; dup {
@@ -172,9 +198,21 @@ func planDeviceOf(claim *resourceapi.ResourceClaim, res resourceapi.DeviceReques
 	}
 	d.Published = recordPublished(dev)
 	if i := cfg.Interface; i != nil && (cfg.Mode == v1alpha1.ModeNetdev || cfg.Mode == v1alpha1.ModeAFXDP) {
-		d.Pod = &claims.PodInterface{Name: i.Name, MTU: i.MTU, MAC: i.MAC, Addresses: i.Addresses}
+		d.Pod = &claims.PodInterface{Name: i.Name, MTU: i.MTU, MAC: i.MAC, Addresses: i.Addresses, Sysctls: i.Sysctls}
 		for _, r := range i.Routes {
-			d.Pod.Routes = append(d.Pod.Routes, claims.Route{Destination: r.Destination, Gateway: r.Gateway})
+			d.Pod.Routes = append(d.Pod.Routes, claims.Route{Destination: r.Destination, Gateway: r.Gateway, Table: r.Table, Source: r.Source, Scope: r.Scope, Metric: r.Metric})
+		}
+		for _, r := range i.Rules {
+			d.Pod.Rules = append(d.Pod.Rules, claims.Rule(r))
+		}
+		if i.VRF != nil {
+			d.Pod.VRF = &claims.VRF{Name: i.VRF.Name, Table: i.VRF.Table}
+		}
+		for _, n := range i.Neighbors {
+			d.Pod.Neighbors = append(d.Pod.Neighbors, claims.Neighbor(n))
+		}
+		if set := offloads(i); set != nil && d.Host != nil {
+			d.Offloads = &claims.Offloads{Set: *set}
 		}
 	}
 	if cfg.IPAM != nil && d.Pod != nil {
@@ -203,6 +241,19 @@ func planDeviceOf(claim *resourceapi.ResourceClaim, res resourceapi.DeviceReques
 		d.DeviceInfoFile = filepath.Join(paths.claimDir, req+"-device.json")
 	}
 	return d, nil
+}
+
+// offloads are the device settings of the interface spec Prepare makes in
+// the host, nil for none.
+func offloads(i *v1alpha1.InterfaceSpec) *claims.OffloadSettings {
+	set := claims.OffloadSettings{GSOMaxSize: i.GSOMaxSize, GROMaxSize: i.GROMaxSize, GSOIPv4MaxSize: i.GSOIPv4MaxSize, GROIPv4MaxSize: i.GROIPv4MaxSize}
+	if e := i.Ethtool; e != nil {
+		set.Features, set.PrivateFlags = e.Features, e.PrivateFlags
+	}
+	if len(set.Features) == 0 && len(set.PrivateFlags) == 0 && set.GSOMaxSize == 0 && set.GROMaxSize == 0 && set.GSOIPv4MaxSize == 0 && set.GROIPv4MaxSize == 0 {
+		return nil
+	}
+	return &set
 }
 
 // planRDMA is the record of the RDMA device a config asks for, nil for

@@ -365,3 +365,38 @@ func TestPlanExtendedResources(t *testing.T) {
 		t.Errorf("two devices for one request of a claim of the pod's own: %v, want its names refused", err)
 	}
 }
+
+// TestPlanMultiNIC: the interface's rules, VRF, neighbours and sysctls go
+// into the record of its pod interface, its ethtool settings and sizes
+// into the device's offloads (what the device has of them is read at
+// Prepare); a sysctl the node does not allow is refused naming it, and
+// allowed once the operator adds it.
+func TestPlanMultiNIC(t *testing.T) {
+	claim := testClaim("c1", []alloc{{Request: "nic", Device: vfNetdev}}, fromClaim(config(`"interface": {"name": "nic0", "addresses": ["10.80.0.2/24"],
+		"routes": [{"destination": "10.80.0.0/24", "source": "10.80.0.2", "scope": "link", "table": 100}],
+		"rules": [{"priority": 100, "from": "10.80.0.2/32", "table": 100}], "vrf": {"name": "blue", "table": 200},
+		"neighbors": [{"address": "10.80.0.9", "mac": "02:00:00:00:00:09"}], "sysctls": {"ipv4.arp_ignore": "1"},
+		"ethtool": {"features": {"gro": true}}, "gsoMaxSize": 131072}`)))
+	c, err := planClaim(t, claim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := c.Devices[0]
+	if p := d.Pod; p == nil || len(p.Rules) != 1 || p.Rules[0].Table != 100 || p.VRF == nil || p.VRF.Name != "blue" || len(p.Neighbors) != 1 ||
+		p.Sysctls["ipv4.arp_ignore"] != "1" || p.Routes[0].Source != "10.80.0.2" || p.Routes[0].Scope != "link" {
+		t.Errorf("pod interface %+v", d.Pod)
+	}
+	if o := d.Offloads; o == nil || !o.Set.Features["gro"] || o.Set.GSOMaxSize != 131072 || o.Before != nil {
+		t.Errorf("offloads %+v, want gro and the GSO size, nothing read yet", d.Offloads)
+	}
+
+	odd := testClaim("c1", []alloc{{Request: "nic", Device: vfNetdev}}, fromClaim(config(`"interface": {"sysctls": {"ipv4.route_localnet": "1"}}`)))
+	if _, err := planClaim(t, odd); err == nil || !strings.Contains(err.Error(), "interface.sysctls[ipv4.route_localnet]: Forbidden: not allowed on this node") {
+		t.Errorf("a sysctl the node does not allow: %v", err)
+	}
+	_, err = plan(odd, inventoryMap(testInventory(t)), testNode, planPaths{claimDir: "/state/claims/uid-c1", cdiSpec: "/cdi/spec.json",
+		sysctls: append(slices.Clone(v1alpha1.DefaultSysctls), "ipv4.route_localnet")})
+	if err != nil {
+		t.Errorf("allowed by the operator: %v", err)
+	}
+}

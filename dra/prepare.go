@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -18,6 +19,7 @@ import (
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/dataplane/fault"
 	"github.com/fastpath-dra/fastpath/dra/api/bounds"
+	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/attach"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/claimspec"
@@ -79,7 +81,7 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 	case !ok:
 		planned, err := plan(claim, d.inventoryMap(), d.opts.NodeName, planPaths{
 			claimDir: d.claimDir(claim), cdiSpec: cdiSpecPath(d.opts.CDIDir, claim.UID), bpfDir: d.opts.BPFDir, pools: d.ipPools(),
-			deviceInfoDir: d.opts.DeviceInfoDir})
+			deviceInfoDir: d.opts.DeviceInfoDir, sysctls: d.sysctls()})
 		// The PFs' VFs stay as observe reads them until the claim is
 		// admitted (pflock.go).
 		unlockPFs := func() {}
@@ -158,6 +160,14 @@ func exists(path string) bool {
 	return err == nil
 }
 
+// sysctls are the interface sysctls claims may set on this node.
+func (d *Driver) sysctls() []string {
+	if len(d.opts.InterfaceSysctls) == 0 {
+		return nil
+	}
+	return append(slices.Clone(v1alpha1.DefaultSysctls), d.opts.InterfaceSysctls...)
+}
+
 func (d *Driver) claimDir(claim *resourceapi.ResourceClaim) string {
 	return filepath.Join(d.opts.StateDir, "claims", string(claim.UID))
 }
@@ -224,6 +234,16 @@ func (d *Driver) observe(ctx context.Context, claim *resourceapi.ResourceClaim, 
 			case most > 0 && cur != x.Queues:
 				x.ChannelsBefore = cur
 			}
+		}
+		if o := dev.Offloads; o != nil && dev.Host != nil {
+			// What the device has now of what the claim sets, to give
+			// back; a feature it lacks or cannot change refuses the claim.
+			before, err := dataplane.ReadOffloads(dev.Host.Name, dataplane.Offloads(o.Set))
+			if err != nil {
+				return &claimspec.ClaimError{Claim: klog.KObj(claim).String(), Request: dev.Request, Device: dev.Device, Errs: field.ErrorList{field.Invalid(field.NewPath("interface"), "", err.Error())}}
+			}
+			b := claims.OffloadSettings(before)
+			o.Before = &b
 		}
 		if dev.PodNetwork != "" || dev.PodNetworkAttachment != "" {
 			name, err := d.checkPodNetwork(ctx, claim.Namespace, dev.PodNetwork, dev.PodNetworkAttachment)
@@ -334,6 +354,21 @@ func (d *Driver) steps(c *claims.Claim) []step {
 			apply: func(context.Context) error { return deviceErr(dev, d.opts.Channels.SetCombined(name, x.Queues)) },
 			undo: func(context.Context) error {
 				return deviceErr(dev, d.opts.Channels.SetCombined(name, x.ChannelsBefore))
+			},
+		})
+	}
+	for i := range c.Devices {
+		dev := &c.Devices[i]
+		if dev.Offloads == nil || dev.Offloads.Before == nil || dev.Host == nil {
+			continue
+		}
+		o, name := dev.Offloads, dev.Host.Name
+		steps = append(steps, step{name: "offloads " + dev.Request, dev: dev,
+			apply: func(context.Context) error {
+				return deviceErr(dev, dataplane.ApplyOffloads(name, dataplane.Offloads(o.Set)))
+			},
+			undo: func(context.Context) error {
+				return deviceErr(dev, dataplane.ApplyOffloads(name, dataplane.Offloads(*o.Before)))
 			},
 		})
 	}

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -94,6 +95,9 @@ type runOptions struct {
 	binding         string
 	bindingTimeout  time.Duration
 	bindingSelector devices.Selector
+	// interfaceSysctls are the interface sysctls claims may set beyond
+	// the default ones.
+	interfaceSysctls stringList
 	// deviceMetadata writes the device metadata of prepared claims.
 	deviceMetadata bool
 	// journal lets the store write checkpoint version 3 (claims.SetJournal);
@@ -131,6 +135,7 @@ func (o *runOptions) addFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.pfCounters, "pf-counters", false, "publish each PF that has SR-IOV VFs with a counter set of its VFs (DRAPartitionableDevices, Kubernetes 1.36 and later): the PF consumes all of them and each VF one, so that the scheduler never gives a PF and one of its VFs at once (with --allow-pf-with-vfs); off: a cluster without the feature gate")
 	fs.StringVar(&o.binding, "binding-conditions", "", `CEL expression, as --filter, choosing the devices published with binding conditions (DRADeviceBindingConditions, beta in Kubernetes 1.36): once one is allocated, the scheduler binds its pod only when this daemon reports it ready (on the node, healthy, its link up; bindable to vfio-pci for a claim in mode vfio), and allocates again elsewhere when it reports the binding failed (the device then tainted NoSchedule until it is ready); the daemon then lists and watches ResourceClaims. Empty: none, e.g. device.attributes["fastpath.dev"].kind == "sriov-vf"`)
 	fs.DurationVar(&o.bindingTimeout, "binding-timeout", time.Minute, "how long an allocated device with binding conditions may take to become ready (its link to come up) before this daemon reports its binding failed; under the scheduler's own binding timeout (10m by default)")
+	fs.Var(&o.interfaceSysctls, "interface-sysctls", "comma-separated interface sysctls claims may set (interface.sysctls) beyond the default ones (docs/reference.md), each ipv4.<name> or ipv6.<name> below net.ipv4.conf.<interface> or net.ipv6.conf.<interface>, e.g. ipv4.route_localnet,ipv6.mtu")
 	fs.StringVar(&o.ipPoolsFile, "ip-pools", "", "file of the node's IP pools (kind IPPoolConfig), from which claims with ipam get addresses; empty: none")
 	fs.DurationVar(&o.resync, "rediscover-interval", 5*time.Minute, "rediscover devices this often even without an event")
 	fs.DurationVar(&o.health.Grace, "health-grace", time.Second, "how long a device must be unhealthy before it is tainted and reported (a shorter link flap only leaves it degraded: --health-degraded-hold)")
@@ -172,6 +177,20 @@ func (o *runOptions) validate() error {
 	}
 	if o.bindingTimeout <= 0 {
 		return usagef("run: --binding-timeout %s: must be positive", o.bindingTimeout)
+	}
+	var sysctls stringList
+	for _, v := range o.interfaceSysctls {
+		for k := range strings.SplitSeq(v, ",") {
+			if k = strings.TrimSpace(k); k != "" {
+				sysctls = append(sysctls, k)
+			}
+		}
+	}
+	o.interfaceSysctls = sysctls
+	for _, k := range o.interfaceSysctls {
+		if err := v1alpha1.ValidSysctlName(k); err != nil {
+			return usagef("run: --interface-sysctls %q: %v", k, err)
+		}
 	}
 	if o.binding != "" {
 		sel, err := filter.Compile(o.binding)
@@ -557,7 +576,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 		Store: store, Status: writer, Runtime: plugin, Metrics: m, PodUID: types.UID(o.podUID),
 		Health: o.health, HealthChecks: dra.LiveChecks{Attacher: attacher}, Events: events,
 		PCI: dataplane.PCIBinder{SysfsRoot: o.SysfsRoot, DevRoot: o.devRoot}, IPPools: o.ipPools, AllowPFWithVFs: o.allowPFWithVFs, PFCounters: o.pfCounters,
-		NUMANodeLists: numaLists, Binding: binding,
+		NUMANodeLists: numaLists, Binding: binding, InterfaceSysctls: o.interfaceSysctls,
 		DeviceInfoDir: o.npwg.driverDeviceInfoDir(),
 		PodNetworks:   podNetworkGetter(nriOpts.PodNetworks),
 		Metadata:      meta,

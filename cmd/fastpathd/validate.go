@@ -95,6 +95,10 @@ Exit codes: 0 no problem, 1 problems found, 2 unreadable input or bad flags.
 		objects[s.Doc.Where()+" "+s.Doc.Object()] = true
 		count++
 	}
+	// Configs in another driver's form: what they are in fastpath's.
+	for _, t := range validate.Translations(docs) {
+		fmt.Fprintln(stderr, t)
+	}
 	for _, p := range problems {
 		fmt.Fprintln(stdout, p)
 		objects[p.Doc.Where()+" "+p.Doc.Object()] = true

@@ -27,6 +27,7 @@ var Points = []string{
 	"prepare.files.before", "prepare.files.applied",
 	"prepare.vf.before", "prepare.vf.applied", "vf.setting",
 	"prepare.channels.before", "prepare.channels.applied",
+	"prepare.offloads.before", "prepare.offloads.applied",
 	"prepare.xdp.before", "bpffs.mounted", "prepare.xdp.applied",
 	"prepare.vfio.before", "vfio.override", "vfio.unbound", "prepare.vfio.applied",
 	"prepare.cdi.before", "prepare.cdi.applied",
@@ -40,7 +41,7 @@ var Points = []string{
 	// sub-interface made in the pod; moved back, the sub-interface deleted;
 	// a CNI network recorded, added, deleted; the default route an NPWG
 	// element asks for not yet made.
-	"npwg.admitted", "attach.recorded", "attach.moved", "attach.addressed", "attach.rdma", "attach.shared.created",
+	"npwg.admitted", "attach.recorded", "attach.moved", "attach.addressed", "attach.routed", "attach.rdma", "attach.shared.created",
 	"detach.moved", "detach.shared.deleted", "detach.returned",
 	"cni.add.recorded", "cni.add.done", "cni.del.done", "npwg.route",
 	// The status of an IPAMClaim an NPWG element names (its owner, its

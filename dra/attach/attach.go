@@ -35,8 +35,18 @@ func Netdev(d claims.Device) (dataplane.Netdev, bool) {
 		Name: d.Pod.Name, MTU: d.Pod.MTU, MAC: d.Pod.MAC, Addresses: d.Pod.Addresses,
 	}
 	for _, r := range d.Pod.Routes {
-		nd.Routes = append(nd.Routes, dataplane.Route{Destination: r.Destination, Gateway: r.Gateway})
+		nd.Routes = append(nd.Routes, dataplane.Route(r))
 	}
+	for _, r := range d.Pod.Rules {
+		nd.Rules = append(nd.Rules, dataplane.Rule(r))
+	}
+	if v := d.Pod.VRF; v != nil {
+		nd.VRF = &dataplane.VRF{Name: v.Name, Table: v.Table}
+	}
+	for _, n := range d.Pod.Neighbors {
+		nd.Neighbors = append(nd.Neighbors, dataplane.Neighbor(n))
+	}
+	nd.Sysctls = d.Pod.Sysctls
 	// Prepare had the PF set the interface's MAC as the VF's.
 	nd.MACFromPF = d.VF != nil && d.Pod.MAC != "" && strings.EqualFold(d.VF.Set.MAC, d.Pod.MAC)
 	if x := d.XDP; x != nil {

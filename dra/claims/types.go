@@ -187,6 +187,9 @@ type Device struct {
 	// namespace it was named through, if any.
 	PodNetwork           string `json:"podNetwork,omitempty"`
 	PodNetworkAttachment string `json:"podNetworkAttachment,omitempty"`
+	// Offloads are set on the device's netdev in the host at Prepare;
+	// nil for none.
+	Offloads *Offloads `json:"offloads,omitempty"`
 	// Attached is where the runtime's hook put the device's netdev (or
 	// made its sub-interface); recorded before the move, dropped once the
 	// netdev is back (the sub-interface deleted).
@@ -261,12 +264,67 @@ type PodInterface struct {
 	MAC       string   `json:"mac,omitempty"`
 	Addresses []string `json:"addresses,omitempty"`
 	Routes    []Route  `json:"routes,omitempty"`
+	// Rules, the VRF, neighbours and sysctls are made in the pod's
+	// namespace with the interface, and the rules and the VRF removed from
+	// it when the interface leaves (the rest leaves with the interface).
+	Rules     []Rule            `json:"rules,omitempty"`
+	VRF       *VRF              `json:"vrf,omitempty"`
+	Neighbors []Neighbor        `json:"neighbors,omitempty"`
+	Sysctls   map[string]string `json:"sysctls,omitempty"`
 }
 
 // Route is a route through a pod's interface.
 type Route struct {
 	Destination string `json:"destination"`
 	Gateway     string `json:"gateway,omitempty"`
+	Table       int64  `json:"table,omitempty"`
+	Source      string `json:"source,omitempty"`
+	Scope       string `json:"scope,omitempty"`
+	Metric      int64  `json:"metric,omitempty"`
+}
+
+// Rule is a policy-routing rule in the pod's namespace.
+type Rule struct {
+	Priority int     `json:"priority,omitempty"`
+	From     string  `json:"from,omitempty"`
+	To       string  `json:"to,omitempty"`
+	IIF      string  `json:"iif,omitempty"`
+	OIF      string  `json:"oif,omitempty"`
+	FWMark   *uint32 `json:"fwmark,omitempty"`
+	FWMask   *uint32 `json:"fwmask,omitempty"`
+	Table    int64   `json:"table"`
+}
+
+// VRF is a VRF device the pod's interface is enslaved to.
+type VRF struct {
+	Name  string `json:"name"`
+	Table int64  `json:"table"`
+}
+
+// Neighbor is a static neighbour entry on the pod's interface.
+type Neighbor struct {
+	Address string `json:"address"`
+	MAC     string `json:"mac"`
+}
+
+// Offloads are ethtool features, private flags and GSO/GRO maximum sizes
+// Prepare sets on the device in the host (step "offloads"): they stay
+// with it in the pod. Before is what the device had of each, read before
+// (observe), restored by Unprepare.
+type Offloads struct {
+	Set    OffloadSettings  `json:"set"`
+	Before *OffloadSettings `json:"before,omitempty"`
+}
+
+// OffloadSettings are a device's ethtool features and private flags (by
+// name) and GSO/GRO maximum sizes (0: not set).
+type OffloadSettings struct {
+	Features       map[string]bool `json:"features,omitempty"`
+	PrivateFlags   map[string]bool `json:"privateFlags,omitempty"`
+	GSOMaxSize     int             `json:"gsoMaxSize,omitempty"`
+	GROMaxSize     int             `json:"groMaxSize,omitempty"`
+	GSOIPv4MaxSize int             `json:"gsoIPv4MaxSize,omitempty"`
+	GROIPv4MaxSize int             `json:"groIPv4MaxSize,omitempty"`
 }
 
 // VF is an SR-IOV VF's settings made through its PF, and its state before.

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
+	"github.com/fastpath-dra/fastpath/devices"
 	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 	ncv1 "github.com/fastpath-dra/fastpath/dra/api/nodeconfig/v1alpha1"
 	pnv1 "github.com/fastpath-dra/fastpath/dra/api/podnetwork/v1alpha1"
@@ -757,4 +758,49 @@ func limitProblems(namespace string, pod *corev1.Pod, claimIfaces int) field.Err
 		}
 	}
 	return npwg.Limits{}.Check(selected, podNetworks, claimIfaces)
+}
+
+// Translations say, for each config of fastpath.dev in a claim or a
+// claim template that is written in another driver's form (dranet's,
+// dra-driver-sriov's), what it is in fastpath's own: one line each.
+func Translations(docs []*Manifest) []string {
+	var out []string
+	for _, m := range docs {
+		var obj struct {
+			Spec struct {
+				Devices resourceapi.DeviceClaim `json:"devices"`
+				Spec    struct {
+					Devices resourceapi.DeviceClaim `json:"devices"`
+				} `json:"spec"`
+			} `json:"spec"`
+		}
+		var path *field.Path
+		switch m.meta.Kind {
+		case "ResourceClaim":
+			path = field.NewPath("spec", "devices", "config")
+		case "ResourceClaimTemplate":
+			path = field.NewPath("spec", "spec", "devices", "config")
+		default:
+			continue
+		}
+		if json.Unmarshal(m.js, &obj) != nil {
+			continue
+		}
+		configs := obj.Spec.Devices.Config
+		if m.meta.Kind == "ResourceClaimTemplate" {
+			configs = obj.Spec.Spec.Devices.Config
+		}
+		for i, c := range configs {
+			if c.Opaque == nil || c.Opaque.Driver != devices.DriverName {
+				continue
+			}
+			p := path.Index(i).Child("opaque", "parameters")
+			native, form, errs := v1alpha1.Native(c.Opaque.Parameters.Raw, p)
+			if len(errs) > 0 || form == v1alpha1.FormNative {
+				continue
+			}
+			out = append(out, fmt.Sprintf("%s: %s: %s is in %s's form; in fastpath's: %s", m.Where(), m.Object(), p, form, native))
+		}
+	}
+	return out
 }

@@ -262,7 +262,7 @@ func TestAllValues(t *testing.T) {
 		"--cni-devices=16", "--cni-shared-device", "--cni-interface=ens1f0", "--cni-config-namespace=cni-configs", "--cni-bin-dir=/opt/cni/bin,/usr/libexec/cni",
 		"--cni-plugin-dir=/data/kubelet/plugins/cni.dra.networking.x-k8s.io", "--memif-dir=/run/vpp/memif",
 		"--memif-config=/etc/fastpath/memif/config.yaml", "--rediscover-interval=10m", "--profiling",
-		`--share=device.attributes["fastpath.dev"].ifName == "ens1f1"`, "--share-interfaces=32", "--share-bandwidth-mbps=25000", "--allow-pf-with-vfs", "--numa-node-list", `--binding-conditions=device.attributes["fastpath.dev"].kind == "sriov-vf"`, "--binding-timeout=2m", "--ip-pools=/etc/fastpath/ip-pools/pools.yaml",
+		`--share=device.attributes["fastpath.dev"].ifName == "ens1f1"`, "--share-interfaces=32", "--share-bandwidth-mbps=25000", "--allow-pf-with-vfs", "--numa-node-list", `--binding-conditions=device.attributes["fastpath.dev"].kind == "sriov-vf"`, "--binding-timeout=2m", "--interface-sysctls=ipv4.route_localnet,ipv6.mtu", "--ip-pools=/etc/fastpath/ip-pools/pools.yaml",
 		`--filter=device.attributes["fastpath.dev"].kind == "sriov-vf" && device.attributes["fastpath.dev"].pfName == "ens1f0"`,
 		"--npwg", "--npwg-conf-dir=/etc/cni/multus/net.d", "--npwg-conf-namespaces=net-ops", "--npwg-allowed-namespaces=net-shared", "--npwg-host-devices=ens1f*,br-data", "--npwg-host-paths=/var/lib/cni/networks", "--npwg-host-options=bridge.isGateway,macvlan.passthru", "--npwg-vlan-ids=300,400-499", "--npwg-default-network=kube-system/cluster-net",
 		"--npwg-ipamclaims", "--npwg-ipamclaim-check-interval=30s", "--npwg-device-info-dir=/run/k8s.cni.cncf.io/devinfo", "--npwg-max-networks=16", "--npwg-max-interfaces=48",

@@ -330,6 +330,8 @@ func daemonValues(port int, stateDir string, args []string) (map[string]any, err
 			sub(values, "bindingConditions")["selector"] = v
 		case "--binding-timeout":
 			sub(values, "bindingConditions")["timeout"] = v
+		case "--interface-sysctls":
+			values["interfaceSysctls"] = strings.Split(v, ",")
 		case "--share":
 			share(values)["filter"] = v
 		case "--resource-name":

@@ -60,7 +60,7 @@ type scaleSize struct {
 
 func scaleSizeFromEnv(t *testing.T) scaleSize {
 	t.Helper()
-	s := scaleSize{nodes: 10, vfs: 1024, scheduled: 20, gated: 500, network: 50}
+	s := scaleSize{nodes: 5, vfs: 1024, scheduled: 20, gated: 250, network: 25}
 	for env, v := range map[string]*int{"FASTPATH_SCALE_NODES": &s.nodes, "FASTPATH_SCALE_VFS": &s.vfs,
 		"FASTPATH_SCALE_PODS": &s.scheduled, "FASTPATH_SCALE_GATED_PODS": &s.gated, "FASTPATH_SCALE_PODNETWORKS": &s.network} {
 		if e := os.Getenv(env); e != "" {
@@ -98,7 +98,7 @@ func simNode(i int) string { return fmt.Sprintf("%s%03d", simNodePrefix, i) }
 // those devices (the pods are bound to simulated nodes and never started),
 // and the PodNetwork controller's time to reconcile its PodNetworks and
 // lift the scheduling gates of the pods listing them. make e2e runs it
-// short (10 nodes); make scale runs 100 nodes, 5,000 gated pods and 500
+// short (5 nodes); make scale runs 100 nodes, 5,000 gated pods and 500
 // PodNetworks.
 func TestScaleSimulation(t *testing.T) {
 	size := scaleSizeFromEnv(t)

@@ -28,6 +28,13 @@ const (
 	Addresses = 32
 	// Routes bounds interface.routes.
 	Routes = 128
+	// Rules bounds interface.rules; Neighbors interface.neighbors;
+	// Sysctls interface.sysctls; EthtoolSettings each of
+	// interface.ethtool.features and privateFlags.
+	Rules           = 32
+	Neighbors       = 64
+	Sysctls         = 32
+	EthtoolSettings = 64
 	// Plugins bounds the plugins of one CNI configuration: the CNIConfig
 	// CRD's maxItems.
 	Plugins = 16

@@ -122,6 +122,10 @@ func decodeInterfaceConfig(data []byte, cfg *InterfaceConfig, path *field.Path) 
 	if len(errs) > 0 {
 		return errs, over
 	}
+	// dranet's form and dra-driver-sriov's, as fastpath's own.
+	if js, errs = nativeJSON(js, path); len(errs) > 0 {
+		return errs, false
+	}
 	errs = decodeKind(js, cfg, path, GroupVersion, KindInterfaceConfig)
 	if err := cfg.overBounds(path); err != nil {
 		return field.ErrorList{err}, true
@@ -133,10 +137,21 @@ func decodeInterfaceConfig(data []byte, cfg *InterfaceConfig, path *field.Path) 
 // nil when none is.
 func (c *InterfaceConfig) overBounds(path *field.Path) *field.Error {
 	if s := c.Interface; s != nil {
-		if err := bounds.TooMany(child(path, "interface", "addresses"), len(s.Addresses), bounds.Addresses); err != nil {
-			return err
+		for _, b := range []struct {
+			field   string
+			n, most int
+		}{{"addresses", len(s.Addresses), bounds.Addresses}, {"routes", len(s.Routes), bounds.Routes}, {"rules", len(s.Rules), bounds.Rules},
+			{"neighbors", len(s.Neighbors), bounds.Neighbors}, {"sysctls", len(s.Sysctls), bounds.Sysctls}} {
+			if err := bounds.TooMany(child(path, "interface", b.field), b.n, b.most); err != nil {
+				return err
+			}
 		}
-		return bounds.TooMany(child(path, "interface", "routes"), len(s.Routes), bounds.Routes)
+		if e := s.Ethtool; e != nil {
+			if err := bounds.TooMany(child(path, "interface", "ethtool", "features"), len(e.Features), bounds.EthtoolSettings); err != nil {
+				return err
+			}
+			return bounds.TooMany(child(path, "interface", "ethtool", "privateFlags"), len(e.PrivateFlags), bounds.EthtoolSettings)
+		}
 	}
 	return nil
 }

@@ -89,6 +89,9 @@ func (pool *IPPool) validate(p *field.Path) field.ErrorList {
 				errs = append(errs, field.Invalid(rp.Child("gateway"), r.Gateway, "must be an IP address of the subnet's family"))
 			}
 		}
+		if r.Table != 0 || r.Source != "" || r.Scope != "" || r.Metric != 0 {
+			errs = append(errs, field.Forbidden(rp, "a pool's route has a destination and a gateway: table, source, scope and metric are a claim's (interface.routes)"))
+		}
 	}
 	if len(errs) > 0 {
 		return errs

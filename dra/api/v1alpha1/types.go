@@ -280,12 +280,98 @@ type InterfaceSpec struct {
 	// Addresses in canonical CIDR form.
 	Addresses []string `json:"addresses,omitempty"`
 	Routes    []Route  `json:"routes,omitempty"`
+	// Rules are policy-routing rules made in the pod's namespace with
+	// the interface (modes netdev and afxdp).
+	Rules []Rule `json:"rules,omitempty"`
+	// VRF is a VRF device made in the pod, the interface enslaved to it
+	// (modes netdev and afxdp).
+	VRF *VRF `json:"vrf,omitempty"`
+	// Neighbors are static neighbour entries on the interface (modes
+	// netdev and afxdp).
+	Neighbors []Neighbor `json:"neighbors,omitempty"`
+	// Sysctls are the interface's own settings, by their name below
+	// net.ipv4.conf.<interface> or net.ipv6.conf.<interface>:
+	// "ipv4.arp_ignore": "1". The node allows those of DefaultSysctls and
+	// the operator's --interface-sysctls (modes netdev and afxdp).
+	Sysctls map[string]string `json:"sysctls,omitempty"`
+	// Ethtool sets the device's features and private flags, restored on
+	// release (modes netdev and afxdp).
+	Ethtool *EthtoolConfig `json:"ethtool,omitempty"`
+	// GSOMaxSize and GROMaxSize (IPv6 and any family above 64 KiB) and
+	// GSOIPv4MaxSize and GROIPv4MaxSize set the device's largest
+	// segmentation and receive aggregates in bytes, BIG TCP above 65536,
+	// restored on release; 0 keeps the device's (modes netdev and afxdp).
+	GSOMaxSize     int `json:"gsoMaxSize,omitempty"`
+	GROMaxSize     int `json:"groMaxSize,omitempty"`
+	GSOIPv4MaxSize int `json:"gsoIPv4MaxSize,omitempty"`
+	GROIPv4MaxSize int `json:"groIPv4MaxSize,omitempty"`
 }
 
 // Route is a route through the interface.
 type Route struct {
 	Destination string `json:"destination"`
 	Gateway     string `json:"gateway,omitempty"`
+	// Table is the routing table, 1 to 2^32-1 but for 253-255 (the
+	// kernel's default, main and local); 0: main.
+	Table int64 `json:"table,omitempty"`
+	// Source is the preferred source address, one of the interface's.
+	Source string `json:"source,omitempty"`
+	// Scope is universe (default), link or host.
+	Scope string `json:"scope,omitempty"`
+	// Metric is the route's priority, lower first.
+	Metric int64 `json:"metric,omitempty"`
+}
+
+// Route scopes.
+const (
+	ScopeUniverse = "universe"
+	ScopeLink     = "link"
+	ScopeHost     = "host"
+)
+
+// RouteScopes are the scopes a route may have.
+var RouteScopes = []string{ScopeUniverse, ScopeLink, ScopeHost}
+
+// Rule is a policy-routing rule: traffic it matches is looked up in
+// Table. At least one of From, To, IIF, OIF and FWMark.
+type Rule struct {
+	// Priority orders rules, lower first: 1 to 32765 (0 and 32766-32767
+	// are the kernel's own); 0 lets the kernel choose.
+	Priority int `json:"priority,omitempty"`
+	// From and To match source and destination prefixes (CIDR).
+	From string `json:"from,omitempty"`
+	To   string `json:"to,omitempty"`
+	// IIF and OIF match the input and output interface by its name in
+	// the pod.
+	IIF string `json:"iif,omitempty"`
+	OIF string `json:"oif,omitempty"`
+	// FWMark matches the packet mark, under FWMask when set.
+	FWMark *uint32 `json:"fwmark,omitempty"`
+	FWMask *uint32 `json:"fwmask,omitempty"`
+	// Table is looked up for matching traffic, as Route.Table.
+	Table int64 `json:"table"`
+}
+
+// VRF is a VRF device in the pod: its name there, and its routing table.
+type VRF struct {
+	Name  string `json:"name"`
+	Table int64  `json:"table"`
+}
+
+// Neighbor is a static neighbour entry: an address on the interface's
+// link and its MAC.
+type Neighbor struct {
+	Address string `json:"address"`
+	MAC     string `json:"mac"`
+}
+
+// EthtoolConfig sets ethtool features (by the kernel's names, as
+// `ethtool -k` prints them: rx-gro, tx-checksum-ip-generic, ..., or the
+// legacy long names such as generic-receive-offload) and private flags
+// (the driver's, as `ethtool --show-priv-flags` prints them).
+type EthtoolConfig struct {
+	Features     map[string]bool `json:"features,omitempty"`
+	PrivateFlags map[string]bool `json:"privateFlags,omitempty"`
 }
 
 // VFConfig is applied to an SR-IOV VF through its PF, and restored on

@@ -99,6 +99,7 @@ func (c *InterfaceConfig) Validate() field.ErrorList {
 		errs = append(errs, c.Memif.Validate(field.NewPath("memif"))...)
 	}
 	errs = append(errs, c.validateShared()...)
+	errs = append(errs, c.validateMultiNICMode()...)
 	if c.IPAM != nil {
 		p := field.NewPath("ipam", "pool")
 		switch {
@@ -248,6 +249,7 @@ func (s *InterfaceSpec) Validate(path *field.Path) field.ErrorList {
 			}
 		}
 	}
+	errs = append(errs, s.validateMultiNIC(path)...)
 	return append(errs, s.ownGateway(path)...)
 }
 

@@ -24,6 +24,11 @@
 //	                  "view-dir VAR read-only" or "view-dir VAR writable" (a
 //	                  file created in its directory, or refused), then every
 //	                  second "view VAR JSON", the view on one line
+//	workload netinfo  print the interfaces' masters, GSO/GRO sizes,
+//	                  arp_ignore, arp_announce and GRO, the rules and the
+//	                  routes of every table, and a last line "-- end of
+//	                  netinfo", in one write; then, with $PROBE_TARGET, send
+//	                  it a UDP datagram from each address every 300 ms
 //	workload sleep    wait for SIGTERM
 package main
 
@@ -71,12 +76,18 @@ func main() {
 		}
 	case "admin":
 		go watchViews()
+	case "netinfo":
+		if err := printNetinfo(); err != nil {
+			fmt.Fprintln(os.Stderr, "workload:", err)
+			os.Exit(1)
+		}
+		go probe()
 	case "dpdk-memif":
 		err := runTestpmd()
 		fmt.Fprintln(os.Stderr, "workload:", err)
 		os.Exit(1)
 	default:
-		fmt.Fprintf(os.Stderr, "workload: unknown command %q (want ifaces, env, xsk, memif, dpdk-memif, admin or sleep)\n", cmd)
+		fmt.Fprintf(os.Stderr, "workload: unknown command %q (want ifaces, env, xsk, memif, dpdk-memif, admin, netinfo or sleep)\n", cmd)
 		os.Exit(2)
 	}
 	stop := make(chan os.Signal, 1)

@@ -111,6 +111,7 @@ The CEL condition of a DeviceClass selector that leaves out PFs with VFs
 {{- if $v.numaNodeList }}{{ $args = append $args "--numa-node-list" }}{{ end }}
 {{- with $v.bindingConditions.selector }}{{ $args = append $args (printf "--binding-conditions=%s" .) }}{{ end }}
 {{- with $v.bindingConditions.timeout }}{{ $args = append $args (printf "--binding-timeout=%s" .) }}{{ end }}
+{{- with $v.interfaceSysctls }}{{ $args = append $args (printf "--interface-sysctls=%s" (join "," .)) }}{{ end }}
 {{- if not $v.checkpointJournal }}{{ $args = append $args "--checkpoint-journal=false" }}{{ end }}
 {{- if $v.ipPools }}{{ $args = append $args "--ip-pools=/etc/fastpath/ip-pools/pools.yaml" }}{{ end }}
 {{- with $v.rediscoverInterval }}{{ $args = append $args (printf "--rediscover-interval=%s" .) }}{{ end }}
