@@ -164,7 +164,7 @@ func (p *Program) Attach(netnsPath, ifName string, mode Mode, fallback bool, pin
 		return "", fmt.Errorf("attach mode %q: want native or generic", mode)
 	}
 	var used Mode
-	err := inNetns(netnsPath, func() error {
+	err := InNetns(netnsPath, func() error {
 		ifc, err := net.InterfaceByName(ifName)
 		if err != nil {
 			return fmt.Errorf("interface %s: %w", ifName, err)
@@ -230,7 +230,7 @@ func Unpin(dir string) error {
 // network namespace at netnsPath, 0 for none.
 func Attached(netnsPath, ifName string) (int, error) {
 	var id int
-	err := inNetns(netnsPath, func() error {
+	err := InNetns(netnsPath, func() error {
 		ifc, err := net.InterfaceByName(ifName)
 		if err != nil {
 			return err
@@ -260,9 +260,11 @@ func MountBPFFS(dir string) error {
 	return nil
 }
 
-// inNetns runs fn on a thread in the network namespace at path ("" for the
-// caller's own).
-func inNetns(path string, fn func() error) error {
+// InNetns runs fn on a thread in the network namespace at path ("" for the
+// caller's own): what resolves by the calling thread's namespace (an
+// interface index, /proc/sys/net, an ethtool ioctl) then sees that
+// namespace.
+func InNetns(path string, fn func() error) error {
 	if path == "" {
 		return fn()
 	}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/fastpath-dra/fastpath/bpf"
 )
 
 // What a pod of several interfaces needs besides addresses and routes:
@@ -50,7 +52,7 @@ func setSysctls(podNetNS, ifName string, sysctls map[string]string) error {
 	if len(sysctls) == 0 {
 		return nil
 	}
-	return inNetns(podNetNS, func() error {
+	return bpf.InNetns(podNetNS, func() error {
 		for _, k := range slices.Sorted(maps.Keys(sysctls)) {
 			family, name, ok := strings.Cut(k, ".")
 			if !ok || strings.ContainsAny(name, "/.") || (family != "ipv4" && family != "ipv6") {
@@ -74,7 +76,7 @@ func sysctlsSet(podNetNS, ifName string, sysctls map[string]string) (bool, error
 		return true, nil
 	}
 	ok := true
-	err := inNetns(podNetNS, func() error {
+	err := bpf.InNetns(podNetNS, func() error {
 		for k, v := range sysctls {
 			family, name, _ := strings.Cut(k, ".")
 			data, err := os.ReadFile(filepath.Join("/proc/sys/net", family, "conf", ifName, name))
