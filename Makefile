@@ -154,11 +154,11 @@ FUZZTIME ?= 10s
 # make test fuzzes each target briefly (the warm run's budget; its recipe
 # hands FUZZTIME to make fuzz); make fuzz alone, or with FUZZTIME=10m, for
 # longer.
-test: FUZZTIME = 4s
+test: FUZZTIME = 3s
 test: FAULT_ORDERS = 2
 
 .PHONY: fuzz
-fuzz: ## run every fuzz target for FUZZTIME (default 10s; 4s within make test) each
+fuzz: ## run every fuzz target for FUZZTIME (default 10s; 3s within make test) each
 	GO=$(GO) FUZZTIME=$(FUZZTIME) test/fuzz.sh $(PKGS)
 
 .PHONY: e2e

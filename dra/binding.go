@@ -101,8 +101,9 @@ type binder struct {
 	// pending are the claims with devices of this node not judged yet, by
 	// namespace/name, with when the binder first saw them.
 	pending map[string]time.Time
-	// said is the verdict last written for each device of a claim.
-	said map[bindKey]verdict
+	// said is the verdict last written for each device of a claim, by
+	// claim and device.
+	said map[types.UID]map[string]verdict
 	// failed are the devices whose binding failed, with why and when.
 	failed map[string]failure
 	wake   chan struct{}
@@ -114,14 +115,9 @@ type failure struct {
 	at time.Time
 }
 
-type bindKey struct {
-	claim  types.UID
-	device string
-}
-
 func newBinder(d *Driver, opts BindingOptions) *binder {
 	opts.defaults()
-	return &binder{d: d, opts: opts, pending: map[string]time.Time{}, said: map[bindKey]verdict{}, failed: map[string]failure{}, wake: make(chan struct{}, 1)}
+	return &binder{d: d, opts: opts, pending: map[string]time.Time{}, said: map[types.UID]map[string]verdict{}, failed: map[string]failure{}, wake: make(chan struct{}, 1)}
 }
 
 // ours says whether the claim has a device of this node with binding
@@ -152,14 +148,8 @@ func (b *binder) run(ctx context.Context) {
 	inf := factory.Resource().V1().ResourceClaims().Informer()
 	b.claims = inf.GetStore()
 	note := func(obj any) {
-		if claim, ok := obj.(*resourceapi.ResourceClaim); ok && b.ours(claim) {
-			b.mu.Lock()
-			key := claim.Namespace + "/" + claim.Name
-			if _, ok := b.pending[key]; !ok {
-				b.pending[key] = b.opts.Clock.Now()
-			}
-			b.mu.Unlock()
-			b.poke()
+		if claim, ok := obj.(*resourceapi.ResourceClaim); ok {
+			b.note(claim)
 		}
 	}
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -200,6 +190,26 @@ func (b *binder) run(ctx context.Context) {
 	}
 }
 
+// note is the informer's news of a claim added or changed: one with
+// devices of this node to judge is pending.
+func (b *binder) note(claim *resourceapi.ResourceClaim) {
+	if claim.Status.Allocation == nil {
+		// Deallocated (a failed binding): what was said of its devices
+		// went with the allocation, and is said again of the next.
+		b.forget(claim.UID)
+	}
+	if !b.ours(claim) {
+		return
+	}
+	b.mu.Lock()
+	key := claim.Namespace + "/" + claim.Name
+	if _, ok := b.pending[key]; !ok {
+		b.pending[key] = b.opts.Clock.Now()
+	}
+	b.mu.Unlock()
+	b.poke()
+}
+
 func (b *binder) poke() {
 	select {
 	case b.wake <- struct{}{}:
@@ -207,15 +217,11 @@ func (b *binder) poke() {
 	}
 }
 
-// forget drops what was said of a deleted claim.
+// forget drops what was said of a claim deleted or deallocated.
 func (b *binder) forget(uid types.UID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for k := range b.said {
-		if k.claim == uid {
-			delete(b.said, k)
-		}
-	}
+	delete(b.said, uid)
 }
 
 // judgeAll judges the pending claims' devices; a claim leaves the pending
@@ -263,10 +269,12 @@ func (b *binder) judge(ctx context.Context, claim *resourceapi.ResourceClaim, se
 				final = true
 			}
 		}
-		key := bindKey{claim.UID, res.Device}
 		b.mu.Lock()
-		last, said := b.said[key]
-		b.said[key] = v
+		if b.said[claim.UID] == nil {
+			b.said[claim.UID] = map[string]verdict{}
+		}
+		last, said := b.said[claim.UID][res.Device]
+		b.said[claim.UID][res.Device] = v
 		b.mu.Unlock()
 		if said && last == v {
 			continue

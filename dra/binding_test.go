@@ -89,11 +89,7 @@ func (bb *bindingBed) setLink(device, state string) {
 }
 
 // note is what the informer's handler does for the claim.
-func (bb *bindingBed) note(c *resourceapi.ResourceClaim) {
-	bb.b.mu.Lock()
-	bb.b.pending[c.Namespace+"/"+c.Name] = bb.clock.Now()
-	bb.b.mu.Unlock()
-}
+func (bb *bindingBed) note(c *resourceapi.ResourceClaim) { bb.b.note(c) }
 
 // round judges the pending claims and waits for their status to be
 // written; it returns the device's conditions as the API server has them.
@@ -164,6 +160,23 @@ func TestBindingWaitsForLink(t *testing.T) {
 	}
 	if got := condition(conds, ConditionBindingFailed); !strings.HasPrefix(got, "False") {
 		t.Errorf("link down within the timeout: %s %s", ConditionBindingFailed, got)
+	}
+	// The scheduler frees the allocation and makes the same one again
+	// (its status cleared): the node says again that it waits.
+	freed := claim.DeepCopy()
+	freed.Status.Allocation, freed.Status.Devices = nil, nil
+	if _, err := bb.client.ResourceV1().ResourceClaims("default").UpdateStatus(bb.ctx, freed, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bb.note(freed)
+	again := claim.DeepCopy()
+	if _, err := bb.client.ResourceV1().ResourceClaims("default").UpdateStatus(bb.ctx, again, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_ = bb.store.Update(again)
+	bb.note(again)
+	if got := condition(bb.round(claim), ConditionReadyToBind); !strings.HasPrefix(got, "False Waiting") {
+		t.Fatalf("allocated again, the link still down: %s %s", ConditionReadyToBind, got)
 	}
 	bb.clock.Step(10 * time.Second)
 	bb.setLink(vfNetdev, "up")

@@ -109,13 +109,11 @@ func TestPCIeRootAlignment(t *testing.T) {
 		if len(alloc.Devices.Results) != 2 || got["pci0000:3a"] == "" || got["pci0000:5d"] == "" {
 			t.Fatalf("allocated %+v, want a VF on pci0000:3a and one on pci0000:5d", alloc.Devices.Results)
 		}
-		logs, err := bed.PodLogs(ctx, "default", pod.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
+		// The container prints its environment once it runs: wait for it.
 		for _, dev := range got {
-			if addr := pciAddressOf(dev); !strings.Contains(logs, "="+addr) || kernel.Driver(addr) != "vfio-pci" {
-				t.Errorf("the pod's environment does not name the VF %s (on %q):\n%s", addr, kernel.Driver(addr), logs)
+			addr := pciAddressOf(dev)
+			if logs, err := bed.WaitPodLog(ctx, "default", pod.Name, "="+addr, 30*time.Second); err != nil || kernel.Driver(addr) != "vfio-pci" {
+				t.Errorf("the pod's environment does not name the VF %s (on %q): %v\n%s", addr, kernel.Driver(addr), err, logs)
 			}
 		}
 		deletePodAndClaim(t, ctx, pod, claim)
