@@ -374,6 +374,9 @@ func (s *Store) RemoveUnused() (bool, error) {
 	if len(errs) == 0 {
 		s.mu.Lock()
 		s.removed = true
+		if s.restTimer != nil {
+			s.restTimer.Stop()
+		}
 		s.mu.Unlock()
 	}
 	return len(errs) == 0, errors.Join(errs...)

@@ -372,3 +372,35 @@ func TestRemoveUnusedLeavesNoLock(t *testing.T) {
 		t.Errorf("files left after RemoveUnused and a read: %v", names)
 	}
 }
+
+// TestRemoveUnusedStopsRest: a store of its own, at rest after its last
+// change in version 3, whose files RemoveUnused removed before the rest
+// came (a daemon stopping right after its last Unprepare), writes nothing
+// when the rest comes: no checkpoint, no lock file.
+func TestRemoveUnusedStopsRest(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "checkpoint.json")
+	s := open(t, path)
+	s.SetRest(time.Hour) // armed by the change, fired by hand below
+	x := netdevClaim("x", "pod1", "dev-x", "net1")
+	if err := s.Admit(x); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(x.Key()); err != nil {
+		t.Fatal(err)
+	}
+	if removed, err := s.RemoveUnused(); err != nil || !removed {
+		t.Fatalf("RemoveUnused = %v, %v", removed, err)
+	}
+	if err := os.Remove(path + ".lock"); err != nil {
+		t.Fatal(err)
+	}
+	s.settleRest()
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Errorf("the rest after RemoveUnused left %v", names)
+	}
+}

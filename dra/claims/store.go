@@ -977,7 +977,9 @@ func (s *Store) settleRest() {
 	s.fileMu.Lock()
 	defer s.fileMu.Unlock()
 	s.mu.RLock()
-	due := s.rest > 0 && s.format == Version
+	// Not once RemoveUnused removed the files: the timer of the last
+	// change may fire as the daemon stops, after its state went.
+	due := s.rest > 0 && s.format == Version && !s.removed
 	s.mu.RUnlock()
 	if !due {
 		return
