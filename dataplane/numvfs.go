@@ -147,3 +147,12 @@ func (b PCIBinder) BindVFs(ctx context.Context, addr, driver string) error {
 	}
 	return nil
 }
+
+// BindVF binds the VF at addr to driver, as BindVFs binds each; driver ""
+// leaves it as it is.
+func (b PCIBinder) BindVF(ctx context.Context, addr, driver string) error {
+	if driver == "" {
+		return nil
+	}
+	return b.bindDriver(ctx, addr, driver)
+}

@@ -179,6 +179,18 @@ func (d *Discoverer) Select(s Selection) error {
 	return nil
 }
 
+// Rediscover has Watch discover again at once, not debounced: the caller
+// changed the devices in a way no event may report (a VF bound to
+// another driver on a node whose sysfs is not the live host's).
+func (d *Discoverer) Rediscover() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	select {
+	case d.reselected <- struct{}{}:
+	default:
+	}
+}
+
 func (d *Discoverer) selection() *selection {
 	d.mu.Lock()
 	defer d.mu.Unlock()

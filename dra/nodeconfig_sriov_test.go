@@ -4,17 +4,24 @@ package dra
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/devices"
+	"github.com/fastpath-dra/fastpath/devices/filter"
 	ncv1 "github.com/fastpath-dra/fastpath/dra/api/nodeconfig/v1alpha1"
 	fpv1 "github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
+	"github.com/fastpath-dra/fastpath/dra/migrate"
 	"github.com/fastpath-dra/fastpath/dra/nodeconfig"
+	"github.com/fastpath-dra/fastpath/dra/validate"
 	"github.com/fastpath-dra/fastpath/test/sriovtest"
 )
 
@@ -25,6 +32,7 @@ func (s *staticConfigs) List(context.Context) ([]*ncv1.FastpathNodeConfig, error
 type noSelection struct{}
 
 func (noSelection) Select(devices.Selection) error { return nil }
+func (noSelection) Rediscover()                    {}
 
 type statusOf map[string]*ncv1.NodeStatus
 
@@ -126,4 +134,116 @@ func TestSRIOVNodeConfigVFs(t *testing.T) {
 		t.Errorf("back to igbvf: %s: %s", reason, msg)
 	}
 	pf.SetNumVFs(t, 4) // waits for igbvf and the netdevs
+}
+
+// TestSRIOVMigratedPolicy: the SR-IOV Network Operator's policies for the
+// igb PF (VFs 0-1 netdevice, 2-3 vfio-pci, MTU 9000), through fastpathd
+// migrate, give a FastpathNodeConfig that makes the 4 VFs, binds 2-3 to
+// vfio-pci and 0-1 to igbvf, and sets the PF's MTU, said in its status;
+// the VFs' resource names are the policies'.
+func TestSRIOVMigratedPolicy(t *testing.T) {
+	pf := sriovtest.RequirePF(t)
+	sriovtest.Modprobe(t, "vfio-pci")
+	link, err := netlink.LinkByName(pf.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mtu := link.Attrs().MTU
+	pf.SetNumVFs(t, 0)
+	t.Cleanup(func() {
+		if err := netlink.LinkSetMTU(link, mtu); err != nil {
+			t.Errorf("MTU of %s back to %d: %v", pf.Name, mtu, err)
+		}
+		pf.SetNumVFs(t, 0)
+		pf.SetNumVFs(t, 4) // as the other sriov tests find the PF
+	})
+	policies := fmt.Sprintf(`apiVersion: sriovnetwork.openshift.io/v1
+kind: SriovNetworkNodePolicy
+metadata: {name: igb-netdev, namespace: sriov-network-operator}
+spec:
+  resourceName: igb_netdev
+  nodeSelector: {pool: igb}
+  numVfs: 4
+  mtu: 9000
+  nicSelector: {vendor: "8086", pfNames: ["%[1]s#0-1"]}
+  deviceType: netdevice
+---
+apiVersion: sriovnetwork.openshift.io/v1
+kind: SriovNetworkNodePolicy
+metadata: {name: igb-dpdk, namespace: sriov-network-operator}
+spec:
+  resourceName: igb_dpdk
+  nodeSelector: {pool: igb}
+  numVfs: 4
+  mtu: 9000
+  nicSelector: {pfNames: ["%[1]s#2-3"]}
+  deviceType: vfio-pci
+`, pf.Name)
+	docs, err := validate.SplitManifests("policies.yaml", []byte(policies))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in migrate.Input
+	for _, d := range docs {
+		in.Objects = append(in.Objects, migrate.Object{Where: d.Where(), JSON: d.JSON()})
+	}
+	res := migrate.Convert(in, migrate.Options{})
+	if len(res.NodeConfigs) != 1 {
+		t.Fatalf("migrate gave %d FastpathNodeConfigs, want 1; report: %v", len(res.NodeConfigs), res.Report)
+	}
+	cfg := res.NodeConfigs[0]
+	cfg.Generation = 1
+	t.Logf("migrated: %+v", cfg.Spec.VFs)
+
+	_, ctx := ktesting.NewTestContext(t)
+	st := statusOf{}
+	c := nodeconfig.New(nodeconfig.Options{NodeName: testNode, Configs: &staticConfigs{cfg},
+		NodeLabels: func() (map[string]string, bool) { return map[string]string{"pool": "igb"}, true },
+		Discovery:  noSelection{}, SetPools: func([]fpv1.IPPool) {},
+		VFs: dataplane.PCIBinder{SysfsRoot: "/", DevRoot: "/"}, Links: dataplane.PFLinks{}, SysfsRoot: "/",
+		Prepared: func(string) []string { return nil }, Status: st})
+	c.Reconcile(ctx)
+	if reason, msg := st.applied(cfg.Name); reason != ncv1.ReasonApplied {
+		t.Fatalf("the migrated policy: %s: %s", reason, msg)
+	}
+	vfs := pf.VFs(t)
+	if len(vfs) != 4 {
+		t.Fatalf("the PF has %d VFs, want 4", len(vfs))
+	}
+	for _, vf := range vfs {
+		want := "igbvf"
+		if vf.ID >= 2 {
+			want = "vfio-pci"
+		}
+		sriovtest.WaitFor(t, 10*time.Second, fmt.Sprintf("VF %d on %s", vf.ID, want), func() bool { return sriovtest.Driver(vf.Address) == want })
+	}
+	if l, err := netlink.LinkByName(pf.Name); err != nil || l.Attrs().MTU != 9000 {
+		t.Errorf("the PF's MTU: %v, want 9000", err)
+	}
+	if got := st[cfg.Name].VFs; len(got) != 1 || got[0].NumVFs != 4 || got[0].MTU != 9000 {
+		t.Errorf("status %+v, want 4 VFs and MTU 9000", got)
+	}
+	// The VFs' resource names, as the node publishes them.
+	names := map[string]string{}
+	for _, rn := range cfg.Spec.ResourceNames {
+		for _, vf := range vfs {
+			f, err := filter.Compile(rn.Filter)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dev := devices.Device{Kind: devices.KindSRIOVVF, VF: &devices.VF{PFName: pf.Name, PFPCIAddress: pf.Address, ID: vf.ID}}
+			if ok, err := f.Admits(ctx, devices.DriverName, dev.Attributes()); err == nil && ok && names[vf.Address] == "" {
+				names[vf.Address] = rn.Name
+			}
+		}
+	}
+	for _, vf := range vfs {
+		want := "openshift.io/igb_netdev"
+		if vf.ID >= 2 {
+			want = "openshift.io/igb_dpdk"
+		}
+		if names[vf.Address] != want {
+			t.Errorf("VF %d: resource name %q, want %s", vf.ID, names[vf.Address], want)
+		}
+	}
 }

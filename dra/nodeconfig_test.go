@@ -64,7 +64,7 @@ func (f *fixtureVFs) SetNumVFs(_ context.Context, _ string, n int) error {
 }
 func (f *fixtureVFs) VFAddresses(string) ([]string, error) { return nil, nil }
 func (f *fixtureVFs) Driver(string) (string, error)        { return "iavf", nil }
-func (f *fixtureVFs) BindVFs(context.Context, string, string) error {
+func (f *fixtureVFs) BindVF(context.Context, string, string) error {
 	return errors.New("not asked for")
 }
 
@@ -91,6 +91,7 @@ func (c oneConfig) List(context.Context) ([]*ncv1.FastpathNodeConfig, error) { r
 type anySelection struct{}
 
 func (anySelection) Select(devices.Selection) error { return nil }
+func (anySelection) Rediscover()                    {}
 
 // TestNodeConfigVFsWhilePreparing: the node's configuration asks for no
 // VFs on the PF while a claim on one of them is being prepared, at the

@@ -182,6 +182,14 @@ func planDeviceOf(claim *resourceapi.ResourceClaim, res resourceapi.DeviceReques
 		CDIDevice: cdiDevice}
 	if dev.PCI != nil {
 		d.PCIAddress, d.Driver = dev.PCI.Address, dev.PCI.Driver
+		// The containers get PCIDEVICE_<RESOURCE>, as from the SR-IOV
+		// device plugin, whatever the mode: a DPDK pod written for it
+		// reads its VFs there. Not for fastpath's own default names
+		// (fastpath.dev/sriov-vf), whose variable a request named
+		// sriov-vf has: PCIDEVICE_FASTPATH_DEV_<REQUEST>.
+		if rn := cmp.Or(cfg.ResourceName, dev.ResourceName); !strings.HasPrefix(rn, devices.DriverName+"/") {
+			d.ResourceName = rn
+		}
 	}
 	if dev.VF != nil {
 		d.PFPCIAddress = dev.VF.PFPCIAddress

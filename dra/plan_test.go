@@ -1,6 +1,7 @@
 package dra
 
 import (
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -398,5 +399,45 @@ func TestPlanMultiNIC(t *testing.T) {
 		sysctls: append(slices.Clone(v1alpha1.DefaultSysctls), "ipv4.route_localnet")})
 	if err != nil {
 		t.Errorf("allowed by the operator: %v", err)
+	}
+}
+
+// TestPlanResourceEnv: a VF claimed for DPDK (mode vfio) whose resource
+// name is the operator's gives the containers PCIDEVICE_<resource>, as the
+// SR-IOV device plugin did, beside PCIDEVICE_FASTPATH_DEV_<request>; one
+// with fastpath's default name (fastpath.dev/sriov-vf), whose variable
+// would be a request's, gets none.
+func TestPlanResourceEnv(t *testing.T) {
+	inv := inventoryMap(testInventory(t))
+	for name, c := range map[string]struct {
+		resourceName string
+		want         string
+	}{
+		"the operator's": {"openshift.io/intel_dpdk", "PCIDEVICE_OPENSHIFT_IO_INTEL_DPDK=0000:3b:01.2"},
+		"the default":    {"fastpath.dev/sriov-vf", ""},
+	} {
+		dev := inv[vfVFIO]
+		dev.ResourceName = c.resourceName
+		inv := maps.Clone(inv)
+		inv[vfVFIO] = dev
+		claim := testClaim("dpdk", []alloc{{Request: "sriov-vf", Device: vfVFIO}}, fromClaim(config(`"mode": "vfio"`)))
+		cl, err := plan(claim, inv, testNode, planPaths{claimDir: "/state/claims/uid-dpdk", cdiSpec: "/cdi/spec.json"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec, err := cdiSpec(cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := spec.Devices[0].ContainerEdits.Env
+		var resourceEnv []string
+		for _, e := range env {
+			if strings.HasPrefix(e, "PCIDEVICE_") && !strings.HasPrefix(e, "PCIDEVICE_FASTPATH_DEV_SRIOV_VF=") {
+				resourceEnv = append(resourceEnv, e)
+			}
+		}
+		if !slices.Contains(env, "PCIDEVICE_FASTPATH_DEV_SRIOV_VF=0000:3b:01.2") || strings.Join(resourceEnv, " ") != c.want {
+			t.Errorf("%s resource name: env %v, want PCIDEVICE_FASTPATH_DEV_SRIOV_VF and %q", name, env, c.want)
+		}
 	}
 }

@@ -42,6 +42,7 @@ Usage:
   fastpathd controller [flags]  write the status of CNIConfig objects (one per cluster, leader-elected)
   fastpathd networks list|set|remove  the node's networks, through the daemon's CRI Network API
   fastpathd checkpoint migrate|verify|repair  rewrite the node's checkpoint for an earlier release, check it, drop a corrupt record
+  fastpathd migrate -f FILE...  convert the SR-IOV Network Operator's and dra-driver-sriov's objects into fastpath's
   fastpathd --version           print the version
   fastpathd COMMAND --help      show a command's flags
 
@@ -79,6 +80,8 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		err = networksCommand(args[1:], stdout, stderr)
 	case "checkpoint":
 		err = checkpointCommand(args[1:], stdout, stderr)
+	case "migrate":
+		err = migrateCommand(args[1:], os.Stdin, stdout, stderr)
 	default:
 		err = usagef("unknown command %q; see fastpathd --help", args[0])
 	}

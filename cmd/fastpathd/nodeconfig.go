@@ -65,7 +65,7 @@ func (o *runOptions) startNodeConfig(ctx context.Context, restConfig *rest.Confi
 				ipamClaims.SetPools(p)
 			}
 		},
-		VFs: dataplane.PCIBinder{SysfsRoot: o.SysfsRoot, DevRoot: o.devRoot}, SysfsRoot: o.SysfsRoot,
+		VFs: dataplane.PCIBinder{SysfsRoot: o.SysfsRoot, DevRoot: o.devRoot}, Links: dataplane.PFLinks{}, SysfsRoot: o.SysfsRoot,
 		Prepared: func(pf string) []string { return claimsOnPF(store, pf) },
 		LockPF:   func(pf string) (func(), bool) { return dra.TryLockPF(store, pf) },
 		Status:   nodeconfig.APIStatus{Client: dyn, NodeName: o.nodeName},

@@ -179,8 +179,10 @@ type Device struct {
 	CDIDevice string `json:"cdiDevice"`
 	// DeviceInfoFile is the NPWG device-info file on the node.
 	DeviceInfoFile string `json:"deviceInfoFile,omitempty"`
-	// ResourceName (mode delegate) is the resource name by which a
-	// NetworkAttachmentDefinition takes the device for its CNI plugin.
+	// ResourceName is the device's resource name: in mode delegate the
+	// one by which a NetworkAttachmentDefinition takes the device for
+	// its CNI plugin; in every mode, for a device with a PCI address, the
+	// containers' PCIDEVICE_<RESOURCE>.
 	ResourceName string `json:"resourceName,omitempty"`
 	// PodNetwork is the PodNetwork (KEP-3698) the device's interface is the
 	// pod's attachment to; PodNetworkAttachment the object of the claim's

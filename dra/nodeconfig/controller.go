@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -28,6 +29,9 @@ import (
 	fpv1 "github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 )
 
+// pciAddress is a PCI function's address as sysfs names it.
+var pciAddress = regexp.MustCompile(`^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
+
 // Configs lists the FastpathNodeConfigs (a watch.WatchCache).
 type Configs interface {
 	List(ctx context.Context) ([]*v1alpha1.FastpathNodeConfig, error)
@@ -36,6 +40,9 @@ type Configs interface {
 // Discovery changes what the node publishes (devices.Discoverer).
 type Discovery interface {
 	Select(devices.Selection) error
+	// Rediscover looks at the devices again: their VFs or drivers
+	// changed.
+	Rediscover()
 }
 
 // VFs reads and changes PFs' VFs through sysfs (dataplane.PCIBinder).
@@ -45,7 +52,15 @@ type VFs interface {
 	SetNumVFs(ctx context.Context, addr string, n int) error
 	VFAddresses(addr string) ([]string, error)
 	Driver(addr string) (string, error)
-	BindVFs(ctx context.Context, addr, driver string) error
+	// BindVF binds a VF to driver.
+	BindVF(ctx context.Context, addr, driver string) error
+}
+
+// Links reads and sets a PF netdev's MTU and state (dataplane.PFLinks).
+type Links interface {
+	Link(name string) (mtu int, up bool, err error)
+	SetMTU(name string, mtu int) error
+	SetUp(name string, up bool) error
 }
 
 // StatusWriter writes the node's entry in a FastpathNodeConfig's status;
@@ -70,6 +85,9 @@ type Options struct {
 	// SetPools gives the node's IP pools to whoever uses them.
 	SetPools func([]fpv1.IPPool)
 	VFs      VFs
+	// Links sets the PFs' MTU and link state; nil: a spec that asks
+	// for either is refused.
+	Links Links
 	// SysfsRoot holds sys/, where a PF's netdev is found.
 	SysfsRoot string
 	// Prepared names the claims (namespace/name) that hold a VF of the PF
@@ -226,6 +244,8 @@ func (c *Controller) apply(ctx context.Context, e effective) error {
 type pfPlan struct {
 	v1alpha1.VFs
 	addr string
+	// netdev is the PF's netdev, "" for none.
+	netdev string
 }
 
 // applyConfig applies the one object that selects the node and returns its
@@ -277,7 +297,20 @@ func (c *Controller) applyConfig(ctx context.Context, cfg *v1alpha1.FastpathNode
 		case v.NumVFs > total:
 			errs = append(errs, field.Invalid(p.Child("numVfs"), v.NumVFs, fmt.Sprintf("PF %s (%s) of node %s supports %d VFs (sriov_totalvfs)", v.PF, addr, c.opts.NodeName, total)))
 		}
-		plans = append(plans, pfPlan{v, addr})
+		netdev := c.pfNetdev(v.PF, addr)
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"mtu", v.MTU != 0}, {"linkState", v.LinkState != ""}} {
+			switch {
+			case !f.set:
+			case netdev == "":
+				errs = append(errs, field.Invalid(p.Child(f.name), v.PF.String(), fmt.Sprintf("PF %s (%s) of node %s has no netdev in the host's namespace", v.PF, addr, c.opts.NodeName)))
+			case c.opts.Links == nil:
+				errs = append(errs, field.Invalid(p.Child(f.name), v.PF.String(), "this daemon does not set a PF's link"))
+			}
+		}
+		plans = append(plans, pfPlan{v, addr, netdev})
 	}
 	if len(errs) > 0 {
 		return c.entry(cfg, metav1.ConditionFalse, v1alpha1.ReasonInvalid, "nothing applied: "+bounds.Join(errs), nil)
@@ -288,13 +321,26 @@ func (c *Controller) applyConfig(ctx context.Context, cfg *v1alpha1.FastpathNode
 	var waiting, failed []string
 	var vfs []v1alpha1.VFStatus
 	for _, p := range plans {
-		if msg, err := c.applyVFs(ctx, p); err != nil {
+		msg, changed, err := c.applyVFs(ctx, p)
+		switch {
+		case err != nil:
 			failed = append(failed, err.Error())
-		} else if msg != "" {
+		case msg != "":
 			waiting = append(waiting, msg)
 		}
+		if changed {
+			// A VF bound to vfio-pci loses its netdev, which the live
+			// host's link events report; not every change is seen so.
+			c.opts.Discovery.Rediscover()
+		}
 		n, _ := c.opts.VFs.NumVFs(p.addr)
-		vfs = append(vfs, v1alpha1.VFStatus{PF: p.PF.String(), PCIAddress: p.addr, NumVFs: n})
+		st := v1alpha1.VFStatus{PF: p.PF.String(), PCIAddress: p.addr, NumVFs: n}
+		if p.netdev != "" && c.opts.Links != nil {
+			if mtu, up, err := c.opts.Links.Link(p.netdev); err == nil {
+				st.MTU, st.LinkState = mtu, map[bool]string{true: v1alpha1.LinkUp, false: v1alpha1.LinkDown}[up]
+			}
+		}
+		vfs = append(vfs, st)
 	}
 	switch {
 	case len(failed) > 0:
@@ -305,33 +351,35 @@ func (c *Controller) applyConfig(ctx context.Context, cfg *v1alpha1.FastpathNode
 	return c.entry(cfg, metav1.ConditionTrue, v1alpha1.ReasonApplied, "applied", vfs)
 }
 
-// applyVFs gives the PF its VFs and their driver, unless a VF of it is
-// prepared for a claim, or being prepared: then it says what it waits
-// for.
-func (c *Controller) applyVFs(ctx context.Context, p pfPlan) (waiting string, err error) {
+// applyVFs gives the PF its MTU, link state, VFs and their drivers,
+// unless a VF of it is prepared for a claim, or being prepared: then it
+// says what it waits for. Lowering a PF's MTU or taking it down would cut
+// the pods its VFs are in, so those wait as the VFs do.
+func (c *Controller) applyVFs(ctx context.Context, p pfPlan) (waiting string, changed bool, err error) {
 	cur, err := c.opts.VFs.NumVFs(p.addr)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
-	change := cur != p.NumVFs
-	if !change && p.Driver != "" {
-		addrs, err := c.opts.VFs.VFAddresses(p.addr)
-		if err != nil {
-			return "", err
-		}
-		for _, vf := range addrs {
-			if drv, _ := c.opts.VFs.Driver(vf); drv != p.Driver {
-				change = true
-			}
+	var mtu int
+	var up bool
+	if p.netdev != "" && (p.MTU != 0 || p.LinkState != "") {
+		if mtu, up, err = c.opts.Links.Link(p.netdev); err != nil {
+			return "", changed, fmt.Errorf("PF %s: %w", p.PF, err)
 		}
 	}
-	if !change {
-		return "", nil
+	setMTU := p.MTU != 0 && mtu != p.MTU
+	setLink := p.LinkState != "" && up != (p.LinkState == v1alpha1.LinkUp)
+	drivers, err := c.driversToSet(p, cur)
+	if err != nil {
+		return "", changed, err
+	}
+	if cur == p.NumVFs && !setMTU && !setLink && len(drivers) == 0 {
+		return "", changed, nil
 	}
 	if c.opts.LockPF != nil {
 		unlock, ok := c.opts.LockPF(p.addr)
 		if !ok {
-			return fmt.Sprintf("PF %s (%s) keeps its %d VFs while a claim on it is being prepared; it gets %d once none holds one", p.PF, p.addr, cur, p.NumVFs), nil
+			return fmt.Sprintf("PF %s (%s) keeps its %d VFs while a claim on it is being prepared; it gets %d once none holds one", p.PF, p.addr, cur, p.NumVFs), false, nil
 		}
 		defer unlock()
 	}
@@ -340,22 +388,89 @@ func (c *Controller) applyVFs(ctx context.Context, p pfPlan) (waiting string, er
 		if len(holders) > 1 {
 			who = "claims " + strings.Join(holders, ", ") + " hold"
 		}
-		return fmt.Sprintf("PF %s (%s) keeps its %d VFs while %s one; it gets %d once none does", p.PF, p.addr, cur, who, p.NumVFs), nil
+		return fmt.Sprintf("PF %s (%s) keeps its %d VFs while %s one; it gets %d once none does", p.PF, p.addr, cur, who, p.NumVFs), false, nil
 	}
 	logger := klog.FromContext(ctx).WithValues("pf", p.PF.String(), "pciAddress", p.addr)
+	if setMTU {
+		if err := c.opts.Links.SetMTU(p.netdev, p.MTU); err != nil {
+			return "", changed, fmt.Errorf("PF %s: %w", p.PF, err)
+		}
+		changed = true
+		logger.Info("Set the PF's MTU", "mtu", p.MTU, "before", mtu)
+	}
+	if setLink {
+		if err := c.opts.Links.SetUp(p.netdev, p.LinkState == v1alpha1.LinkUp); err != nil {
+			return "", changed, fmt.Errorf("PF %s: %w", p.PF, err)
+		}
+		changed = true
+		logger.Info("Set the PF's link", "state", p.LinkState)
+	}
 	if cur != p.NumVFs {
 		if err := c.opts.VFs.SetNumVFs(ctx, p.addr, p.NumVFs); err != nil {
-			return "", fmt.Errorf("PF %s: %w", p.PF, err)
+			return "", changed, fmt.Errorf("PF %s: %w", p.PF, err)
 		}
+		changed = true
 		logger.Info("Made the PF's VFs", "numVFs", p.NumVFs, "before", cur)
-	}
-	if p.Driver != "" {
-		if err := c.opts.VFs.BindVFs(ctx, p.addr, p.Driver); err != nil {
-			return "", fmt.Errorf("PF %s: %w", p.PF, err)
+		// The new VFs are on the kernel's driver: what they must be on
+		// is looked at again.
+		if drivers, err = c.driversToSet(p, p.NumVFs); err != nil {
+			return "", changed, err
 		}
-		logger.Info("Bound the PF's VFs", "driver", p.Driver)
 	}
-	return "", nil
+	for _, d := range drivers {
+		changed = true
+		if err := c.opts.VFs.BindVF(ctx, d.addr, d.driver); err != nil {
+			return "", changed, fmt.Errorf("PF %s: VF %d (%s): %w", p.PF, d.index, d.addr, err)
+		}
+	}
+	if len(drivers) > 0 {
+		logger.Info("Bound the PF's VFs", "driver", p.Driver, "ranges", len(p.Ranges), "vfs", len(drivers))
+	}
+	return "", changed, nil
+}
+
+// vfDriver is a VF to bind to driver.
+type vfDriver struct {
+	index        int
+	addr, driver string
+}
+
+// driversToSet are the VFs of the PF (which has n now) not on the driver
+// the plan names for them; a VF whose driver is "" stays on the one it is
+// on. Only when the PF has the VFs the plan asks for: new VFs are looked
+// at once made.
+func (c *Controller) driversToSet(p pfPlan, n int) ([]vfDriver, error) {
+	if n != p.NumVFs || (p.Driver == "" && len(p.Ranges) == 0) {
+		return nil, nil
+	}
+	addrs, err := c.opts.VFs.VFAddresses(p.addr)
+	if err != nil {
+		return nil, err
+	}
+	var out []vfDriver
+	for i, vf := range addrs {
+		want := p.DriverOf(i)
+		if want == "" {
+			continue
+		}
+		if drv, _ := c.opts.VFs.Driver(vf); drv != want {
+			out = append(out, vfDriver{i, vf, want})
+		}
+	}
+	return out, nil
+}
+
+// pfNetdev is the netdev of the PF at addr in the host's namespace, ""
+// for none.
+func (c *Controller) pfNetdev(s v1alpha1.PFSelector, addr string) string {
+	if s.Name != "" {
+		return s.Name
+	}
+	entries, err := os.ReadDir(filepath.Join(c.opts.SysfsRoot, "sys", "bus", "pci", "devices", addr, "net"))
+	if err != nil || len(entries) == 0 {
+		return ""
+	}
+	return entries[0].Name()
 }
 
 // pfAddress is the PCI address of the PF s names.
@@ -366,14 +481,17 @@ func (c *Controller) pfAddress(s v1alpha1.PFSelector) (string, error) {
 		}
 		return s.PCIAddress, nil
 	}
-	target, err := os.Readlink(filepath.Join(c.opts.SysfsRoot, "sys", "class", "net", s.Name, "device"))
-	if errors.Is(err, os.ErrNotExist) {
-		return "", fmt.Errorf("no netdev %s with a PCI function on node %s", s.Name, c.opts.NodeName)
-	}
-	if err != nil {
+	// class/net/NAME links to the netdev's directory under its device:
+	// .../0000:3b:00.0/net/NAME (.../virtual/net/NAME for one without).
+	target, err := os.Readlink(filepath.Join(c.opts.SysfsRoot, "sys", "class", "net", s.Name))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return "", err
 	}
-	return filepath.Base(target), nil
+	addr := filepath.Base(filepath.Dir(filepath.Dir(target)))
+	if err != nil || !pciAddress.MatchString(addr) {
+		return "", fmt.Errorf("no netdev %s with a PCI function on node %s", s.Name, c.opts.NodeName)
+	}
+	return addr, nil
 }
 
 // entry is the node's status entry of cfg.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,7 +22,12 @@ type fakeConfigs []*v1alpha1.FastpathNodeConfig
 
 func (f *fakeConfigs) List(context.Context) ([]*v1alpha1.FastpathNodeConfig, error) { return *f, nil }
 
-type fakeDiscovery struct{ selections []devices.Selection }
+type fakeDiscovery struct {
+	selections  []devices.Selection
+	rediscovers int
+}
+
+func (f *fakeDiscovery) Rediscover() { f.rediscovers++ }
 
 func (f *fakeDiscovery) Select(s devices.Selection) error {
 	if strings.Contains(s.Filter, "((") {
@@ -36,6 +42,7 @@ type fakeVFs struct {
 	num, total int
 	drivers    []string
 	sets       []int
+	binds      int
 }
 
 func (f *fakeVFs) NumVFs(string) (int, error)   { return f.num, nil }
@@ -66,10 +73,37 @@ func (f *fakeVFs) Driver(addr string) (string, error) {
 	return f.drivers[i], nil
 }
 
-func (f *fakeVFs) BindVFs(_ context.Context, _, driver string) error {
-	for i := range f.drivers {
-		f.drivers[i] = driver
+func (f *fakeVFs) BindVF(_ context.Context, addr, driver string) error {
+	var i int
+	_, _ = fmt.Sscanf(addr, "vf%d", &i)
+	f.drivers[i] = driver
+	f.binds++
+	return nil
+}
+
+// fakeLinks is the PF netdev ens1f0.
+type fakeLinks struct {
+	mtu  int
+	up   bool
+	sets []string
+}
+
+func (f *fakeLinks) Link(name string) (int, bool, error) {
+	if name != "ens1f0" {
+		return 0, false, fmt.Errorf("no netdev %s", name)
 	}
+	return f.mtu, f.up, nil
+}
+
+func (f *fakeLinks) SetMTU(_ string, mtu int) error {
+	f.mtu = mtu
+	f.sets = append(f.sets, fmt.Sprintf("mtu %d", mtu))
+	return nil
+}
+
+func (f *fakeLinks) SetUp(_ string, up bool) error {
+	f.up = up
+	f.sets = append(f.sets, fmt.Sprintf("up %t", up))
 	return nil
 }
 
@@ -109,15 +143,19 @@ func appliedCondition(st *v1alpha1.NodeStatus) metav1.Condition {
 func pfSysfs(t *testing.T) string {
 	t.Helper()
 	root := t.TempDir()
-	dev := filepath.Join(root, "sys", "bus", "pci", "devices", "0000:3b:00.0")
-	net := filepath.Join(root, "sys", "class", "net", "ens1f0")
-	for _, dir := range []string{dev, net} {
+	dev := filepath.Join(root, "sys", "devices", "pci0000:3a", "0000:3b:00.0")
+	for _, dir := range []string{filepath.Join(dev, "net", "ens1f0"), filepath.Join(root, "sys", "class", "net"), filepath.Join(root, "sys", "bus", "pci", "devices")} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := os.Symlink("../../../bus/pci/devices/0000:3b:00.0", filepath.Join(net, "device")); err != nil {
-		t.Fatal(err)
+	for link, target := range map[string]string{
+		"sys/class/net/ens1f0":             "../../devices/pci0000:3a/0000:3b:00.0/net/ens1f0",
+		"sys/bus/pci/devices/0000:3b:00.0": "../../../devices/pci0000:3a/0000:3b:00.0",
+	} {
+		if err := os.Symlink(target, filepath.Join(root, link)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return root
 }
@@ -268,5 +306,80 @@ func TestVFsWaitForPrepare(t *testing.T) {
 	c.Reconcile(ctx)
 	if reason, msg := st.applied(t, "a"); reason != v1alpha1.ReasonApplied || vfs.num != 4 || locked {
 		t.Errorf("once prepared: %s: %s; %d VFs, lock held %t", reason, msg, vfs.num, locked)
+	}
+}
+
+// TestPFSettings: a PF's MTU and link state are set before its VFs are
+// made, VFs by index range go to their range's driver and the others to
+// the PF's, all said in the status; looked at again, nothing is written
+// twice; while a claim holds a VF, a lower MTU and a link taken down wait
+// as the VFs do; a spec asking for switchdev or an externally managed PF
+// is refused by name, the node as it was.
+func TestPFSettings(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	labels := map[string]string{"pool": "a"}
+	vfs := &fakeVFs{total: 7}
+	links := &fakeLinks{mtu: 1500}
+	st := fakeStatus{}
+	configs := &fakeConfigs{}
+	disc := &fakeDiscovery{}
+	var holders []string
+	c := New(Options{NodeName: "node-a", Configs: configs, NodeLabels: func() (map[string]string, bool) { return labels, true },
+		Discovery: disc, SetPools: func([]fpv1.IPPool) {}, VFs: vfs, Links: links, SysfsRoot: pfSysfs(t),
+		Prepared: func(string) []string { return holders }, Status: st})
+	spec := v1alpha1.FastpathNodeConfigSpec{VFs: []v1alpha1.VFs{{PF: v1alpha1.PFSelector{PCIAddress: "0000:3b:00.0"}, NumVFs: 6, MTU: 9000, LinkState: "up",
+		Ranges: []v1alpha1.VFRange{{First: 2, Last: 3, Driver: "vfio-pci"}, {First: 4, Last: 5, Driver: "igbvf"}}}}}
+	*configs = fakeConfigs{config("a", 1, labels, spec)}
+	c.Reconcile(ctx)
+	if reason, msg := st.applied(t, "a"); reason != v1alpha1.ReasonApplied {
+		t.Fatalf("applied: %s: %s", reason, msg)
+	}
+	if want := []string{"mtu 9000", "up true"}; !slices.Equal(links.sets, want) {
+		t.Errorf("PF link changes %v, want %v", links.sets, want)
+	}
+	if want := []string{"igbvf", "igbvf", "vfio-pci", "vfio-pci", "igbvf", "igbvf"}; !slices.Equal(vfs.drivers, want) {
+		t.Errorf("VF drivers %v, want %v", vfs.drivers, want)
+	}
+	if got := st["a"].VFs[0]; got.MTU != 9000 || got.LinkState != "up" || got.NumVFs != 6 {
+		t.Errorf("status %+v, want 6 VFs, MTU 9000, up", got)
+	}
+	if disc.rediscovers != 1 {
+		t.Errorf("the devices were looked at again %d times after the PF changed, want 1", disc.rediscovers)
+	}
+	c.Reconcile(ctx)
+	if len(links.sets) != 2 || len(vfs.sets) != 1 || vfs.binds != 2 || disc.rediscovers != 1 {
+		t.Errorf("looked at again: link changes %v, VF counts %v, %d binds, %d rediscoveries; want nothing more", links.sets, vfs.sets, vfs.binds, disc.rediscovers)
+	}
+
+	// A lower MTU and the link down wait while a claim holds a VF.
+	spec.VFs[0].MTU, spec.VFs[0].LinkState = 1500, "down"
+	*configs = fakeConfigs{config("a", 2, labels, spec)}
+	holders = []string{"default/dpdk"}
+	c.Reconcile(ctx)
+	if reason, msg := st.applied(t, "a"); reason != v1alpha1.ReasonVFsInUse || !strings.Contains(msg, "default/dpdk") || links.mtu != 9000 || !links.up {
+		t.Errorf("with a VF prepared: %s: %s; MTU %d, up %t", reason, msg, links.mtu, links.up)
+	}
+	holders = nil
+	c.Reconcile(ctx)
+	if reason, msg := st.applied(t, "a"); reason != v1alpha1.ReasonApplied || links.mtu != 1500 || links.up {
+		t.Errorf("once none is prepared: %s: %s; MTU %d, up %t", reason, msg, links.mtu, links.up)
+	}
+
+	for field, v := range map[string]v1alpha1.VFs{
+		"eSwitchMode":       {PF: v1alpha1.PFSelector{Name: "ens1f0"}, NumVFs: 2, ESwitchMode: "switchdev"},
+		"externallyManaged": {PF: v1alpha1.PFSelector{Name: "ens1f0"}, NumVFs: 2, ExternallyManaged: true},
+		"ranges[0].last":    {PF: v1alpha1.PFSelector{Name: "ens1f0"}, NumVFs: 2, Ranges: []v1alpha1.VFRange{{First: 0, Last: 2, Driver: "vfio-pci"}}},
+		"ranges[1]":         {PF: v1alpha1.PFSelector{Name: "ens1f0"}, NumVFs: 4, Ranges: []v1alpha1.VFRange{{First: 0, Last: 2}, {First: 2, Last: 3}}},
+		"mtu":               {PF: v1alpha1.PFSelector{Name: "ens1f0"}, NumVFs: 2, MTU: 20},
+	} {
+		*configs = fakeConfigs{config("a", 3, labels, v1alpha1.FastpathNodeConfigSpec{VFs: []v1alpha1.VFs{v}})}
+		c.Reconcile(ctx)
+		reason, msg := st.applied(t, "a")
+		if reason != v1alpha1.ReasonInvalid || !strings.Contains(msg, "spec.vfs[0]."+field) {
+			t.Errorf("%s: %s: %s, want Invalid naming spec.vfs[0].%s", field, reason, msg, field)
+		}
+		if vfs.num != 6 || links.mtu != 1500 {
+			t.Errorf("%s changed the node: %d VFs, MTU %d", field, vfs.num, links.mtu)
+		}
 	}
 }

@@ -49,6 +49,9 @@ type Manifest struct {
 
 func (m *Manifest) Where() string { return fmt.Sprintf("%s:%d", m.file, m.line) }
 
+// JSON is the object as JSON.
+func (m *Manifest) JSON() []byte { return m.js }
+
 func (m *Manifest) Object() string {
 	name := m.meta.Metadata.Name
 	if m.meta.Metadata.Namespace != "" {

@@ -78,6 +78,45 @@ type VFs struct {
 	// Driver binds the VFs to a driver (vfio-pci for DPDK); empty: the
 	// kernel's choice (the PF's VF driver).
 	Driver string `json:"driver,omitempty"`
+	// Ranges bind the VFs of an index range to a driver of their own,
+	// over Driver: the SR-IOV Network Operator's pfNames `ens1f0#0-3`.
+	Ranges []VFRange `json:"ranges,omitempty"`
+	// MTU is the PF netdev's MTU, set before its VFs are made; 0 leaves
+	// it as it is.
+	MTU int `json:"mtu,omitempty"`
+	// LinkState sets the PF netdev "up" or "down"; empty leaves it.
+	LinkState string `json:"linkState,omitempty"`
+	// ESwitchMode may only be "legacy" (or left out): fastpath does not
+	// put a PF in switchdev mode, and says so rather than ignore it.
+	ESwitchMode string `json:"eSwitchMode,omitempty"`
+	// ExternallyManaged may only be false: a PF whose VFs another tool
+	// makes is one this list leaves out.
+	ExternallyManaged bool `json:"externallyManaged,omitempty"`
+}
+
+// VFRange binds VFs First to Last (indexes, both included) to Driver
+// ("": the kernel's choice, the PF's VF driver).
+type VFRange struct {
+	First  int    `json:"first"`
+	Last   int    `json:"last"`
+	Driver string `json:"driver,omitempty"`
+}
+
+// Link states of a PF.
+const (
+	LinkUp   = "up"
+	LinkDown = "down"
+)
+
+// DriverOf is the driver VF index i is bound to: its range's, else
+// Driver.
+func (v VFs) DriverOf(i int) string {
+	for _, r := range v.Ranges {
+		if i >= r.First && i <= r.Last {
+			return r.Driver
+		}
+	}
+	return v.Driver
 }
 
 // PFSelector names a PF.
@@ -116,6 +155,9 @@ type VFStatus struct {
 	PF         string `json:"pf"`
 	PCIAddress string `json:"pciAddress,omitempty"`
 	NumVFs     int    `json:"numVfs"`
+	// MTU and LinkState are the PF netdev's, where it has one.
+	MTU       int    `json:"mtu,omitempty"`
+	LinkState string `json:"linkState,omitempty"`
 }
 
 // ConditionApplied says whether the node applies the spec.

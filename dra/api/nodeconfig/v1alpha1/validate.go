@@ -81,6 +81,35 @@ func (s *FastpathNodeConfigSpec) Validate(path *field.Path) field.ErrorList {
 		if v.Driver != "" && !driverName.MatchString(v.Driver) {
 			errs = append(errs, field.Invalid(p.Child("driver"), v.Driver, "must be a kernel driver's name, like vfio-pci"))
 		}
+		for j, r := range v.Ranges {
+			rp := p.Child("ranges").Index(j)
+			switch {
+			case r.First < 0 || r.First > r.Last:
+				errs = append(errs, field.Invalid(rp, fmt.Sprintf("%d-%d", r.First, r.Last), "first must be at least 0 and at most last"))
+			case r.Last >= v.NumVFs:
+				errs = append(errs, field.Invalid(rp.Child("last"), r.Last, fmt.Sprintf("the PF has %d VFs (numVfs): VF indexes are 0 to %d", v.NumVFs, v.NumVFs-1)))
+			}
+			for k, o := range v.Ranges[:j] {
+				if r.First <= o.Last && o.First <= r.Last {
+					errs = append(errs, field.Invalid(rp, fmt.Sprintf("%d-%d", r.First, r.Last), fmt.Sprintf("overlaps ranges[%d] (%d-%d): a VF has one driver", k, o.First, o.Last)))
+				}
+			}
+			if r.Driver != "" && !driverName.MatchString(r.Driver) {
+				errs = append(errs, field.Invalid(rp.Child("driver"), r.Driver, "must be a kernel driver's name, like vfio-pci"))
+			}
+		}
+		if v.MTU != 0 && (v.MTU < 68 || v.MTU > 65535) {
+			errs = append(errs, field.Invalid(p.Child("mtu"), v.MTU, "must be 68 to 65535 (0 leaves the PF's MTU as it is)"))
+		}
+		if v.LinkState != "" && v.LinkState != LinkUp && v.LinkState != LinkDown {
+			errs = append(errs, field.NotSupported(p.Child("linkState"), v.LinkState, []string{LinkUp, LinkDown}))
+		}
+		if v.ESwitchMode != "" && v.ESwitchMode != "legacy" {
+			errs = append(errs, field.Invalid(p.Child("eSwitchMode"), v.ESwitchMode, "fastpath keeps a PF's eswitch in legacy mode: it does not make switchdev representors; leave the PF to the tool that does"))
+		}
+		if v.ExternallyManaged {
+			errs = append(errs, field.Invalid(p.Child("externallyManaged"), true, "fastpath changes nothing of a PF this list leaves out: remove the entry, and the VFs the PF's own tool makes are published as they are"))
+		}
 	}
 	return errs
 }
