@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -158,44 +159,59 @@ func TestMigrate(t *testing.T) {
 		}
 	}
 
-	// Pods written for the device plugin.
+	// Pods written for the device plugin, and one of the example claim,
+	// started together.
 	one := resource.MustParse("1")
-	run := func(name string, limits corev1.ResourceList, claim *corev1.PodResourceClaim, env string, of []sysfsfixture.Function) {
-		t.Helper()
-		pod := testbed.WorkloadPod("default", name, "env")
-		pod.Spec.Containers[0].Resources.Limits = limits
-		if claim != nil {
-			pod.Spec.ResourceClaims = []corev1.PodResourceClaim{*claim}
-			pod.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: claim.Name}}
+	type podCase struct {
+		name   string
+		limits corev1.ResourceList
+		claim  *corev1.PodResourceClaim
+		env    string
+		of     []sysfsfixture.Function
+	}
+	cases := []podCase{
+		{"e2e-migrate-netdev", corev1.ResourceList{"openshift.io/e2e_netdev": one}, nil, "PCIDEVICE_OPENSHIFT_IO_E2E_NETDEV", vfs[:4]},
+		{"e2e-migrate-dpdk", corev1.ResourceList{"openshift.io/e2e_dpdk": one}, nil, "PCIDEVICE_OPENSHIFT_IO_E2E_DPDK", vfs[4:]},
+		{"e2e-migrate-claim", nil, &corev1.PodResourceClaim{Name: "vf", ResourceClaimTemplateName: &tmpl.Name}, "PCIDEVICE_OPENSHIFT_IO_E2E_NETDEV", vfs[:4]},
+	}
+	pods := bed.Client().CoreV1().Pods("default")
+	t.Cleanup(func() {
+		// Deleted together; each waited for after.
+		for _, c := range cases {
+			_ = pods.Delete(context.Background(), c.name, metav1.DeleteOptions{})
 		}
-		if _, err := bed.RunPod(ctx, pod); err != nil {
+		for _, c := range cases {
+			_ = bed.DeletePod(context.Background(), "default", c.name)
+		}
+	})
+	for _, c := range cases {
+		pod := testbed.WorkloadPod("default", c.name, "env")
+		pod.Spec.Containers[0].Resources.Limits = c.limits
+		if c.claim != nil {
+			pod.Spec.ResourceClaims = []corev1.PodResourceClaim{*c.claim}
+			pod.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: c.claim.Name}}
+		}
+		if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = bed.DeletePod(context.Background(), "default", pod.Name) })
-		logs, err := bed.WaitPodLog(ctx, "default", pod.Name, "PATH=", 30*time.Second)
-		if err != nil {
-			t.Fatalf("pod %s: %v", name, err)
-		}
-		defer func() {
-			if t.Failed() {
-				t.Logf("pod %s sees:\n%s", name, logs)
-			}
-		}()
-		for line := range strings.Lines(logs) {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), env+"="); ok {
-				for _, vf := range of {
-					if v == vf.Address {
-						t.Logf("pod %s: %s=%s", name, env, v)
-						return
-					}
-				}
-				t.Errorf("pod %s: %s=%s, not one of the policy's VFs", name, env, v)
-				return
-			}
-		}
-		t.Errorf("pod %s has no %s", name, env)
 	}
-	run("e2e-migrate-netdev", corev1.ResourceList{"openshift.io/e2e_netdev": one}, nil, "PCIDEVICE_OPENSHIFT_IO_E2E_NETDEV", vfs[:4])
-	run("e2e-migrate-dpdk", corev1.ResourceList{"openshift.io/e2e_dpdk": one}, nil, "PCIDEVICE_OPENSHIFT_IO_E2E_DPDK", vfs[4:])
-	run("e2e-migrate-claim", nil, &corev1.PodResourceClaim{Name: "vf", ResourceClaimTemplateName: &tmpl.Name}, "PCIDEVICE_OPENSHIFT_IO_E2E_NETDEV", vfs[:4])
+	for _, c := range cases {
+		logs, err := bed.WaitPodLog(ctx, "default", c.name, c.env+"=", 60*time.Second)
+		if err != nil {
+			logs, _ = bed.PodLogs(ctx, "default", c.name)
+			t.Errorf("pod %s has no %s: %v; it sees:\n%s", c.name, c.env, err, logs)
+			continue
+		}
+		for line := range strings.Lines(logs) {
+			v, ok := strings.CutPrefix(strings.TrimSpace(line), c.env+"=")
+			if !ok {
+				continue
+			}
+			if slices.ContainsFunc(c.of, func(vf sysfsfixture.Function) bool { return vf.Address == v }) {
+				t.Logf("pod %s: %s=%s", c.name, c.env, v)
+			} else {
+				t.Errorf("pod %s: %s=%s, not one of the policy's VFs", c.name, c.env, v)
+			}
+		}
+	}
 }
