@@ -50,7 +50,9 @@ func TestSRIOVKernelSharing(t *testing.T) {
 	})
 
 	t.Run("rdma_rxe on the PF", func(t *testing.T) {
-		sriovtest.Modprobe(t, "rdma_rxe")
+		// ib_uverbs gives the verbs device node: rdma-core's udev rules
+		// load it on a node; 7.x's rdma_rxe no longer pulls it in.
+		sriovtest.Modprobe(t, "rdma_rxe", "ib_uverbs")
 		name := sriovtest.Prefix + "rxe0"
 		if out, err := exec.Command("rdma", "link", "add", name, "type", "rxe", "netdev", pf.Name).CombinedOutput(); err != nil {
 			t.Fatalf("rdma link add %s: %v: %s", name, err, out)

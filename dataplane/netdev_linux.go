@@ -243,7 +243,7 @@ func (a *Attacher) Attach(ctx context.Context, podNetNS string, nd Netdev) (_ At
 			return Attached{}, err
 		}
 		if nd.RDMA.Link != "" {
-			if rdmaFiles, err = a.RDMAFilesNow(nd); err != nil {
+			if rdmaFiles, err = a.rdmaFilesIn(ns, nd); err != nil {
 				return Attached{}, fmt.Errorf("RDMA device %s in the pod: %w", nd.RDMA.Device, err)
 			}
 		}

@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
@@ -78,9 +82,11 @@ func rdmaRemove(h *netlink.Handle, name, from string) error {
 
 // attachRDMA puts the netdev's RDMA device in the pod (the netdev is
 // there, named nd.Name): a software device is made again on it from the
-// pod's namespace; a hardware one, in exclusive mode, moves into it. In
-// exclusive mode the device must then be seen from the pod: a kernel
-// whose software device stays in the host's namespace cannot give it.
+// pod's namespace (and, in exclusive mode, moved into it where the kernel
+// made it in the host's); a hardware one, in exclusive mode, moves into
+// it. In exclusive mode the device must then be seen from the pod: a
+// kernel whose software device stays in the host's namespace, and cannot
+// be moved, cannot give it.
 // Done already, it does nothing.
 func (a *Attacher) attachRDMA(ns netns.NsHandle, nd Netdev) error {
 	r := nd.RDMA
@@ -90,13 +96,29 @@ func (a *Attacher) attachRDMA(ns netns.NsHandle, nd Netdev) error {
 	}
 	defer pod.Close()
 	_, inPod := pod.RdmaLinkByName(r.Device) // nil: seen from the pod
+	// The host sees a device of the pod's only where the kernel left it
+	// in the host's namespace (exclusive mode) or shares it (shared).
+	onPodNetdev := a.rdmaFiles().RDMAParent(r.Device) == nd.Name
 	switch {
-	case r.Link != "" && (inPod != nil || a.rdmaFiles().RDMAParent(r.Device) != nd.Name):
+	case r.Link != "" && r.Exclusive && inPod != nil && onPodNetdev:
+		// Made on the pod's interface before a crash, and not moved in.
+		if err := a.moveSoftRDMAIn(ns, nd); err != nil {
+			return err
+		}
+	case r.Link != "" && (inPod != nil || !onPodNetdev):
 		if err := a.rdmaLeaveHost(r); err != nil {
 			return err
 		}
 		if err := pod.RdmaLinkAdd(r.Device, r.Link, nd.Name); err != nil {
 			return fmt.Errorf("make RDMA device %s (%s) on %s in the pod: %w", r.Device, r.Link, nd.Name, err)
+		}
+		if _, err := pod.RdmaLinkByName(r.Device); err != nil && r.Exclusive {
+			// A kernel makes a software device in the initial
+			// namespace whoever asks (7.x): in exclusive mode it moves
+			// into the pod's, as a hardware one does.
+			if err := a.moveSoftRDMAIn(ns, nd); err != nil {
+				return err
+			}
 		}
 	case r.Link == "" && r.Exclusive && inPod != nil:
 		if err := a.moveRDMAIn(ns, r.Device); err != nil {
@@ -109,6 +131,19 @@ func (a *Attacher) attachRDMA(ns netns.NsHandle, nd Netdev) error {
 			return fmt.Errorf("RDMA device %s (%s), made on %s in the pod, is not in the pod's network namespace: this kernel's %s keeps its devices in the host's, "+
 				"so with the node's RDMA subsystem in exclusive mode no pod can use it (set it to shared: rdma system set netns shared)", r.Device, r.Link, nd.Name, r.Link)
 		}
+	}
+	return nil
+}
+
+// moveSoftRDMAIn moves a software RDMA device made on the pod's interface,
+// which the kernel left in the host's namespace, into the pod's. A kernel
+// that cannot move it (6.12's rdma_rxe) is said to keep its devices in the
+// host's, as the check after says.
+func (a *Attacher) moveSoftRDMAIn(ns netns.NsHandle, nd Netdev) error {
+	r := nd.RDMA
+	if err := a.moveRDMAIn(ns, r.Device); err != nil {
+		return fmt.Errorf("RDMA device %s (%s), made on %s in the pod, is not in the pod's network namespace: this kernel's %s keeps its devices in the host's, "+
+			"so with the node's RDMA subsystem in exclusive mode no pod can use it (set it to shared: rdma system set netns shared): %w", r.Device, r.Link, nd.Name, r.Link, err)
 	}
 	return nil
 }
@@ -244,4 +279,78 @@ func (a *Attacher) RDMAFilesNow(nd Netdev) ([]CharDevice, error) {
 	}
 	dev, err := a.rdmaFiles().Device(nd.RDMA.Device, nd.RDMA.UMAD)
 	return dev.Files, err
+}
+
+// rdmaFilesIn are the character devices of the netdev's RDMA device in the
+// pod, ns. In exclusive mode the host's sysfs does not show a device of the
+// pod's: its verbs device is asked of the kernel from the pod's namespace.
+func (a *Attacher) rdmaFilesIn(ns netns.NsHandle, nd Netdev) ([]CharDevice, error) {
+	r := nd.RDMA
+	if r == nil || !r.Exclusive || a.rdmaFiles().RDMAParent(r.Device) != "" {
+		return a.RDMAFilesNow(nd)
+	}
+	if r.UMAD {
+		return nil, fmt.Errorf("RDMA device %s: a software device has no management datagram device (umad)", r.Device)
+	}
+	verbs, err := rdmaCharDev(ns, r.Device, "uverbs")
+	if err != nil {
+		return nil, err
+	}
+	rf := a.rdmaFiles()
+	files := []CharDevice{rf.node("infiniband", verbs)}
+	if _, err := os.Stat(filepath.Join(rf.DevRoot, "dev", "infiniband", "rdma_cm")); err == nil {
+		files = append(files, rf.node("infiniband", "rdma_cm"))
+	}
+	return files, nil
+}
+
+// The RDMA netlink family's request of a device's character device
+// (rdma_netlink.h), which the netlink package does not make.
+const (
+	rdmaNldevCmdGetChardev   = 15
+	rdmaNldevAttrChardevType = 69
+	rdmaNldevAttrChardevName = 70
+)
+
+// rdmaCharDev is the name under /dev/infiniband of the character device of
+// type typ (uverbs) of RDMA device name, asked in network namespace ns.
+func rdmaCharDev(ns netns.NsHandle, name, typ string) (string, error) {
+	h, err := rdmaHandle(ns)
+	if err != nil {
+		return "", err
+	}
+	defer h.Close()
+	link, err := h.RdmaLinkByName(name)
+	if err != nil {
+		return "", fmt.Errorf("RDMA device %s in the pod's network namespace: %w", name, err)
+	}
+	sock, err := nl.GetNetlinkSocketAt(ns, netns.None(), unix.NETLINK_RDMA)
+	if err != nil {
+		return "", fmt.Errorf("RDMA netlink in the pod's network namespace: %w", err)
+	}
+	defer sock.Close()
+	req := nl.NewNetlinkRequest(nl.RDMA_NL_NLDEV<<nl.RDMA_NL_GET_CLIENT_SHIFT|rdmaNldevCmdGetChardev, 0)
+	req.Sockets = map[int]*nl.SocketHandle{unix.NETLINK_RDMA: {Socket: sock}}
+	index := make([]byte, 4)
+	nl.NativeEndian().PutUint32(index, link.Attrs.Index)
+	req.AddData(nl.NewRtAttr(nl.RDMA_NLDEV_ATTR_DEV_INDEX, index))
+	req.AddData(nl.NewRtAttr(rdmaNldevAttrChardevType, nl.ZeroTerminated(typ)))
+	msgs, err := req.Execute(unix.NETLINK_RDMA, 0)
+	if err != nil {
+		return "", fmt.Errorf("the %s device of RDMA device %s: %w", typ, name, err)
+	}
+	for _, m := range msgs {
+		attrs, err := nl.ParseRouteAttr(m)
+		if err != nil {
+			return "", fmt.Errorf("the %s device of RDMA device %s: %w", typ, name, err)
+		}
+		for _, at := range attrs {
+			if at.Attr.Type == rdmaNldevAttrChardevName {
+				if dev := strings.TrimRight(string(at.Value), "\x00"); dev != "" {
+					return dev, nil
+				}
+			}
+		}
+	}
+	return "", fmt.Errorf("RDMA device %s has no %s device (is the ib_uverbs module loaded?)", name, typ)
 }

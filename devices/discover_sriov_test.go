@@ -152,9 +152,10 @@ func TestSRIOVDiscover(t *testing.T) {
 		t.Errorf("PF netdev = %+v; want %s, MAC %s, MTU %d, up, igb, %d Mb/s, %d channels", n, pf.Name, pl.Attrs().HardwareAddr, pl.Attrs().MTU, speed, channels)
 	}
 	// The kernel's netdev family says: igb has native XDP with redirect,
-	// and (in this kernel) no AF_XDP zero-copy.
-	if n != nil && (n.XDP.Supported == nil || !*n.XDP.Supported || n.XDP.ZeroCopy == nil || *n.XDP.ZeroCopy) {
-		t.Errorf("PF XDP = %+v, want supported without zero-copy", n.XDP)
+	// and AF_XDP zero-copy from Linux 6.14 on.
+	zeroCopy := sriovtest.KernelAtLeast(t, 6, 14)
+	if n != nil && (n.XDP.Supported == nil || !*n.XDP.Supported || n.XDP.ZeroCopy == nil || *n.XDP.ZeroCopy != zeroCopy) {
+		t.Errorf("PF XDP: supported %v, zero-copy %v; want supported, zero-copy %t (kernel %s)", deref(n.XDP.Supported), deref(n.XDP.ZeroCopy), zeroCopy, sriovtest.KernelRelease(t))
 	}
 
 	groups := map[int]string{pfGroup: pf.Address}
@@ -300,4 +301,11 @@ func TestSRIOVWatchNumVFs(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("Watch: %v", err)
 	}
+}
+
+func deref[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }

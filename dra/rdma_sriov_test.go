@@ -56,12 +56,14 @@ import (
 // A claim asking for rdma on a VF without an RDMA device is refused,
 // naming the device and the field.
 //
-// The RoCE traffic of soft-RoCE on a netdev in a pod's namespace is
-// beyond this kernel: its rdma_rxe receives on a UDP socket (port 4791)
-// of the host's namespace only, so a pod's rxe sees no packet. The
-// macvlan case carries traffic through the device the claim gave, with
-// both ends' queue pairs on it (rxe's loopback), the one real RDMA data
-// path of a single node.
+// On a 7.x kernel, whose rdma_rxe has a UDP socket (port 4791) per network
+// namespace, ib_write_bw runs between the pod's device on its VF and the
+// host's on the PF, through the NIC, in shared and in exclusive mode, and
+// in exclusive mode ibv_devinfo -l in the pod lists its own device alone.
+// 6.12's rdma_rxe receives in the host's namespace only, so a pod's rxe
+// sees no packet there, and its devices cannot be in a pod's namespace in
+// exclusive mode. The macvlan case carries traffic through the device the
+// claim gave, with both ends' queue pairs on it (rxe's loopback).
 func TestSRIOVRDMA(t *testing.T) {
 	pf := sriovtest.RequirePF(t)
 	vfs := pf.VFsReady(t, 4)
@@ -116,6 +118,15 @@ func TestSRIOVRDMA(t *testing.T) {
 		}
 		t.Logf("in the container, from its CDI spec only:\n%s", firstLinesOf(out, 12))
 		wantRDMAStatus(t, client, claim, rxe, "shared")
+		if sriovtest.KernelAtLeast(t, 7, 0) {
+			// RoCE from the pod's device on its VF to the host's on the
+			// PF, through the NIC: a kernel whose rxe has a socket per
+			// network namespace (rxe_ns.c).
+			rxp := sriovtest.Prefix + "rp"
+			addRXE(t, rxp, pf.Name)
+			addAddress(t, pf.Name, "10.78.1.1/24")
+			rdmaWrites(t, podNS, dev, rxe, "10.78.1.2", rxp, "10.78.1.1")
+		}
 
 		if err := d.plugin.DetachPod(d.ctx, pod); err != nil {
 			t.Fatalf("StopPodSandbox: %v", err)
@@ -138,7 +149,7 @@ func TestSRIOVRDMA(t *testing.T) {
 		t.Cleanup(func() { setRDMAMode(t, "shared") })
 		setRDMAMode(t, "exclusive")
 		follows := rxeFollowsNetns(t)
-		t.Logf("this kernel's rdma_rxe makes a device in the namespace it is asked from: %v", follows)
+		t.Logf("this kernel's rdma_rxe gives a device in the namespace it is asked from: %v", follows)
 
 		inv := discoverSRIOV(t)
 		wantRDMAAttributes(t, inv, devices.PCIDeviceName(vf.Address), rxe, "exclusive")
@@ -175,6 +186,17 @@ func TestSRIOVRDMA(t *testing.T) {
 			if rdmaInHost(t, rxe) {
 				t.Errorf("RDMA device %s is seen from the host's namespace too", rxe)
 			}
+			// The pod sees its own device only, and writes through it
+			// to the host's on the PF.
+			dev := cdiDevice(t, dir, claim, "nic")
+			out, err := inContainer(t.Context(), podNS, dev, "ibv_devinfo -l")
+			if err != nil || !strings.Contains(out, rxe) || strings.Contains(out, rxp) || !strings.Contains(out, "1 HCA found") {
+				t.Errorf("ibv_devinfo -l in the pod (%v): want %s alone, not the host's %s:\n%s", err, rxe, rxp, out)
+			} else {
+				t.Logf("ibv_devinfo -l in the pod:\n%s", out)
+			}
+			addAddress(t, pf.Name, "10.78.3.1/24")
+			rdmaWrites(t, podNS, dev, rxe, "10.78.3.2", rxp, "10.78.3.1")
 			if err := d.plugin.DetachPod(d.ctx, pod); err != nil {
 				t.Fatalf("StopPodSandbox: %v", err)
 			}
@@ -287,6 +309,55 @@ func TestSRIOVRDMA(t *testing.T) {
 	})
 }
 
+// rdmaWrites runs ib_write_bw between the pod, its device podRDMA (its
+// interface's address podAddr) in a container made from dev, and the
+// host, its device hostRDMA (address hostAddr): 1,000 writes of 64 KiB,
+// each end's GID that of its address; both ends must report them all.
+func rdmaWrites(t *testing.T, podNS string, dev *cdi.Device, podRDMA, podAddr, hostRDMA, hostAddr string) {
+	t.Helper()
+	ip := net.ParseIP(podAddr).To16()
+	groups := make([]string, 8)
+	for i := range groups {
+		groups[i] = fmt.Sprintf("%02x%02x", ip[2*i], ip[2*i+1])
+	}
+	// The pod's GID index, looked up in the pod: in exclusive mode the
+	// host does not see its device.
+	server := fmt.Sprintf(`x=; for i in $(seq 0 15); do [ "$(cat /sys/class/infiniband/%[1]s/ports/1/gids/$i 2>/dev/null)" = %[2]s ] && x=$i && break; done
+[ -n "$x" ] || { echo "no GID of %[3]s on %[1]s"; exit 1; }
+exec ib_write_bw -d %[1]s -x "$x" -n 1000 -s 65536`, podRDMA, strings.Join(groups, ":"), podAddr)
+	gid := gidIndex(t, hostRDMA, hostAddr)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	var podOut string
+	done := make(chan error, 1)
+	go func() {
+		out, err := inContainer(ctx, podNS, dev, server)
+		podOut = out
+		done <- err
+	}()
+	var hostOut []byte
+	var err error
+	sriovtest.WaitFor(t, 90*time.Second, "ib_write_bw on the host to reach the one in the pod", func() bool {
+		hostOut, err = exec.CommandContext(ctx, "ib_write_bw", "-d", hostRDMA, "-x", strconv.Itoa(gid), "-n", "1000", "-s", "65536", podAddr).CombinedOutput()
+		return err == nil || !strings.Contains(string(hostOut), "Couldn't connect")
+	})
+	if err != nil {
+		cancel()
+		podErr := <-done
+		t.Fatalf("ib_write_bw on the host: %v\n%s\nin the pod (%v):\n%s", err, hostOut, podErr, podOut)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("ib_write_bw in the pod: %v\n%s", err, podOut)
+	}
+	for who, out := range map[string]string{"host": string(hostOut), "pod": podOut} {
+		if n, mbps := bwResult(out); n != 1000 || mbps <= 0 {
+			t.Errorf("ib_write_bw in the %s: %d iterations at %.2f MB/s, want 1000 at more than 0:\n%s", who, n, mbps, out)
+		}
+	}
+	n, mbps := bwResult(string(hostOut))
+	t.Logf("RDMA writes between the pod (%s on %s) and the host (%s on %s): %d × 64 KiB at %.2f MB/s", podRDMA, podAddr, hostRDMA, hostAddr, n, mbps)
+}
+
 // setRDMAMode sets the node's RDMA network namespace mode. The kernel
 // takes it only while the host's is the one network namespace; one
 // deleted a moment ago may linger while the kernel cleans it up.
@@ -373,8 +444,9 @@ func rdmaSeen(t *testing.T, ns netns.NsHandle, name string) bool {
 	return err == nil
 }
 
-// rxeFollowsNetns probes whether rdma_rxe puts a device made from a
-// network namespace in that namespace, on a veth pair of its own.
+// rxeFollowsNetns probes whether a device of rdma_rxe made from a network
+// namespace can be in that namespace, on a veth pair of its own: made
+// there, or moved there from the host's.
 func rxeFollowsNetns(t *testing.T) bool {
 	t.Helper()
 	name := sriovtest.Prefix + "-rdma-probe"
@@ -389,6 +461,13 @@ func rxeFollowsNetns(t *testing.T) bool {
 		t.Fatalf("rdma link add in the probe's namespace: %v: %s", err, out)
 	}
 	follows := rdmaIn(t, path, dev)
+	if !follows {
+		// Made in the host's: a kernel that moves it (7.x) gives a pod
+		// its device as fastpath does, by moving it in.
+		_ = exec.Command("rdma", "dev", "set", dev, "netns", name).Run()
+		follows = rdmaIn(t, path, dev)
+		t.Logf("this kernel's rdma_rxe makes a device asked from a namespace in the host's, and moves it into the namespace: %v", follows)
+	}
 	for _, args := range [][]string{{"ip", "netns", "exec", name, "rdma", "link", "delete", dev}, {"rdma", "link", "delete", dev}} {
 		_ = exec.Command(args[0], args[1:]...).Run()
 	}

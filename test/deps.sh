@@ -250,6 +250,59 @@ build_vm_kernel() { # out
 	depmod -b "$1" "$kver"
 }
 
+# fetch_deb SUITE PACKAGE VERSION OUT: downloads PACKAGE at VERSION from
+# SUITE of the Debian mirror, by the suite's package index, checks it
+# against the index's SHA256 and unpacks it into OUT. For a suite this
+# machine's apt does not list (trixie-backports on Debian 12): nothing is
+# added to apt's sources, and nothing is installed.
+DEBIAN_MIRROR=${FASTPATH_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+fetch_deb() {
+	local suite=$1 pkg=$2 version=$3 out=$4 dl entry file sum
+	dl=$(mktemp -d)
+	if [ ! -s "$CACHE/bin/Packages-$suite" ] || [ -n "$(find "$CACHE/bin/Packages-$suite" -mmin +60)" ]; then
+		curl -fsSL "$DEBIAN_MIRROR/dists/$suite/main/binary-amd64/Packages.xz" | xz -dc >"$dl/Packages" ||
+			{ rm -rf "$dl"; echo "the package index of $suite: not read from $DEBIAN_MIRROR" >&2; return 1; }
+		mv "$dl/Packages" "$CACHE/bin/Packages-$suite"
+	fi
+	entry=$(awk -v p="$pkg" -v v="$version" 'BEGIN { RS = ""; FS = "\n" } {
+		pk = ve = fn = sh = ""
+		for (i = 1; i <= NF; i++) {
+			if ($i ~ /^Package: /) pk = substr($i, 10)
+			else if ($i ~ /^Version: /) ve = substr($i, 10)
+			else if ($i ~ /^Filename: /) fn = substr($i, 11)
+			else if ($i ~ /^SHA256: /) sh = substr($i, 9)
+		}
+		if (pk == p && ve == v) { print fn, sh; exit }
+	}' "$CACHE/bin/Packages-$suite")
+	read -r file sum <<<"$entry"
+	if [ -z "$file" ]; then
+		rm -rf "$dl"
+		echo "$pkg $version is not in $suite (the newest there: $(awk -v p="$pkg" '$0 == "Package: " p { getline; print $2 }' "$CACHE/bin/Packages-$suite" | sort -V | tail -n 1))" >&2
+		return 1
+	fi
+	curl -fsSL -o "$dl/pkg.deb" "$DEBIAN_MIRROR/$file" || { rm -rf "$dl"; return 1; }
+	echo "$sum  $dl/pkg.deb" | sha256sum -c --quiet - || { rm -rf "$dl"; echo "$file: SHA256 is not the index's" >&2; return 1; }
+	dpkg-deb -x "$dl/pkg.deb" "$out" && echo "$pkg $version" >>"$out/.package"
+	rm -rf "$dl"
+}
+
+# build_vm_kernel7 OUT: the 7.x kernel: its image, its modules and their
+# lists (modules.builtin, in linux-base).
+# They install under usr/lib/modules/RELEASE (vmlinuz there too): laid out
+# here as the 6.12 package is, boot/vmlinuz-RELEASE and lib/modules.
+build_vm_kernel7() {
+	local rel=$VM_KERNEL7_RELEASE
+	fetch_deb "$VM_KERNEL7_SUITE" "linux-binary-$rel" "$VM_KERNEL7_VERSION" "$1" &&
+		fetch_deb "$VM_KERNEL7_SUITE" "linux-base-$rel" "$VM_KERNEL7_VERSION" "$1" &&
+		fetch_deb "$VM_KERNEL7_SUITE" "linux-modules-$rel" "$VM_KERNEL7_VERSION" "$1" || return 1
+	if [ -d "$1/usr/lib/modules/$rel" ]; then
+		mkdir -p "$1/lib" "$1/boot"
+		mv "$1/usr/lib/modules" "$1/lib/modules"
+	fi
+	[ -f "$1/boot/vmlinuz-$rel" ] || mv "$1/lib/modules/$rel/vmlinuz" "$1/boot/vmlinuz-$rel" || return 1
+	depmod -b "$1" "$rel"
+}
+
 build_vm_busybox() { # out
 	unpack_deb "$VM_BUSYBOX_PACKAGE" "$1"
 }
@@ -293,16 +346,27 @@ image() {
 
 vm() {
 	install_qemu
-	command -v xz >/dev/null && command -v depmod >/dev/null || { APT_PACKAGES=(xz-utils kmod) && install_apt; }
+	command -v xz >/dev/null && command -v depmod >/dev/null && command -v curl >/dev/null ||
+		{ APT_PACKAGES=(xz-utils kmod curl) && install_apt; }
 	local busybox_key
 	busybox_key=$(. /etc/os-release && echo "${VERSION_CODENAME:-unknown}")
-	if [ ! -f "$(bindir vm-kernel "$(vm_kernel)")/.complete" ] || [ ! -f "$(bindir vm-busybox "$busybox_key")/.complete" ]; then
+	if [ ! -f "$(bindir vm-busybox "$busybox_key")/.complete" ]; then
+		apt_update_once
+	fi
+	mkdir -p "$CACHE/bin"
+	cached vm-kernel "$VM_KERNEL7_RELEASE" build_vm_kernel7
+	cached vm-busybox "$busybox_key" build_vm_busybox
+}
+
+# vm_6_12 builds the kernel the VM booted before 7.x (Debian 12's), for a
+# run on it: FASTPATH_VM_KERNEL=<the path it prints> make e2e-sriov.
+vm_6_12() {
+	if [ ! -f "$(bindir vm-kernel "$(vm_kernel)")/.complete" ]; then
 		apt_update_once
 	fi
 	VM_KERNEL=$(vm_kernel)
-	mkdir -p "$CACHE/bin"
 	cached vm-kernel "$VM_KERNEL" build_vm_kernel
-	cached vm-busybox "$busybox_key" build_vm_busybox
+	bindir vm-kernel "$VM_KERNEL"
 }
 
 # env prints the directories of the cached builds as shell assignments, for the
@@ -316,7 +380,7 @@ FASTPATH_CONTAINERD_BIN=$(bindir containerd "$CONTAINERD_VERSION")
 FASTPATH_RUNC_BIN=$(bindir runc "$RUNC_VERSION")
 FASTPATH_CNI_BIN=$(bindir cni-plugins "$CNI_PLUGINS_VERSION")
 FASTPATH_GOLANGCI_LINT=$(bindir golangci-lint "$GOLANGCI_LINT_VERSION")/golangci-lint
-FASTPATH_VM_KERNEL=$(bindir vm-kernel "$(vm_kernel)")
+FASTPATH_VM_KERNEL=$(bindir vm-kernel "$VM_KERNEL7_RELEASE")
 FASTPATH_VM_BUSYBOX=$(bindir vm-busybox "$(. /etc/os-release && echo "${VERSION_CODENAME:-unknown}")")/bin/busybox
 FASTPATH_HELM=$(bindir helm "$HELM_VERSION")/helm
 FASTPATH_PROTOC_GEN=$(bindir protoc-gen "$(protobuf_version)-grpc-$PROTOC_GEN_GO_GRPC_VERSION")
@@ -334,6 +398,7 @@ lint) lint ;;
 testbed) install_apt "${TESTBED_APT_PACKAGES[@]}"; testbed ;;
 image) image ;;
 vm) install_apt "${TESTBED_APT_PACKAGES[@]}" "${VM_APT_PACKAGES[@]}"; vm ;;
+vm-6.12) vm_6_12 ;;
 env) env_vars ;;
-*) echo "usage: $0 [all|apt|fast|unit|lint|proto|testbed|image|vm|env]" >&2; exit 2 ;;
+*) echo "usage: $0 [all|apt|fast|unit|lint|proto|testbed|image|vm|vm-6.12|env]" >&2; exit 2 ;;
 esac

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
@@ -245,4 +246,24 @@ func Rebind(t testing.TB, addr, driver string) {
 	write(t, "/sys/bus/pci/drivers_probe", addr)
 	write(t, filepath.Join(dev, "driver_override"), "\n")
 	WaitFor(t, 10*time.Second, addr+" bound to "+driver, func() bool { return Driver(addr) == driver })
+}
+
+// KernelRelease is the running kernel's release (uname -r).
+func KernelRelease(t testing.TB) string {
+	t.Helper()
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		t.Fatal(err)
+	}
+	return unix.ByteSliceToString(u.Release[:])
+}
+
+// KernelAtLeast says whether the running kernel is major.minor or newer.
+func KernelAtLeast(t testing.TB, major, minor int) bool {
+	t.Helper()
+	var ma, mi int
+	if _, err := fmt.Sscanf(KernelRelease(t), "%d.%d", &ma, &mi); err != nil {
+		t.Fatalf("kernel release %q: %v", KernelRelease(t), err)
+	}
+	return ma > major || (ma == major && mi >= minor)
 }
