@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 
@@ -59,7 +60,9 @@ import (
 // On a 7.x kernel, whose rdma_rxe has a UDP socket (port 4791) per network
 // namespace, ib_write_bw runs between the pod's device on its VF and the
 // host's on the PF, through the NIC, in shared and in exclusive mode, and
-// in exclusive mode ibv_devinfo -l in the pod lists its own device alone.
+// in exclusive mode ibv_devinfo -l in the pod lists its own device alone;
+// two pods, each with a VF and its device, ping each other with rping
+// and write with ib_write_bw.
 // 6.12's rdma_rxe receives in the host's namespace only, so a pod's rxe
 // sees no packet there, and its devices cannot be in a pod's namespace in
 // exclusive mode. The macvlan case carries traffic through the device the
@@ -219,6 +222,71 @@ func TestSRIOVRDMA(t *testing.T) {
 		}
 	})
 
+	t.Run("netdev/shared/two pods", func(t *testing.T) {
+		if !sriovtest.KernelAtLeast(t, 7, 0) {
+			t.Fatalf("kernel %s: soft-RoCE between pods' namespaces needs rxe's socket per namespace (7.x); the VM boots 7.3", sriovtest.KernelRelease(t))
+		}
+		type end struct {
+			vf              sriovtest.VF
+			rxe, addr, name string
+			claim           *resourceapi.ResourceClaim
+			pod             nri.Pod
+			ns              string
+			dev             *cdi.Device
+		}
+		ends := []*end{{vf: vfs[1], rxe: sriovtest.Prefix + "ra", addr: "10.78.4.2", name: "rdma-a"},
+			{vf: vfs[2], rxe: sriovtest.Prefix + "rb", addr: "10.78.4.3", name: "rdma-b"}}
+		var objs []runtime.Object
+		for _, e := range ends {
+			t.Cleanup(func() { pf.ResetVF(t, e.vf) })
+			addRXE(t, e.rxe, e.vf.Netdev)
+			e.claim = testClaim(e.name, []alloc{{Request: "nic", Device: devices.PCIDeviceName(e.vf.Address)}},
+				fromClaim(config(fmt.Sprintf(`"interface": {"name": "net1", "addresses": ["%s/24"]}, "rdma": {}`, e.addr))))
+			objs = append(objs, e.claim)
+		}
+		dir := stateDir(t)
+		d := startSRIOVDaemon(t, dir, 1, fake.NewClientset(objs...), discoverSRIOV(t))
+		for _, e := range ends {
+			if msg := prepare(t, d.ctx, d.kubelet, e.claim); msg != "" {
+				t.Fatalf("prepare %s: %s", e.name, msg)
+			}
+			e.ns = netnstest.New(t, sriovtest.Prefix+"-"+e.name)
+			e.pod = nri.Pod{UID: e.claim.Status.ReservedFor[0].UID, Namespace: e.claim.Namespace, Name: e.claim.Status.ReservedFor[0].Name, SandboxID: "sb-" + e.name, NetNS: e.ns}
+			if err := d.plugin.AttachPod(d.ctx, e.pod); err != nil {
+				t.Fatalf("RunPodSandbox of %s: %v", e.name, err)
+			}
+			e.dev = cdiDevice(t, dir, e.claim, "nic")
+		}
+		a, b := ends[0], ends[1]
+
+		// rdma_cm's ping: 10 round trips from pod B to pod A.
+		_, out := betweenPods(t, a.ns, b.ns, a.dev, b.dev, "exec rping -s -a "+a.addr+" -C 10 -v", "exec rping -c -a "+a.addr+" -C 10 -v")
+		if n := strings.Count(out, "ping data: rdma-ping-"); n != 10 {
+			t.Errorf("rping in pod B: %d pings answered, want 10:\n%s", n, out)
+		}
+		// RDMA writes from pod B to pod A.
+		server := gidScript(a.rxe, a.addr) + fmt.Sprintf(`exec ib_write_bw -d %s -x "$x" -n 1000 -s 65536`, a.rxe)
+		client := gidScript(b.rxe, b.addr) + fmt.Sprintf(`exec ib_write_bw -d %s -x "$x" -n 1000 -s 65536 %s`, b.rxe, a.addr)
+		serverOut, clientOut := betweenPods(t, a.ns, b.ns, a.dev, b.dev, server, client)
+		for who, out := range map[string]string{"pod A": serverOut, "pod B": clientOut} {
+			if n, mbps := bwResult(out); n != 1000 || mbps <= 0 {
+				t.Errorf("ib_write_bw in %s: %d iterations at %.2f MB/s, want 1000 at more than 0:\n%s", who, n, mbps, out)
+			}
+		}
+		n, mbps := bwResult(clientOut)
+		t.Logf("RDMA between two pods (%s on %s, %s on %s, each a VF's netdev): 10 rping round trips, %d × 64 KiB written at %.2f MB/s", a.rxe, a.addr, b.rxe, b.addr, n, mbps)
+
+		for _, e := range ends {
+			if err := d.plugin.DetachPod(d.ctx, e.pod); err != nil {
+				t.Fatalf("StopPodSandbox of %s: %v", e.name, err)
+			}
+			unprepare(t, d.ctx, d.kubelet, e.claim)
+			sriovtest.WaitFor(t, 10*time.Second, "RDMA device "+e.rxe+" again on "+e.vf.Netdev+" in the host", func() bool {
+				return rdmaParent(e.rxe) == e.vf.Netdev && sriovtest.Netdev(e.vf.Address) == e.vf.Netdev
+			})
+		}
+	})
+
 	t.Run("macvlan/shared/traffic", func(t *testing.T) {
 		hostVF, bare := vfs[2], vfs[3]
 		t.Cleanup(func() { pf.ResetVF(t, hostVF) })
@@ -315,16 +383,9 @@ func TestSRIOVRDMA(t *testing.T) {
 // each end's GID that of its address; both ends must report them all.
 func rdmaWrites(t *testing.T, podNS string, dev *cdi.Device, podRDMA, podAddr, hostRDMA, hostAddr string) {
 	t.Helper()
-	ip := net.ParseIP(podAddr).To16()
-	groups := make([]string, 8)
-	for i := range groups {
-		groups[i] = fmt.Sprintf("%02x%02x", ip[2*i], ip[2*i+1])
-	}
 	// The pod's GID index, looked up in the pod: in exclusive mode the
 	// host does not see its device.
-	server := fmt.Sprintf(`x=; for i in $(seq 0 15); do [ "$(cat /sys/class/infiniband/%[1]s/ports/1/gids/$i 2>/dev/null)" = %[2]s ] && x=$i && break; done
-[ -n "$x" ] || { echo "no GID of %[3]s on %[1]s"; exit 1; }
-exec ib_write_bw -d %[1]s -x "$x" -n 1000 -s 65536`, podRDMA, strings.Join(groups, ":"), podAddr)
+	server := gidScript(podRDMA, podAddr) + fmt.Sprintf(`exec ib_write_bw -d %s -x "$x" -n 1000 -s 65536`, podRDMA)
 	gid := gidIndex(t, hostRDMA, hostAddr)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
@@ -356,6 +417,49 @@ exec ib_write_bw -d %[1]s -x "$x" -n 1000 -s 65536`, podRDMA, strings.Join(group
 	}
 	n, mbps := bwResult(string(hostOut))
 	t.Logf("RDMA writes between the pod (%s on %s) and the host (%s on %s): %d × 64 KiB at %.2f MB/s", podRDMA, podAddr, hostRDMA, hostAddr, n, mbps)
+}
+
+// gidScript is shell that sets $x to the index of the GID of addr on RDMA
+// device dev, as the namespace it runs in sees the device.
+func gidScript(dev, addr string) string {
+	ip := net.ParseIP(addr).To16()
+	groups := make([]string, 8)
+	for i := range groups {
+		groups[i] = fmt.Sprintf("%02x%02x", ip[2*i], ip[2*i+1])
+	}
+	return fmt.Sprintf(`x=; for i in $(seq 0 15); do [ "$(cat /sys/class/infiniband/%[1]s/ports/1/gids/$i 2>/dev/null)" = %[2]s ] && x=$i && break; done
+[ -n "$x" ] || { echo "no GID of %[3]s on %[1]s"; exit 1; }
+`, dev, strings.Join(groups, ":"), addr)
+}
+
+// betweenPods runs server in a container of pod a and then client in one
+// of pod b until it connects, and returns both outputs.
+func betweenPods(t *testing.T, a, b string, devA, devB *cdi.Device, server, client string) (string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	var serverOut string
+	done := make(chan error, 1)
+	go func() {
+		out, err := inContainer(ctx, a, devA, server)
+		serverOut = out
+		done <- err
+	}()
+	var clientOut string
+	var err error
+	sriovtest.WaitFor(t, 90*time.Second, "the client in pod B to reach the server in pod A", func() bool {
+		clientOut, err = inContainer(ctx, b, devB, client)
+		return err == nil || !strings.Contains(clientOut, "Couldn't connect") && !strings.Contains(clientOut, "rdma_connect") && !strings.Contains(clientOut, "REJECTED")
+	})
+	if err != nil {
+		cancel()
+		serverErr := <-done
+		t.Fatalf("%s in pod B: %v\n%s\nin pod A (%v):\n%s", client, err, clientOut, serverErr, serverOut)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("%s in pod A: %v\n%s", server, err, serverOut)
+	}
+	return serverOut, clientOut
 }
 
 // setRDMAMode sets the node's RDMA network namespace mode. The kernel
