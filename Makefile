@@ -231,10 +231,10 @@ SRIOV_PKGS += ./dra
 SRIOV_PKGS += ./bench
 
 .PHONY: e2e-sriov
-e2e-sriov: ## real SR-IOV VFs: boot the igb VM (QEMU) once and run the sriov-tagged tests in it, then 5 power cuts (make powercut) (root)
+e2e-sriov: ## real SR-IOV VFs: boot the igb VM (QEMU) once and run the sriov-tagged tests in it, then 3 power cuts (make powercut) (root)
 	$(DEPS) vm
 	set -a && $(DEPS_ENV) && set +a && $(GO) run ./test/vm/cmd/fastpath-vm test $(SRIOV_PKGS)
-	$(MAKE) --no-print-directory powercut POWERCUT_CYCLES=5
+	$(MAKE) --no-print-directory powercut POWERCUT_CYCLES=3
 
 POWERCUT_CYCLES ?= 100
 

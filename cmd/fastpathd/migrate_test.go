@@ -7,10 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	clienttesting "k8s.io/client-go/testing"
 	"sigs.k8s.io/yaml"
 
 	"github.com/fastpath-dra/fastpath/dra/migrate"
@@ -116,6 +118,27 @@ func TestMigrateListSources(t *testing.T) {
 	res := migrate.Convert(migrate.Input{Objects: got}, migrate.Options{})
 	if len(res.NodeConfigs) == 0 || len(res.NetworkAttachmentDefinitions) == 0 {
 		t.Errorf("from the cluster: %d FastpathNodeConfigs, %d NetworkAttachmentDefinitions", len(res.NodeConfigs), len(res.NetworkAttachmentDefinitions))
+	}
+
+	// A cluster without dra-driver-sriov's CRDs: those kinds are skipped
+	// and said so; the operator's are listed.
+	dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, lists, objs...)
+	for _, k := range migrate.SourceKinds {
+		if k.Resource.Group != "sriovnetwork.openshift.io" {
+			dyn.PrependReactor("list", k.Resource.Resource, func(clienttesting.Action) (bool, runtime.Object, error) {
+				return true, nil, apierrors.NewNotFound(k.Resource.GroupResource(), "")
+			})
+		}
+	}
+	got, skipped, err := listSources(dyn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(skipped) != 2 || !strings.Contains(strings.Join(skipped, "\n"), "SriovResourcePolicy: not served by the cluster") {
+		t.Errorf("skipped %q, want dra-driver-sriov's two kinds", skipped)
+	}
+	if len(got) != len(objs) {
+		t.Errorf("%d objects listed without dra-driver-sriov's kinds, want the operator's %d", len(got), len(objs))
 	}
 }
 

@@ -14,8 +14,8 @@ func TestPlans(t *testing.T) {
 		t.Error("two seeds planned the same cycles")
 	}
 	for i, p := range a {
-		if p.pullPlug != (i%4 == 3) {
-			t.Errorf("cycle %d: pullPlug %v, want it every fourth cycle", i+1, p.pullPlug)
+		if p.pullPlug != (i%4 == 2) {
+			t.Errorf("cycle %d: pullPlug %v, want it the third of every four", i+1, p.pullPlug)
 		}
 		if want := map[bool]int{true: 2, false: 3}[i%4 == 1]; p.format != want {
 			t.Errorf("cycle %d: checkpoint version %d, want %d (version 2 the second of every four cycles)", i+1, p.format, want)
