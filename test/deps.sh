@@ -258,12 +258,8 @@ build_vm_kernel() { # out
 DEBIAN_MIRROR=${FASTPATH_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 fetch_deb() {
 	local suite=$1 pkg=$2 version=$3 out=$4 dl entry file sum
+	suite_index "$suite" >/dev/null || return 1
 	dl=$(mktemp -d)
-	if [ ! -s "$CACHE/bin/Packages-$suite" ] || [ -n "$(find "$CACHE/bin/Packages-$suite" -mmin +60)" ]; then
-		curl -fsSL "$DEBIAN_MIRROR/dists/$suite/main/binary-amd64/Packages.xz" | xz -dc >"$dl/Packages" ||
-			{ rm -rf "$dl"; echo "the package index of $suite: not read from $DEBIAN_MIRROR" >&2; return 1; }
-		mv "$dl/Packages" "$CACHE/bin/Packages-$suite"
-	fi
 	entry=$(awk -v p="$pkg" -v v="$version" 'BEGIN { RS = ""; FS = "\n" } {
 		pk = ve = fn = sh = ""
 		for (i = 1; i <= NF; i++) {
@@ -286,15 +282,54 @@ fetch_deb() {
 	rm -rf "$dl"
 }
 
+# suite_index SUITE: the suite's package index, fetched at most hourly.
+suite_index() {
+	local suite=$1 tmp
+	if [ ! -s "$CACHE/bin/Packages-$suite" ] || [ -n "$(find "$CACHE/bin/Packages-$suite" -mmin +60)" ]; then
+		mkdir -p "$CACHE/bin"
+		tmp=$(mktemp "$CACHE/bin/Packages-$suite.XXXXXX")
+		curl -fsSL "$DEBIAN_MIRROR/dists/$suite/main/binary-amd64/Packages.xz" | xz -dc >"$tmp" ||
+			{ rm -f "$tmp"; echo "the package index of $suite: not read from $DEBIAN_MIRROR" >&2; return 1; }
+		mv "$tmp" "$CACHE/bin/Packages-$suite"
+	fi
+	echo "$CACHE/bin/Packages-$suite"
+}
+
+# vm_kernel7 prints the 7.x kernel's release and version: the pinned ones,
+# or, when the suite no longer has them, those its linux-image-amd64 now
+# depends on (remembered, so that `env` agrees without asking the mirror).
+vm_kernel7() {
+	if [ -f "$(bindir vm-kernel "$VM_KERNEL7_RELEASE")/.complete" ] || [ "${1:-}" = offline ]; then
+		if [ "${1:-}" = offline ] && [ -s "$CACHE/bin/vm-kernel7.fallback" ] && [ ! -f "$(bindir vm-kernel "$VM_KERNEL7_RELEASE")/.complete" ]; then
+			cat "$CACHE/bin/vm-kernel7.fallback"
+		else
+			echo "$VM_KERNEL7_RELEASE $VM_KERNEL7_VERSION"
+		fi
+		return 0
+	fi
+	local index dep
+	index=$(suite_index "$VM_KERNEL7_SUITE") || return 1
+	if grep -qx "Package: linux-modules-$VM_KERNEL7_RELEASE" "$index" && grep -qx "Version: $VM_KERNEL7_VERSION" "$index"; then
+		echo "$VM_KERNEL7_RELEASE $VM_KERNEL7_VERSION"
+		return 0
+	fi
+	dep=$(awk 'BEGIN { RS = ""; FS = "\n" } $1 == "Package: linux-image-amd64" { for (i = 1; i <= NF; i++) if ($i ~ /^Depends: /) print $i }' "$index" |
+		sed -n 's/.*linux-image-\([0-9][^ ]*-amd64\) (= \([^)]*\)).*/\1 \2/p' | sort -V | tail -n 1)
+	[ -n "$dep" ] || die "kernel $VM_KERNEL7_RELEASE $VM_KERNEL7_VERSION is not in $VM_KERNEL7_SUITE, and no linux-image-amd64 there"
+	log "warning: kernel $VM_KERNEL7_RELEASE $VM_KERNEL7_VERSION is no longer in $VM_KERNEL7_SUITE; using $dep (pin it in test/vm/versions.env)"
+	echo "$dep" >"$CACHE/bin/vm-kernel7.fallback"
+	echo "$dep"
+}
+
 # build_vm_kernel7 OUT: the 7.x kernel: its image, its modules and their
 # lists (modules.builtin, in linux-base).
 # They install under usr/lib/modules/RELEASE (vmlinuz there too): laid out
 # here as the 6.12 package is, boot/vmlinuz-RELEASE and lib/modules.
 build_vm_kernel7() {
-	local rel=$VM_KERNEL7_RELEASE
-	fetch_deb "$VM_KERNEL7_SUITE" "linux-binary-$rel" "$VM_KERNEL7_VERSION" "$1" &&
-		fetch_deb "$VM_KERNEL7_SUITE" "linux-base-$rel" "$VM_KERNEL7_VERSION" "$1" &&
-		fetch_deb "$VM_KERNEL7_SUITE" "linux-modules-$rel" "$VM_KERNEL7_VERSION" "$1" || return 1
+	local rel=$VM_KERNEL7 version=$VM_KERNEL7_PKG_VERSION
+	fetch_deb "$VM_KERNEL7_SUITE" "linux-binary-$rel" "$version" "$1" &&
+		fetch_deb "$VM_KERNEL7_SUITE" "linux-base-$rel" "$version" "$1" &&
+		fetch_deb "$VM_KERNEL7_SUITE" "linux-modules-$rel" "$version" "$1" || return 1
 	if [ -d "$1/usr/lib/modules/$rel" ]; then
 		mkdir -p "$1/lib" "$1/boot"
 		mv "$1/usr/lib/modules" "$1/lib/modules"
@@ -354,7 +389,9 @@ vm() {
 		apt_update_once
 	fi
 	mkdir -p "$CACHE/bin"
-	cached vm-kernel "$VM_KERNEL7_RELEASE" build_vm_kernel7
+	read -r VM_KERNEL7 VM_KERNEL7_PKG_VERSION <<<"$(vm_kernel7)"
+	[ -n "$VM_KERNEL7" ] || die "no 7.x kernel for the VM"
+	cached vm-kernel "$VM_KERNEL7" build_vm_kernel7
 	cached vm-busybox "$busybox_key" build_vm_busybox
 }
 
@@ -380,7 +417,7 @@ FASTPATH_CONTAINERD_BIN=$(bindir containerd "$CONTAINERD_VERSION")
 FASTPATH_RUNC_BIN=$(bindir runc "$RUNC_VERSION")
 FASTPATH_CNI_BIN=$(bindir cni-plugins "$CNI_PLUGINS_VERSION")
 FASTPATH_GOLANGCI_LINT=$(bindir golangci-lint "$GOLANGCI_LINT_VERSION")/golangci-lint
-FASTPATH_VM_KERNEL=$(bindir vm-kernel "$VM_KERNEL7_RELEASE")
+FASTPATH_VM_KERNEL=$(bindir vm-kernel "$(vm_kernel7 offline | cut -d' ' -f1)")
 FASTPATH_VM_BUSYBOX=$(bindir vm-busybox "$(. /etc/os-release && echo "${VERSION_CODENAME:-unknown}")")/bin/busybox
 FASTPATH_HELM=$(bindir helm "$HELM_VERSION")/helm
 FASTPATH_PROTOC_GEN=$(bindir protoc-gen "$(protobuf_version)-grpc-$PROTOC_GEN_GO_GRPC_VERSION")
