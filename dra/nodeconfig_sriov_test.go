@@ -183,11 +183,7 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var in migrate.Input
-	for _, d := range docs {
-		in.Objects = append(in.Objects, migrate.Object{Where: d.Where(), JSON: d.JSON()})
-	}
-	res := migrate.Convert(in, migrate.Options{})
+	res := migrate.Convert(migrate.InputOf(docs), migrate.Options{})
 	if len(res.NodeConfigs) != 1 {
 		t.Fatalf("migrate gave %d FastpathNodeConfigs, want 1; report: %v", len(res.NodeConfigs), res.Report)
 	}

@@ -81,9 +81,7 @@ errors), 1 the cluster could not be read, 2 unreadable input or bad flags.
 			}
 			return usagef("migrate: %d inputs could not be read", len(unreadable))
 		}
-		for _, d := range docs {
-			in.Objects = append(in.Objects, migrate.Object{Where: d.Where(), JSON: d.JSON()})
-		}
+		in = migrate.InputOf(docs)
 	}
 	res := migrate.Convert(in, migrate.Options{ResourcePrefix: *prefix})
 	if err := writeObjects(res, *outDir, stdout); err != nil {

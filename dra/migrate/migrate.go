@@ -19,6 +19,7 @@ import (
 
 	ncv1 "github.com/fastpath-dra/fastpath/dra/api/nodeconfig/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
+	"github.com/fastpath-dra/fastpath/dra/validate"
 )
 
 // DefaultResourcePrefix is the operator's prefix of resource names (its
@@ -32,6 +33,16 @@ const Label = "app.kubernetes.io/created-by"
 // Input is the objects to convert, in any order.
 type Input struct {
 	Objects []Object
+}
+
+// InputOf is the objects of manifests as validate reads them (files,
+// directories, standard input).
+func InputOf(docs []*validate.Manifest) Input {
+	var in Input
+	for _, d := range docs {
+		in.Objects = append(in.Objects, Object{Where: d.Where(), JSON: d.JSON()})
+	}
+	return in
 }
 
 // Options change the conversion.

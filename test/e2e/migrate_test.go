@@ -78,11 +78,7 @@ func TestMigrate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var in migrate.Input
-	for _, d := range docs {
-		in.Objects = append(in.Objects, migrate.Object{Where: d.Where(), JSON: d.JSON()})
-	}
-	res := migrate.Convert(in, migrate.Options{})
+	res := migrate.Convert(migrate.InputOf(docs), migrate.Options{})
 	for _, item := range res.Report {
 		t.Logf("report: %s", item)
 	}
