@@ -596,7 +596,9 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	// itself alone on the node (that daemon gone).
 	sweepMetadata := func() {
 		metadataDirs := map[string]string{devices.DriverName: o.pluginDir, cnidriver.DriverName: o.cni.pluginDir}
-		if removed, err := kubelet.SweepMetadata(store, o.cdiDir, metadataDirs); err != nil {
+		if removed, err := kubelet.SweepMetadata(store, o.cdiDir, metadataDirs); errors.Is(err, claims.ErrRemoved) {
+			return // the daemon stops with nothing prepared, its state gone
+		} else if err != nil {
 			logger.Error(err, "Some device metadata of claims no longer prepared could not be removed")
 		} else if len(removed) > 0 {
 			logger.Info("Removed the device metadata of claims no longer prepared", "files", removed)

@@ -121,7 +121,7 @@ func (s *Store) Settle() error {
 	s.fileMu.Lock()
 	defer s.fileMu.Unlock()
 	s.mu.RLock()
-	asks := s.shared && s.peer != nil
+	asks := s.shared && s.peer != nil && !s.removed
 	s.mu.RUnlock()
 	if !asks {
 		return nil
@@ -325,6 +325,9 @@ func (s *Store) current() {
 	}
 	s.fileMu.Lock()
 	defer s.fileMu.Unlock()
+	if s.gone() { // RemoveUnused ran while this one waited for fileMu
+		return
+	}
 	unlock, err := s.lockFile().Lock(context.Background())
 	if err != nil {
 		return // the claims this store has are the best it can tell

@@ -373,6 +373,63 @@ func TestRemoveUnusedLeavesNoLock(t *testing.T) {
 	}
 }
 
+// After RemoveUnused, what a stopping daemon's other parts may still call
+// (the fold as it returns, the store watch's rewrite, the peers' settle,
+// the metadata sweep's Hold) makes no file again; Hold refuses, so that
+// the sweep does not act on claims another daemon may have written since.
+// A claim's change is kept: it writes the files again.
+func TestRemoveUnusedThenEveryPath(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "checkpoint.json")
+	s := open(t, path)
+	if err := s.Share(); err != nil {
+		t.Fatal(err)
+	}
+	s.SetPeerCheck(func() bool { return true })
+	if removed, err := s.RemoveUnused(); err != nil || !removed {
+		t.Fatalf("RemoveUnused = %v, %v", removed, err)
+	}
+	if err := os.Remove(path + ".lock"); err != nil {
+		t.Fatal(err)
+	}
+	for name, call := range map[string]func() error{
+		"Fold":    s.Fold,
+		"Rewrite": s.Rewrite,
+		"Settle":  s.Settle,
+		"Hold": func() error {
+			err := s.Hold(func([]*Claim, []*CorruptError) error {
+				t.Error("Hold ran its function on a store whose files were removed")
+				return nil
+			})
+			if !errors.Is(err, ErrRemoved) {
+				t.Errorf("Hold = %v, want ErrRemoved", err)
+			}
+			return nil
+		},
+	} {
+		if err := call(); err != nil {
+			t.Errorf("%s after RemoveUnused: %v", name, err)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name())
+			}
+			t.Fatalf("%s after RemoveUnused made %v", name, names)
+		}
+	}
+	x := netdevClaim("x", "pod1", "dev-x", "net1")
+	if err := s.Admit(x); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, err := Verify(path); err != nil || n != 1 {
+		t.Fatalf("a claim admitted after RemoveUnused: the files hold %d (%v), want it kept", n, err)
+	}
+	if removed, err := s.RemoveUnused(); err != nil || removed {
+		t.Errorf("RemoveUnused with that claim = %v, %v; want the files kept", removed, err)
+	}
+}
+
 // TestRemoveUnusedStopsRest: a store of its own, at rest after its last
 // change in version 3, whose files RemoveUnused removed before the rest
 // came (a daemon stopping right after its last Unprepare), writes nothing

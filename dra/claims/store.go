@@ -56,8 +56,9 @@ type Store struct {
 
 	// shared: another daemon may write the files (see Share); seen is the
 	// version of the files this store has. removed: RemoveUnused removed
-	// the files, as the daemon stops; reads no longer look at them (nor
-	// make the lock file again). All under mu.
+	// the files, as the daemon stops; reads, rewrites and Hold no longer
+	// look at them (nor make the lock file again), and only a claim's
+	// change writes them again (see gone). All under mu.
 	shared  bool
 	seen    stamps
 	removed bool
@@ -607,6 +608,11 @@ func (s *Store) change(k Key, f func(claims map[Key]*Claim) (*Claim, error)) err
 // has.
 func (s *Store) write(k Key, f func(map[Key]*Claim) (*Claim, error), sync bool) (release func(), durable func() error, _ error) {
 	s.fileMu.Lock()
+	// A change after RemoveUnused (a late runtime hook as the daemon
+	// stops) is kept: the files are made again, under the file lock.
+	s.mu.Lock()
+	s.removed = false
+	s.mu.Unlock()
 	unlock, err := s.lockShared()
 	if err != nil {
 		s.fileMu.Unlock()
@@ -777,6 +783,11 @@ func (s *Store) compact() {
 func (s *Store) Hold(f func(claims []*Claim, aside []*CorruptError) error) error {
 	s.fileMu.Lock()
 	defer s.fileMu.Unlock()
+	if s.gone() {
+		// What this store holds is not what another daemon may have
+		// written since: f must not act on it.
+		return ErrRemoved
+	}
 	unlock, err := s.lockShared()
 	if err != nil {
 		return err
@@ -1028,6 +1039,9 @@ func (s *Store) Fold() error { return s.rewrite(false) }
 func (s *Store) rewrite(journal bool) error {
 	s.fileMu.Lock()
 	defer s.fileMu.Unlock()
+	if s.gone() {
+		return nil // nothing to fold, and no file to make again
+	}
 	unlock, err := s.lockShared()
 	if err != nil {
 		return err
@@ -1054,6 +1068,9 @@ func (s *Store) rewrite(journal bool) error {
 func (s *Store) Rewrite() error {
 	s.fileMu.Lock()
 	defer s.fileMu.Unlock()
+	if s.gone() {
+		return nil
+	}
 	unlock, err := s.lockShared()
 	if err != nil {
 		return err
@@ -1306,6 +1323,19 @@ func conflictWith(o, c *Claim) error {
 		}
 	}
 	return nil
+}
+
+// ErrRemoved is Hold's error once RemoveUnused removed the store's files:
+// the daemon stops, and what it holds may no longer be the node's.
+var ErrRemoved = errors.New("the claim store's files were removed as the daemon stops")
+
+// gone says whether RemoveUnused removed the files and no change was
+// written since. The caller holds fileMu, so that the answer holds until
+// it releases it.
+func (s *Store) gone() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.removed
 }
 
 // lockShared takes a shared store's file lock, reads the file again if

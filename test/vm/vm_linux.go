@@ -409,10 +409,16 @@ func (v *VM) waitContent(ctx context.Context, path string, timeout time.Duration
 }
 
 func (v *VM) exitReason() error {
-	if v.exitErr != nil {
-		return fmt.Errorf("QEMU exited: %w", v.exitErr)
+	// QEMU says why it aborted (a failed assertion, a device error) on
+	// its own log, not the guest's console.
+	var why string
+	if q := tail(v.dir.qemuLog(), 5); len(q) > 0 {
+		why = "; QEMU's log (" + v.dir.qemuLog() + ") ends: " + strings.Join(q, " | ")
 	}
-	return errors.New("QEMU exited")
+	if v.exitErr != nil {
+		return fmt.Errorf("QEMU exited: %w%s", v.exitErr, why)
+	}
+	return errors.New("QEMU exited" + why)
 }
 
 // alive reports whether QEMU still runs.
