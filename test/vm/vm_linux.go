@@ -69,6 +69,11 @@ var ErrNotRunning = errors.New("no fastpath VM is running")
 // when asked to: the VM is busy with it for good.
 var ErrStillRuns = errors.New("still runs in the guest")
 
+// ErrCrashed is the VM's end when QEMU itself was killed by a signal (an
+// assertion of an emulated device aborting it, say): the emulator's fault,
+// which says nothing of the code under test unless it comes again.
+var ErrCrashed = errors.New("QEMU crashed")
+
 // ErrRebooted is returned by Run for a command the guest rebooted under
 // (Options.Reboot): it ended with the boot, whatever it was doing.
 var ErrRebooted = errors.New("the guest rebooted under it")
@@ -149,6 +154,9 @@ func (v *VM) Share() string { return v.dir.share() }
 
 // Console is the path of the guest's console log.
 func (v *VM) Console() string { return v.dir.console() }
+
+// QEMULog is the path of QEMU's own log (its standard output and error).
+func (v *VM) QEMULog() string { return v.dir.qemuLog() }
 
 // Boot starts a VM from img and waits until its guest program serves
 // commands. It is refused while a VM runs. If the boot fails, QEMU is
@@ -414,6 +422,11 @@ func (v *VM) exitReason() error {
 	var why string
 	if q := tail(v.dir.qemuLog(), 5); len(q) > 0 {
 		why = "; QEMU's log (" + v.dir.qemuLog() + ") ends: " + strings.Join(q, " | ")
+	}
+	if ee, ok := errors.AsType[*exec.ExitError](v.exitErr); ok {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() != syscall.SIGKILL {
+			return fmt.Errorf("%w: %w%s", ErrCrashed, v.exitErr, why)
+		}
 	}
 	if v.exitErr != nil {
 		return fmt.Errorf("QEMU exited: %w%s", v.exitErr, why)

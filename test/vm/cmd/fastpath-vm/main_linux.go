@@ -196,21 +196,26 @@ func test(ctx context.Context, args []string) (int, error) {
 	for i, s := range suites {
 		fmt.Printf("=== fastpath-vm: %s in the VM (%s)\n", s.Package, s.Binary)
 		r := g.run(ctx, s, testArgs, suiteTimeout)
-		if errors.Is(r.Err, vm.ErrStalled) && !rebooted && ctx.Err() == nil {
-			// A lost timer interrupt of the emulated CPU, not the code
-			// under test: the suite runs again, once, in a new VM.
+		if (errors.Is(r.Err, vm.ErrStalled) || errors.Is(r.Err, vm.ErrCrashed)) && !rebooted && ctx.Err() == nil {
+			// A lost timer interrupt of the emulated CPU, or the
+			// emulator aborting, not the code under test: the suite
+			// runs again, once, in a new VM. Again, it fails.
 			rebooted = true
-			fmt.Printf("fastpath-vm: %v\nfastpath-vm: stopping the stalled VM; %s runs again in a new one\n", r.Err, s.Package)
+			why := "the guest kernel stalled"
+			if errors.Is(r.Err, vm.ErrCrashed) {
+				why = "QEMU crashed"
+			}
+			fmt.Printf("fastpath-vm: %v\nfastpath-vm: %s; %s runs again in a new VM\n", r.Err, why, s.Package)
 			kept, err := g.replace(ctx)
 			if err != nil {
-				return 0, fmt.Errorf("replace the stalled VM: %w", err)
+				return 0, fmt.Errorf("replace the VM after %s: %w", why, err)
 			}
-			fmt.Printf("=== fastpath-vm: %s in a new VM (the stalled one's console: %s)\n", s.Package, kept)
+			fmt.Printf("=== fastpath-vm: %s in a new VM (the old one's console: %s)\n", s.Package, kept)
 			r = g.run(ctx, s, testArgs, suiteTimeout)
-			r.Note = "run again in a new VM after the guest kernel stalled"
+			r.Note = "run again in a new VM after " + why
 		}
 		results = append(results, r)
-		if (errors.Is(r.Err, vm.ErrStalled) || errors.Is(r.Err, vm.ErrStillRuns)) && i+1 < len(suites) {
+		if (errors.Is(r.Err, vm.ErrStalled) || errors.Is(r.Err, vm.ErrStillRuns) || errors.Is(r.Err, vm.ErrCrashed)) && i+1 < len(suites) {
 			// A stalled guest, or one that cannot end a test binary: the
 			// VM cannot be trusted with the rest.
 			for _, rest := range suites[i+1:] {
@@ -283,14 +288,16 @@ func (g *guest) shutdown(ctx context.Context, grace time.Duration) error {
 // replace stops the VM, keeps its console log beside the new one and boots
 // a new VM. It returns where the old console went.
 func (g *guest) replace(ctx context.Context) (string, error) {
-	console := g.v.Console()
+	console, qlog := g.v.Console(), g.v.QEMULog()
 	if err := g.shutdown(ctx, 5*time.Second); err != nil {
 		return "", err
 	}
-	kept := strings.TrimSuffix(console, ".log") + ".stalled.log"
+	kept := strings.TrimSuffix(console, ".log") + ".replaced.log"
 	if err := os.Rename(console, kept); err != nil {
 		return "", err
 	}
+	// QEMU's own log too: Boot makes a new one.
+	_ = os.Rename(qlog, strings.TrimSuffix(qlog, ".log")+".replaced.log")
 	return kept, g.boot(ctx)
 }
 
