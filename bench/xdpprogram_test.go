@@ -14,6 +14,7 @@ import (
 // XDP actions, as the programs return them.
 const (
 	xdpPass     = 2
+	xdpTX       = 3
 	xdpRedirect = 4
 )
 

@@ -16,9 +16,10 @@ import (
 )
 
 const (
-	frames    = 64
 	frameSize = 2048
-	ringSize  = 64 // a power of two, frames or fewer
+	// defaultRing is the ring size, and the number of frames, of a socket
+	// whose Options say none.
+	defaultRing = 64
 )
 
 // Options of a socket.
@@ -27,11 +28,17 @@ type Options struct {
 	Queue   int
 	// ZeroCopy asks for zero-copy (XDP_ZEROCOPY); otherwise copy mode.
 	ZeroCopy bool
+	// Ring is the size of the fill and RX rings, and the number of
+	// frames of the UMEM: a power of two, 64 when zero. A consumer that
+	// takes packets in bursts wants more, so that the kernel does not drop
+	// while it is busy.
+	Ring int
 }
 
 // Socket is an AF_XDP socket bound to one RX queue.
 type Socket struct {
 	fd       int
+	size     uint32 // of the rings, and the UMEM's frames
 	umem     []byte
 	fill, rx ring
 	maps     [][]byte
@@ -51,13 +58,20 @@ func Open(o Options) (_ *Socket, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("AF_XDP socket: %w", err)
 	}
-	s := &Socket{fd: fd}
+	if o.Ring == 0 {
+		o.Ring = defaultRing
+	}
+	if o.Ring < 0 || o.Ring&(o.Ring-1) != 0 {
+		_ = unix.Close(fd)
+		return nil, fmt.Errorf("ring size %d: not a power of two", o.Ring)
+	}
+	s := &Socket{fd: fd, size: uint32(o.Ring)}
 	defer func() {
 		if err != nil {
 			_ = s.Close()
 		}
 	}()
-	if s.umem, err = unix.Mmap(-1, 0, frames*frameSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err != nil {
+	if s.umem, err = unix.Mmap(-1, 0, o.Ring*frameSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err != nil {
 		return nil, fmt.Errorf("UMEM: %w", err)
 	}
 	reg := unix.XDPUmemReg{Addr: uint64(uintptr(unsafe.Pointer(&s.umem[0]))), Len: uint64(len(s.umem)), Size: frameSize}
@@ -65,7 +79,7 @@ func Open(o Options) (_ *Socket, err error) {
 		return nil, fmt.Errorf("register the UMEM: %w", err)
 	}
 	for _, opt := range []int{unix.XDP_UMEM_FILL_RING, unix.XDP_UMEM_COMPLETION_RING, unix.XDP_RX_RING} {
-		if err := unix.SetsockoptInt(fd, unix.SOL_XDP, opt, ringSize); err != nil {
+		if err := unix.SetsockoptInt(fd, unix.SOL_XDP, opt, o.Ring); err != nil {
 			return nil, fmt.Errorf("ring size (option %d): %w", opt, err)
 		}
 	}
@@ -81,10 +95,10 @@ func Open(o Options) (_ *Socket, err error) {
 	if s.rx, err = s.mmapRing(offs.Rx, unix.XDP_PGOFF_RX_RING, unsafe.Sizeof(unix.XDPDesc{})); err != nil {
 		return nil, err
 	}
-	for i := uint32(0); i < ringSize; i++ {
+	for i := range s.size {
 		*(*uint64)(unsafe.Add(s.fill.descs, uintptr(i)*8)) = uint64(i) * frameSize
 	}
-	atomic.StoreUint32(s.fill.prod, ringSize)
+	atomic.StoreUint32(s.fill.prod, s.size)
 	flags := uint16(unix.XDP_COPY)
 	if o.ZeroCopy {
 		flags = unix.XDP_ZEROCOPY
@@ -107,7 +121,7 @@ func setsockopt(fd, opt int, p unsafe.Pointer, l uintptr) error {
 }
 
 func (s *Socket) mmapRing(off unix.XDPRingOffset, pgoff int64, descSize uintptr) (ring, error) {
-	b, err := unix.Mmap(s.fd, pgoff, int(off.Desc+uint64(ringSize)*uint64(descSize)), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	b, err := unix.Mmap(s.fd, pgoff, int(off.Desc+uint64(s.size)*uint64(descSize)), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
 	if err != nil {
 		return ring{}, fmt.Errorf("map a ring: %w", err)
 	}
@@ -117,7 +131,7 @@ func (s *Socket) mmapRing(off unix.XDPRingOffset, pgoff int64, descSize uintptr)
 		prod:  (*uint32)(unsafe.Add(base, off.Producer)),
 		cons:  (*uint32)(unsafe.Add(base, off.Consumer)),
 		descs: unsafe.Add(base, off.Desc),
-		mask:  ringSize - 1,
+		mask:  s.size - 1,
 	}, nil
 }
 
@@ -139,23 +153,34 @@ func (s *Socket) Receive(timeout time.Duration) (int, error) {
 	if _, err := unix.Poll(fds, int(timeout.Milliseconds())); err != nil && !errors.Is(err, unix.EINTR) {
 		return 0, fmt.Errorf("poll: %w", err)
 	}
+	return s.Take(nil), nil
+}
+
+// Take takes the frames that arrived, without waiting or a system call:
+// each is passed to each, if not nil, then given back to the kernel. It
+// returns how many there were. A consumer that spins on Take receives
+// with the least latency, at the cost of a CPU.
+func (s *Socket) Take(each func(frame []byte)) int {
 	prod := atomic.LoadUint32(s.rx.prod)
 	cons := atomic.LoadUint32(s.rx.cons)
 	n := prod - cons
 	if n == 0 {
-		return 0, nil
+		return 0
 	}
 	// Each received frame goes straight back to the fill ring.
 	fillProd := atomic.LoadUint32(s.fill.prod)
 	for i := uint32(0); i < n; i++ {
 		d := (*unix.XDPDesc)(unsafe.Add(s.rx.descs, uintptr((cons+i)&s.rx.mask)*unsafe.Sizeof(unix.XDPDesc{})))
+		if each != nil {
+			each(s.umem[d.Addr : d.Addr+uint64(d.Len)])
+		}
 		addr := d.Addr - d.Addr%frameSize
 		*(*uint64)(unsafe.Add(s.fill.descs, uintptr((fillProd+i)&s.fill.mask)*8)) = addr
 	}
 	atomic.StoreUint32(s.fill.prod, fillProd+n)
 	atomic.StoreUint32(s.rx.cons, prod)
 	s.received += uint64(n)
-	return int(n), nil
+	return int(n)
 }
 
 // Received is the number of frames received so far.

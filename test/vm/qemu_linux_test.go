@@ -1,6 +1,9 @@
 package vm
 
 import (
+	"errors"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -36,5 +39,32 @@ func TestQEMUArgs(t *testing.T) {
 	}
 	if _, err := pickAccel("xen"); err == nil {
 		t.Error("pickAccel(xen): no error")
+	}
+}
+
+// A QEMU killed by a signal other than SIGKILL (an emulated device's
+// assertion aborting it) is ErrCrashed, and the error quotes the end of
+// QEMU's log; one killed on purpose, or that exited, is not.
+func TestExitReason(t *testing.T) {
+	d := runDir(t.TempDir())
+	if err := os.WriteFile(d.qemuLog(), []byte("qemu-system-x86_64: ../hw/net/igb_core.c:1: igb_x: Assertion `0' failed.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		script  string
+		crashed bool
+	}{
+		{"kill -ABRT $$", true},
+		{"kill -KILL $$", false},
+		{"exit 1", false},
+	} {
+		v := &VM{dir: d, exitErr: exec.Command("sh", "-c", c.script).Run()}
+		err := v.exitReason()
+		if errors.Is(err, ErrCrashed) != c.crashed {
+			t.Errorf("%s: %v; crashed %v, want %v", c.script, err, errors.Is(err, ErrCrashed), c.crashed)
+		}
+		if !strings.Contains(err.Error(), "Assertion `0' failed") {
+			t.Errorf("%s: %v does not quote QEMU's log", c.script, err)
+		}
 	}
 }
