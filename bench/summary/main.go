@@ -1,8 +1,10 @@
 // Command summary reads `go test -bench` output (several -count runs) and
 // prints the medians and the ratios fastpath's speed claims rest on:
 // attach and detach against the raw-netlink floor, and the CNI path against
-// fastpath's attach. With -results it also rewrites the summary section of
-// that file, with the machine and the command.
+// fastpath's attach; with -set datapath, the data path's (BenchmarkDatapath:
+// each path fastpath hands a pod against the same path built by hand, and
+// AF_XDP against the kernel's UDP socket). With -results it also rewrites
+// the set's section of that file, with the machine and the command.
 //
 //	go test -run '^$' -bench . -count 5 ./bench/ | go run ./bench/summary -results bench/RESULTS.md -command "..."
 package main
@@ -25,6 +27,15 @@ const (
 	endMarker   = "<!-- summary:end -->"
 )
 
+// set is a group of benchmarks summarized together: its ratios, the
+// metrics shown beside each median, and its section of the results file.
+type set struct {
+	ratios     []ratio
+	metrics    []string
+	begin, end string
+	heading    string
+}
+
 // ratio is one claim: numerator / denominator, and the target it must meet.
 type ratio struct {
 	name, num, den, target string
@@ -42,11 +53,35 @@ var ratios = []ratio{
 	{"prepare of 8 devices / of 1", "PrepareCount/count=8", "PrepareCount/count=1", "<= 8.5", func(r float64) bool { return r <= 8.5 }},
 }
 
+// Data-path ratios are of packets per second: the inverse ratio of ns/op,
+// each op a packet taken.
+var datapathRatios = []ratio{
+	{"AF_XDP: fastpath / by hand (pkt/s)", "Datapath/afxdp/hand", "Datapath/afxdp/fastpath", ">= 0.95", func(r float64) bool { return r >= 0.95 }},
+	{"netdev, kernel UDP: fastpath / by hand (pkt/s)", "Datapath/udp/hand", "Datapath/udp/fastpath", ">= 0.95", func(r float64) bool { return r >= 0.95 }},
+	{"AF_XDP (fastpath) / kernel UDP (pkt/s)", "Datapath/udp/hand", "Datapath/afxdp/fastpath", ">= 1.5", func(r float64) bool { return r >= 1.5 }},
+}
+
+var sets = map[string]set{
+	"":         {ratios: ratios, begin: beginMarker, end: endMarker, heading: "Summary (written by `make bench`)"},
+	"datapath": {ratios: datapathRatios, metrics: []string{"pkt/s", "p99-µs"}, begin: "<!-- datapath:begin -->", end: "<!-- datapath:end -->", heading: "Data path summary (written by `make bench-datapath`)"},
+}
+
 func main() {
-	results := flag.String("results", "", "rewrite the summary section of this file")
+	results := flag.String("results", "", "rewrite the set's section of this file")
 	command := flag.String("command", "", "the command that produced the input, recorded with the summary")
+	name := flag.String("set", "", "the benchmarks summarized: \"\" (attach, detach, CNI, prepare) or \"datapath\"")
 	flag.Parse()
-	runs, err := parse(os.Stdin)
+	st, ok := sets[*name]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "summary: no set %q\n", *name)
+		os.Exit(2)
+	}
+	input, err := io.ReadAll(os.Stdin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "summary:", err)
+		os.Exit(1)
+	}
+	runs, err := parseUnit(strings.NewReader(string(input)), "ns/op")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "summary:", err)
 		os.Exit(1)
@@ -55,14 +90,21 @@ func main() {
 		fmt.Fprintln(os.Stderr, "summary: no benchmark results in the input")
 		os.Exit(1)
 	}
-	table := render(runs)
+	metrics := map[string]map[string][]float64{}
+	for _, unit := range st.metrics {
+		if metrics[unit], err = parseUnit(strings.NewReader(string(input)), unit); err != nil {
+			fmt.Fprintln(os.Stderr, "summary:", err)
+			os.Exit(1)
+		}
+	}
+	table := renderSet(runs, st, metrics)
 	fmt.Print(table)
 	if *results == "" {
 		return
 	}
-	section := fmt.Sprintf("%s\n## Summary (written by `make bench`)\n\n%s, %s.\n\n```\n%s\n```\n\n%s%s\n",
-		beginMarker, time.Now().UTC().Format("2006-01-02"), machine(), *command, table, endMarker)
-	if err := rewrite(*results, section); err != nil {
+	section := fmt.Sprintf("%s\n## %s\n\n%s, %s.\n\n```\n%s\n```\n\n%s%s\n",
+		st.begin, st.heading, time.Now().UTC().Format("2006-01-02"), machine(), *command, table, st.end)
+	if err := rewriteSection(*results, section, st.begin, st.end); err != nil {
 		fmt.Fprintln(os.Stderr, "summary:", err)
 		os.Exit(1)
 	}
@@ -70,7 +112,11 @@ func main() {
 
 // parse collects ns/op of every benchmark line, by name without the
 // GOMAXPROCS suffix.
-func parse(r io.Reader) (map[string][]float64, error) {
+func parse(r io.Reader) (map[string][]float64, error) { return parseUnit(r, "ns/op") }
+
+// parseUnit collects the values of unit of every benchmark line, by name
+// without the GOMAXPROCS suffix.
+func parseUnit(r io.Reader, unit string) (map[string][]float64, error) {
 	out := map[string][]float64{}
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
@@ -85,7 +131,7 @@ func parse(r io.Reader) (map[string][]float64, error) {
 			}
 		}
 		for i := 2; i+1 < len(f); i += 2 {
-			if f[i+1] == "ns/op" {
+			if f[i+1] == unit {
 				v, err := strconv.ParseFloat(f[i], 64)
 				if err != nil {
 					return nil, fmt.Errorf("%q: %w", sc.Text(), err)
@@ -106,19 +152,39 @@ func median(v []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-func render(runs map[string][]float64) string {
+func render(runs map[string][]float64) string { return renderSet(runs, sets[""], nil) }
+
+// renderSet is the table of medians, each with the medians of the set's
+// metrics, and the set's ratios.
+func renderSet(runs map[string][]float64, st set, metrics map[string]map[string][]float64) string {
 	var b strings.Builder
-	b.WriteString("| benchmark | runs | median |\n|---|---|---|\n")
+	b.WriteString("| benchmark | runs | median |")
+	for _, unit := range st.metrics {
+		fmt.Fprintf(&b, " %s |", unit)
+	}
+	b.WriteString("\n|---|---|---|" + strings.Repeat("---|", len(st.metrics)) + "\n")
 	names := make([]string, 0, len(runs))
 	for n := range runs {
 		names = append(names, n)
 	}
 	slices.Sort(names)
 	for _, n := range names {
-		fmt.Fprintf(&b, "| %s | %d | %s |\n", n, len(runs[n]), time.Duration(median(runs[n])).Round(time.Microsecond))
+		d := time.Duration(median(runs[n]))
+		if d >= time.Millisecond {
+			d = d.Round(time.Microsecond)
+		}
+		fmt.Fprintf(&b, "| %s | %d | %s |", n, len(runs[n]), d)
+		for _, unit := range st.metrics {
+			if v, ok := metrics[unit][n]; ok {
+				fmt.Fprintf(&b, " %s |", humanize(median(v)))
+			} else {
+				b.WriteString(" - |")
+			}
+		}
+		b.WriteString("\n")
 	}
 	b.WriteString("\n| ratio | value | target | met |\n|---|---|---|---|\n")
-	for _, r := range ratios {
+	for _, r := range st.ratios {
 		num, okN := runs[r.num]
 		den, okD := runs[r.den]
 		if !okN || !okD {
@@ -155,8 +221,28 @@ func machine() string {
 	return fmt.Sprintf("%d CPUs (%s), %s, %s", runtime.NumCPU(), cpu, kernel, runtime.Version())
 }
 
+// humanize writes a metric's value with thousands separated.
+func humanize(v float64) string {
+	if v < 100 {
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	digits := strconv.FormatFloat(v, 'f', 0, 64)
+	var out []byte
+	for i, c := range []byte(digits) {
+		if i > 0 && (len(digits)-i)%3 == 0 {
+			out = append(out, ',')
+		}
+		out = append(out, c)
+	}
+	return string(out)
+}
+
 // rewrite replaces the summary section of path (or appends one).
-func rewrite(path, section string) error {
+func rewrite(path, section string) error { return rewriteSection(path, section, beginMarker, endMarker) }
+
+// rewriteSection replaces the section between begin and end of path (or
+// appends one).
+func rewriteSection(path, section, beginMarker, endMarker string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err

@@ -54,3 +54,53 @@ func TestSummary(t *testing.T) {
 		t.Errorf("rewritten file:\n%s", data)
 	}
 }
+
+const datapathSample = `BenchmarkDatapath/afxdp/fastpath-2   	  500000	      1200 ns/op	        40.0 p99-µs	    833333 pkt/s
+BenchmarkDatapath/afxdp/hand-2       	  500000	      1180 ns/op	        38.0 p99-µs	    847457 pkt/s
+BenchmarkDatapath/udp/fastpath-2     	  500000	      4500 ns/op	        60.0 p99-µs	    222222 pkt/s
+BenchmarkDatapath/udp/hand-2         	  500000	      4600 ns/op	        61.0 p99-µs	    217391 pkt/s
+`
+
+// The data-path set: ratios of packets per second (the inverse of ns/op),
+// the metrics beside each median, and a section of its own.
+func TestSummaryDatapath(t *testing.T) {
+	runs, err := parse(strings.NewReader(datapathSample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics := map[string]map[string][]float64{}
+	for _, unit := range sets["datapath"].metrics {
+		if metrics[unit], err = parseUnit(strings.NewReader(datapathSample), unit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	table := renderSet(runs, sets["datapath"], metrics)
+	for _, want := range []string{
+		"| benchmark | runs | median | pkt/s | p99-µs |",
+		"| Datapath/afxdp/fastpath | 1 | 1.2µs | 833,333 | 40.0 |",
+		"| AF_XDP: fastpath / by hand (pkt/s) | 0.98x | >= 0.95 | yes |",
+		"| netdev, kernel UDP: fastpath / by hand (pkt/s) | 1.02x | >= 0.95 | yes |",
+		"| AF_XDP (fastpath) / kernel UDP (pkt/s) | 3.83x | >= 1.5 | yes |",
+	} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+	if strings.Contains(table, "attach / floor") {
+		t.Errorf("the data-path table has the attach ratios:\n%s", table)
+	}
+	path := filepath.Join(t.TempDir(), "RESULTS.md")
+	if err := os.WriteFile(path, []byte("# Results\n\n"+beginMarker+"\nSUMMARY\n"+endMarker+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st := sets["datapath"]
+	for range 2 {
+		if err := rewriteSection(path, st.begin+"\nDATAPATH\n"+st.end+"\n", st.begin, st.end); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, _ := os.ReadFile(path)
+	if strings.Count(string(data), "DATAPATH") != 1 || strings.Count(string(data), "SUMMARY") != 1 {
+		t.Errorf("rewritten file:\n%s", data)
+	}
+}
