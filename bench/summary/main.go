@@ -238,7 +238,9 @@ func humanize(v float64) string {
 }
 
 // rewrite replaces the summary section of path (or appends one).
-func rewrite(path, section string) error { return rewriteSection(path, section, beginMarker, endMarker) }
+func rewrite(path, section string) error {
+	return rewriteSection(path, section, beginMarker, endMarker)
+}
 
 // rewriteSection replaces the section between begin and end of path (or
 // appends one).
