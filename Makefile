@@ -219,7 +219,7 @@ bench-e2e: ## pod start-up with and without a claim on the real node, the daemon
 	$(GO) test -count=1 -timeout 30m -tags e2e,benche2e -run 'TestPodStartup|TestDaemonMemory|TestCNIBurst' -v ./test/e2e/
 
 .PHONY: bench-datapath
-BENCH_DATAPATH_CMD = $(GO) test -run '^$$' -bench Datapath -count $(BENCH_COUNT) ./bench/
+BENCH_DATAPATH_CMD = $(GO) test -run '^$$' -bench Datapath -benchtime 3s -count $(BENCH_COUNT) ./bench/
 
 bench-datapath: ## the data path a pod gets (AF_XDP, netdev with kernel UDP) against the same path built by hand, packets per second and p99 latency; rewrites its summary in bench/RESULTS.md (root)
 	@mkdir -p $(BIN)

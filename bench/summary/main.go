@@ -37,6 +37,9 @@ type set struct {
 }
 
 // ratio is one claim: numerator / denominator, and the target it must meet.
+// Each is a benchmark's median ns/op, or of another of its metrics:
+// name@unit. Without a denominator, the ratio is the numerator's median: a
+// metric that is a ratio already, of two sides measured in turns.
 type ratio struct {
 	name, num, den, target string
 	ok                     func(float64) bool
@@ -53,17 +56,20 @@ var ratios = []ratio{
 	{"prepare of 8 devices / of 1", "PrepareCount/count=8", "PrepareCount/count=1", "<= 8.5", func(r float64) bool { return r <= 8.5 }},
 }
 
-// Data-path ratios are of packets per second: the inverse ratio of ns/op,
-// each op a packet taken.
+// Data-path ratios are of packets per second. Fastpath's side against the
+// hand-built one is x-hand, the two measured in turns in each run; AF_XDP
+// against the kernel's UDP socket is the inverse ratio of the times per
+// packet, ns/op fastpath's side, hand-ns/pkt the side built by hand.
 var datapathRatios = []ratio{
-	{"AF_XDP: fastpath / by hand (pkt/s)", "Datapath/afxdp/hand", "Datapath/afxdp/fastpath", ">= 0.95", func(r float64) bool { return r >= 0.95 }},
-	{"netdev, kernel UDP: fastpath / by hand (pkt/s)", "Datapath/udp/hand", "Datapath/udp/fastpath", ">= 0.95", func(r float64) bool { return r >= 0.95 }},
-	{"AF_XDP (fastpath) / kernel UDP (pkt/s)", "Datapath/udp/hand", "Datapath/afxdp/fastpath", ">= 1.5", func(r float64) bool { return r >= 1.5 }},
+	{"AF_XDP: fastpath / by hand (pkt/s)", "Datapath/afxdp@x-hand", "", ">= 0.95", func(r float64) bool { return r >= 0.95 }},
+	{"netdev, kernel UDP: fastpath / by hand (pkt/s)", "Datapath/udp@x-hand", "", ">= 0.95", func(r float64) bool { return r >= 0.95 }},
+	{"macvlan, kernel UDP: fastpath / by hand (pkt/s)", "Datapath/macvlan@x-hand", "", ">= 0.95", func(r float64) bool { return r >= 0.95 }},
+	{"AF_XDP (fastpath) / kernel UDP (by hand) (pkt/s)", "Datapath/udp@hand-ns/pkt", "Datapath/afxdp", ">= 1.5", func(r float64) bool { return r >= 1.5 }},
 }
 
 var sets = map[string]set{
 	"":         {ratios: ratios, begin: beginMarker, end: endMarker, heading: "Summary (written by `make bench`)"},
-	"datapath": {ratios: datapathRatios, metrics: []string{"pkt/s", "p99-µs"}, begin: "<!-- datapath:begin -->", end: "<!-- datapath:end -->", heading: "Data path summary (written by `make bench-datapath`)"},
+	"datapath": {ratios: datapathRatios, metrics: []string{"pkt/s", "hand-pkt/s", "x-hand", "p99-µs", "hand-p99-µs"}, begin: "<!-- datapath:begin -->", end: "<!-- datapath:end -->", heading: "Data path summary (written by `make bench-datapath`)"},
 }
 
 func main() {
@@ -95,6 +101,19 @@ func main() {
 		if metrics[unit], err = parseUnit(strings.NewReader(string(input)), unit); err != nil {
 			fmt.Fprintln(os.Stderr, "summary:", err)
 			os.Exit(1)
+		}
+	}
+	for _, r := range st.ratios {
+		for _, side := range []string{r.num, r.den} {
+			if side == "" {
+				continue
+			}
+			if _, unit, ok := strings.Cut(side, "@"); ok && metrics[unit] == nil {
+				if metrics[unit], err = parseUnit(strings.NewReader(string(input)), unit); err != nil {
+					fmt.Fprintln(os.Stderr, "summary:", err)
+					os.Exit(1)
+				}
+			}
 		}
 	}
 	table := renderSet(runs, st, metrics)
@@ -184,9 +203,21 @@ func renderSet(runs map[string][]float64, st set, metrics map[string]map[string]
 		b.WriteString("\n")
 	}
 	b.WriteString("\n| ratio | value | target | met |\n|---|---|---|---|\n")
+	values := func(side string) ([]float64, bool) {
+		name, unit, ok := strings.Cut(side, "@")
+		if !ok {
+			v, ok := runs[name]
+			return v, ok
+		}
+		v, ok := metrics[unit][name]
+		return v, ok
+	}
 	for _, r := range st.ratios {
-		num, okN := runs[r.num]
-		den, okD := runs[r.den]
+		num, okN := values(r.num)
+		den, okD := []float64{1}, true
+		if r.den != "" {
+			den, okD = values(r.den)
+		}
 		if !okN || !okD {
 			fmt.Fprintf(&b, "| %s | not measured | %s | - |\n", r.name, r.target)
 			continue
@@ -223,7 +254,10 @@ func machine() string {
 
 // humanize writes a metric's value with thousands separated.
 func humanize(v float64) string {
-	if v < 100 {
+	switch {
+	case v < 10:
+		return strconv.FormatFloat(v, 'f', 3, 64)
+	case v < 100:
 		return strconv.FormatFloat(v, 'f', 1, 64)
 	}
 	digits := strconv.FormatFloat(v, 'f', 0, 64)

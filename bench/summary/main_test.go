@@ -55,10 +55,9 @@ func TestSummary(t *testing.T) {
 	}
 }
 
-const datapathSample = `BenchmarkDatapath/afxdp/fastpath-2   	  500000	      1200 ns/op	        40.0 p99-µs	    833333 pkt/s
-BenchmarkDatapath/afxdp/hand-2       	  500000	      1180 ns/op	        38.0 p99-µs	    847457 pkt/s
-BenchmarkDatapath/udp/fastpath-2     	  500000	      4500 ns/op	        60.0 p99-µs	    222222 pkt/s
-BenchmarkDatapath/udp/hand-2         	  500000	      4600 ns/op	        61.0 p99-µs	    217391 pkt/s
+const datapathSample = `BenchmarkDatapath/afxdp-2   	 1000000	       200.0 ns/op	        18.0 hand-p99-µs	   5000000 hand-pkt/s	       200.0 hand-ns/pkt	        20.0 p99-µs	   5000000 pkt/s	         1.000 x-hand
+BenchmarkDatapath/udp-2     	 1000000	      1000 ns/op	        12.0 hand-p99-µs	    980392 hand-pkt/s	      1020 hand-ns/pkt	        10.0 p99-µs	   1000000 pkt/s	         1.020 x-hand
+BenchmarkDatapath/macvlan-2 	 1000000	      1100 ns/op	        12.0 hand-p99-µs	   1000000 hand-pkt/s	      1000 hand-ns/pkt	        10.0 p99-µs	    909091 pkt/s	         0.909 x-hand
 `
 
 // The data-path set: ratios of packets per second (the inverse of ns/op),
@@ -69,18 +68,20 @@ func TestSummaryDatapath(t *testing.T) {
 		t.Fatal(err)
 	}
 	metrics := map[string]map[string][]float64{}
-	for _, unit := range sets["datapath"].metrics {
+	for _, unit := range append(sets["datapath"].metrics, "hand-ns/pkt") {
 		if metrics[unit], err = parseUnit(strings.NewReader(datapathSample), unit); err != nil {
 			t.Fatal(err)
 		}
 	}
 	table := renderSet(runs, sets["datapath"], metrics)
 	for _, want := range []string{
-		"| benchmark | runs | median | pkt/s | p99-µs |",
-		"| Datapath/afxdp/fastpath | 1 | 1.2µs | 833,333 | 40.0 |",
-		"| AF_XDP: fastpath / by hand (pkt/s) | 0.98x | >= 0.95 | yes |",
+		"| benchmark | runs | median | pkt/s | hand-pkt/s | x-hand | p99-µs | hand-p99-µs |",
+		"| Datapath/afxdp | 1 | 200ns | 5,000,000 | 5,000,000 | 1.000 | 20.0 | 18.0 |",
+		"| AF_XDP: fastpath / by hand (pkt/s) | 1.00x | >= 0.95 | yes |",
 		"| netdev, kernel UDP: fastpath / by hand (pkt/s) | 1.02x | >= 0.95 | yes |",
-		"| AF_XDP (fastpath) / kernel UDP (pkt/s) | 3.83x | >= 1.5 | yes |",
+		"| macvlan, kernel UDP: fastpath / by hand (pkt/s) | 0.91x | >= 0.95 | no |",
+		"| AF_XDP (fastpath) / kernel UDP (by hand) (pkt/s) | 5.10x | >= 1.5 | yes |",
+		"| AF_XDP (fastpath) / kernel UDP (by hand) (pkt/s) | 5.10x | >= 1.5 | yes |",
 	} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)
