@@ -61,6 +61,7 @@ import (
 //   - udp: the veth attached by fastpath's hook as a netdev claim's, or
 //     moved by hand, and a UDP socket in the pod. The hand-built side is
 //     the kernel's UDP path, which AF_XDP is to beat.
+//   - memif: see benchMemif.
 //   - macvlan: the veth's end stays in the host as a shared device's
 //     parent; fastpath's hook makes a macvlan of it in the pod (a claim in
 //     mode macvlan), or one netlink call of the benchmark's own does,
@@ -105,6 +106,7 @@ func BenchmarkDatapath(b *testing.B) {
 			b.ReportMetric(latencyP99(b, hand.tx, hand.rx), "hand-p99-µs")
 		})
 	}
+	b.Run("memif", benchMemif)
 }
 
 // datapathSide is one side of a BenchmarkDatapath pair: its consumer, its

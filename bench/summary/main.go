@@ -64,6 +64,7 @@ var datapathRatios = []ratio{
 	{"AF_XDP: fastpath / by hand (pkt/s)", "Datapath/afxdp@x-hand", "", ">= 0.95", func(r float64) bool { return r >= 0.95 }},
 	{"netdev, kernel UDP: fastpath / by hand (pkt/s)", "Datapath/udp@x-hand", "", ">= 0.95", func(r float64) bool { return r >= 0.95 }},
 	{"macvlan, kernel UDP: fastpath / by hand (pkt/s)", "Datapath/macvlan@x-hand", "", ">= 0.95", func(r float64) bool { return r >= 0.95 }},
+	{"memif, testpmd: fastpath / by hand (pkt/s)", "Datapath/memif@x-hand", "", ">= 0.95", func(r float64) bool { return r >= 0.95 }},
 	{"AF_XDP (fastpath) / kernel UDP (by hand) (pkt/s)", "Datapath/udp@hand-ns/pkt", "Datapath/afxdp", ">= 1.5", func(r float64) bool { return r >= 1.5 }},
 }
 
