@@ -9,7 +9,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 )
 
 // WorkloadPod is a pod running the bed's workload image with args, on the
@@ -51,19 +56,40 @@ func podReady(p *corev1.Pod) (bool, error) {
 	return false, nil
 }
 
-// WaitPod polls the pod until done says so or returns an error. On timeout the
-// error carries the pod's last status and events, which say why.
+// WaitPod watches the pod until done says so or returns an error: done
+// sees the pod as listed, then at each change the watch brings, so that
+// the wait ends as the change arrives (a poll would end up to its period
+// later, which start-up figures would carry). A pod not there yet, or
+// deleted, is waited for. On timeout the error carries the pod's last
+// status and events, which say why.
 func (b *Bed) WaitPod(ctx context.Context, namespace, name string, timeout time.Duration, done func(*corev1.Pod) (bool, error)) (*corev1.Pod, error) {
 	var last *corev1.Pod
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		p, err := b.client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
+	selector := fields.OneTermEqualSelector("metadata.name", name).String()
+	pods := b.client.CoreV1().Pods(namespace)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = selector
+			return pods.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = selector
+			return pods.Watch(ctx, o)
+		},
+	}
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	_, err := watchtools.UntilWithSync(wctx, lw, &corev1.Pod{}, nil, func(e watch.Event) (bool, error) {
+		p, ok := e.Object.(*corev1.Pod)
+		if !ok || e.Type == watch.Deleted {
 			return false, nil
 		}
 		last = p
 		return done(p)
 	})
 	if err != nil {
+		if wctx.Err() != nil && ctx.Err() == nil {
+			err = fmt.Errorf("not done after %s: %w", timeout, err)
+		}
 		return last, fmt.Errorf("pod %s/%s: %w (%s)", namespace, name, err, b.describePod(ctx, namespace, name, last))
 	}
 	return last, nil
