@@ -285,6 +285,43 @@ func (a *Attacher) InPod(podNetNS string, nd Netdev) (bool, error) {
 	return a.rdmaInPod(ns, nd)
 }
 
+// Present says whether the netdev is on the node where an Attach may
+// have it: in the pod's namespace under its pod name or its host name
+// (moved, not yet renamed), or still in the host's under its host name
+// (not yet moved, or given back). An Attach under way has it in one of
+// them at every moment; a netdev deleted, or gone with its namespace,
+// is in none.
+func (a *Attacher) Present(podNetNS string, nd Netdev) (bool, error) {
+	ns, pod, err := podHandle(podNetNS)
+	if err != nil {
+		return false, err
+	}
+	defer ns.Close()
+	defer pod.Close()
+	host, err := netlink.NewHandleAt(a.host, unix.NETLINK_ROUTE)
+	if err != nil {
+		return false, fmt.Errorf("netlink in the host's network namespace: %w", err)
+	}
+	defer host.Close()
+	for _, look := range []struct {
+		h    *netlink.Handle
+		name string
+	}{{pod, nd.Name}, {pod, nd.HostName}, {host, nd.HostName}} {
+		if look.name == "" {
+			continue
+		}
+		_, err := look.h.LinkByName(look.name)
+		var notFound netlink.LinkNotFoundError
+		switch {
+		case err == nil:
+			return true, nil
+		case !errors.As(err, &notFound):
+			return false, fmt.Errorf("look for %s: %w", look.name, err)
+		}
+	}
+	return false, nil
+}
+
 // configured says whether the interface in the pod has what Attach gives
 // it after the move.
 func configured(pod *netlink.Handle, l netlink.Link, nd Netdev) (bool, error) {

@@ -282,3 +282,63 @@ func kernelReturns(t *testing.T, a *Attacher, podNS, name string, alias *string)
 	}
 	return returned
 }
+
+// Present finds a netdev at every step of an attach (in the host, moved
+// but not yet renamed, attached) and after a detach, and not once it is
+// deleted; InPod, by contrast, says whether an attach completed.
+func TestPresentDuringAttach(t *testing.T) {
+	requireRoot(t)
+	_, ctx := ktesting.NewTestContext(t)
+	podNS := newNetNS(t)
+	_, host := newVeth(t)
+	a := newAttacher(t)
+	nd := testNetdev(host)
+	present := func(step string, want bool) {
+		t.Helper()
+		if got, err := a.Present(podNS, nd); err != nil || got != want {
+			t.Errorf("%s: Present = %v, %v; want %v", step, got, err, want)
+		}
+	}
+	present("in the host", true)
+	ns, err := netns.GetFromPath(podNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	if err := netlink.LinkSetNsFd(host, int(ns)); err != nil {
+		t.Fatal(err)
+	}
+	present("moved into the pod under its host name", true)
+	if in, err := a.InPod(podNS, nd); err != nil || in {
+		t.Errorf("moved, not configured: InPod = %v, %v; want false", in, err)
+	}
+	// Back, as an attach cut short is before it is done again.
+	l, h := podLink(t, podNS, nd.HostName)
+	if l == nil {
+		t.Fatalf("%s not in the pod", nd.HostName)
+	}
+	hostNS, err := netns.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hostNS.Close()
+	if err := h.LinkSetNsFd(l, int(hostNS)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Attach(ctx, podNS, nd); err != nil {
+		t.Fatal(err)
+	}
+	present("attached", true)
+	if err := a.Detach(ctx, podNS, nd); err != nil {
+		t.Fatal(err)
+	}
+	present("given back", true)
+	gone, err := netlink.LinkByName(nd.HostName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := netlink.LinkDel(gone); err != nil {
+		t.Fatal(err)
+	}
+	present("deleted", false)
+}

@@ -88,7 +88,10 @@ func (o *HealthOptions) defaults() {
 
 // HealthChecks look at prepared devices where they are.
 type HealthChecks interface {
-	// InPod says whether the netdev is in the pod's namespace.
+	// InPod says whether the netdev is where its attach to the pod's
+	// namespace has it: there, configured or not, or, the attach under
+	// way, still in the host. Health runs beside the runtime's hooks: an
+	// attach cut in the middle by a look is not a missing interface.
 	InPod(netns string, nd dataplane.Netdev) (bool, error)
 	// XDPAttached says whether an XDP program is attached to the
 	// interface in the namespace.
@@ -97,6 +100,12 @@ type HealthChecks interface {
 
 // LiveChecks are the checks on this node: netlink and BPF.
 type LiveChecks struct{ *dataplane.Attacher }
+
+// InPod implements HealthChecks (dataplane.Attacher.Present), not the
+// Attacher's InPod, which says whether an attach completed.
+func (c LiveChecks) InPod(netns string, nd dataplane.Netdev) (bool, error) {
+	return c.Present(netns, nd)
+}
 
 // XDPAttached implements HealthChecks.
 func (LiveChecks) XDPAttached(netns, ifName string) (bool, error) {
