@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"sync/atomic"
@@ -198,20 +197,7 @@ func openXSK(b *testing.B, podNS, ifName string, xsks *ebpf.Map) receiver {
 // afxdpByFastpath attaches pod as Prepare and the runtime hook do for an
 // afxdp claim, and opens the consumer on the XSKMAP pinned for it.
 func afxdpByFastpath(b *testing.B, podNS string, pod netlink.Link) receiver {
-	root := b.TempDir()
-	if err := bpf.MountBPFFS(root); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = unix.Unmount(root, unix.MNT_DETACH) })
-	dir := filepath.Join(root, "claim")
-	prog, err := bpf.Load(bpf.XSKRedirect)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := prog.Pin(dir); err != nil {
-		b.Fatal(err)
-	}
-	_ = prog.Close()
+	dir := pinXSKRedirect(b)
 	nd := benchNetdev(pod)
 	nd.XDP = &dataplane.XDP{Dir: dir, Mode: bpf.Native}
 	attachByFastpath(b, podNS, nd)
@@ -244,13 +230,7 @@ func afxdpByHand(b *testing.B, podNS string, pod netlink.Link) receiver {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = xsks.Close() })
-	prog := newXDPProgram(b, "hand_redirect", asm.Instructions{
-		asm.LoadMem(asm.R2, asm.R1, 16, asm.Word), // ctx->rx_queue_index
-		asm.LoadMapPtr(asm.R1, xsks.FD()),
-		asm.Mov.Imm(asm.R3, xdpPass), // for an empty slot
-		asm.FnRedirectMap.Call(),
-		asm.Return(),
-	})
+	prog := minRedirectProgram(b, "hand_redirect", xsks)
 	name := pod.Attrs().Name
 	netnstest.Do(b, podNS, func() {
 		l, err := netlink.LinkByName(name)

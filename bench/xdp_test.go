@@ -21,6 +21,15 @@ import (
 func BenchmarkAttachXDP(b *testing.B) {
 	podNS, _ := benchNetNS(b)
 	nd := benchNetdev(benchVeth(b))
+	nd.XDP = &dataplane.XDP{Dir: pinXSKRedirect(b), Mode: bpf.Native}
+	benchAttach(b, podNS, nd)
+}
+
+// pinXSKRedirect loads xsk-redirect and pins it with its maps, as Prepare
+// does for an afxdp claim, in a bpffs of the benchmark's own, and returns
+// the directory.
+func pinXSKRedirect(b *testing.B) string {
+	b.Helper()
 	root := b.TempDir()
 	if err := bpf.MountBPFFS(root); err != nil {
 		b.Fatal(err)
@@ -35,8 +44,7 @@ func BenchmarkAttachXDP(b *testing.B) {
 		b.Fatal(err)
 	}
 	_ = prog.Close()
-	nd.XDP = &dataplane.XDP{Dir: dir, Mode: bpf.Native}
-	benchAttach(b, podNS, nd)
+	return dir
 }
 
 // BenchmarkXDPFloor is the kernel's part of BenchmarkAttachXDP's extra work:
