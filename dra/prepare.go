@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -34,6 +35,7 @@ import (
 // store (which refuses devices and interface names other claims hold),
 // and the steps done, each recorded.
 func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceClaim) kubeletplugin.PrepareResult {
+	start := time.Now()
 	logger := klog.FromContext(ctx).WithValues("claim", klog.KObj(claim))
 	if claim.Status.Allocation != nil {
 		admin, err := adminClaim(claim)
@@ -122,7 +124,7 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 	}
 	d.health.prepared(c.Devices)
 	d.health.notify()
-	logger.Info("Prepared claim", "pod", c.Pod.Name, "devices", len(c.Devices))
+	logger.Info("Prepared claim", "pod", c.Pod.Name, "devices", len(c.Devices), "duration", time.Since(start))
 	d.reportPrepared(ctx, &c)
 	return kubelet.Result(&c, d.opts.Metadata, d.metadataAttributes(&c))
 }

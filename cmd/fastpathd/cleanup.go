@@ -27,6 +27,10 @@ type hostState struct {
 	stateDir   string
 	pluginDirs []string
 	sockets    []string
+	// quiesce, when set, ends the NRI hooks for good (nri.Plugin.Quiesce):
+	// it runs once the claim store's files are removed, before the hooks'
+	// lock file is, which a late hook would make again.
+	quiesce func()
 }
 
 // leaveNoTrace removes the daemon's host state as it stops, when nothing
@@ -61,6 +65,9 @@ func leaveNoTrace(ctx context.Context, store *claims.Store, st hostState) {
 	} else if !removed {
 		logger.V(2).Info("Keeping the state directory: another fastpathd of the node wrote a claim", "checkpoint", store.Path())
 		return
+	}
+	if st.quiesce != nil {
+		st.quiesce()
 	}
 	// A daemon killed holding a claim's lock left its file.
 	errs := []error{claims.RemoveClaimLocks(store.Path())}

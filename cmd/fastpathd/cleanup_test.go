@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/nri"
 )
 
 // node is a daemon's host state after a run: a store (with claims or
@@ -231,5 +232,25 @@ func TestFoldOnStopWaits(t *testing.T) {
 	foldOnStop(t.Context(), func() { calls.Add(1) })()
 	if n := calls.Load(); n != 1 {
 		t.Errorf("without a stop, fold called %d times, want 1", n)
+	}
+}
+
+// TestLeaveNoTraceLateHook: a runtime hook that comes after the daemon
+// removed its state (the kubelet removing a sandbox of a pod long gone)
+// makes nothing again: the hooks are ended before the node's hook lock
+// file is removed, and a later one fails without taking it (a pod with
+// nothing of fastpath's is let go as ever).
+func TestLeaveNoTraceLateHook(t *testing.T) {
+	ctx := klog.NewContext(t.Context(), ktesting.NewLogger(t, ktesting.NewConfig()))
+	store, st := node(t, false)
+	plugin := nri.New(nri.Options{Socket: filepath.Join(t.TempDir(), "nri.sock"), Store: store,
+		HookLock: claims.FileLock(filepath.Join(st.stateDir, "nri.lock"))})
+	st.quiesce = plugin.Quiesce
+	leaveNoTrace(ctx, store, st)
+	if err := plugin.DetachPod(ctx, nri.Pod{UID: "pod-gone", Namespace: "ns", Name: "gone", SandboxID: "sandbox-gone"}); err != nil {
+		t.Errorf("a late StopPodSandbox of a pod with nothing of fastpath's: %v", err)
+	}
+	if got := listDir(t, st.stateDir); !slices.Equal(got, []string{"operator-notes.txt"}) {
+		t.Errorf("state directory after a late hook: %v, want only the file fastpathd does not know", got)
 	}
 }

@@ -421,7 +421,8 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	if o.cni.enabled {
 		st.pluginDirs = append(st.pluginDirs, o.cni.pluginDir)
 	}
-	defer leaveNoTrace(context.WithoutCancel(ctx), store, st)
+	// st's quiesce is set once the NRI plugin is made.
+	defer func() { leaveNoTrace(context.WithoutCancel(ctx), store, st) }()
 	// Stopping, the daemon leaves version 2, which a daemon of the previous
 	// release started next (a rollback) reads: as soon as it is told to
 	// stop, before the rest of its shutdown (a SIGKILL at the end of the
@@ -500,6 +501,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 		return err
 	}
 	plugin := nri.New(nriOpts)
+	st.quiesce = plugin.Quiesce
 	go plugin.Run(ctx)
 	go plugin.RunIPAMClaims(ctx)
 	var ready readiness

@@ -145,6 +145,11 @@ type Plugin struct {
 	nadConfigs   map[string]*npwg.Config
 
 	conn connection
+
+	// life is held shared by each pod's hook lock (lockPod) while it is
+	// held; Quiesce takes it to end them for good.
+	life     sync.RWMutex
+	quiesced bool
 }
 
 // New returns a plugin; Run connects it to the runtime.
@@ -181,16 +186,38 @@ func (p *Plugin) WaitReports() { p.reports.Wait() }
 // lockPod serializes the hooks of one pod, in this daemon and with any
 // other of the node.
 func (p *Plugin) lockPod(ctx context.Context, uid types.UID) (unlock func(), _ error) {
+	p.life.RLock()
+	if p.quiesced {
+		p.life.RUnlock()
+		return nil, errQuiesced
+	}
 	unlockPod, err := p.pods.LockContext(ctx, uid)
 	if err != nil {
+		p.life.RUnlock()
 		return nil, fmt.Errorf("waiting for the pod's hook lock: %w", err)
 	}
 	unlockNode, err := p.opts.HookLock.Lock(ctx)
 	if err != nil {
 		unlockPod()
+		p.life.RUnlock()
 		return nil, err
 	}
-	return func() { unlockNode(); unlockPod() }, nil
+	return func() { unlockNode(); unlockPod(); p.life.RUnlock() }, nil
+}
+
+// errQuiesced is the error of a hook after Quiesce.
+var errQuiesced = errors.New("fastpathd is stopping and has removed its state from the node")
+
+// Quiesce waits for the hooks and checks that hold a pod's lock, and makes
+// every later one fail without taking it (a pod with nothing of fastpath's
+// starts and stops as ever): a daemon that stops with nothing prepared
+// calls it before it removes its state from the node, which a late hook
+// (the runtime removing a sandbox after its pod went) would otherwise make
+// again (the node's hook lock file).
+func (p *Plugin) Quiesce() {
+	p.life.Lock()
+	defer p.life.Unlock()
+	p.quiesced = true
 }
 
 // nothingFor says that fastpath has nothing recorded for the pod and the

@@ -24,7 +24,7 @@ import (
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 )
 
-// burstPods is the burst TestCNIBurst starts at once.
+// burstPods is how many pods TestCNIBurst and TestPodStartup start at once.
 const burstPods = 64
 
 // TestCNIBurst starts 64 pods at once, each with a CNI claim (macvlan and

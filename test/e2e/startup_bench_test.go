@@ -9,10 +9,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,24 +26,23 @@ import (
 	"github.com/fastpath-dra/fastpath/test/testbed"
 )
 
-// startupPods is how many pods each run starts.
+// startupPods is how many pods of each kind start one after another;
+// burstPods (cniburst_bench_test.go) how many start at once.
 const startupPods = 20
 
 // TestPodStartup measures, on the real node, how long pods take from
-// creation to Ready with and without a fastpath netdev claim, the NRI hook's
-// own duration, and the daemon's peak RSS with 1024 devices published. It
-// prints a table; `make bench-e2e` runs it.
+// creation to Ready with and without a fastpath netdev claim, and where the
+// time goes: the pods of the two kinds take turns, one at a time, and then
+// burstPods of each kind start at once. Each step is timed as it happened
+// (the test's watches, the kubelet's, containerd's and fastpathd's logs),
+// never by polling. It prints tables; `make bench-e2e` runs it.
 func TestPodStartup(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Minute)
 	defer cancel()
 
-	plain := startPods(t, ctx, "startup-plain", func(i int) *corev1.Pod {
-		return testbed.WorkloadPod("default", fmt.Sprintf("startup-plain-%d", i), "sleep")
-	})
-
 	first := 100
 	var more []int
-	for i := 1; i < startupPods; i++ {
+	for i := 1; i < burstPods; i++ {
 		more = append(more, first+i)
 	}
 	dataplaneSetup(t, ctx, first, 26190, more...)
@@ -59,26 +58,91 @@ func TestPodStartup(t *testing.T) {
 	t.Cleanup(func() {
 		_ = bed.Client().ResourceV1().ResourceClaimTemplates("default").Delete(context.Background(), tmpl.Name, metav1.DeleteOptions{})
 	})
-	claimed := startPods(t, ctx, "startup-claim", func(i int) *corev1.Pod {
-		return claimPod(fmt.Sprintf("startup-claim-%d", i), "sleep", &corev1.PodResourceClaim{Name: "fast", ResourceClaimTemplateName: &tmpl.Name})
-	})
-	hooks := hookDurations(t, lastDaemon.keptLog(t))
-	if len(hooks) < startupPods {
-		t.Errorf("found %d hook durations in the daemon's log, want %d", len(hooks), startupPods)
+	t.Cleanup(func() { deleteAll(t, context.Background()) })
+	mk := func(name string, claimed bool) *corev1.Pod {
+		if claimed {
+			return claimPod(name, "sleep", &corev1.PodResourceClaim{Name: "fast", ResourceClaimTemplateName: &tmpl.Name})
+		}
+		return testbed.WorkloadPod("default", name, "sleep")
+	}
+
+	// One at a time, the kinds taking turns: a drift of the machine
+	// meanwhile weighs on both alike.
+	wctx, stop := context.WithCancel(ctx)
+	tl := watchTimeline(t, wctx)
+	for i := range 2 * startupPods {
+		claimed := i%2 == 1
+		name := fmt.Sprintf("startup-plain-%d", i/2)
+		if claimed {
+			name = fmt.Sprintf("startup-claim-%d", i/2)
+		}
+		tl.creating(name, claimed)
+		if _, err := bed.RunPod(ctx, mk(name, claimed)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// The pods go while the daemon that prepared their claims still runs:
 	// the kubelet needs it to unprepare them.
 	deleteAll(t, ctx)
+	tl.readLogs(t, lastDaemon.keptLog(t))
+	stop()
+	tl.printBreakdown(fmt.Sprintf("Pod start-up on the test bed, %d pods of each kind taking turns, one at a time:", startupPods))
 
-	fmt.Printf("\nPod start-up on the test bed (%d pods each, one at a time; creation to Ready):\n\n", startupPods)
-	fmt.Printf("| pods | p50 | p90 | p99 |\n|---|---|---|---|\n")
-	for _, r := range []struct {
-		name string
-		d    []time.Duration
-	}{{"without a claim", plain}, {"with a fastpath netdev claim", claimed}, {"NRI RunPodSandbox hook (fastpath's part)", hooks}} {
-		fmt.Printf("| %s | %s | %s | %s |\n", r.name, pct(r.d, 50), pct(r.d, 90), pct(r.d, 99))
+	// burstPods at once, without claims, then with.
+	for _, claimed := range []bool{false, true} {
+		wctx, stop := context.WithCancel(ctx)
+		tl := watchTimeline(t, wctx)
+		startBurst(t, ctx, tl, claimed, mk)
+		deleteAll(t, ctx)
+		tl.readLogs(t, lastDaemon.keptLog(t))
+		stop()
+		kind := "without claims"
+		if claimed {
+			kind = "each with a claim"
+		}
+		tl.printBreakdown(fmt.Sprintf("%d pods %s created at once:", burstPods, kind))
+		total := tl.durations(startupParts[0], claimed)
+		fmt.Printf("%d pods %s at once, creation to Ready: p50 %s, p90 %s, p99 %s\n\n", burstPods, kind, pct(total, 50), pct(total, 90), pct(total, 99))
 	}
-	fmt.Println()
+}
+
+// startBurst creates burstPods pods at once, from 8 clients, and waits
+// until every one is Ready as the timeline saw it.
+func startBurst(t *testing.T, ctx context.Context, tl *timeline, claimed bool, mk func(string, bool) *corev1.Pod) {
+	t.Helper()
+	kind := "plain"
+	if claimed {
+		kind = "claim"
+	}
+	names := make(chan string, burstPods)
+	for i := range burstPods {
+		names <- fmt.Sprintf("startup-burst-%s-%02d", kind, i)
+	}
+	close(names)
+	var wg sync.WaitGroup
+	errs := make(chan error, burstPods)
+	for range 8 {
+		wg.Go(func() {
+			for name := range names {
+				tl.creating(name, claimed)
+				if _, err := bed.Client().CoreV1().Pods("default").Create(ctx, mk(name, claimed), metav1.CreateOptions{}); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	var ready int
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
+		ready = len(tl.durations(startupParts[0], claimed))
+		return ready == burstPods, nil
+	}); err != nil {
+		t.Fatalf("%d of %d pods Ready: %v", ready, burstPods, err)
+	}
 }
 
 // TestDaemonMemory measures the daemon pod's peak RSS with 1024 devices
@@ -129,23 +193,6 @@ func saveURL(ctx context.Context, url, file string) error {
 	return os.WriteFile(file, data, 0o644)
 }
 
-// startPods creates startupPods pods one after another and returns, for
-// each, the time from its creation to its Ready condition as observed.
-func startPods(t *testing.T, ctx context.Context, prefix string, mk func(i int) *corev1.Pod) []time.Duration {
-	t.Helper()
-	var out []time.Duration
-	for i := range startupPods {
-		pod := mk(i)
-		start := time.Now()
-		if _, err := bed.RunPod(ctx, pod); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, time.Since(start))
-	}
-	t.Cleanup(func() { deleteAll(t, context.Background()) })
-	return out
-}
-
 // deleteAll deletes the start-up pods at once and waits until they are gone.
 func deleteAll(t *testing.T, ctx context.Context) {
 	t.Helper()
@@ -174,23 +221,6 @@ func deleteAll(t *testing.T, ctx context.Context) {
 	if err != nil {
 		t.Errorf("start-up pods still there after 3 minutes")
 	}
-}
-
-var hookLine = regexp.MustCompile(`"Attached devices".*duration="([^"]+)"`)
-
-func hookDurations(t *testing.T, log string) []time.Duration {
-	t.Helper()
-	data, err := os.ReadFile(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []time.Duration
-	for _, m := range hookLine.FindAllStringSubmatch(string(data), -1) {
-		if d, err := time.ParseDuration(m[1]); err == nil {
-			out = append(out, d)
-		}
-	}
-	return out
 }
 
 // memory reads a process's peak RSS (VmHWM) and the anonymous and
