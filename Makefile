@@ -137,7 +137,7 @@ lint: chart-lint arrows ## go vet and more (golangci-lint, every build tag), go 
 .PHONY: faults
 faults: ## kill the daemon at every fault point of a claim's life, restart it and replay every recovery order; FAULT_ORDERS=N replays N orders per point, drawn from a seed it prints (make test: 2) (root)
 	$(DEPS) testbed
-	set -o pipefail; $(DEPS_ENV); export FASTPATH_CNI_BIN; FASTPATH_FAULT_ORDERS=$(FAULT_ORDERS) $(GO) test -count=1 -timeout 20m -tags privileged,faultinject -run '^TestFaults$$' -v ./dra/ | \
+	set -o pipefail; $(DEPS_ENV); export FASTPATH_CNI_BIN; FASTPATH_FAULT_ORDERS=$(FAULT_ORDERS) $(GO) test -count=1 -timeout 20m -tags privileged,faultinject -run '^(TestFaults|TestFaultAdmin)$$' -v ./dra/ | \
 		grep -v -e '^=== RUN' -e '^ *--- PASS' -e '^=== NAME' -e '^=== PAUSE' -e '^=== CONT'
 
 .PHONY: unit

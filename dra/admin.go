@@ -24,6 +24,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/fastpath-dra/fastpath/dataplane"
+	"github.com/fastpath-dra/fastpath/dataplane/fault"
 	"github.com/fastpath-dra/fastpath/devices"
 	"github.com/fastpath-dra/fastpath/dra/api/bounds"
 	"github.com/fastpath-dra/fastpath/dra/claims"
@@ -166,7 +167,12 @@ func (d *Driver) prepareAdmin(ctx context.Context, claim *resourceapi.ResourceCl
 	}
 	if err == nil {
 		// The record first: it says what to remove, whatever is left.
+		// (A directory without it, left by a kill before it, is removed
+		// by Unprepare all the same.)
 		err = claims.WriteFileAtomic(filepath.Join(dir, "claim.json"), data, 0o644)
+	}
+	if err == nil {
+		fault.Point("admin.recorded")
 	}
 	for _, dev := range rec.Devices {
 		if err != nil {
@@ -179,6 +185,9 @@ func (d *Driver) prepareAdmin(ctx context.Context, claim *resourceapi.ResourceCl
 	}
 	if err == nil {
 		err = writeAdminCDISpec(cdiSpecPath(d.opts.CDIDir, claim.UID), dir, rec)
+	}
+	if err == nil {
+		fault.Point("admin.cdi")
 	}
 	if err != nil {
 		err = bounds.Err(fmt.Errorf("claim %s: admin access: %w", klog.KObj(claim), err))
@@ -220,11 +229,12 @@ func writeAdminCDISpec(path, dir string, rec adminRecord) error {
 }
 
 // unprepareAdmin removes what prepareAdmin made for the claim, if it is
-// an admin-access claim of this node: the CDI spec, the views, then the
-// record. It says whether it was one.
+// an admin-access claim of this node (its directory is there, with or
+// without the record, which a kill may have cut short): the CDI spec, the
+// views, then the record. It says whether it was one.
 func (d *Driver) unprepareAdmin(ctx context.Context, uid types.UID) (bool, error) {
 	dir := d.adminDir(uid)
-	if _, err := os.Stat(filepath.Join(dir, "claim.json")); errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
 	d.adminMu.Lock()
@@ -232,6 +242,7 @@ func (d *Driver) unprepareAdmin(ctx context.Context, uid types.UID) (bool, error
 	if err := os.Remove(cdiSpecPath(d.opts.CDIDir, uid)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return true, fmt.Errorf("admin access: remove CDI spec: %w", err)
 	}
+	fault.Point("admin.unprepare.cdi")
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return true, fmt.Errorf("admin access: %w", err)
@@ -251,6 +262,30 @@ func (d *Driver) unprepareAdmin(ctx context.Context, uid types.UID) (bool, error
 	d.opts.Status.Forget(uid)
 	klog.FromContext(ctx).Info("Unprepared admin-access claim", "claimUID", uid)
 	return true, nil
+}
+
+// reconcileAdmin writes again the CDI spec of each admin-access claim
+// prepared on the node whose spec is gone: the CDI directory is a tmpfs
+// on most nodes, and after a reboot the kubelet, which remembers the claim
+// as prepared, does not ask again. (The views are written every
+// AdminViewInterval.)
+func (d *Driver) reconcileAdmin(ctx context.Context) error {
+	var errs []error
+	for _, rec := range d.adminRecords() {
+		path := cdiSpecPath(d.opts.CDIDir, rec.UID)
+		if exists(path) {
+			continue
+		}
+		d.adminMu.Lock()
+		err := writeAdminCDISpec(path, d.adminDir(rec.UID), rec)
+		d.adminMu.Unlock()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("admin-access claim %s/%s: %w", rec.Namespace, rec.Name, err))
+			continue
+		}
+		klog.FromContext(ctx).Info("Wrote again the CDI spec of an admin-access claim", "claim", rec.Namespace+"/"+rec.Name)
+	}
+	return errors.Join(errs...)
 }
 
 // adminRecords are the admin-access claims prepared on the node.

@@ -484,6 +484,10 @@ func (d *Driver) Reconcile(ctx context.Context) error {
 		defer unlock()
 	}
 	var errs []error
+	if err := d.reconcileAdmin(ctx); err != nil {
+		logger.Error(err, "Reconciling admin-access claims")
+		errs = append(errs, err)
+	}
 	for _, c := range d.opts.Store.Claims() {
 		if c.Driver != claims.DriverFastpath {
 			continue

@@ -819,6 +819,11 @@ type references struct{ initial, prepared, running, unhealthy, stopped, final sn
 // test that kills there.
 var elsewhere = map[string]string{
 	"attach.rdma": "TestSRIOVFaultRDMA (fault_sriov_test.go, in the SR-IOV VM: soft-RoCE on a VF)",
+	// An admin-access claim's life is its own: no step of the store's, no
+	// pod's hooks.
+	"admin.recorded":      "TestFaultAdmin (fault_admin_privileged_test.go)",
+	"admin.cdi":           "TestFaultAdmin (fault_admin_privileged_test.go)",
+	"admin.unprepare.cdi": "TestFaultAdmin (fault_admin_privileged_test.go)",
 }
 
 // phases of a claim's life, in order, and the points each may be killed

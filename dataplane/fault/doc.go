@@ -55,4 +55,8 @@ var Points = []string{
 	"slice.before", "slice.written",
 	// Unprepare: the runtime's part released, each step undone.
 	"unprepare.released", "unprepare.undone",
+	// An admin-access claim: its record written, its CDI spec written;
+	// at Unprepare, its CDI spec removed (the views and the record not
+	// yet).
+	"admin.recorded", "admin.cdi", "admin.unprepare.cdi",
 }
