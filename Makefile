@@ -91,11 +91,14 @@ manifests: ## render the plain manifests of deploy/ (DeviceClasses) from the Hel
 	$(call render_manifests,deploy)
 
 .PHONY: chart-lint
-chart-lint: ## helm lint and render the chart with its defaults and with every value set; deploy/ must be what it renders
+chart-lint: ## helm lint and render the chart with its defaults and with every value set; deploy/ must be what it renders; promtool checks the alert rules and fires each (files/alerts_test.yaml)
 	$(DEPS) lint
 	$(DEPS_ENV); for values in "" "--values $(CHART)/ci/all-values.yaml"; do \
 		"$$FASTPATH_HELM" lint --strict $(CHART) --kube-version $(KUBE_VERSION) $$values && \
 		"$$FASTPATH_HELM" template fastpath $(CHART) --kube-version $(KUBE_VERSION) $$values >/dev/null || exit 1; done
+	@# The alert rules: as a PrometheusRule too, checked, and each alert
+	@# fired and cleared (files/alerts_test.yaml).
+	$(DEPS_ENV); "$$FASTPATH_HELM" template fastpath $(CHART) --kube-version $(KUBE_VERSION) --values $(CHART)/ci/all-values.yaml 		--api-versions monitoring.coreos.com/v1/PrometheusRule | grep -q '^kind: PrometheusRule' && 		"$$FASTPATH_PROMTOOL" check rules $(CHART)/files/alerts.yaml && 		cd $(CHART)/files && "$$FASTPATH_PROMTOOL" test rules alerts_test.yaml
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 		$(call render_manifests,$$tmp) && \
 		for f in deviceclasses.yaml cni-deviceclass.yaml; do \

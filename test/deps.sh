@@ -195,6 +195,29 @@ unit() {
 lint() {
 	cached golangci-lint "$GOLANGCI_LINT_VERSION" build_golangci_lint
 	cached helm "$HELM_VERSION" build_helm
+	promtool
+}
+
+# promtool, which make lint checks and tests the chart's alert rules with:
+# Debian's prometheus package at the version the mirror offers, unpacked
+# into the cache (never installed), one directory per version.
+promtool_version() {
+	apt-cache policy prometheus 2>/dev/null | awk '/Candidate:/ && $2 != "(none)" { print $2 }'
+}
+
+build_promtool() { # out
+	unpack_deb "prometheus=$PROMTOOL_VERSION" "$1"
+	[ -x "$1/usr/bin/promtool" ] || { echo "prometheus $PROMTOOL_VERSION has no usr/bin/promtool" >&2; return 1; }
+}
+
+promtool() {
+	PROMTOOL_VERSION=$(promtool_version)
+	if [ -z "$PROMTOOL_VERSION" ]; then
+		apt_update_once
+		PROMTOOL_VERSION=$(promtool_version)
+	fi
+	[ -n "$PROMTOOL_VERSION" ] || die "the apt mirror offers no prometheus package (promtool)"
+	cached promtool "$PROMTOOL_VERSION" build_promtool
 }
 
 # --- The SR-IOV VM (test/vm): QEMU with the emulated igb NIC, and a Debian
@@ -420,6 +443,7 @@ FASTPATH_GOLANGCI_LINT=$(bindir golangci-lint "$GOLANGCI_LINT_VERSION")/golangci
 FASTPATH_VM_KERNEL=$(bindir vm-kernel "$(vm_kernel7 offline | cut -d' ' -f1)")
 FASTPATH_VM_BUSYBOX=$(bindir vm-busybox "$(. /etc/os-release && echo "${VERSION_CODENAME:-unknown}")")/bin/busybox
 FASTPATH_HELM=$(bindir helm "$HELM_VERSION")/helm
+FASTPATH_PROMTOOL=$(bindir promtool "$(promtool_version)")/usr/bin/promtool
 FASTPATH_PROTOC_GEN=$(bindir protoc-gen "$(protobuf_version)-grpc-$PROTOC_GEN_GO_GRPC_VERSION")
 FASTPATH_PCI_IDS=$(bindir pci-ids "$PCI_IDS_VERSION")/usr/share/misc/pci.ids
 VARS

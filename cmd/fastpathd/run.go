@@ -462,8 +462,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	// Every CNI plugin the daemon runs, for whichever network, takes a
 	// slot of one bound.
 	cniLimit := dataplane.NewCNILimit(o.cni.maxPlugins)
-	m.Gauge("cni_plugins_running", "CNI plugin processes running now.", func() float64 { return float64(cniLimit.Running()) })
-	m.Gauge("cni_plugins_waiting", "CNI plugins waiting for a slot (--cni-max-plugins) now.", func() float64 { return float64(cniLimit.Waiting()) })
+	registerCNIGauges(m, cniLimit)
 	attacher, err := dataplane.NewAttacher()
 	if err != nil {
 		return err
@@ -770,6 +769,12 @@ func checkCluster(ctx context.Context, client kubernetes.Interface, node string)
 		return false, permanentError{fmt.Errorf("the API server's version %q: %w", v.GitVersion, err)}
 	}
 	return sv.AtLeast(utilversion.MajorMinor(1, 36)), nil
+}
+
+// registerCNIGauges adds the metrics of the bound of CNI plugins.
+func registerCNIGauges(m *metrics.Metrics, cniLimit *dataplane.CNILimit) {
+	m.Gauge("cni_plugins_running", "CNI plugin processes running now.", func() float64 { return float64(cniLimit.Running()) })
+	m.Gauge("cni_plugins_waiting", "CNI plugins waiting for a slot (--cni-max-plugins) now.", func() float64 { return float64(cniLimit.Waiting()) })
 }
 
 // registerGauges adds the metrics read from the daemon's state at each

@@ -2,6 +2,8 @@ package metrics
 
 import (
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -89,6 +91,28 @@ func (m *Metrics) Handler() http.Handler {
 }
 
 // Gauge adds a gauge read at each scrape.
+// Names are the names of every metric registered, with their prefix, as
+// /metrics gives them (a histogram's without its _bucket, _sum and
+// _count), including those with no sample yet.
+func (m *Metrics) Names() []string {
+	ch := make(chan *prometheus.Desc)
+	go func() {
+		m.registry.Describe(ch)
+		close(ch)
+	}()
+	var names []string
+	for d := range ch {
+		// A Desc says its name only in its String: fqName: "name".
+		if _, rest, ok := strings.Cut(d.String(), `fqName: "`); ok {
+			if name, _, ok := strings.Cut(rest, `"`); ok {
+				names = append(names, name)
+			}
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
 func (m *Metrics) Gauge(name, help string, read func() float64) {
 	if m == nil {
 		return
