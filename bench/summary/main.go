@@ -88,6 +88,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "summary:", err)
 		os.Exit(1)
 	}
+	// What is not a result (a failure and its message, a log line) goes
+	// on to stderr: the input is go test's whole output.
+	os.Stderr.WriteString(notResults(string(input)))
 	runs, err := parseUnit(strings.NewReader(string(input)), "ns/op")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "summary:", err)
@@ -128,6 +131,23 @@ func main() {
 		fmt.Fprintln(os.Stderr, "summary:", err)
 		os.Exit(1)
 	}
+}
+
+// notResults are the lines of go test's output that are neither a
+// benchmark's result nor its header (goos, goarch, pkg, cpu, PASS, ok).
+func notResults(out string) string {
+	var b strings.Builder
+	for line := range strings.Lines(out) {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 0:
+		case strings.HasPrefix(f[0], "Benchmark") && len(f) >= 4:
+		case slices.Contains([]string{"goos:", "goarch:", "pkg:", "cpu:", "PASS", "ok"}, f[0]):
+		default:
+			b.WriteString(line)
+		}
+	}
+	return b.String()
 }
 
 // parse collects ns/op of every benchmark line, by name without the

@@ -105,3 +105,14 @@ func TestSummaryDatapath(t *testing.T) {
 		t.Errorf("rewritten file:\n%s", data)
 	}
 }
+
+// TestNotResults: a failed benchmark's message reaches stderr; results and
+// go test's header lines do not.
+func TestNotResults(t *testing.T) {
+	out := "goos: linux\npkg: x\nBenchmarkDatapath/udp-2 \t 100000\t 1819 ns/op\t 549702 pkt/s\n" +
+		"--- FAIL: BenchmarkDatapath/memif\n    memif_test.go:52: the pod's testpmd received []\n        EAL: cannot init\nFAIL\nexit status 1\nPASS\nok  \tx\t1.0s\n"
+	want := "--- FAIL: BenchmarkDatapath/memif\n    memif_test.go:52: the pod's testpmd received []\n        EAL: cannot init\nFAIL\nexit status 1\n"
+	if got := notResults(out); got != want {
+		t.Errorf("notResults:\n%s\nwant:\n%s", got, want)
+	}
+}
