@@ -281,14 +281,23 @@ fast: ## the fast tier of make test alone: install only what it needs (test/deps
 # as nice) and says how long it took (the recipe line needs +: it runs make
 # through this variable).
 step = @s=$$SECONDS; $(STEP_PREFIX) $(MAKE) --no-print-directory $(1) || { echo "make test: $(1) failed after $$((SECONDS-s)) s" >&2; exit 1; }; \
-	echo "make test: $(1) took $$((SECONDS-s)) s"
+	echo "make test: $(1) took $$((SECONDS-s)) s"; \
+	mkdir -p $(BIN) && printf '%s\t%s\t%s\n' "$(TRACK)" "$(if $(filter -j%,$(word 1,$(1))),both tracks,$(1))" "$$((SECONDS-s))" >>$(TEST_TIMES)
+
+# TEST_TIMES collects make test's steps and their seconds, by track, for
+# the table it prints at the end.
+TEST_TIMES = $(BIN)/test-times.tsv
+TRACK = main
 
 .PHONY: test
 test: ## what CI runs: deps, generated, then at once e2e between two demos (the bed's track) and the rest of the fast tier (lint, unit + privileged tests), the fault suite, fuzzing, benchmarks once, the image reproducible, real SR-IOV in a VM (the other track); then nothing of the bed left
+	@rm -f $(TEST_TIMES)
 	+$(call step,deps)
 	+$(call step,generated)
 	+$(call step,-j2 --output-sync=line test-bed test-side FUZZTIME=$(FUZZTIME) FAULT_ORDERS=$(FAULT_ORDERS))
 	$(GO) run ./test/testbed/cmd/testbed leftovers
+	@echo "make test: the time of each part (the bed's track and the other run at once):"; \
+		awk -F'\t' '{ printf "  %-5s %-40s %5d s\n", $$1, $$2, $$3 }' $(TEST_TIMES)
 
 # test-bed and test-side are make test's two tracks (see above).
 .PHONY: test-bed test-side
@@ -298,7 +307,10 @@ test-bed:
 	+$(call step,demo)
 	+$(call step,cluster-down)
 
+test-bed: TRACK = bed
 test-side: STEP_PREFIX = nice -n 10
+test-side: TRACK = side
+test-vm: TRACK = side
 test-side:
 	+$(call step,lint)
 	+$(call step,privileged)
