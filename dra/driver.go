@@ -244,6 +244,7 @@ func New(opts Options) (*Driver, error) {
 		}
 		d.binder = newBinder(d, opts.Binding)
 	}
+	opts.Metrics.Serving(claims.DriverFastpath)
 	opts.Metrics.GaugeByLabel("unhealthy_devices", "Devices reported unhealthy (tainted), by reason.", "reason", d.health.unhealthyByReason)
 	opts.Metrics.GaugeByLabel("degraded_devices", "Devices tainted degraded (effect None: a problem ended less than --health-degraded-hold ago), by reason.", "reason", d.health.degradedByReason)
 	return d, nil

@@ -157,8 +157,12 @@ func TestStoreOnFullDisk(t *testing.T) {
 	if err := w.Err(); !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), dir+"/checkpoint.json") {
 		t.Errorf("the fault on a full disk: %v, want ENOSPC naming the store's file", err)
 	}
-	if got := metric(`fastpath_store_writes_failed_total`); !strings.HasPrefix(got, `fastpath_store_writes_failed_total{error="ENOSPC"} `) {
-		t.Errorf("failed writes: %s", got)
+	// Every error's counter is there from the start, at 0.
+	if got := metric(`fastpath_store_writes_failed_total{error="ENOSPC"}`); got == "" || strings.HasSuffix(got, " 0") {
+		t.Errorf("failed writes: %q, want ENOSPC's counted", got)
+	}
+	if got := metric(`fastpath_store_writes_failed_total{error="EIO"}`); got != `fastpath_store_writes_failed_total{error="EIO"} 0` {
+		t.Errorf("failed writes: %q, want EIO's at 0", got)
 	}
 	w.Check(ctx)
 	if got := events.take(); len(got) != 1 || !strings.Contains(got[0], "no space left on device") {

@@ -183,6 +183,8 @@ testbed() {
 	cached runc "$RUNC_VERSION" build_runc
 	cached cni-plugins "$CNI_PLUGINS_VERSION" build_cni_plugins
 	cached helm "$HELM_VERSION" build_helm
+	# The e2e suite feeds the daemon's metrics through the alert rules.
+	promtool
 }
 
 # unit: what the unit and privileged tests need beyond apt's packages: the

@@ -122,6 +122,7 @@ func New(opts Options) (*Driver, error) {
 		}
 		d.attrs[resourceapi.QualifiedName(name)] = resourceapi.DeviceAttribute{StringValue: new(v)}
 	}
+	opts.Metrics.Serving(claims.DriverCNI)
 	return d, nil
 }
 

@@ -82,6 +82,7 @@ func New() *Metrics {
 	m.registry.MustRegister(m.reviewDuration)
 	m.apiRequests = counter("api_requests_total", "Requests to the API server, by verb, resource (with its subresource) and status code (error: none came).", "verb", "resource", "code")
 	m.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.zero()
 	return m
 }
 
@@ -138,6 +139,44 @@ func (g *labelledGauge) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
 func (g *labelledGauge) Collect(ch chan<- prometheus.Metric) {
 	for label, v := range g.read() {
 		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, v, label)
+	}
+}
+
+// Hooks are the runtime's NRI hooks Hook counts.
+var Hooks = []string{"synchronize", "run_pod_sandbox", "create_container", "stop_pod_sandbox", "remove_pod_sandbox"}
+
+// zero makes the counters of failures exist, at 0, for every label value
+// they may take but a driver's: a series that first appears at 1 has no
+// increase, and an alert on its increase would miss the first failure.
+func (m *Metrics) zero() {
+	for _, r := range []string{"success", "error"} {
+		for _, h := range Hooks {
+			m.hooks.WithLabelValues(h, r)
+		}
+		m.attach.WithLabelValues(r)
+		m.detach.WithLabelValues(r)
+		m.publishes.WithLabelValues(r)
+	}
+	for _, e := range []string{"ENOSPC", "EDQUOT", "EROFS", "EIO", "other"} {
+		m.storeWritesFailed.WithLabelValues(e)
+	}
+	for _, r := range []string{"attempts", "forbidden"} {
+		m.statusFailed.WithLabelValues(r)
+	}
+	for _, r := range []string{"unreachable", "conflict", "refused"} {
+		m.statusErrors.WithLabelValues(r)
+	}
+}
+
+// Serving makes the counters of driver's Prepares and Unprepares exist,
+// at 0, for both results (see zero): the driver calls it as it starts.
+func (m *Metrics) Serving(driver string) {
+	if m == nil {
+		return
+	}
+	for _, r := range []string{"success", "error"} {
+		m.prepare.WithLabelValues(driver, r)
+		m.unprepare.WithLabelValues(driver, r)
 	}
 }
 

@@ -6,8 +6,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -206,35 +204,4 @@ func containerPeak(t *testing.T, pid int) float64 {
 		t.Fatalf("%s: %v", file, err)
 	}
 	return n / (1 << 20)
-}
-
-// scrapeMetricsCtx is the daemon's /metrics, or "" when it does not
-// answer.
-func scrapeMetricsCtx(ctx context.Context, port int) string {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/metrics", port), nil)
-	if err != nil {
-		return ""
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return ""
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return ""
-	}
-	return string(body)
-}
-
-// gaugeValue is the value of an unlabelled metric in a Prometheus text
-// exposition; 0 when it is not there.
-func gaugeValue(text, name string) float64 {
-	for line := range strings.Lines(text) {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return f
-		}
-	}
-	return 0
 }

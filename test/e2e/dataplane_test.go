@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -68,6 +69,13 @@ func dataplaneSetup(t *testing.T, ctx context.Context, first, port int, more ...
 // dataplaneSetupArgs is dataplaneSetup with more fastpathd arguments.
 func dataplaneSetupArgs(t *testing.T, ctx context.Context, port int, args []string, vethNums ...int) []*netlink.LinkAttrs {
 	t.Helper()
+	return dataplaneSetupWith(t, ctx, port, args, nil, vethNums...)
+}
+
+// dataplaneSetupWith is dataplaneSetupArgs with before, if not nil, run
+// on the daemon before it starts (its state directory made).
+func dataplaneSetupWith(t *testing.T, ctx context.Context, port int, args []string, before func(*daemon), vethNums ...int) []*netlink.LinkAttrs {
+	t.Helper()
 	var out []*netlink.LinkAttrs
 	for _, n := range vethNums {
 		out = append(out, hostVeth(t, n).Attrs())
@@ -76,9 +84,15 @@ func dataplaneSetupArgs(t *testing.T, ctx context.Context, port int, args []stri
 	applyDeviceClasses(t, ctx, "deviceclasses.yaml")
 	bpfDir := filepath.Join(t.TempDir(), "bpf")
 	t.Cleanup(func() { _ = unix.Unmount(bpfDir, unix.MNT_DETACH) })
-	lastDaemon = startDaemon(t, ctx, port, append([]string{"--bpf-dir", bpfDir, "--filter",
+	d := newDaemon(t, port, append([]string{"--bpf-dir", bpfDir, "--filter",
 		fmt.Sprintf(`device.attributes["fastpath.dev"].kind == "netdev" && device.attributes["fastpath.dev"].ifName.startsWith(%q) && device.attributes["fastpath.dev"].ifName.endsWith("a")`, vethPrefix)},
 		args...)...)
+	if before != nil {
+		before(d)
+	}
+	d.start(t, ctx)
+	t.Cleanup(func() { d.stop(t) })
+	lastDaemon = d
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		s, err := nodeSlices(ctx)
 		return err == nil && countDevices(s) == len(out), nil
@@ -333,4 +347,36 @@ func TestDataplaneTwoClaims(t *testing.T) {
 	for _, o := range origs {
 		assertReturned(t, ctx, o)
 	}
+}
+
+// scrapeMetricsCtx is the daemon's /metrics, or "" when it does not
+// answer.
+func scrapeMetricsCtx(ctx context.Context, port int) string {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/metrics", port), nil)
+	if err != nil {
+		return ""
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return ""
+	}
+	return string(body)
+}
+
+// gaugeValue is the value of a metric (name, with its labels if it has
+// any, as the exposition writes them) in a Prometheus text
+// exposition; 0 when it is not there.
+func gaugeValue(text, name string) float64 {
+	for line := range strings.Lines(text) {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return f
+		}
+	}
+	return 0
 }

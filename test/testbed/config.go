@@ -226,6 +226,18 @@ func (c Config) Helm() string {
 	return filepath.Join(binariesIn(c.CacheDir, v).helm, "helm")
 }
 
+// Promtool is the promtool test/deps.sh unpacks (from Debian's
+// prometheus package, at the version the apt mirror offered), the newest
+// if there are several; "" if there is none.
+func (c Config) Promtool() string {
+	found, _ := filepath.Glob(filepath.Join(c.CacheDir, "bin", "promtool-*", "usr", "bin", "promtool"))
+	if len(found) == 0 {
+		return ""
+	}
+	slices.Sort(found)
+	return found[len(found)-1]
+}
+
 // Chart is fastpath's Helm chart in the source tree.
 func (c Config) Chart() string { return filepath.Join(c.RepoDir, "deploy", "helm", "fastpath") }
 

@@ -44,6 +44,10 @@ func (b *Bed) RunPod(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) 
 	return b.WaitPod(ctx, created.Namespace, created.Name, 90*time.Second, podReady)
 }
 
+// PodReady is a WaitPod condition: the pod is Ready; an error once it
+// ended.
+func PodReady(p *corev1.Pod) (bool, error) { return podReady(p) }
+
 func podReady(p *corev1.Pod) (bool, error) {
 	if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
 		return false, fmt.Errorf("pod %s/%s ended in phase %s: %s", p.Namespace, p.Name, p.Status.Phase, p.Status.Message)
