@@ -90,7 +90,7 @@ func main() {
 	}
 	// What is not a result (a failure and its message, a log line) goes
 	// on to stderr: the input is go test's whole output.
-	os.Stderr.WriteString(notResults(string(input)))
+	fmt.Fprint(os.Stderr, notResults(string(input)))
 	runs, err := parseUnit(strings.NewReader(string(input)), "ns/op")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "summary:", err)

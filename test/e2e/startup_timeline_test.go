@@ -276,6 +276,8 @@ var startupParts = []part{
 	{name: "creation to bound (scheduler)", from: func(p *podTimes) time.Time { return p.created }, to: func(p *podTimes) time.Time { return p.bound }},
 	{name: "bound to the kubelet's ADDED", from: func(p *podTimes) time.Time { return p.bound }, to: func(p *podTimes) time.Time { return p.kubelet }},
 	{name: "kubelet ADDED to RunPodSandbox", from: func(p *podTimes) time.Time { return p.kubelet }, to: func(p *podTimes) time.Time { return p.sandboxStart }},
+	{name: "- of it: ADDED to Prepare begun (the kubelet, the helper's GET, its queue)", claimOnly: true,
+		from: func(p *podTimes) time.Time { return p.kubelet }, to: func(p *podTimes) time.Time { return p.prepareStart }},
 	{name: "- of it: NodePrepareResources in fastpathd", claimOnly: true,
 		from: func(p *podTimes) time.Time { return p.prepareStart }, to: func(p *podTimes) time.Time { return p.prepareEnd }},
 	{name: "- of it: Prepare returned to RunPodSandbox", claimOnly: true,
