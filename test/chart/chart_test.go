@@ -319,7 +319,9 @@ func TestAllValues(t *testing.T) {
 		kinds[kind] = append(kinds[kind], name)
 	}
 	for kind, want := range map[string][]string{
-		"ConfigMap":      {"fastpath-system/fastpathd-memif", "fastpath-system/fastpathd-ip-pools"},
+		"ConfigMap": {"fastpath-system/fastpathd-memif", "fastpath-system/fastpathd-ip-pools",
+			// No PrometheusRule served: the rule file (TestMonitoring).
+			"fastpath-system/fastpathd-alerts", "fastpath-system/fastpathd-dashboard"},
 		"CNIConfig":      {"/macvlan-storage"},
 		"ServiceAccount": {"fastpath-system/fastpathd-node", "fastpath-system/fastpathd-controller"},
 		"DeviceClass":    {"/netdev.fastpath.dev", "/afxdp.fastpath.dev", "/rdma.fastpath.dev", "/vfio.fastpath.dev", "/memif.fastpath.dev", "/shared.fastpath.dev", "/delegate.fastpath.dev", "/cni.networking.x-k8s.io"},
