@@ -249,11 +249,16 @@ func pct(ds []time.Duration, p int) string {
 	if len(ds) == 0 {
 		return "-"
 	}
+	return pctOf(ds, p).Round(100 * time.Microsecond).String()
+}
+
+// pctOf is the p-th percentile of ds (nearest rank), which is not empty.
+func pctOf(ds []time.Duration, p int) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	i := (len(s)*p + 99) / 100
 	if i > 0 {
 		i--
 	}
-	return s[min(i, len(s)-1)].Round(100 * time.Microsecond).String()
+	return s[min(i, len(s)-1)]
 }

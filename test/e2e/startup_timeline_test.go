@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -320,16 +319,10 @@ func (tl *timeline) printBreakdown(title string) {
 			without = tl.durations(pt, false)
 			plain = pct(without, 50) + " / " + pct(without, 90)
 			if len(without) > 0 && len(with) > 0 {
-				added = (median(with) - median(without)).Round(100 * time.Microsecond).String()
+				added = (pctOf(with, 50) - pctOf(without, 50)).Round(100 * time.Microsecond).String()
 			}
 		}
 		fmt.Printf("| %s | %s | %s / %s | %s | %d+%d |\n", pt.name, plain, pct(with, 50), pct(with, 90), added, len(without), len(with))
 	}
 	fmt.Println()
-}
-
-func median(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[len(s)/2]
 }
