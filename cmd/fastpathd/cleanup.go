@@ -27,10 +27,11 @@ type hostState struct {
 	stateDir   string
 	pluginDirs []string
 	sockets    []string
-	// quiesce, when set, ends the NRI hooks for good (nri.Plugin.Quiesce):
-	// it runs once the claim store's files are removed, before the hooks'
-	// lock file is, which a late hook would make again.
-	quiesce func()
+	// quiesce, when set, ends the NRI hooks for good (nri.Plugin.Quiesce)
+	// and says whether those under way finished before ctx ended: it runs
+	// before the state is removed, whose hooks' lock file a late hook
+	// would make again.
+	quiesce func(ctx context.Context) bool
 }
 
 // leaveNoTrace removes the daemon's host state as it stops, when nothing
@@ -67,7 +68,13 @@ func leaveNoTrace(ctx context.Context, store *claims.Store, st hostState) {
 		return
 	}
 	if st.quiesce != nil {
-		st.quiesce()
+		qctx, cancel := context.WithTimeout(ctx, quiesceTimeout)
+		done := st.quiesce(qctx)
+		cancel()
+		if !done {
+			logger.Info("Keeping the rest of the state directory: a runtime hook is still running", "waited", quiesceTimeout, "stateDir", st.stateDir)
+			return
+		}
 	}
 	// A daemon killed holding a claim's lock left its file.
 	errs := []error{claims.RemoveClaimLocks(store.Path())}
@@ -91,6 +98,10 @@ func leaveNoTrace(ctx context.Context, store *claims.Store, st hostState) {
 	}
 	logger.Info("No claim is prepared: removed the daemon's state from the node", "stateDir", st.stateDir)
 }
+
+// quiesceTimeout bounds how long a stopping daemon waits for the runtime
+// hooks under way before it removes its state.
+const quiesceTimeout = 10 * time.Second
 
 func removeIfThere(path string) error {
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -254,3 +254,19 @@ func TestLeaveNoTraceLateHook(t *testing.T) {
 		t.Errorf("state directory after a late hook: %v, want only the file fastpathd does not know", got)
 	}
 }
+
+// TestLeaveNoTraceHookStillRunning: a runtime hook still running when the
+// wait for the hooks ends keeps the state directory's locks and caches
+// (the hook may need them); only the claim store's files are gone.
+func TestLeaveNoTraceHookStillRunning(t *testing.T) {
+	ctx := klog.NewContext(t.Context(), ktesting.NewLogger(t, ktesting.NewConfig()))
+	store, st := node(t, false)
+	st.quiesce = func(context.Context) bool { return false }
+	leaveNoTrace(ctx, store, st)
+	got := listDir(t, st.stateDir)
+	for _, want := range []string{"nri.lock", "cni", "claims", "operator-notes.txt"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("state directory after: %v, want %s kept", got, want)
+		}
+	}
+}

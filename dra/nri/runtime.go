@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
@@ -147,9 +148,10 @@ type Plugin struct {
 	conn connection
 
 	// life is held shared by each pod's hook lock (lockPod) while it is
-	// held; Quiesce takes it to end them for good.
-	life     sync.RWMutex
-	quiesced bool
+	// held; Quiesce takes it to end them for good. Once quiescing is set,
+	// no hook takes a pod's lock.
+	life      sync.RWMutex
+	quiescing atomic.Bool
 }
 
 // New returns a plugin; Run connects it to the runtime.
@@ -186,8 +188,11 @@ func (p *Plugin) WaitReports() { p.reports.Wait() }
 // lockPod serializes the hooks of one pod, in this daemon and with any
 // other of the node.
 func (p *Plugin) lockPod(ctx context.Context, uid types.UID) (unlock func(), _ error) {
+	if p.quiescing.Load() {
+		return nil, errQuiesced
+	}
 	p.life.RLock()
-	if p.quiesced {
+	if p.quiescing.Load() {
 		p.life.RUnlock()
 		return nil, errQuiesced
 	}
@@ -208,16 +213,25 @@ func (p *Plugin) lockPod(ctx context.Context, uid types.UID) (unlock func(), _ e
 // errQuiesced is the error of a hook after Quiesce.
 var errQuiesced = errors.New("fastpathd is stopping and has removed its state from the node")
 
-// Quiesce waits for the hooks and checks that hold a pod's lock, and makes
-// every later one fail without taking it (a pod with nothing of fastpath's
-// starts and stops as ever): a daemon that stops with nothing prepared
-// calls it before it removes its state from the node, which a late hook
-// (the runtime removing a sandbox after its pod went) would otherwise make
-// again (the node's hook lock file).
-func (p *Plugin) Quiesce() {
-	p.life.Lock()
-	defer p.life.Unlock()
-	p.quiesced = true
+// Quiesce makes every later hook and check fail without taking a pod's
+// lock (a pod with nothing of fastpath's starts and stops as ever), and
+// waits until ctx ends for those that hold one to finish; it says whether
+// they did. A daemon that stops with nothing prepared calls it before it
+// removes its state from the node, which a late hook (the runtime
+// removing a sandbox after its pod went) would otherwise make again (the
+// node's hook lock file); if a hook is still running at ctx's end, it
+// leaves the state.
+func (p *Plugin) Quiesce(ctx context.Context) bool {
+	p.quiescing.Store(true)
+	for !p.life.TryLock() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	p.life.Unlock()
+	return true
 }
 
 // nothingFor says that fastpath has nothing recorded for the pod and the
