@@ -46,7 +46,8 @@ const MaxDevicesPerSlice = 64
 // in hex ("0-fastpath.dev-node-a-x7k2p"); a change to one slice is one
 // update in place; anything more (slices added, removed or more than one
 // changed) bumps the pool's generation, so the scheduler never mixes old
-// and new slices of one pool.
+// and new slices of one pool. A pool found empty starts at a generation
+// from the clock (see firstGeneration).
 type Publisher struct {
 	client kubernetes.Interface
 	driver string
@@ -71,6 +72,14 @@ type Publisher struct {
 	synced  uint64 // the version of want the slices are as
 	// retryFirst is the first backoff after a failed sync.
 	retryFirst time.Duration
+	// firstGeneration is the generation of a pool found without slices:
+	// the clock's seconds, so that it is above any generation an earlier
+	// daemon wrote before the slices were deleted (the kubelet deletes a
+	// node's slices when it or the driver restarts). A consumer whose cache
+	// still holds the deleted slices (the scheduler's lags) then takes the
+	// new ones over them as soon as it sees them, rather than allocating
+	// a device that is gone.
+	firstGeneration func() int64
 }
 
 // writtenSlice is a slice this daemon wrote, or found as it wanted it:
@@ -89,7 +98,8 @@ const pageSize = 4
 
 func NewPublisher(client kubernetes.Interface, driver, node string, result func(context.Context, error)) *Publisher {
 	return &Publisher{client: client, driver: driver, node: node, result: result,
-		wake: make(chan struct{}, 1), written: map[string]writtenSlice{}, retryFirst: publishRetryFirst}
+		wake: make(chan struct{}, 1), written: map[string]writtenSlice{}, retryFirst: publishRetryFirst,
+		firstGeneration: func() int64 { return time.Now().Unix() }}
 }
 
 // publish makes what want gives what the node's slices hold; run writes
@@ -364,6 +374,9 @@ func (p *Publisher) syncPool(ctx context.Context, name string, pool resourceslic
 	var generation int64
 	for _, e := range existing {
 		generation = max(generation, e.generation)
+	}
+	if len(existing) == 0 {
+		generation = max(generation, p.firstGeneration()-1)
 	}
 	matched := make(map[int]existingSlice, len(pool.Slices))
 	var obsolete []existingSlice

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
@@ -104,6 +105,34 @@ func pool(n int, attr string, tainted string) resourceslice.DriverResources {
 	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{"node-a": p}}
 }
 
+// newTestPublisher is NewPublisher with a pool found empty starting at
+// generation 1, as the kubelet plugin helper's controller starts it.
+func newTestPublisher(client kubernetes.Interface, driver, node string, result func(context.Context, error)) *Publisher {
+	p := NewPublisher(client, driver, node, result)
+	p.firstGeneration = func() int64 { return 1 }
+	return p
+}
+
+// A pool found empty (the kubelet deleted the node's slices when it or
+// the daemon restarted) starts at a generation above any an earlier
+// daemon wrote, so that a consumer still holding the deleted slices in a
+// lagging cache takes the new ones; a pool found is bumped by one.
+func TestPublisherFirstGeneration(t *testing.T) {
+	srv := newSliceServer(t)
+	before := time.Now().Unix()
+	syncOnce(t, NewPublisher(srv, "fastpath.dev", "node-a", nil), pool(3, "a", ""), true)
+	got := srv.slices(t)
+	if len(got) != 1 || got[0].Spec.Pool.Generation < before || got[0].Spec.Pool.Generation > time.Now().Unix() {
+		t.Fatalf("a pool found empty was written as %+v, want one slice of a generation the clock's seconds (%d or after)", got, before)
+	}
+	first := got[0].Spec.Pool.Generation
+	syncOnce(t, NewPublisher(srv, "fastpath.dev", "node-a", nil), pool(200, "a", ""), true)
+	got = srv.slices(t)
+	if len(got) != 4 || got[0].Spec.Pool.Generation != first+1 {
+		t.Errorf("a pool found at generation %d, grown, was written as %d slices of generation %d, want 4 of %d", first, len(got), got[0].Spec.Pool.Generation, first+1)
+	}
+}
+
 // syncOnce runs one sync of want as run would and fails the test on an
 // error.
 func syncOnce(t *testing.T, p *Publisher, want resourceslice.DriverResources, dirty bool) {
@@ -136,7 +165,7 @@ func checkPool(t *testing.T, got []resourceapi.ResourceSlice, slices int, genera
 // finds as it wants them (a restarted daemon writes nothing).
 func TestPublisherWritesOnlyChanges(t *testing.T) {
 	srv := newSliceServer(t)
-	p := NewPublisher(srv, "fastpath.dev", "node-a", nil)
+	p := newTestPublisher(srv, "fastpath.dev", "node-a", nil)
 
 	syncOnce(t, p, pool(130, "a", ""), true)
 	checkPool(t, srv.slices(t), 3, 1)
@@ -163,7 +192,7 @@ func TestPublisherWritesOnlyChanges(t *testing.T) {
 
 	// A new daemon finds the slices as it wants them (the taint stamped
 	// with a time by the API server included) and writes nothing.
-	p2 := NewPublisher(srv, "fastpath.dev", "node-a", nil)
+	p2 := newTestPublisher(srv, "fastpath.dev", "node-a", nil)
 	syncOnce(t, p2, pool(130, "a", "dev-70"), true)
 	if n := srv.writes.Swap(0); n != 0 {
 		t.Errorf("a restarted daemon wrote %d times, want none", n)
@@ -207,7 +236,7 @@ func TestPublisherDeletesStrays(t *testing.T) {
 	mk("00000-other.dev-node-a-x", "other.dev", "node-a", "node-a", 1)
 	mk("00000-fastpath.dev-node-b-x", "fastpath.dev", "node-b", "node-b", 1)
 
-	p := NewPublisher(srv, "fastpath.dev", "node-a", nil)
+	p := newTestPublisher(srv, "fastpath.dev", "node-a", nil)
 	syncOnce(t, p, pool(3, "a", ""), true)
 	var names []string
 	for _, s := range srv.slices(t) {
@@ -227,12 +256,19 @@ func TestPublisherRunRepairs(t *testing.T) {
 	srv := newSliceServer(t)
 	var mu sync.Mutex
 	var results []error
-	p := NewPublisher(srv, "fastpath.dev", "node-a", func(_ context.Context, err error) {
+	p := newTestPublisher(srv, "fastpath.dev", "node-a", func(_ context.Context, err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		results = append(results, err)
 	})
 	p.retryFirst = 10 * time.Millisecond
+	// The fake API server's watch does not replay what happened before
+	// it began: a slice is changed only once the publisher watches.
+	var watches atomic.Int32
+	srv.PrependWatchReactor("resourceslices", func(k8stesting.Action) (bool, watch.Interface, error) {
+		watches.Add(1)
+		return false, nil, nil
+	})
 	ctx, cancel := context.WithCancel(klog.NewContext(t.Context(), ktesting.NewLogger(t, ktesting.NewConfig())))
 	done := make(chan struct{})
 	t.Cleanup(func() { cancel(); <-done })
@@ -260,6 +296,7 @@ func TestPublisherRunRepairs(t *testing.T) {
 	srv.refuse.Store(false)
 	poll("the slices are written once allowed", func() bool { _, err := lastResult(); return err == nil && len(srv.slices(t)) == 3 })
 	checkPool(t, srv.slices(t), 3, 1)
+	poll("the publisher watches the slices", func() bool { return watches.Load() == 1 })
 
 	victim := srv.slices(t)[1]
 	if err := srv.ResourceV1().ResourceSlices().Delete(ctx, victim.Name, metav1.DeleteOptions{}); err != nil {
@@ -270,6 +307,7 @@ func TestPublisherRunRepairs(t *testing.T) {
 		return len(s) == 3 && s[0].Spec.Pool.Generation == 2 && s[2].Spec.Pool.Generation == 2
 	})
 	checkPool(t, srv.slices(t), 3, 2)
+	poll("the publisher watches the slices again", func() bool { return watches.Load() == 2 })
 
 	changed := srv.slices(t)[2]
 	changed.Spec.Devices = changed.Spec.Devices[:1]
@@ -291,7 +329,7 @@ func TestPublisherRetriesWatch(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	p := NewPublisher(srv, "fastpath.dev", "node-a", func(context.Context, error) {})
+	p := newTestPublisher(srv, "fastpath.dev", "node-a", func(context.Context, error) {})
 	p.retryFirst = 10 * time.Millisecond
 	ctx, cancel := context.WithCancel(klog.NewContext(t.Context(), ktesting.NewLogger(t, ktesting.NewConfig())))
 	done := make(chan struct{})
@@ -319,7 +357,7 @@ func TestPublisherRetriesWatch(t *testing.T) {
 // rewrites the sets' slice alone when a set's counters change.
 func TestPublisherCounters(t *testing.T) {
 	srv := newSliceServer(t)
-	p := NewPublisher(srv, "fastpath.dev", "node-a", nil)
+	p := newTestPublisher(srv, "fastpath.dev", "node-a", nil)
 	withCounters := func(vfs int64) resourceslice.DriverResources {
 		res := pool(10, "a", "")
 		pl := res.Pools["node-a"]
@@ -335,7 +373,7 @@ func TestPublisherCounters(t *testing.T) {
 		t.Fatalf("the second slice holds %d devices and counter sets %+v, want the set pf-vfs alone", len(got[1].Spec.Devices), cs)
 	}
 	srv.writes.Swap(0)
-	syncOnce(t, NewPublisher(srv, "fastpath.dev", "node-a", nil), withCounters(4), true)
+	syncOnce(t, newTestPublisher(srv, "fastpath.dev", "node-a", nil), withCounters(4), true)
 	if n := srv.writes.Swap(0); n != 0 {
 		t.Errorf("the same counters again, by a new daemon: %d writes, want none", n)
 	}

@@ -129,13 +129,25 @@ func (b *Bed) PodLogs(ctx context.Context, namespace, name string) (string, erro
 	return string(data), nil
 }
 
+// The lines that enclose the workload's env listing (test/images/workload).
+const (
+	envBegin = "-- environment\n"
+	envEnd   = "-- end of environment\n"
+)
+
 // WaitPodLog polls the pod's log until it contains want, and returns it.
+// A log with the workload's env listing begun is waited for until the
+// listing's end too: the runtime may have logged only a part of it.
 func (b *Bed) WaitPodLog(ctx context.Context, namespace, name, want string, timeout time.Duration) (string, error) {
 	var logs string
 	var lastErr error
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		logs, lastErr = b.PodLogs(ctx, namespace, name)
-		return lastErr == nil && strings.Contains(logs, want), nil
+		if lastErr != nil || !strings.Contains(logs, want) {
+			return false, nil
+		}
+		_, listing, begun := strings.Cut(logs, envBegin)
+		return !begun || strings.Contains(listing, envEnd), nil
 	})
 	if err != nil {
 		return logs, fmt.Errorf("pod %s/%s log never showed %q (last error: %w; log: %q)", namespace, name, want, lastErr, logs)

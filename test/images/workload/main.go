@@ -163,9 +163,18 @@ func printInterfaces() error {
 // metadata files.
 const metadataDir = "/var/run/kubernetes.io/dra-device-attributes"
 
+// envBegin and envEnd enclose the env listing, written at once: a reader
+// (test/testbed's WaitPodLog) that has the first line waits for the last.
+const (
+	envBegin = "-- environment"
+	envEnd   = "-- end of environment"
+)
+
 func printEnv() {
+	var out strings.Builder
+	out.WriteString(envBegin + "\n")
 	for _, kv := range os.Environ() {
-		fmt.Println(kv)
+		out.WriteString(kv + "\n")
 	}
 	for _, kv := range os.Environ() {
 		name, path, _ := strings.Cut(kv, "=")
@@ -174,10 +183,10 @@ func printEnv() {
 		}
 		data, err := os.ReadFile(path)
 		if err != nil {
-			fmt.Printf("%s: %v\n", name, err)
+			fmt.Fprintf(&out, "%s: %v\n", name, err)
 			continue
 		}
-		fmt.Printf("%s content: %s\n", name, strings.Join(strings.Fields(string(data)), ""))
+		fmt.Fprintf(&out, "%s content: %s\n", name, strings.Join(strings.Fields(string(data)), ""))
 	}
 	_ = filepath.WalkDir(metadataDir, func(path string, d os.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
@@ -185,20 +194,22 @@ func printEnv() {
 		}
 		data, err := os.ReadFile(path)
 		if err != nil {
-			fmt.Printf("metadata %s: %v\n", path, err)
+			fmt.Fprintf(&out, "metadata %s: %v\n", path, err)
 			return nil
 		}
 		// A stream of JSON objects, one line each: on one line, still a
 		// stream.
-		fmt.Printf("metadata %s %s\n", path, strings.ReplaceAll(strings.TrimSpace(string(data)), "\n", " "))
+		fmt.Fprintf(&out, "metadata %s %s\n", path, strings.ReplaceAll(strings.TrimSpace(string(data)), "\n", " "))
 		return nil
 	})
 	nodes, _ := os.ReadDir("/dev/vfio")
 	for _, n := range nodes {
 		if info, err := n.Info(); err == nil {
-			fmt.Printf("device node /dev/vfio/%s %s\n", n.Name(), info.Mode().Type())
+			fmt.Fprintf(&out, "device node /dev/vfio/%s %s\n", n.Name(), info.Mode().Type())
 		}
 	}
+	out.WriteString(envEnd + "\n")
+	_, _ = os.Stdout.WriteString(out.String())
 }
 
 // testpmd is DPDK's test application in the dpdk image, with the PMDs it

@@ -110,7 +110,12 @@ func demo(ctx context.Context, args []string) error {
 	claim := &resourceapi.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: demoNamespace, Name: demoClaim},
 		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
-			Requests: []resourceapi.DeviceRequest{{Name: "net1", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "netdev.fastpath.dev"}}},
+			// The device the daemon was just seen to publish: not another a
+			// scheduler whose caches lag still holds (a device of an earlier
+			// test's daemon, gone from the node).
+			Requests: []resourceapi.DeviceRequest{{Name: "net1", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "netdev.fastpath.dev",
+				Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+					Expression: fmt.Sprintf(`device.attributes["fastpath.dev"].ifName == %q`, hostIf)}}}}}},
 			Config: []resourceapi.DeviceClaimConfiguration{{DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
 				Driver: "fastpath.dev", Parameters: runtime.RawExtension{Raw: params},
 			}}}},
