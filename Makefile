@@ -164,10 +164,26 @@ test: FAULT_ORDERS = 2
 fuzz: ## run every fuzz target for FUZZTIME (default 10s; 3s within make test) each
 	GO=$(GO) FUZZTIME=$(FUZZTIME) test/fuzz.sh $(PKGS)
 
+# RUNTIME is the bed's container runtime: containerd, or crio (CRI-O).
+RUNTIME ?= containerd
+export FASTPATH_RUNTIME = $(RUNTIME)
+
 .PHONY: e2e
-e2e: ## end-to-end tests on a real single-node Kubernetes (root; uses a running bed or starts its own)
+e2e: ## end-to-end tests on a real single-node Kubernetes (root; uses a running bed or starts its own; RUNTIME=crio on a CRI-O node)
 	$(DEPS) testbed
 	$(GO) test $(E2E_GOFLAGS) -count=1 -timeout $(E2E_TIMEOUT) -tags e2e -v ./test/e2e/...
+
+# CRIO_E2E are the e2e cases e2e-crio runs on a CRI-O node: a netdev, a
+# vfio stand-in, a shared sub-interface, CNI claims, NPWG networks, a kill
+# -9 during RunPodSandbox, a rolling upgrade with pods starting.
+CRIO_E2E = TestDataplaneNetdev|TestVFIO|TestSharedNIC|TestCNI|TestNPWG|TestFaultKillInSandbox|TestRollingUpgrade
+
+.PHONY: e2e-crio
+e2e-crio: ## the core e2e cases (CRIO_E2E) on a CRI-O node: a bed of its own, started and stopped (root)
+	$(DEPS) testbed
+	$(GO) run ./test/testbed/cmd/testbed down
+	FASTPATH_RUNTIME=crio $(GO) test $(E2E_GOFLAGS) -count=1 -timeout $(E2E_TIMEOUT) -tags e2e -run '^($(CRIO_E2E))$$' -v ./test/e2e/...
+	$(GO) run ./test/testbed/cmd/testbed down
 
 .PHONY: newcomer
 newcomer: ## the README's commands in a newcomer's order on one bed: make demo, the e2e suite with the demo's bed up, make demo again; then the bed down and nothing of it left (root)
@@ -290,7 +306,7 @@ TEST_TIMES = $(BIN)/test-times.tsv
 TRACK = main
 
 .PHONY: test
-test: ## what CI runs: deps, generated, then at once e2e between two demos (the bed's track) and the rest of the fast tier (lint, unit + privileged tests), the fault suite, fuzzing, benchmarks once, the image reproducible, real SR-IOV in a VM (the other track); then nothing of the bed left
+test: ## what CI runs: deps, generated, then at once e2e between two demos and the core e2e cases on CRI-O (the bed's track) and the rest of the fast tier (lint, unit + privileged tests), the fault suite, fuzzing, benchmarks once, the image reproducible, real SR-IOV in a VM (the other track); then nothing of the bed left
 	@rm -f $(TEST_TIMES)
 	+$(call step,deps)
 	+$(call step,generated)
@@ -306,6 +322,7 @@ test-bed:
 	+$(call step,e2e)
 	+$(call step,demo)
 	+$(call step,cluster-down)
+	+$(call step,e2e-crio)
 
 test-bed: TRACK = bed
 test-side: STEP_PREFIX = nice -n 10

@@ -28,8 +28,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/images/versions.env"
 
 APT_PACKAGES=(clang llvm libbpf-dev libseccomp-dev pkg-config iproute2 iputils-ping ethtool pci.ids util-linux kmod protobuf-compiler)
 # The test bed's too: dpdk-testpmd and its memif PMD, for the dpdk image
-# (test/testbed/images.go).
-TESTBED_APT_PACKAGES=(dpdk-dev)
+# (test/testbed/images.go); conmon, CRI-O's container monitor on the CRI-O
+# node (FASTPATH_RUNTIME=crio).
+TESTBED_APT_PACKAGES=(dpdk-dev conmon)
 # The SR-IOV VM's workloads, run in the guest from the host's root it
 # mounts: dpdk-testpmd (TESTBED_APT_PACKAGES), the rdma tool, the verbs
 # providers (soft-RoCE's among them), ibv_devinfo, rping and ib_write_bw.
@@ -149,6 +150,23 @@ build_runc() { # out
 		"github.com/opencontainers/runc@$RUNC_VERSION"
 }
 
+build_crio() { # out
+	# CRI-O from the module proxy's zip (`go install pkg@version` asks the
+	# proxy for the module's version list, which it refuses), without the
+	# graph drivers and the GPG library a node does not need here; and pinns,
+	# its namespace pinner, from the same source.
+	local out=$1 src=$CACHE/src/cri-o-$CRIO_VERSION dir
+	dir=$(go mod download -json "github.com/cri-o/cri-o@$CRIO_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+	[ -d "$dir" ] || { echo "github.com/cri-o/cri-o@$CRIO_VERSION: no module directory" >&2; return 1; }
+	rm -rf "$src" && mkdir -p "$(dirname "$src")" && cp -r "$dir" "$src" && chmod -R u+w "$src"
+	cd "$src"
+	CGO_ENABLED=1 go build -trimpath -ldflags "-s -w" \
+		-tags 'containers_image_openpgp exclude_graphdriver_btrfs exclude_graphdriver_devicemapper' \
+		-o "$out/crio" ./cmd/crio
+	make -C pinns >/dev/null
+	cp bin/pinns "$out/pinns"
+}
+
 build_cni_plugins() { # out
 	local p pkgs=()
 	for p in main/bridge main/loopback main/host-device main/macvlan ipam/host-local ipam/static meta/tuning; do
@@ -181,6 +199,7 @@ testbed() {
 	cached etcd "$ETCD_VERSION" build_etcd
 	cached containerd "$CONTAINERD_VERSION" build_containerd
 	cached runc "$RUNC_VERSION" build_runc
+	cached crio "$CRIO_VERSION" build_crio
 	cached cni-plugins "$CNI_PLUGINS_VERSION" build_cni_plugins
 	cached helm "$HELM_VERSION" build_helm
 	# The e2e suite feeds the daemon's metrics through the alert rules.

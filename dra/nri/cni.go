@@ -261,7 +261,9 @@ func (p *Plugin) del(ctx context.Context, key claims.Key, i, attempts int) error
 	}
 	wait := p.opts.DelBackoff
 	for attempt := 1; ; attempt++ {
-		if err = p.opts.CNI.Del(ctx, runtimeConf(c, c.Networks[i])); err == nil || attempt >= attempts {
+		conf := runtimeConf(c, c.Networks[i])
+		conf.NetNS = p.netns.path(conf.NetNS)
+		if err = p.opts.CNI.Del(ctx, conf); err == nil || attempt >= attempts {
 			break
 		}
 		select {

@@ -315,3 +315,35 @@ func TestHooksDoNotReadTheCheckpoint(t *testing.T) {
 	}
 	bed.assertRestored(t, a)
 }
+
+// A runtime that removes the sandbox's network namespace before its
+// StopPodSandbox reaches the plugin (CRI-O unmounts it first) still gets
+// the devices back: fastpath held the namespace open since the attach,
+// so the veth standing in for a VF is not destroyed with it, and the
+// namespace is let go once the devices are out.
+func TestStopAfterNamespaceRemoved(t *testing.T) {
+	podNS := newNetNS(t)
+	a := netdevClaim("a", "pod-1", newVeth(t), "net1", "10.66.1.2/24")
+	bed, ctx := newTestBed(t, a)
+	if err := bed.hooks.RunPodSandbox(ctx, sandbox("pod-1", podNS)); err != nil {
+		t.Fatal(err)
+	}
+	if n := bed.plugin.netns.held(); n != 1 {
+		t.Fatalf("%d network namespaces held after the attach, want the pod's", n)
+	}
+	// As CRI-O's StopPodSandbox does before it calls the plugins: the
+	// namespace's mount and file go.
+	if err := netns.DeleteNamed(filepath.Base(podNS)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(podNS); !os.IsNotExist(err) {
+		t.Fatalf("%s is still there: %v", podNS, err)
+	}
+	if err := bed.hooks.StopPodSandbox(ctx, sandbox("pod-1", podNS)); err != nil {
+		t.Fatal(err)
+	}
+	bed.assertRestored(t, a)
+	if n := bed.plugin.netns.held(); n != 0 {
+		t.Errorf("%d network namespaces held after the stop, want none", n)
+	}
+}

@@ -152,6 +152,10 @@ type Plugin struct {
 	// no hook takes a pod's lock.
 	life      sync.RWMutex
 	quiescing atomic.Bool
+
+	// netns holds the namespaces of the pods with fastpath's devices or
+	// networks in them.
+	netns netnsHolds
 }
 
 // New returns a plugin; Run connects it to the runtime.
@@ -308,6 +312,7 @@ func (p *Plugin) AttachPod(ctx context.Context, pod Pod) (err error) {
 	defer func() {
 		if err != nil {
 			p.dropNPWG(pod.UID)
+			p.netns.drop([]string{pod.NetNS}, p.netnsInUse)
 			return
 		}
 		p.reportNPWG(ctx, pod)
@@ -337,6 +342,12 @@ func (p *Plugin) AttachPod(ctx context.Context, pod Pod) (err error) {
 	}
 	if pod.NetNS == "" && (len(netdevs) > 0 || len(networks) > 0) {
 		return fmt.Errorf("pod %s has no network namespace: its fastpath devices and CNI networks need one (not hostNetwork)", pod)
+	}
+	if len(netdevs) > 0 || len(networks) > 0 {
+		if err := p.netns.hold(pod.NetNS); err != nil {
+			// The attach says what is wrong with the namespace.
+			logger.V(2).Info("Not holding the pod's network namespace", "err", err)
+		}
 	}
 	start := time.Now()
 	if err := p.attachNetdevs(ctx, pod, netdevs); err != nil {
@@ -508,9 +519,9 @@ func (p *Plugin) detach(ctx context.Context, n podNetdev, netns string) error {
 	start := time.Now()
 	var err error
 	if n.sub != nil {
-		err = p.opts.Attacher.DetachShared(ctx, netns, *n.sub)
+		err = p.opts.Attacher.DetachShared(ctx, p.netns.path(netns), *n.sub)
 	} else {
-		err = p.opts.Attacher.Detach(ctx, netns, n.nd)
+		err = p.opts.Attacher.Detach(ctx, p.netns.path(netns), n.nd)
 	}
 	p.opts.Metrics.Detach(err, time.Since(start))
 	if errors.Is(err, dataplane.ErrDeviceGone) {
@@ -631,7 +642,19 @@ func (p *Plugin) ReleaseClaim(ctx context.Context, key claims.Key) error {
 // not take anything from the sandbox the pod runs in now.
 func (p *Plugin) release(ctx context.Context, cls []claims.Claim, sandbox string) error {
 	var errs []error
+	var namespaces []string
+	defer func() { p.netns.drop(namespaces, p.netnsInUse) }()
 	for _, c := range cls {
+		for _, d := range c.Devices {
+			if d.Attached != nil {
+				namespaces = append(namespaces, d.Attached.NetNS)
+			}
+		}
+		for _, n := range c.Networks {
+			if n.Added {
+				namespaces = append(namespaces, n.NetNS)
+			}
+		}
 		for i := len(c.Devices) - 1; i >= 0; i-- {
 			n, ok := podDevice(c, i)
 			at := c.Devices[i].Attached
@@ -658,6 +681,24 @@ func (p *Plugin) release(ctx context.Context, cls []claims.Claim, sandbox string
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// netnsInUse says whether a record has a device or a network in the
+// network namespace at path.
+func (p *Plugin) netnsInUse(path string) bool {
+	for _, c := range p.opts.Store.View() {
+		for _, d := range c.Devices {
+			if d.Attached != nil && d.Attached.NetNS == path {
+				return true
+			}
+		}
+		for _, n := range c.Networks {
+			if n.Added && n.NetNS == path {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // otherSandbox says whether something recorded in sandbox recorded is not

@@ -570,16 +570,17 @@ func createdConnected(p *corev1.Pod) (bool, error) {
 	if !ok {
 		return false, fmt.Errorf("pod %s: container ID %q", p.Name, p.Status.ContainerStatuses[0].ContainerID)
 	}
-	data, err := os.ReadFile(bed.Config().LogFile("containerd"))
+	data, err := os.ReadFile(bed.Config().LogFile(bed.Config().Runtime))
 	if err != nil {
 		return false, err
 	}
 	connected := false
 	for line := range strings.Lines(string(data)) {
 		switch {
-		case strings.Contains(line, `returns container id \"`+id+`\"`) || strings.Contains(line, `returns container id "`+id+`"`):
+		case strings.Contains(line, `returns container id \"`+id+`\"`) || strings.Contains(line, `returns container id "`+id+`"`) ||
+			strings.Contains(line, `msg="Created container `+id+`:`):
 			return connected, nil
-		case strings.Contains(line, `msg="starting containerd"`):
+		case strings.Contains(line, `msg="starting containerd"`) || strings.Contains(line, `msg="Starting CRI-O`):
 			// A restarted runtime has no plugin until one connects.
 			connected = false
 		case !strings.Contains(line, `10-fastpath`):
@@ -733,7 +734,9 @@ func podProcess(uid string, match func(dir string) bool) int {
 		}
 		dir := filepath.Join("/proc", e.Name())
 		cg, err := os.ReadFile(filepath.Join(dir, "cgroup"))
-		if err == nil && strings.Contains(string(cg), "pod"+uid) && (match == nil || match(dir)) {
+		// CRI-O's conmon runs in the pod's cgroup, outside its
+		// namespaces.
+		if err == nil && strings.Contains(string(cg), "pod"+uid) && comm(dir) != "conmon" && (match == nil || match(dir)) {
 			return pid
 		}
 	}

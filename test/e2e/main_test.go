@@ -101,6 +101,17 @@ var workDir string
 
 // runIn runs the tests with their temporary directories in workDir.
 func runIn(m *testing.M) int {
+	rt, err := bed.RuntimeVersion(context.Background())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: the node's runtime:", err)
+		return 1
+	}
+	vers, err := bed.Config().Versions()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "e2e: Kubernetes %s, runtime %s\n", vers.Kubernetes, rt)
 	dir, err := os.MkdirTemp(bed.Config().SharedDir(), "e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: the bed's shared directory (a bed started before it had one must be restarted):", err)

@@ -233,6 +233,20 @@ func ReadOCIIndex(path string) (Index, error) {
 	return idx, nil
 }
 
+// ReadOCILayout reads an OCI archive's files (index.json, oci-layout and
+// blobs/sha256/...) by their paths in it.
+func ReadOCILayout(path string) (map[string][]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	files, err := untar(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return files, nil
+}
+
 // OCIImage is one platform's image of an OCI archive, read back.
 type OCIImage struct {
 	Platform Platform

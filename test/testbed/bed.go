@@ -49,7 +49,7 @@ func Start(ctx context.Context, cfg Config) (_ *Bed, err error) {
 		return nil, err
 	}
 	bins := binariesIn(cfg.CacheDir, vers)
-	if err := checkBinaries(bins); err != nil {
+	if err := checkBinaries(cfg, bins); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
@@ -127,6 +127,12 @@ func Attach(cfg Config) (*Bed, error) {
 	}
 	if _, ok := st.running(); !ok {
 		return nil, fmt.Errorf("the test bed in %s is not running: start it with `make cluster-up`", cfg.Dir)
+	}
+	if st.Config.Runtime == "" {
+		st.Config.Runtime = RuntimeContainerd
+	}
+	if want := os.Getenv("FASTPATH_RUNTIME"); want != "" && want != st.Config.Runtime {
+		return nil, fmt.Errorf("the test bed in %s runs %s, not %s (FASTPATH_RUNTIME): stop it first with `make cluster-down`", cfg.Dir, st.Config.Runtime, want)
 	}
 	// The bed is the starter's; the chart and images are the caller's
 	// source tree's: a test run attached to a bed another tree started
@@ -362,22 +368,12 @@ func (b *Bed) start(ctx context.Context, bins binaries) error {
 	if err := os.WriteFile(cfg.path("cni", "net.d", "10-fastpath-testbed.conflist"), []byte(cniConfig(cfg)), 0o644); err != nil {
 		return err
 	}
-	ctrdConfig := cfg.path("containerd", "config.toml")
-	if err := os.WriteFile(ctrdConfig, []byte(containerdConfig(cfg, bins)), 0o644); err != nil {
-		return err
-	}
-	ctr := filepath.Join(bins.containerd, "ctr")
-	ctrReady := func(ctx context.Context) error {
-		return exec.CommandContext(ctx, ctr, "--address", cfg.containerdSocket(), "version").Run()
-	}
-	if err := b.run(ctx, "containerd", 30*time.Second, ctrReady,
-		filepath.Join(bins.containerd, "containerd"), "--config", ctrdConfig); err != nil {
-		return err
-	}
-	for _, a := range archives {
-		if err := b.ImportImage(ctx, a); err != nil {
-			return &ComponentError{Component: "containerd", Log: cfg.LogFile("containerd"), Err: err}
+	if cfg.Runtime == RuntimeCRIO {
+		if err := b.startCRIO(ctx, bins, archives); err != nil {
+			return err
 		}
+	} else if err := b.startContainerd(ctx, bins, archives); err != nil {
+		return err
 	}
 
 	kubeletConf := cfg.path("kubelet.yaml")
@@ -398,6 +394,28 @@ func (b *Bed) start(ctx context.Context, bins binaries) error {
 		return err
 	}
 	logger.Info("Test bed ready", "node", cfg.NodeName, "kubeconfig", cfg.Kubeconfig(), "logs", cfg.LogDir())
+	return nil
+}
+
+func (b *Bed) startContainerd(ctx context.Context, bins binaries, archives []string) error {
+	cfg := b.cfg
+	ctrdConfig := cfg.path("containerd", "config.toml")
+	if err := os.WriteFile(ctrdConfig, []byte(containerdConfig(cfg, bins)), 0o644); err != nil {
+		return err
+	}
+	ctr := filepath.Join(bins.containerd, "ctr")
+	ctrReady := func(ctx context.Context) error {
+		return exec.CommandContext(ctx, ctr, "--address", cfg.containerdSocket(), "version").Run()
+	}
+	if err := b.run(ctx, "containerd", 30*time.Second, ctrReady,
+		filepath.Join(bins.containerd, "containerd"), "--config", ctrdConfig); err != nil {
+		return err
+	}
+	for _, a := range archives {
+		if err := b.ImportImage(ctx, a); err != nil {
+			return &ComponentError{Component: "containerd", Log: cfg.LogFile("containerd"), Err: err}
+		}
+	}
 	return nil
 }
 
@@ -428,7 +446,12 @@ func (b *Bed) grantNodeReads(ctx context.Context) error {
 
 // run starts a component, records it, and waits until ready returns nil.
 func (b *Bed) run(ctx context.Context, name string, timeout time.Duration, ready func(context.Context) error, argv ...string) error {
-	p, err := startProcess(name, b.cfg.LogFile(name), []string{"PATH=" + filepath.Dir(argv[0]) + ":" + os.Getenv("PATH")}, argv...)
+	return b.runWith(ctx, name, timeout, ready, []string{"PATH=" + filepath.Dir(argv[0]) + ":" + os.Getenv("PATH")}, argv...)
+}
+
+// runWith is run with env added to the component's environment.
+func (b *Bed) runWith(ctx context.Context, name string, timeout time.Duration, ready func(context.Context) error, env []string, argv ...string) error {
+	p, err := startProcess(name, b.cfg.LogFile(name), env, argv...)
 	if err != nil {
 		return err
 	}
@@ -519,9 +542,10 @@ func teardown(ctx context.Context, cfg Config, st *state) error {
 			}
 		}
 	}
-	// Container processes, then the shims of this bed's containerd.
+	// Container processes, then the shims of this bed's containerd and
+	// the conmons of its CRI-O.
 	errs = append(errs, removeCgroups(cfg.CgroupName))
-	for _, p := range processesMatching(cfg.containerdSocket()) {
+	for _, p := range append(processesMatching(cfg.containerdSocket()), processesMatching(cfg.path("crio", "exits"))...) {
 		errs = append(errs, p.stop(5*time.Second))
 	}
 	errs = append(errs, unmountUnder(cfg.Dir))
@@ -599,12 +623,16 @@ func (b *Bed) deletePodsWhere(ctx context.Context, match func(corev1.Pod) bool) 
 	})
 }
 
-func checkBinaries(bins binaries) error {
-	for _, f := range []string{
+func checkBinaries(cfg Config, bins binaries) error {
+	need := []string{
 		filepath.Join(bins.kubernetes, "kube-apiserver"), filepath.Join(bins.kubernetes, "kubelet"),
 		filepath.Join(bins.etcd, "etcd"), filepath.Join(bins.containerd, "containerd"),
 		filepath.Join(bins.runc, "runc"), filepath.Join(bins.cni, "bridge"), filepath.Join(bins.helm, "helm"),
-	} {
+	}
+	if cfg.Runtime == RuntimeCRIO {
+		need = append(need, filepath.Join(bins.crio, "crio"), filepath.Join(bins.crio, "pinns"), crioConmon)
+	}
+	for _, f := range need {
 		if _, err := os.Stat(f); err != nil {
 			return fmt.Errorf("%s is not built: run `make deps` (test/deps.sh testbed) first: %w", filepath.Base(f), err)
 		}

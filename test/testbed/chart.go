@@ -193,6 +193,13 @@ func (b *Bed) WaitDaemon(ctx context.Context, not types.UID, timeout time.Durati
 // index under the image's name and the content of this machine's platform
 // only, which is what the kubelet runs.
 func (b *Bed) ImportImage(ctx context.Context, archive string) error {
+	if b.cfg.Runtime == RuntimeCRIO {
+		names, err := addToRegistry(b.cfg.registryDir(), archive)
+		if err != nil {
+			return fmt.Errorf("import image %s: %w", archive, err)
+		}
+		return b.pullImages(ctx, names)
+	}
 	vers, err := parseVersions(versionsEnv)
 	if err != nil {
 		return err
@@ -209,6 +216,12 @@ func (b *Bed) ImportImage(ctx context.Context, archive string) error {
 // TagImage gives an image of the runtime's k8s.io namespace another name,
 // as a new release of the same image would have.
 func (b *Bed) TagImage(ctx context.Context, image, name string) error {
+	if b.cfg.Runtime == RuntimeCRIO {
+		if err := tagInRegistry(b.cfg.registryDir(), image, name); err != nil {
+			return err
+		}
+		return b.pullImages(ctx, []string{name})
+	}
 	vers, err := parseVersions(versionsEnv)
 	if err != nil {
 		return err

@@ -67,6 +67,91 @@ state = %[2]q
 		cfg.NRISocket(), cfg.path("nri", "plugins"), cfg.path("nri", "conf.d"), cfg.CDIDir())
 }
 
+// crioConfig is CRI-O's configuration, in every path the bed's own; with
+// the same NRI socket, CNI and CDI directories and runc as containerd's.
+func crioConfig(cfg Config, bins binaries) string {
+	return fmt.Sprintf(`[crio]
+root = %[1]q
+runroot = %[2]q
+storage_driver = "overlay"
+log_dir = %[3]q
+version_file = %[4]q
+version_file_persist = %[5]q
+clean_shutdown_file = %[6]q
+
+[crio.api]
+listen = %[7]q
+
+[crio.runtime]
+default_runtime = "runc"
+cgroup_manager = "cgroupfs"
+conmon_cgroup = "pod"
+namespaces_dir = %[8]q
+pinns_path = %[9]q
+container_exits_dir = %[10]q
+container_attach_socket_dir = %[11]q
+cdi_spec_dirs = [%[12]q]
+hooks_dir = []
+irqbalance_config_file = ""
+irqbalance_config_restore_file = ""
+log_to_journald = false
+# The bed's pods use no host ports, and the node has no iptables.
+disable_hostport_mapping = true
+
+[crio.runtime.runtimes.runc]
+runtime_path = %[13]q
+runtime_root = %[14]q
+runtime_type = "oci"
+monitor_path = %[15]q
+monitor_cgroup = "pod"
+
+[crio.image]
+pause_image = %[16]q
+pause_command = "/pause"
+signature_policy = %[17]q
+signature_policy_dir = %[24]q
+insecure_registries = ["127.0.0.1:%[18]d"]
+
+[crio.network]
+network_dir = %[19]q
+plugin_dirs = [%[20]q]
+
+[crio.nri]
+enable_nri = true
+nri_listen = %[21]q
+nri_plugin_dir = %[22]q
+nri_plugin_config_dir = %[23]q
+`,
+		cfg.path("crio", "root"), cfg.path("crio", "run"), cfg.path("crio", "pod-logs"),
+		cfg.path("crio", "version"), cfg.path("crio", "version-persist"), cfg.path("crio", "clean.shutdown"),
+		cfg.crioSocket(),
+		cfg.path("crio", "ns"), filepath.Join(bins.crio, "pinns"),
+		cfg.path("crio", "exits"), cfg.path("crio", "attach"), cfg.CDIDir(),
+		cfg.crioRunc(), cfg.path("runc"), crioConmon,
+		PauseImage, cfg.path("crio", "policy.json"), cfg.RegistryPort,
+		cfg.path("cni", "net.d"), bins.cni,
+		cfg.NRISocket(), cfg.path("nri", "plugins"), cfg.path("nri", "conf.d"),
+		cfg.path("crio", "policies"))
+}
+
+// crioConmon is conmon, Debian's package's.
+const crioConmon = "/usr/bin/conmon"
+
+// crioRegistries sends CRI-O's pulls of the bed's images to its registry.
+func crioRegistries(cfg Config) string {
+	return fmt.Sprintf(`unqualified-search-registries = []
+
+[[registry]]
+prefix = %q
+location = "127.0.0.1:%d"
+insecure = true
+`, registryDomain, cfg.RegistryPort)
+}
+
+// crioPolicy accepts every image: the bed's own, unsigned.
+const crioPolicy = `{"default": [{"type": "insecureAcceptAnything"}]}
+`
+
 // cniConfig is the primary pod network: a bridge with host-local IPAM.
 func cniConfig(cfg Config) string {
 	return fmt.Sprintf(`{
@@ -115,7 +200,7 @@ syncFrequency: 10s
 # backoff (up to 5 minutes) would keep it waiting.
 crashLoopBackOff: {maxContainerRestartPeriod: 2s}
 `, cfg.NodeIP, cfg.KubeletPort, cfg.KubeletHealthzPort, p.file("ca.crt"), cfg.CgroupName,
-		cfg.containerdSocket(), cfg.path("pod-logs"), featureGatesYAML(cfg.FeatureGates))
+		cfg.runtimeSocket(), cfg.path("pod-logs"), featureGatesYAML(cfg.FeatureGates))
 }
 
 func featureGatesYAML(gates map[string]bool) string {

@@ -22,6 +22,10 @@ type Config struct {
 	// Default: found by walking up from the working directory.
 	RepoDir string
 
+	// Runtime is the node's container runtime: RuntimeContainerd (the
+	// default) or RuntimeCRIO; $FASTPATH_RUNTIME.
+	Runtime string
+
 	NodeName string // fastpath-node
 	// LinkPrefix starts the name of every link the bed creates; cleanup
 	// deletes only links with it (and the pod veths on the bed's bridge).
@@ -47,6 +51,8 @@ type Config struct {
 	// below the ephemeral range (32768-60999), so no outgoing connection
 	// holds one when the bed starts.
 	APIServerPort, EtcdPort, SchedulerPort, ControllerManagerPort, KubeletPort, KubeletHealthzPort int
+	// RegistryPort serves the bed's images to a CRI-O node.
+	RegistryPort int
 }
 
 // Defaults returns c with every unset field filled in.
@@ -75,6 +81,12 @@ func (c Config) Defaults() (Config, error) {
 		}
 		c.RepoDir = dir
 	}
+	if c.Runtime == "" {
+		c.Runtime = envOr("FASTPATH_RUNTIME", RuntimeContainerd)
+	}
+	if c.Runtime != RuntimeContainerd && c.Runtime != RuntimeCRIO {
+		return c, fmt.Errorf("runtime %q (FASTPATH_RUNTIME): the bed runs %s or %s", c.Runtime, RuntimeContainerd, RuntimeCRIO)
+	}
 	if c.NodeName == "" {
 		c.NodeName = "fastpath-node"
 	}
@@ -102,8 +114,15 @@ func (c Config) Defaults() (Config, error) {
 	setDefault(&c.ControllerManagerPort, 26457)
 	setDefault(&c.KubeletPort, 26250)
 	setDefault(&c.KubeletHealthzPort, 26248)
+	setDefault(&c.RegistryPort, 26510)
 	return c, nil
 }
+
+// The node's container runtimes.
+const (
+	RuntimeContainerd = "containerd"
+	RuntimeCRIO       = "crio"
+)
 
 // DefaultFeatureGates are the bed's feature gates beyond its Kubernetes'
 // defaults: DRAListTypeAttributes (alpha in 1.37), for fastpathd's
@@ -167,9 +186,12 @@ func (c Config) Kubeconfig() string { return c.path("admin.kubeconfig") }
 // a directory of its own, which a DaemonSet mounts (as /var/run/nri).
 func (c Config) NRISocket() string { return c.path("nri", "nri.sock") }
 
-// NetnsDir is where containerd mounts pod network namespaces (below its CRI
+// NetnsDir is where the runtime mounts pod network namespaces (below its
 // state directory, so the bed finds and removes exactly its own).
 func (c Config) NetnsDir() string {
+	if c.Runtime == RuntimeCRIO {
+		return c.path("crio", "ns", "netns")
+	}
 	return c.path("containerd", "state", "io.containerd.grpc.v1.cri", "netns")
 }
 
@@ -251,7 +273,16 @@ func (c Config) Kubectl() string {
 }
 
 func (c Config) containerdSocket() string { return c.path("containerd", "containerd.sock") }
-func (c Config) stateFile() string        { return c.path("bed.json") }
-func (c Config) lockFile() string         { return c.path(".lock") }
-func (c Config) nodeLink() string         { return c.LinkPrefix + "node0" }
-func (c Config) bridge() string           { return c.LinkPrefix + "br0" }
+func (c Config) crioSocket() string       { return c.path("crio", "crio.sock") }
+
+// runtimeSocket is the CRI socket of the node's runtime.
+func (c Config) runtimeSocket() string {
+	if c.Runtime == RuntimeCRIO {
+		return c.crioSocket()
+	}
+	return c.containerdSocket()
+}
+func (c Config) stateFile() string { return c.path("bed.json") }
+func (c Config) lockFile() string  { return c.path(".lock") }
+func (c Config) nodeLink() string  { return c.LinkPrefix + "node0" }
+func (c Config) bridge() string    { return c.LinkPrefix + "br0" }

@@ -52,7 +52,12 @@ func buildImages(ctx context.Context, cfg Config, dir string) ([]string, error) 
 		{Tags: []string{DPDKImage}, Entrypoint: []string{"/workload"}, Files: append(slices.Clone(files), dpdk...)},
 	} {
 		path := filepath.Join(dir, strings.NewReplacer("fastpath.local/", "", ":dev", "").Replace(img.Tags[0])+".tar")
-		if err := images.WriteArchive(path, img); err != nil {
+		write := func() error { return images.WriteArchive(path, img) }
+		if cfg.Runtime == RuntimeCRIO {
+			// The bed's registry serves OCI archives (CRI-O pulls).
+			write = func() error { _, err := images.WriteOCIArchive(path, img); return err }
+		}
+		if err := write(); err != nil {
 			return nil, fmt.Errorf("write image %s: %w", img.Tags[0], err)
 		}
 		archives = append(archives, path)

@@ -27,7 +27,7 @@ func Leftovers(cfg Config) []string {
 	needles := []string{cfg.Dir + "/"}
 	if v, err := parseVersions(versionsEnv); err == nil {
 		b := binariesIn(cfg.CacheDir, v)
-		for _, dir := range []string{b.kubernetes, b.etcd, b.containerd, b.runc, b.cni, b.helm} {
+		for _, dir := range []string{b.kubernetes, b.etcd, b.containerd, b.runc, b.cni, b.helm, b.crio} {
 			needles = append(needles, dir+"/")
 		}
 	}

@@ -14,6 +14,8 @@ var versionsEnv string
 // same versions.env file so the two never disagree.
 type Versions struct {
 	Kubernetes, Etcd, Containerd, Runc, CNIPlugins, Helm string
+	// CRIO is the CRI-O version of a CRI-O node.
+	CRIO string
 }
 
 func parseVersions(text string) (Versions, error) {
@@ -36,9 +38,11 @@ func parseVersions(text string) (Versions, error) {
 		Runc:       kv["RUNC_VERSION"],
 		CNIPlugins: kv["CNI_PLUGINS_VERSION"],
 		Helm:       kv["HELM_VERSION"],
+		CRIO:       kv["CRIO_VERSION"],
 	}
 	for name, val := range map[string]string{"K8S_VERSION": v.Kubernetes, "ETCD_VERSION": v.Etcd,
-		"CONTAINERD_VERSION": v.Containerd, "RUNC_VERSION": v.Runc, "CNI_PLUGINS_VERSION": v.CNIPlugins, "HELM_VERSION": v.Helm} {
+		"CONTAINERD_VERSION": v.Containerd, "RUNC_VERSION": v.Runc, "CNI_PLUGINS_VERSION": v.CNIPlugins, "HELM_VERSION": v.Helm,
+		"CRIO_VERSION": v.CRIO} {
 		if val == "" {
 			return Versions{}, fmt.Errorf("versions.env: %s is not set", name)
 		}
@@ -50,6 +54,8 @@ func parseVersions(text string) (Versions, error) {
 // and version under the cache directory.
 type binaries struct {
 	kubernetes, etcd, containerd, runc, cni, helm string
+	// crio holds crio and pinns.
+	crio string
 }
 
 func binariesIn(cache string, v Versions) binaries {
@@ -61,6 +67,7 @@ func binariesIn(cache string, v Versions) binaries {
 		runc:       dir("runc", v.Runc),
 		cni:        dir("cni-plugins", v.CNIPlugins),
 		helm:       dir("helm", v.Helm),
+		crio:       dir("crio", v.CRIO),
 	}
 }
 
