@@ -178,6 +178,16 @@ e2e: ## end-to-end tests on a real single-node Kubernetes (root; uses a running 
 # -9 during RunPodSandbox, a rolling upgrade with pods starting.
 CRIO_E2E = TestDataplaneNetdev|TestVFIO|TestSharedNIC|TestCNI|TestNPWG|TestFaultKillInSandbox|TestRollingUpgrade
 
+# MATRIX_E2E are the e2e cases e2e-matrix runs in each cell: a netdev
+# claim and its status, a vfio stand-in, a shared sub-interface, CNI
+# claims, NPWG networks, a kill -9 mid-start, a rolling upgrade with pods
+# running, device metadata where the version has it.
+MATRIX_E2E = TestDataplaneNetdev|TestVFIO|TestSharedNIC|TestCNI|TestNPWG|TestFaultKillInSandbox|TestRollingUpgrade|TestDeviceMetadata
+
+.PHONY: e2e-matrix
+e2e-matrix: ## the core e2e cases (MATRIX_E2E) on each cell of the platform matrix, Kubernetes 1.34 to 1.37 with containerd 2.2 and 1.37 with containerd 2.0 and 1.7, a bed of its own each; MATRIX_CELLS="v1.34.4/v2.2.9 ..." for some (root)
+	GO=$(GO) MATRIX_E2E='$(MATRIX_E2E)' test/matrix.sh
+
 .PHONY: e2e-crio
 e2e-crio: ## the core e2e cases (CRIO_E2E) on a CRI-O node: a bed of its own, started and stopped (root)
 	$(DEPS) testbed

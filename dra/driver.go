@@ -151,6 +151,9 @@ type Options struct {
 	// again once it has room): Prepare refuses claims that would write it
 	// meanwhile, before doing anything. Nil: none are refused.
 	StoreFault func() error
+	// SliceFeatures are what the API server keeps of a ResourceSlice
+	// (kubelet.ProbeSliceFeatures); the zero value means all of them.
+	SliceFeatures *kubelet.SliceFeatures
 }
 
 // Driver is fastpath's DRA kubelet plugin for driver fastpath.dev.
@@ -236,6 +239,9 @@ func New(opts Options) (*Driver, error) {
 	}
 	d := &Driver{opts: opts, pools: opts.IPPools, inventory: map[string]devices.Device{}, released: map[string]releasedDevice{}, errs: kubelet.Errors{Metrics: opts.Metrics}}
 	d.slices = kubelet.NewPublisher(opts.Client, devices.DriverName, opts.NodeName, d.publishResult)
+	if opts.SliceFeatures != nil {
+		d.slices.SetFeatures(*opts.SliceFeatures)
+	}
 	d.health = newHealth(opts.Health, opts.NodeName, opts.Store, opts.HealthChecks, opts.Events)
 	d.health.changed = d.republish
 	if opts.Binding.Selector != nil {

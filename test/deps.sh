@@ -21,6 +21,13 @@ set -euo pipefail
 CACHE=${FASTPATH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fastpath}
 # shellcheck source=testbed/versions.env
 source "$(dirname "${BASH_SOURCE[0]}")/testbed/versions.env"
+# A bed of another release (make e2e-matrix): its Kubernetes (the staging
+# modules at the matching v0 version) and its containerd.
+if [ -n "${FASTPATH_K8S_VERSION:-}" ]; then
+	K8S_VERSION=$FASTPATH_K8S_VERSION
+	K8S_STAGING=v0.${K8S_VERSION#v1.}
+fi
+CONTAINERD_VERSION=${FASTPATH_CONTAINERD_VERSION:-$CONTAINERD_VERSION}
 # shellcheck source=vm/versions.env
 source "$(dirname "${BASH_SOURCE[0]}")/vm/versions.env"
 # shellcheck source=images/versions.env
@@ -138,11 +145,13 @@ build_etcd() { # out
 }
 
 build_containerd() { # out
+	local mod=github.com/containerd/containerd/v2
+	case $CONTAINERD_VERSION in v1.*) mod=github.com/containerd/containerd ;; esac
 	GOBIN=$1 CGO_ENABLED=0 go install -trimpath \
-		-ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION" \
-		"github.com/containerd/containerd/v2/cmd/containerd@$CONTAINERD_VERSION" \
-		"github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$CONTAINERD_VERSION" \
-		"github.com/containerd/containerd/v2/cmd/ctr@$CONTAINERD_VERSION"
+		-ldflags "-s -w -X $mod/version.Version=$CONTAINERD_VERSION" \
+		"$mod/cmd/containerd@$CONTAINERD_VERSION" \
+		"$mod/cmd/containerd-shim-runc-v2@$CONTAINERD_VERSION" \
+		"$mod/cmd/ctr@$CONTAINERD_VERSION"
 }
 
 build_runc() { # out

@@ -561,6 +561,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	if err := waitForRuntime(ctx, plugin, o.nriSocket); err != nil {
 		return err
 	}
+	features, pfCounters, binding := clusterFeatures(ctx, client, o, events, m)
 	var numaLists map[int64][]int64
 	if o.numaNodeList {
 		if numaLists, err = devices.NUMANodeLists(o.SysfsRoot); err != nil {
@@ -570,18 +571,18 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 			logger.Info("--numa-node-list: the node reports no NUMA node; its devices publish no numaNode")
 		}
 	}
-	binding := dra.BindingOptions{Timeout: o.bindingTimeout, Selector: o.bindingSelector}
 	driver, err := dra.New(dra.Options{
 		NodeName: o.nodeName, Client: client, PluginDir: o.pluginDir, RegistryDir: o.registryDir,
 		StateDir: o.stateDir, CDIDir: o.cdiDir, MemifDir: o.MemifDir, BPFDir: o.bpfDir,
 		Store: store, Status: writer, Runtime: plugin, Metrics: m, PodUID: types.UID(o.podUID),
 		Health: o.health, HealthChecks: dra.LiveChecks{Attacher: attacher}, Events: events,
-		PCI: dataplane.PCIBinder{SysfsRoot: o.SysfsRoot, DevRoot: o.devRoot}, IPPools: o.ipPools, AllowPFWithVFs: o.allowPFWithVFs, PFCounters: o.pfCounters,
+		PCI: dataplane.PCIBinder{SysfsRoot: o.SysfsRoot, DevRoot: o.devRoot}, IPPools: o.ipPools, AllowPFWithVFs: o.allowPFWithVFs, PFCounters: pfCounters,
 		NUMANodeLists: numaLists, Binding: binding, InterfaceSysctls: o.interfaceSysctls,
 		DeviceInfoDir: o.npwg.driverDeviceInfoDir(),
 		PodNetworks:   podNetworkGetter(nriOpts.PodNetworks),
 		Metadata:      meta,
 		StoreFault:    storeWatch.Err,
+		SliceFeatures: &features,
 	})
 	if err != nil {
 		return err
@@ -654,6 +655,57 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	return srv.shutdown(shutdownCtx)
+}
+
+// clusterFeatures probes which DRA features of a ResourceSlice the API
+// server keeps, and turns off, with one log line each, an event on the
+// node and fastpath_cluster_feature at 0, what this node would publish
+// and the cluster cannot serve: shared counters (--pf-counters: the
+// DeviceClasses' CEL guard still keeps a PF with VFs from tenants),
+// binding conditions (--binding-conditions), a device shared by several
+// claims (shared mode: each such device is given to one claim at a time)
+// and device taints (an unhealthy device is left out of the slices).
+func clusterFeatures(ctx context.Context, client kubernetes.Interface, o runOptions, events record.EventRecorder, m *metrics.Metrics) (kubelet.SliceFeatures, bool, dra.BindingOptions) {
+	logger := klog.FromContext(ctx)
+	binding := dra.BindingOptions{Timeout: o.bindingTimeout, Selector: o.bindingSelector}
+	f, err := kubelet.ProbeSliceFeatures(ctx, client, devices.DriverName, o.nodeName)
+	if err != nil {
+		logger.Error(err, "Could not tell which DRA features the API server serves: publishing as if all")
+	}
+	type feature struct {
+		name, gate, consequence string
+		on                      bool
+	}
+	all := []feature{
+		{"taints", "DRADeviceTaints", "an unhealthy device is left out of the ResourceSlices rather than tainted", f.Taints},
+		{"counters", "DRAPartitionableDevices", "--pf-counters is turned off: the DeviceClasses' CEL guard keeps a PF with VFs from tenants", f.Counters},
+		{"multiple_allocations", "DRAConsumableCapacity", "a shared-mode device is given to one claim at a time", f.MultipleAllocations},
+		{"binding_conditions", "DRADeviceBindingConditions", "--binding-conditions is turned off: devices are published without binding conditions", f.BindingConditions},
+	}
+	if !o.pfCounters {
+		all[1].consequence = "nothing needs it (--pf-counters is not set): the DeviceClasses' CEL guard keeps a PF with VFs from tenants"
+	}
+	if o.bindingSelector == nil {
+		all[3].consequence = "nothing needs it (--binding-conditions is not set)"
+	}
+	on := map[string]float64{}
+	for _, x := range all {
+		on[x.name] = 0
+		if x.on {
+			on[x.name] = 1
+			continue
+		}
+		msg := fmt.Sprintf("The API server does not serve this DRA feature (feature gate %s off): %s", x.gate, x.consequence)
+		logger.Info(msg, "feature", x.name)
+		events.Event(&corev1.ObjectReference{Kind: "Node", Name: o.nodeName, UID: types.UID(o.nodeName)}, corev1.EventTypeWarning, "DRAFeatureOff", msg)
+	}
+	m.GaugeByLabel("cluster_feature", "The DRA features of a ResourceSlice the API server serves (1) or not (0), as found at start; what needs one it lacks is off.", "feature",
+		func() map[string]float64 { return on })
+	pfCounters := o.pfCounters && f.Counters
+	if !f.BindingConditions {
+		binding.Selector = nil
+	}
+	return f, pfCounters, binding
 }
 
 // eventRecorder records events (device health on the node and on pods)

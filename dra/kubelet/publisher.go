@@ -80,6 +80,9 @@ type Publisher struct {
 	// new ones over them as soon as it sees them, rather than allocating
 	// a device that is gone.
 	firstGeneration func() int64
+	// features are what the API server keeps of a slice: what it lacks
+	// is taken out of what want gives (SliceFeatures.Strip).
+	features SliceFeatures
 }
 
 // writtenSlice is a slice this daemon wrote, or found as it wanted it:
@@ -99,8 +102,12 @@ const pageSize = 4
 func NewPublisher(client kubernetes.Interface, driver, node string, result func(context.Context, error)) *Publisher {
 	return &Publisher{client: client, driver: driver, node: node, result: result,
 		wake: make(chan struct{}, 1), written: map[string]writtenSlice{}, retryFirst: publishRetryFirst,
-		firstGeneration: func() int64 { return time.Now().Unix() }}
+		firstGeneration: func() int64 { return time.Now().Unix() }, features: AllSliceFeatures}
 }
+
+// SetFeatures says what the API server keeps of a slice (ProbeSliceFeatures),
+// before Run.
+func (p *Publisher) SetFeatures(f SliceFeatures) { p.features = f }
 
 // publish makes what want gives what the node's slices hold; run writes
 // it.
@@ -249,6 +256,7 @@ func (p *Publisher) sync(ctx context.Context, want *resourceslice.DriverResource
 	if err := p.lookUpNode(ctx); err != nil {
 		return "", err
 	}
+	p.features.Strip(want)
 	digests := make(map[string][]uint64, len(want.Pools))
 	for name, pool := range want.Pools {
 		for _, s := range pool.Slices {

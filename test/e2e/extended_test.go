@@ -33,7 +33,7 @@ func TestExtendedResource(t *testing.T) {
 	orig := dataplaneSetup(t, ctx, 79, 26277)[0]
 
 	// The class as the chart renders it, over the one of deploy/.
-	v, err := testbed.BedVersions()
+	v, err := bed.Config().Versions()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -589,7 +589,7 @@ func simPodsState(t *testing.T, ctx context.Context, client kubernetes.Interface
 // its release is uninstalled), and waits until they are served.
 func installPodNetworkCRDs(t *testing.T, ctx context.Context) {
 	t.Helper()
-	v, err := testbed.BedVersions()
+	v, err := bed.Config().Versions()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,6 +65,10 @@ pools:
 		"--share", fmt.Sprintf(`device.attributes["fastpath.dev"].ifName == %q`, parent.Attrs().Name),
 		"--share-interfaces", "8", "--share-bandwidth-mbps", "1000", "--ip-pools", pools)
 	device := "netdev-" + parent.Attrs().Name
+	if gaugeValue(scrapeMetrics(t, ctx, 26300), `fastpath_cluster_feature{feature="multiple_allocations"}`) == 0 {
+		sharedWithoutConsumableCapacity(t, ctx, device)
+		return
+	}
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		s, err := nodeSlices(ctx)
 		if err != nil {
@@ -301,4 +305,65 @@ func podState(ctx context.Context, name string) string {
 		}
 	}
 	return b.String()
+}
+
+// sharedWithoutConsumableCapacity is TestSharedNIC on a cluster whose API
+// server does not serve DRAConsumableCapacity (Kubernetes 1.34's
+// default): fastpathd says so at start, in an event on the node, and
+// publishes the shared device for one claim at a time; a pod's claim gets
+// it, with its macvlan and an address from the pool, and a second pod
+// waits until the first goes.
+func sharedWithoutConsumableCapacity(t *testing.T, ctx context.Context, device string) {
+	t.Helper()
+	var said string
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		events, err := bed.Client().CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Node,reason=DRAFeatureOff"})
+		if err != nil {
+			return false, nil
+		}
+		for _, e := range events.Items {
+			if strings.Contains(e.Message, "DRAConsumableCapacity") {
+				said = e.Message
+				return true, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		t.Fatal("no DRAFeatureOff event on the node names DRAConsumableCapacity")
+	}
+	t.Logf("the node's event: %s", said)
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		s, err := nodeSlices(ctx)
+		if err != nil {
+			return false, nil
+		}
+		for _, sl := range s {
+			for _, dev := range sl.Spec.Devices {
+				if dev.Name == device {
+					return dev.AllowMultipleAllocations == nil, nil
+				}
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("%s was never published for one claim at a time", device)
+	}
+	tmpl := claimTemplate(t, ctx, "e2e-shared", "fast", "shared.fastpath.dev", `device.attributes["fastpath.dev"].kind == "netdev"`,
+		&v1alpha1.InterfaceConfig{Interface: &v1alpha1.InterfaceSpec{Name: "fast0"}, IPAM: &v1alpha1.IPAMSpec{Pool: "fast"}})
+	pod := func(i int) *corev1.Pod {
+		return claimPod(fmt.Sprintf("e2e-shared-%d", i), "ifaces", &corev1.PodResourceClaim{Name: "fast", ResourceClaimTemplateName: &tmpl.Name})
+	}
+	first, second := pod(0), pod(1)
+	createPod(t, ctx, first)
+	addr := sharedAddress(t, ctx, first.Name)
+	t.Logf("%s runs with fast0 %s", first.Name, addr)
+	createPod(t, ctx, second)
+	if _, err := bed.WaitPod(ctx, "default", second.Name, 10*time.Second, func(p *corev1.Pod) (bool, error) { return p.Spec.NodeName != "", nil }); err == nil {
+		t.Fatalf("%s was scheduled while %s holds the device", second.Name, first.Name)
+	}
+	if err := bed.DeletePod(ctx, "default", first.Name); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s runs with fast0 %s once %s is gone", second.Name, sharedAddress(t, ctx, second.Name), first.Name)
 }

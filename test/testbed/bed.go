@@ -44,7 +44,7 @@ func Start(ctx context.Context, cfg Config) (_ *Bed, err error) {
 	if cfg, err = cfg.Defaults(); err != nil {
 		return nil, err
 	}
-	vers, err := parseVersions(versionsEnv)
+	vers, err := cfg.Versions()
 	if err != nil {
 		return nil, err
 	}

@@ -200,7 +200,7 @@ func (b *Bed) ImportImage(ctx context.Context, archive string) error {
 		}
 		return b.pullImages(ctx, names)
 	}
-	vers, err := parseVersions(versionsEnv)
+	vers, err := b.cfg.Versions()
 	if err != nil {
 		return err
 	}
@@ -222,7 +222,7 @@ func (b *Bed) TagImage(ctx context.Context, image, name string) error {
 		}
 		return b.pullImages(ctx, []string{name})
 	}
-	vers, err := parseVersions(versionsEnv)
+	vers, err := b.cfg.Versions()
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // The configuration files of the node's components. Everything points into
@@ -11,6 +12,9 @@ import (
 // /var/lib/containerd.
 
 func containerdConfig(cfg Config, bins binaries) string {
+	if v, err := cfg.Versions(); err == nil && strings.HasPrefix(v.Containerd, "v1.") {
+		return containerd17Config(cfg, bins)
+	}
 	return fmt.Sprintf(`version = 3
 root = %[1]q
 state = %[2]q
@@ -57,6 +61,56 @@ state = %[2]q
   # Pods may require NRI plugins (required-plugins.noderesource.dev).
   [plugins.'io.containerd.nri.v1.nri'.default_validator]
     enable = true
+`,
+		cfg.path("containerd", "root"), cfg.path("containerd", "state"),
+		cfg.containerdSocket(), cfg.containerdSocket()+".ttrpc",
+		cfg.path("containerd", "opt"),
+		PauseImage,
+		filepath.Join(bins.runc, "runc"), cfg.path("runc"),
+		bins.cni, cfg.path("cni", "net.d"),
+		cfg.NRISocket(), cfg.path("nri", "plugins"), cfg.path("nri", "conf.d"), cfg.CDIDir())
+}
+
+// containerd17Config is containerdConfig in containerd 1.7's format
+// (version 2: the CRI plugin one table), for a bed of containerd 1.7. Its
+// NRI has no default validator.
+func containerd17Config(cfg Config, bins binaries) string {
+	return fmt.Sprintf(`version = 2
+root = %[1]q
+state = %[2]q
+
+[grpc]
+  address = %[3]q
+[ttrpc]
+  address = %[4]q
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = %[5]q
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = %[6]q
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  enable_cdi = true
+  cdi_spec_dirs = [%[14]q]
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        BinaryName = %[7]q
+        Root = %[8]q
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = %[9]q
+    conf_dir = %[10]q
+
+[plugins."io.containerd.nri.v1.nri"]
+  disable = false
+  socket_path = %[11]q
+  plugin_path = %[12]q
+  plugin_config_path = %[13]q
 `,
 		cfg.path("containerd", "root"), cfg.path("containerd", "state"),
 		cfg.containerdSocket(), cfg.containerdSocket()+".ttrpc",

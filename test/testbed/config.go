@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 )
 
 // Config says where the bed keeps its state and how it is wired. The zero
@@ -25,6 +27,11 @@ type Config struct {
 	// Runtime is the node's container runtime: RuntimeContainerd (the
 	// default) or RuntimeCRIO; $FASTPATH_RUNTIME.
 	Runtime string
+	// KubernetesVersion and ContainerdVersion replace versions.env's, for
+	// a bed of another release (make e2e-matrix); test/deps.sh builds them
+	// with the same variables. $FASTPATH_K8S_VERSION,
+	// $FASTPATH_CONTAINERD_VERSION.
+	KubernetesVersion, ContainerdVersion string
 
 	NodeName string // fastpath-node
 	// LinkPrefix starts the name of every link the bed creates; cleanup
@@ -84,6 +91,12 @@ func (c Config) Defaults() (Config, error) {
 	if c.Runtime == "" {
 		c.Runtime = envOr("FASTPATH_RUNTIME", RuntimeContainerd)
 	}
+	if c.KubernetesVersion == "" {
+		c.KubernetesVersion = os.Getenv("FASTPATH_K8S_VERSION")
+	}
+	if c.ContainerdVersion == "" {
+		c.ContainerdVersion = os.Getenv("FASTPATH_CONTAINERD_VERSION")
+	}
 	if c.Runtime != RuntimeContainerd && c.Runtime != RuntimeCRIO {
 		return c, fmt.Errorf("runtime %q (FASTPATH_RUNTIME): the bed runs %s or %s", c.Runtime, RuntimeContainerd, RuntimeCRIO)
 	}
@@ -106,7 +119,11 @@ func (c Config) Defaults() (Config, error) {
 		c.ServiceCIDR = netip.MustParsePrefix("10.215.0.0/24")
 	}
 	if c.FeatureGates == nil {
-		c.FeatureGates = maps.Clone(DefaultFeatureGates)
+		v, err := c.Versions()
+		if err != nil {
+			return c, err
+		}
+		c.FeatureGates = defaultFeatureGates(v.Kubernetes)
 	}
 	setDefault(&c.APIServerPort, 26443)
 	setDefault(&c.EtcdPort, 22379) // and EtcdPort+1 for peers
@@ -129,6 +146,30 @@ const (
 // --numa-node-list. The other DRA features fastpath uses are on by default
 // in the bed's Kubernetes.
 var DefaultFeatureGates = map[string]bool{"DRAListTypeAttributes": true}
+
+// defaultFeatureGates are DefaultFeatureGates for a bed of Kubernetes
+// version: those it knows. A bed of 1.34 needs KubeletCrashLoopBackOffMax
+// (alpha there, on by default from 1.35) for the kubelet's short restart
+// backoff; DRAListTypeAttributes is 1.37's.
+func defaultFeatureGates(version string) map[string]bool {
+	gates := maps.Clone(DefaultFeatureGates)
+	minor := kubeMinor(version)
+	if minor < 37 {
+		delete(gates, "DRAListTypeAttributes")
+	}
+	if minor < 35 {
+		gates["KubeletCrashLoopBackOffMax"] = true
+	}
+	return gates
+}
+
+// kubeMinor is the minor of a Kubernetes version ("v1.34.4": 34), or 0.
+func kubeMinor(version string) int {
+	rest, _ := strings.CutPrefix(version, "v1.")
+	minor, _, _ := strings.Cut(rest, ".")
+	n, _ := strconv.Atoi(minor)
+	return n
+}
 
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
@@ -229,7 +270,7 @@ func (c Config) CNIConfDir() string { return c.path("cni", "net.d") }
 // CNIBinDir holds the reference CNI plugins test/deps.sh builds (bridge,
 // host-device, macvlan, tuning, host-local, static, loopback).
 func (c Config) CNIBinDir() string {
-	v, err := parseVersions(versionsEnv)
+	v, err := c.Versions()
 	if err != nil {
 		return ""
 	}
@@ -237,11 +278,23 @@ func (c Config) CNIBinDir() string {
 }
 
 // Versions are the versions of the bed's components.
-func (c Config) Versions() (Versions, error) { return parseVersions(versionsEnv) }
+func (c Config) Versions() (Versions, error) {
+	v, err := parseVersions(versionsEnv)
+	if err != nil {
+		return v, err
+	}
+	if c.KubernetesVersion != "" {
+		v.Kubernetes = c.KubernetesVersion
+	}
+	if c.ContainerdVersion != "" {
+		v.Containerd = c.ContainerdVersion
+	}
+	return v, nil
+}
 
 // Helm is the helm test/deps.sh builds.
 func (c Config) Helm() string {
-	v, err := parseVersions(versionsEnv)
+	v, err := c.Versions()
 	if err != nil {
 		return "helm"
 	}
@@ -265,7 +318,7 @@ func (c Config) Chart() string { return filepath.Join(c.RepoDir, "deploy", "helm
 
 // Kubectl is the kubectl built with the bed's Kubernetes.
 func (c Config) Kubectl() string {
-	v, err := parseVersions(versionsEnv)
+	v, err := c.Versions()
 	if err != nil {
 		return "kubectl"
 	}

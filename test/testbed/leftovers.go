@@ -25,7 +25,7 @@ func Leftovers(cfg Config) []string {
 	// The bed's components run from its builds in the cache; other
 	// programs' files there (a VM's kernel) are not the bed's.
 	needles := []string{cfg.Dir + "/"}
-	if v, err := parseVersions(versionsEnv); err == nil {
+	if v, err := cfg.Versions(); err == nil {
 		b := binariesIn(cfg.CacheDir, v)
 		for _, dir := range []string{b.kubernetes, b.etcd, b.containerd, b.runc, b.cni, b.helm, b.crio} {
 			needles = append(needles, dir+"/")

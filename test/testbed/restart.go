@@ -125,7 +125,7 @@ func (b *Bed) component(name string) (process, *state, error) {
 func (b *Bed) readiness(name string) (func(context.Context) error, error) {
 	switch name {
 	case Containerd:
-		vers, err := parseVersions(versionsEnv)
+		vers, err := b.cfg.Versions()
 		if err != nil {
 			return nil, err
 		}

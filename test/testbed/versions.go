@@ -3,6 +3,7 @@ package testbed
 import (
 	_ "embed"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 )
@@ -71,5 +72,9 @@ func binariesIn(cache string, v Versions) binaries {
 	}
 }
 
-// BedVersions are the versions of the components this test bed runs.
-func BedVersions() (Versions, error) { return parseVersions(versionsEnv) }
+// BedVersions are the versions of the components a test bed of this
+// process's environment runs ($FASTPATH_K8S_VERSION and
+// $FASTPATH_CONTAINERD_VERSION over versions.env's).
+func BedVersions() (Versions, error) {
+	return Config{KubernetesVersion: os.Getenv("FASTPATH_K8S_VERSION"), ContainerdVersion: os.Getenv("FASTPATH_CONTAINERD_VERSION")}.Versions()
+}
