@@ -563,7 +563,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	}
 	features, pfCounters, binding := clusterFeatures(ctx, client, o, events, m)
 	var numaLists map[int64][]int64
-	if o.numaNodeList {
+	if o.numaNodeList && features.ListAttributes {
 		if numaLists, err = devices.NUMANodeLists(o.SysfsRoot); err != nil {
 			return err
 		}
@@ -681,12 +681,16 @@ func clusterFeatures(ctx context.Context, client kubernetes.Interface, o runOpti
 		{"counters", "DRAPartitionableDevices", "--pf-counters is turned off: the DeviceClasses' CEL guard keeps a PF with VFs from tenants", f.Counters},
 		{"multiple_allocations", "DRAConsumableCapacity", "a shared-mode device is given to one claim at a time", f.MultipleAllocations},
 		{"binding_conditions", "DRADeviceBindingConditions", "--binding-conditions is turned off: devices are published without binding conditions", f.BindingConditions},
+		{"list_attributes", "DRAListTypeAttributes", "--numa-node-list is turned off: resource.kubernetes.io/numaNode is published as a number", f.ListAttributes},
 	}
 	if !o.pfCounters {
 		all[1].consequence = "nothing needs it (--pf-counters is not set): the DeviceClasses' CEL guard keeps a PF with VFs from tenants"
 	}
 	if o.bindingSelector == nil {
 		all[3].consequence = "nothing needs it (--binding-conditions is not set)"
+	}
+	if !o.numaNodeList {
+		all[4].consequence = "nothing needs it (--numa-node-list is not set)"
 	}
 	on := map[string]float64{}
 	for _, x := range all {

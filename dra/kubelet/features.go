@@ -30,10 +30,13 @@ type SliceFeatures struct {
 	MultipleAllocations bool
 	// BindingConditions: binding conditions (DRADeviceBindingConditions).
 	BindingConditions bool
+	// ListAttributes: attributes of list values (DRAListTypeAttributes),
+	// for --numa-node-list.
+	ListAttributes bool
 }
 
 // AllSliceFeatures is what a cluster with every gate on keeps.
-var AllSliceFeatures = SliceFeatures{Taints: true, Counters: true, MultipleAllocations: true, BindingConditions: true}
+var AllSliceFeatures = SliceFeatures{Taints: true, Counters: true, MultipleAllocations: true, BindingConditions: true, ListAttributes: true}
 
 // Off names the features f lacks, with their feature gates.
 func (f SliceFeatures) Off() []string {
@@ -46,6 +49,7 @@ func (f SliceFeatures) Off() []string {
 		{f.Counters, "partitionable devices (DRAPartitionableDevices)"},
 		{f.MultipleAllocations, "consumable capacity (DRAConsumableCapacity)"},
 		{f.BindingConditions, "binding conditions (DRADeviceBindingConditions)"},
+		{f.ListAttributes, "list attributes (DRAListTypeAttributes)"},
 	} {
 		if !x.on {
 			off = append(off, x.name)
@@ -59,39 +63,49 @@ func (f SliceFeatures) Off() []string {
 // SliceFeatures it keeps: one create per feature, each with a device using
 // it, so that a refusal of one says nothing of the others. A probe the API
 // server refuses counts the feature as kept (as before the probe): the
-// publisher then says what it dropped, if it does.
+// publisher then says what it dropped, if it does; but for list
+// attributes, whose value dropped leaves an attribute without one, which
+// the API server refuses.
 func ProbeSliceFeatures(ctx context.Context, client kubernetes.Interface, driver, node string) (SliceFeatures, error) {
 	one := resource.MustParse("1")
 	probes := []struct {
 		on   *bool
 		make func(*resourceapi.ResourceSlice)
 		kept func(*resourceapi.ResourceSlice) bool
+		// refusedOff: a refusal means the feature is off (the field
+		// dropped leaves the object invalid).
+		refusedOff bool
 	}{
 		{nil, func(s *resourceapi.ResourceSlice) {
 			s.Spec.Devices[0].Taints = []resourceapi.DeviceTaint{{Key: "fastpath.dev/probe", Effect: resourceapi.DeviceTaintEffectNoSchedule}}
 		}, func(s *resourceapi.ResourceSlice) bool {
 			return len(s.Spec.Devices) == 1 && len(s.Spec.Devices[0].Taints) == 1
-		}},
+		}, false},
 		{nil, func(s *resourceapi.ResourceSlice) {
 			s.Spec.SharedCounters = []resourceapi.CounterSet{{Name: "probe", Counters: map[string]resourceapi.Counter{"c": {Value: one}}}}
 			s.Spec.Devices[0].ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: "probe", Counters: map[string]resourceapi.Counter{"c": {Value: one}}}}
 		}, func(s *resourceapi.ResourceSlice) bool {
 			return len(s.Spec.SharedCounters) == 1 && len(s.Spec.Devices) == 1 && len(s.Spec.Devices[0].ConsumesCounters) == 1
-		}},
+		}, false},
 		{nil, func(s *resourceapi.ResourceSlice) {
 			s.Spec.Devices[0].AllowMultipleAllocations = new(true)
 		}, func(s *resourceapi.ResourceSlice) bool {
 			return len(s.Spec.Devices) == 1 && s.Spec.Devices[0].AllowMultipleAllocations != nil
-		}},
+		}, false},
 		{nil, func(s *resourceapi.ResourceSlice) {
 			s.Spec.Devices[0].BindingConditions = []string{"fastpath.dev/probe"}
 			s.Spec.Devices[0].BindingFailureConditions = []string{"fastpath.dev/probe-failed"}
 		}, func(s *resourceapi.ResourceSlice) bool {
 			return len(s.Spec.Devices) == 1 && len(s.Spec.Devices[0].BindingConditions) == 1
-		}},
+		}, false},
+		{nil, func(s *resourceapi.ResourceSlice) {
+			s.Spec.Devices[0].Attributes = map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"probe": {IntValues: []int64{0, 1}}}
+		}, func(s *resourceapi.ResourceSlice) bool {
+			return len(s.Spec.Devices) == 1 && len(s.Spec.Devices[0].Attributes["probe"].IntValues) == 2
+		}, true},
 	}
 	f := SliceFeatures{}
-	probes[0].on, probes[1].on, probes[2].on, probes[3].on = &f.Taints, &f.Counters, &f.MultipleAllocations, &f.BindingConditions
+	probes[0].on, probes[1].on, probes[2].on, probes[3].on, probes[4].on = &f.Taints, &f.Counters, &f.MultipleAllocations, &f.BindingConditions, &f.ListAttributes
 	var refused []string
 	for _, p := range probes {
 		s := &resourceapi.ResourceSlice{
@@ -108,7 +122,7 @@ func ProbeSliceFeatures(ctx context.Context, client kubernetes.Interface, driver
 			if ctx.Err() != nil {
 				return f, ctx.Err()
 			}
-			*p.on = true
+			*p.on = !p.refusedOff
 			refused = append(refused, err.Error())
 			continue
 		}

@@ -30,6 +30,7 @@ func TestProbeSliceFeatures(t *testing.T) {
 			for i := range s.Spec.Devices {
 				d := &s.Spec.Devices[i]
 				d.Taints, d.ConsumesCounters, d.AllowMultipleAllocations, d.BindingConditions, d.BindingFailureConditions = nil, nil, nil, nil, nil
+				d.Attributes = nil
 			}
 		}, false, SliceFeatures{}},
 		{"taints only", func(s *resourceapi.ResourceSlice) {
@@ -37,6 +38,7 @@ func TestProbeSliceFeatures(t *testing.T) {
 			for i := range s.Spec.Devices {
 				d := &s.Spec.Devices[i]
 				d.ConsumesCounters, d.AllowMultipleAllocations, d.BindingConditions = nil, nil, nil
+				d.Attributes = nil
 			}
 		}, false, SliceFeatures{Taints: true}},
 		{"every probe refused", nil, true, AllSliceFeatures},
@@ -61,8 +63,8 @@ func TestProbeSliceFeatures(t *testing.T) {
 			if tc.refuse != (err != nil) {
 				t.Errorf("error %v", err)
 			}
-			if got != tc.want || creates != 4 {
-				t.Errorf("features %+v after %d creates, want %+v after 4", got, creates, tc.want)
+			if got != tc.want || creates != 5 {
+				t.Errorf("features %+v after %d creates, want %+v after 5", got, creates, tc.want)
 			}
 			if list, _ := client.ResourceV1().ResourceSlices().List(t.Context(), metav1.ListOptions{}); len(list.Items) != 0 {
 				t.Errorf("the probe stored %d slices", len(list.Items))
@@ -107,7 +109,7 @@ func TestStripSliceFeatures(t *testing.T) {
 	if shared.AllowMultipleAllocations != nil || shared.Capacity["interfaces"].RequestPolicy != nil || !shared.Capacity["interfaces"].Value.Equal(one) {
 		t.Errorf("shared keeps %+v", shared)
 	}
-	if off := (SliceFeatures{Taints: true}).Off(); len(off) != 3 {
+	if off := (SliceFeatures{Taints: true}).Off(); len(off) != 4 {
 		t.Errorf("off: %v", off)
 	}
 }

@@ -150,11 +150,11 @@ var DefaultFeatureGates = map[string]bool{"DRAListTypeAttributes": true}
 // defaultFeatureGates are DefaultFeatureGates for a bed of Kubernetes
 // version: those it knows. A bed of 1.34 needs KubeletCrashLoopBackOffMax
 // (alpha there, on by default from 1.35) for the kubelet's short restart
-// backoff; DRAListTypeAttributes is 1.37's.
+// backoff; DRAListTypeAttributes is 1.36's and later.
 func defaultFeatureGates(version string) map[string]bool {
 	gates := maps.Clone(DefaultFeatureGates)
 	minor := kubeMinor(version)
-	if minor < 37 {
+	if minor < 36 {
 		delete(gates, "DRAListTypeAttributes")
 	}
 	if minor < 35 {
