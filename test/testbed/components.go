@@ -12,8 +12,14 @@ import (
 // /var/lib/containerd.
 
 func containerdConfig(cfg Config, bins binaries) string {
-	if v, err := cfg.Versions(); err == nil && strings.HasPrefix(v.Containerd, "v1.") {
+	v, _ := cfg.Versions()
+	if strings.HasPrefix(v.Containerd, "v1.") {
 		return containerd17Config(cfg, bins)
+	}
+	// containerd 2.0 takes one CNI binary directory; bin_dirs is 2.1's.
+	binDirs := fmt.Sprintf("bin_dirs = [%q]", bins.cni)
+	if strings.HasPrefix(v.Containerd, "v2.0.") {
+		binDirs = fmt.Sprintf("bin_dir = %q", bins.cni)
 	}
 	return fmt.Sprintf(`version = 3
 root = %[1]q
@@ -50,7 +56,7 @@ state = %[2]q
         Root = %[8]q
         SystemdCgroup = false
   [plugins.'io.containerd.cri.v1.runtime'.cni]
-    bin_dirs = [%[9]q]
+    %[15]s
     conf_dir = %[10]q
 
 [plugins.'io.containerd.nri.v1.nri']
@@ -68,7 +74,7 @@ state = %[2]q
 		PauseImage,
 		filepath.Join(bins.runc, "runc"), cfg.path("runc"),
 		bins.cni, cfg.path("cni", "net.d"),
-		cfg.NRISocket(), cfg.path("nri", "plugins"), cfg.path("nri", "conf.d"), cfg.CDIDir())
+		cfg.NRISocket(), cfg.path("nri", "plugins"), cfg.path("nri", "conf.d"), cfg.CDIDir(), binDirs)
 }
 
 // containerd17Config is containerdConfig in containerd 1.7's format
