@@ -175,8 +175,10 @@ e2e: ## end-to-end tests on a real single-node Kubernetes (root; uses a running 
 
 # CRIO_E2E are the e2e cases e2e-crio runs on a CRI-O node: a netdev, a
 # vfio stand-in, a shared sub-interface, CNI claims, NPWG networks, a kill
-# -9 during RunPodSandbox, a rolling upgrade with pods starting.
-CRIO_E2E = TestDataplaneNetdev|TestVFIO|TestSharedNIC|TestCNI|TestNPWG|TestFaultKillInSandbox|TestRollingUpgrade
+# -9 during RunPodSandbox, a rolling upgrade with pods starting,
+# required-plugins (not enforced by CRI-O 1.34: the network comes when
+# fastpathd connects).
+CRIO_E2E = TestDataplaneNetdev|TestVFIO|TestSharedNIC|TestCNI|TestNPWG|TestFaultKillInSandbox|TestRollingUpgrade|TestRequiredPlugins
 
 # MATRIX_E2E are the e2e cases e2e-matrix runs in each cell: a netdev
 # claim and its status, a vfio stand-in, a shared sub-interface, CNI

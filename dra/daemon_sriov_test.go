@@ -79,6 +79,7 @@ func startSRIOVDaemon(t *testing.T, dir string, life int, client *fake.Clientset
 		once.Do(func() {
 			d.Stop()
 			cancel()
+			plugin.Close()
 			_ = attacher.Close()
 		})
 	}

@@ -500,6 +500,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 		return err
 	}
 	plugin := nri.New(nriOpts)
+	defer plugin.Close()
 	st.quiesce = plugin.Quiesce
 	go plugin.Run(ctx)
 	go plugin.RunIPAMClaims(ctx)

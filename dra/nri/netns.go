@@ -70,3 +70,19 @@ func (h *netnsHolds) held() int {
 	defer h.mu.Unlock()
 	return len(h.files)
 }
+
+// closeAll closes every namespace held.
+func (h *netnsHolds) closeAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for p, f := range h.files {
+		_ = f.Close()
+		delete(h.files, p)
+	}
+}
+
+// Close lets go of the network namespaces the plugin holds, as the
+// daemon's process ending does: a namespace no pod holds any more is then
+// destroyed, and the kernel gives a VF's netdev in it back to the host
+// (where the next daemon's Synchronize finds it).
+func (p *Plugin) Close() { p.netns.closeAll() }

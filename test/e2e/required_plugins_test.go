@@ -6,10 +6,13 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -29,6 +32,10 @@ const requiredPlugins = "required-plugins.noderesource.dev"
 // daemon serves.
 func TestRequiredPlugins(t *testing.T) {
 	ctx := testContext(t)
+	if bed.Config().Runtime == testbed.RuntimeCRIO {
+		requiredPluginsCRIO(t, ctx)
+		return
+	}
 	pod := testbed.WorkloadPod("default", "e2e-required", "sleep")
 	pod.Annotations = map[string]string{requiredPlugins: `["fastpath"]`}
 	createPod(t, ctx, pod)
@@ -107,4 +114,59 @@ func TestNRIOff(t *testing.T) {
 			break
 		}
 	}
+}
+
+// requiredPluginsCRIO is TestRequiredPlugins on CRI-O 1.34, whose NRI has
+// no default validator (docs/install.md): a pod that requires fastpath and
+// selects a network starts while no fastpathd serves the node, without the
+// network; once fastpathd connects, it attaches the network to the
+// running pod.
+func requiredPluginsCRIO(t *testing.T, ctx context.Context) {
+	t.Helper()
+	master := hostVethNamed(t, "fprq0a", "fprq0b")
+	if err := netlink.LinkSetUp(master); err != nil {
+		t.Fatal(err)
+	}
+	// The daemon once, for the NetworkAttachmentDefinition CRD its chart
+	// installs; then none serves the node.
+	d := startDaemon(t, ctx, 26282, "--npwg", "--cni-bin-dir", bed.Config().CNIBinDir(), "--cni-plugins", "macvlan,static",
+		"--filter", `device.attributes["fastpath.dev"].ifName == "e2e-none"`)
+	t.Cleanup(func() { deleteSlices(t) })
+	createServed(t, ctx, nads, fmt.Sprintf(`apiVersion: k8s.cni.cncf.io/v1
+kind: NetworkAttachmentDefinition
+metadata:
+  name: net-rq
+spec:
+  config: '{"cniVersion": "1.0.0", "name": "net-rq", "plugins": [{"type": "macvlan", "master": %q, "mode": "bridge", "ipam": {"type": "static"}, "capabilities": {"ips": true}}]}'
+`, master.Attrs().Name))
+	d.stop(t)
+
+	pod := testbed.WorkloadPod("default", "e2e-required", "sleep")
+	pod.Annotations = map[string]string{requiredPlugins: `["fastpath"]`, nadv1.NetworkAttachmentAnnot: `[{"name": "net-rq", "ips": ["10.94.0.5/24"]}]`}
+	createPod(t, ctx, pod)
+	running, err := bed.WaitPod(ctx, "default", pod.Name, time.Minute, func(p *corev1.Pod) (bool, error) {
+		return p.Status.Phase == corev1.PodRunning, nil
+	})
+	if err != nil {
+		t.Fatalf("pod %s did not start without fastpathd on CRI-O (which does not enforce %s): %v", pod.Name, requiredPlugins, err)
+	}
+	uid := string(running.UID)
+	if _, err := podInterface(uid, "net1"); err == nil {
+		t.Fatalf("pod %s has net1 while no fastpathd serves the node", pod.Name)
+	}
+	t.Logf("pod %s runs without fastpathd and without net1: CRI-O 1.34 does not enforce %s", pod.Name, requiredPlugins)
+
+	d.start(t, ctx)
+	var last error
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		l, err := podInterface(uid, "net1")
+		if err == nil && !slices.Contains(l.addrs, "10.94.0.5/24") {
+			err = fmt.Errorf("net1 has %v", l.addrs)
+		}
+		last = err
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("fastpathd connected and pod %s never got net1 with 10.94.0.5/24: %v", pod.Name, last)
+	}
+	t.Logf("pod %s got net1 once fastpathd connected", pod.Name)
 }

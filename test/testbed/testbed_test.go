@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -203,5 +204,71 @@ func TestComponentConfigs(t *testing.T) {
 	}
 	if cni := cniConfig(cfg); !strings.Contains(cni, `"bridge": "fptbr0"`) || !strings.Contains(cni, "10.214.0.0/24") {
 		t.Errorf("CNI config:\n%s", cni)
+	}
+}
+
+// A bed of another release gets the configuration that release reads:
+// containerd 1.7's version 2 format, 2.0's one CNI directory, 2.2's list;
+// the feature gates its Kubernetes knows; CRI-O's files all the bed's own.
+func TestReleaseConfigs(t *testing.T) {
+	for _, tc := range []struct {
+		containerd string
+		want, not  []string
+	}{
+		{"v1.7.32", []string{"version = 2", `[plugins."io.containerd.grpc.v1.cri"]`, `bin_dir = "/tmp/cache/bin/cni-plugins-v2"`, `sandbox_image = "` + PauseImage + `"`},
+			[]string{"version = 3", "bin_dirs"}},
+		{"v2.0.7", []string{"version = 3", `bin_dir = "/tmp/cache/bin/cni-plugins-v2"`}, []string{"bin_dirs"}},
+		{"v2.2.9", []string{"version = 3", `bin_dirs = ["/tmp/cache/bin/cni-plugins-v2"]`}, []string{"bin_dir ="}},
+	} {
+		cfg, err := Config{Dir: "/tmp/bed", CacheDir: "/tmp/cache", RepoDir: ".", ContainerdVersion: tc.containerd}.Defaults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctrd := containerdConfig(cfg, binariesIn(cfg.CacheDir, Versions{Runc: "v1", CNIPlugins: "v2"}))
+		for _, w := range tc.want {
+			if !strings.Contains(ctrd, w) {
+				t.Errorf("containerd %s: config lacks %q:\n%s", tc.containerd, w, ctrd)
+			}
+		}
+		for _, n := range tc.not {
+			if strings.Contains(ctrd, n) {
+				t.Errorf("containerd %s: config has %q:\n%s", tc.containerd, n, ctrd)
+			}
+		}
+	}
+	for version, want := range map[string]map[string]bool{
+		"v1.34.4": {"KubeletCrashLoopBackOffMax": true},
+		"v1.35.4": {},
+		"v1.36.3": {"DRAListTypeAttributes": true},
+		"v1.37.2": {"DRAListTypeAttributes": true},
+	} {
+		cfg, err := Config{Dir: "/tmp/bed", CacheDir: "/tmp/cache", RepoDir: ".", KubernetesVersion: version}.Defaults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, _ := cfg.Versions(); v.Kubernetes != version || !maps.Equal(cfg.FeatureGates, want) {
+			t.Errorf("Kubernetes %s: a bed of %s with gates %v, want %v", version, v.Kubernetes, cfg.FeatureGates, want)
+		}
+	}
+	cfg, err := Config{Dir: "/tmp/bed", CacheDir: "/tmp/cache", RepoDir: ".", Runtime: RuntimeCRIO}.Defaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	crio := crioConfig(cfg, binariesIn(cfg.CacheDir, Versions{Runc: "v1", CNIPlugins: "v2", CRIO: "v3"}))
+	for _, w := range []string{`listen = "/tmp/bed/crio/crio.sock"`, `nri_listen = "/tmp/bed/nri/nri.sock"`, `cdi_spec_dirs = ["/tmp/bed/cdi"]`,
+		`pinns_path = "/tmp/cache/bin/crio-v3/pinns"`, `runtime_path = "/tmp/bed/crio/runc"`, `namespaces_dir = "/tmp/bed/crio/ns"`,
+		`insecure_registries = ["127.0.0.1:26510"]`, "disable_hostport_mapping = true"} {
+		if !strings.Contains(crio, w) {
+			t.Errorf("CRI-O config lacks %q:\n%s", w, crio)
+		}
+	}
+	if cfg.NetnsDir() != "/tmp/bed/crio/ns/netns" || cfg.runtimeSocket() != "/tmp/bed/crio/crio.sock" {
+		t.Errorf("CRI-O bed: netns %s, socket %s", cfg.NetnsDir(), cfg.runtimeSocket())
+	}
+	if kubelet := kubeletConfig(cfg, &pki{dir: "/tmp/bed/pki"}); !strings.Contains(kubelet, "unix:///tmp/bed/crio/crio.sock") {
+		t.Errorf("a CRI-O bed's kubelet does not talk to CRI-O:\n%s", kubelet)
+	}
+	if _, err := (Config{Dir: "/tmp/bed", CacheDir: "/tmp/cache", RepoDir: ".", Runtime: "docker"}).Defaults(); err == nil {
+		t.Error("runtime docker accepted")
 	}
 }
