@@ -115,7 +115,9 @@ func (a *Attacher) attachRDMA(ns netns.NsHandle, nd Netdev) error {
 		if _, err := pod.RdmaLinkByName(r.Device); err != nil && r.Exclusive {
 			// A kernel makes a software device in the initial
 			// namespace whoever asks (7.x): in exclusive mode it moves
-			// into the pod's, as a hardware one does.
+			// into the pod's, as a hardware one does. Killed here, the
+			// next attach finds it made and moves it (the first case).
+			fault.Point("attach.rdma.made")
 			if err := a.moveSoftRDMAIn(ns, nd); err != nil {
 				return err
 			}

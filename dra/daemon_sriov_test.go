@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containerd/nri/pkg/api"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"k8s.io/client-go/kubernetes/fake"
@@ -39,8 +40,9 @@ type sriovDaemon struct {
 }
 
 // startSRIOVDaemon starts a daemon on the state below dir; life numbers
-// its sockets. The runtime, when the hooks connect, runs no pod.
-func startSRIOVDaemon(t *testing.T, dir string, life int, client *fake.Clientset, inv devices.Inventory) *sriovDaemon {
+// its sockets. The runtime, when the hooks connect, runs the sandboxes
+// running, none by default.
+func startSRIOVDaemon(t *testing.T, dir string, life int, client *fake.Clientset, inv devices.Inventory, running ...*api.PodSandbox) *sriovDaemon {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
@@ -55,7 +57,7 @@ func startSRIOVDaemon(t *testing.T, dir string, life int, client *fake.Clientset
 		t.Fatal(err)
 	}
 	plugin := nri.New(nri.Options{Store: store, Attacher: attacher, Status: writer, WriteCDI: dra.WriteCDISpec})
-	plugin.Synchronize(ctx, nil)
+	plugin.Synchronize(ctx, running)
 	run := filepath.Join(dir, fmt.Sprint(life))
 	opts := dra.Options{NodeName: testNode, Client: client, PluginDir: filepath.Join(run, "plugins"), RegistryDir: filepath.Join(run, "registry"),
 		StateDir: filepath.Join(dir, "state"), CDIDir: filepath.Join(dir, "cdi"), BPFDir: filepath.Join(dir, "bpf"), MemifDir: filepath.Join(dir, "memif"),

@@ -818,7 +818,8 @@ type references struct{ initial, prepared, running, unhealthy, stopped, final sn
 // elsewhere are the fault points of hardware the stand-ins lack, and the
 // test that kills there.
 var elsewhere = map[string]string{
-	"attach.rdma": "TestSRIOVFaultRDMA (fault_sriov_test.go, in the SR-IOV VM: soft-RoCE on a VF)",
+	"attach.rdma":      "TestSRIOVFaultRDMA (fault_sriov_test.go, in the SR-IOV VM: soft-RoCE on a VF)",
+	"attach.rdma.made": "TestSRIOVFaultRDMAExclusive (fault_sriov_test.go, in the SR-IOV VM: soft-RoCE on a VF in exclusive mode)",
 	// An admin-access claim's life is its own: no step of the store's, no
 	// pod's hooks.
 	"admin.recorded":      "TestFaultAdmin (fault_admin_privileged_test.go)",

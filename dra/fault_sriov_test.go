@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containerd/nri/pkg/api"
 	"github.com/go-logr/logr"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -376,6 +377,67 @@ func TestSRIOVFaultRDMA(t *testing.T) {
 	if sriovtest.Netdev(vf.Address) != vf.Netdev || rdmaParent(rxe) != vf.Netdev {
 		t.Errorf("after the release the VF is %q with RDMA device %s on %q, want %s with it", sriovtest.Netdev(vf.Address), rxe, rdmaParent(rxe), vf.Netdev)
 	}
+	if specs, _ := os.ReadDir(filepath.Join(dir, "cdi")); len(specs) != 0 {
+		t.Errorf("CDI specs left: %v", specs)
+	}
+}
+
+// TestSRIOVFaultRDMAExclusive kills the daemon in a pod's RunPodSandbox
+// with the node's RDMA subsystem in exclusive mode, once the VF's soft-RoCE
+// device is made again on the pod's net1 and, as a 7.x kernel makes it,
+// left in the host's namespace, not yet moved into the pod's
+// (attach.rdma.made). The sandbox goes on (as CRI-O lets it when a plugin
+// dies mid-hook): the daemon started again on the same state finds it
+// running at Synchronize, finds the device made and moves it in, so that
+// the pod sees it alone and the host does not; the release leaves the
+// host as before.
+func TestSRIOVFaultRDMAExclusive(t *testing.T) {
+	pf := sriovtest.RequirePF(t)
+	vf := pf.VFsReady(t, 4)[1]
+	t.Cleanup(func() { pf.ResetVF(t, vf) })
+	sriovtest.Modprobe(t, "rdma_rxe", "rdma_ucm")
+	// The mode changes only while the host is the one network namespace:
+	// this cleanup runs after the namespaces' own.
+	t.Cleanup(func() { setRDMAMode(t, "shared") })
+	setRDMAMode(t, "exclusive")
+	rxe := sriovtest.Prefix + "rk"
+	addRXE(t, rxe, vf.Netdev)
+	inv := discoverSRIOV(t)
+	claim := testClaim("rdma-kill-excl", []alloc{{Request: "nic", Device: devices.PCIDeviceName(vf.Address)}},
+		fromClaim(config(`"interface": {"name": "net1", "addresses": ["10.78.5.2/24"]}, "rdma": {}`)))
+	dir := stateDir(t)
+	podNS := netnstest.New(t, sriovtest.Prefix+"-rdma-kill-excl")
+
+	killed, err := runWorker("rdma", "prepare and RunPodSandbox", rdmaJob{Dir: dir, Inventory: inv, Claim: claim, NetNS: podNS}, "attach.rdma.made")
+	if err != nil || !killed {
+		t.Fatalf("RunPodSandbox was not killed at attach.rdma.made (this kernel's rdma_rxe may make the device in the pod's namespace): %v", err)
+	}
+	if rdmaIn(t, podNS, rxe) || !rdmaInHost(t, rxe) || rdmaParent(rxe) != "net1" {
+		t.Fatalf("killed at attach.rdma.made, RDMA device %s: seen from the pod %v, from the host %v, on %q; want from the host alone, on net1",
+			rxe, rdmaIn(t, podNS, rxe), rdmaInHost(t, rxe), rdmaParent(rxe))
+	}
+
+	pod := nri.Pod{UID: claim.Status.ReservedFor[0].UID, Namespace: claim.Namespace, Name: claim.Status.ReservedFor[0].Name, SandboxID: "sb-killed", NetNS: podNS}
+	sandbox := &api.PodSandbox{Id: pod.SandboxID, Uid: string(pod.UID), Namespace: pod.Namespace, Name: pod.Name, Pid: uint32(os.Getpid()),
+		Linux: &api.LinuxPodSandbox{Namespaces: []*api.LinuxNamespace{{Type: "network", Path: podNS}}}}
+	d := startSRIOVDaemon(t, dir, 2, fake.NewClientset(claim), inv, sandbox)
+	// Seen from the host, a device in the pod's namespace has no parent
+	// in exclusive mode: the pod's view says where it is.
+	if !rdmaIn(t, podNS, rxe) || rdmaInHost(t, rxe) || sriovtest.Netdev(vf.Address) != "" {
+		t.Fatalf("after Synchronize, RDMA device %s: seen from the pod %v, from the host %v (VF's netdev in the host: %q); want from the pod alone",
+			rxe, rdmaIn(t, podNS, rxe), rdmaInHost(t, rxe), sriovtest.Netdev(vf.Address))
+	}
+	out, err := inContainer(t.Context(), podNS, cdiDevice(t, dir, claim, "nic"), "ibv_devinfo -l")
+	if err != nil || !strings.Contains(out, rxe) || !strings.Contains(out, "1 HCA found") {
+		t.Errorf("ibv_devinfo -l in the pod (%v): want %s alone:\n%s", err, rxe, out)
+	}
+	if err := d.plugin.DetachPod(d.ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	unprepare(t, d.ctx, d.kubelet, claim)
+	sriovtest.WaitFor(t, 10*time.Second, "RDMA device "+rxe+" again on "+vf.Netdev+" in the host", func() bool {
+		return sriovtest.Netdev(vf.Address) == vf.Netdev && rdmaInHost(t, rxe) && rdmaParent(rxe) == vf.Netdev
+	})
 	if specs, _ := os.ReadDir(filepath.Join(dir, "cdi")); len(specs) != 0 {
 		t.Errorf("CDI specs left: %v", specs)
 	}

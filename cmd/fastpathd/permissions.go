@@ -43,6 +43,7 @@ func (p permission) String() string {
 func permissions(drivers []string, cniConfigNamespace string, granularStatus bool) []permission {
 	ps := []permission{
 		{group: "", resource: "nodes", verb: "get", why: "checking this node at start"},
+		{group: "", resource: "nodes", subresource: "status", verb: "patch", why: "the node's condition FastpathFeaturesOff"},
 		{group: "resource.k8s.io", resource: "resourceclaims", verb: "get", why: "reading a claim to write its status"},
 		{group: "resource.k8s.io", resource: "resourceclaims", subresource: "status", verb: "update", why: "writing claim status"},
 		{group: "", resource: "events", verb: "create", why: "device health events on the node and its pods"},

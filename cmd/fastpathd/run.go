@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/signal"
@@ -499,6 +500,11 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	if err != nil {
 		return err
 	}
+	// What the cluster or the runtime lacks that fastpath would use, on
+	// the Node (status.FeaturesOffCondition).
+	condition := status.NewNodeCondition(client, o.nodeName)
+	go condition.Run(ctx)
+	nriOpts.OnRuntime = runtimeFeatures(o.nodeName, events, condition, m)
 	plugin := nri.New(nriOpts)
 	defer plugin.Close()
 	st.quiesce = plugin.Quiesce
@@ -562,7 +568,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	if err := waitForRuntime(ctx, plugin, o.nriSocket); err != nil {
 		return err
 	}
-	features, pfCounters, binding := clusterFeatures(ctx, client, o, events, m)
+	features, pfCounters, binding := clusterFeatures(ctx, client, o, events, condition, m)
 	var numaLists map[int64][]int64
 	if o.numaNodeList && features.ListAttributes {
 		if numaLists, err = devices.NUMANodeLists(o.SysfsRoot); err != nil {
@@ -660,29 +666,32 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 
 // clusterFeatures probes which DRA features of a ResourceSlice the API
 // server keeps, and turns off, with one log line each, an event on the
-// node and fastpath_cluster_feature at 0, what this node would publish
+// node, fastpath_cluster_feature at 0 and the node's condition
+// (status.FeaturesOffCondition), what this node would publish
 // and the cluster cannot serve: shared counters (--pf-counters: the
 // DeviceClasses' CEL guard still keeps a PF with VFs from tenants),
 // binding conditions (--binding-conditions), a device shared by several
 // claims (shared mode: each such device is given to one claim at a time)
 // and device taints (an unhealthy device is left out of the slices).
-func clusterFeatures(ctx context.Context, client kubernetes.Interface, o runOptions, events record.EventRecorder, m *metrics.Metrics) (kubelet.SliceFeatures, bool, dra.BindingOptions) {
+func clusterFeatures(ctx context.Context, client kubernetes.Interface, o runOptions, events record.EventRecorder, condition *status.NodeCondition, m *metrics.Metrics) (kubelet.SliceFeatures, bool, dra.BindingOptions) {
 	logger := klog.FromContext(ctx)
 	binding := dra.BindingOptions{Timeout: o.bindingTimeout, Selector: o.bindingSelector}
 	f, err := kubelet.ProbeSliceFeatures(ctx, client, devices.DriverName, o.nodeName)
 	if err != nil {
 		logger.Error(err, "Could not tell which DRA features the API server serves: publishing as if all")
 	}
+	// needed: the daemon would use it (the node's condition lists only
+	// those).
 	type feature struct {
 		name, gate, consequence string
-		on                      bool
+		on, needed              bool
 	}
 	all := []feature{
-		{"taints", "DRADeviceTaints", "an unhealthy device is left out of the ResourceSlices rather than tainted", f.Taints},
-		{"counters", "DRAPartitionableDevices", "--pf-counters is turned off: the DeviceClasses' CEL guard keeps a PF with VFs from tenants", f.Counters},
-		{"multiple_allocations", "DRAConsumableCapacity", "a shared-mode device is given to one claim at a time", f.MultipleAllocations},
-		{"binding_conditions", "DRADeviceBindingConditions", "--binding-conditions is turned off: devices are published without binding conditions", f.BindingConditions},
-		{"list_attributes", "DRAListTypeAttributes", "--numa-node-list is turned off: resource.kubernetes.io/numaNode is published as a number", f.ListAttributes},
+		{"taints", "DRADeviceTaints", "an unhealthy device is left out of the ResourceSlices rather than tainted", f.Taints, true},
+		{"counters", "DRAPartitionableDevices", "--pf-counters is turned off: the DeviceClasses' CEL guard keeps a PF with VFs from tenants", f.Counters, o.pfCounters},
+		{"multiple_allocations", "DRAConsumableCapacity", "a shared-mode device is given to one claim at a time", f.MultipleAllocations, true},
+		{"binding_conditions", "DRADeviceBindingConditions", "--binding-conditions is turned off: devices are published without binding conditions", f.BindingConditions, o.bindingSelector != nil},
+		{"list_attributes", "DRAListTypeAttributes", "--numa-node-list is turned off: resource.kubernetes.io/numaNode is published as a number", f.ListAttributes, o.numaNodeList},
 	}
 	if !o.pfCounters {
 		all[1].consequence = "nothing needs it (--pf-counters is not set): the DeviceClasses' CEL guard keeps a PF with VFs from tenants"
@@ -694,6 +703,7 @@ func clusterFeatures(ctx context.Context, client kubernetes.Interface, o runOpti
 		all[4].consequence = "nothing needs it (--numa-node-list is not set)"
 	}
 	on := map[string]float64{}
+	var off []status.FeatureOff
 	for _, x := range all {
 		on[x.name] = 0
 		if x.on {
@@ -702,8 +712,12 @@ func clusterFeatures(ctx context.Context, client kubernetes.Interface, o runOpti
 		}
 		msg := fmt.Sprintf("The API server does not serve this DRA feature (feature gate %s off): %s", x.gate, x.consequence)
 		logger.Info(msg, "feature", x.name)
-		events.Event(&corev1.ObjectReference{Kind: "Node", Name: o.nodeName, UID: types.UID(o.nodeName)}, corev1.EventTypeWarning, "DRAFeatureOff", msg)
+		events.Event(nodeRef(o.nodeName), corev1.EventTypeWarning, "DRAFeatureOff", msg)
+		if x.needed {
+			off = append(off, status.FeatureOff{Name: x.name, Why: fmt.Sprintf("feature gate %s off: %s", x.gate, x.consequence)})
+		}
 	}
+	condition.Set("cluster", off)
 	m.GaugeByLabel("cluster_feature", "The DRA features of a ResourceSlice the API server serves (1) or not (0), as found at start; what needs one it lacks is off.", "feature",
 		func() map[string]float64 { return on })
 	pfCounters := o.pfCounters && f.Counters
@@ -711,6 +725,51 @@ func clusterFeatures(ctx context.Context, client kubernetes.Interface, o runOpti
 		binding.Selector = nil
 	}
 	return f, pfCounters, binding
+}
+
+// runtimeFeatures is told which runtime connected (nri.Options.OnRuntime):
+// what fastpath would use that its NRI lacks (nri.RuntimeFeatures) is said
+// once in the log, in a RuntimeFeatureOff event on the node, in
+// fastpath_runtime_feature{feature} at 0 and in the node's condition.
+func runtimeFeatures(node string, events record.EventRecorder, condition *status.NodeCondition, m *metrics.Metrics) func(context.Context, nri.Runtime) {
+	var mu sync.Mutex
+	on := map[string]float64{}
+	m.GaugeByLabel("runtime_feature", "The NRI features fastpath uses that the node's runtime has (1) or lacks (0), as it said when it connected; "+
+		"a feature is absent until the runtime connects, and 1 when its NRI version is unknown.", "feature",
+		func() map[string]float64 {
+			mu.Lock()
+			defer mu.Unlock()
+			return maps.Clone(on)
+		})
+	return func(ctx context.Context, r nri.Runtime) {
+		logger := klog.FromContext(ctx)
+		var off []status.FeatureOff
+		now := map[string]float64{}
+		for _, f := range nri.RuntimeFeatures {
+			has, known := r.Has(f)
+			now[f.Name] = 1
+			if !known {
+				logger.Info("The runtime's NRI version is unknown: assuming it has this feature", "feature", f.Name, "runtime", r.String(), "since", "NRI "+f.Since)
+			}
+			if has {
+				continue
+			}
+			now[f.Name] = 0
+			why := fmt.Sprintf("the runtime %s is older than NRI %s: %s", r, f.Since, f.Without)
+			logger.Info("The runtime lacks an NRI feature: "+why, "feature", f.Name)
+			events.Event(nodeRef(node), corev1.EventTypeWarning, "RuntimeFeatureOff", why)
+			off = append(off, status.FeatureOff{Name: f.Name, Why: why})
+		}
+		mu.Lock()
+		on = now
+		mu.Unlock()
+		condition.Set("runtime", off)
+	}
+}
+
+// nodeRef is the node's, for its events.
+func nodeRef(node string) *corev1.ObjectReference {
+	return &corev1.ObjectReference{Kind: "Node", Name: node, UID: types.UID(node)}
 }
 
 // eventRecorder records events (device health on the node and on pods)

@@ -37,11 +37,12 @@ var Points = []string{
 	// The runtime's hooks: the record of the networks a pod selects (NPWG)
 	// written, not yet synced nor committed; a netdev's attachment
 	// recorded, moved into the pod, given its addresses, its RDMA device
-	// put in the pod (made again or moved there); a shared device's
+	// put in the pod (made again or moved there; in exclusive mode, a
+	// software one made in the host's namespace, not yet moved); a shared device's
 	// sub-interface made in the pod; moved back, the sub-interface deleted;
 	// a CNI network recorded, added, deleted; the default route an NPWG
 	// element asks for not yet made.
-	"npwg.admitted", "attach.recorded", "attach.moved", "attach.addressed", "attach.routed", "attach.rdma", "attach.shared.created",
+	"npwg.admitted", "attach.recorded", "attach.moved", "attach.addressed", "attach.routed", "attach.rdma", "attach.rdma.made", "attach.shared.created",
 	"detach.moved", "detach.shared.deleted", "detach.returned",
 	"cni.add.recorded", "cni.add.done", "cni.del.done", "npwg.route",
 	// The status of an IPAMClaim an NPWG element names (its owner, its

@@ -34,7 +34,7 @@ func TestNPWGAnnotationBounded(t *testing.T) {
 			sandbox := &api.PodSandbox{Uid: string(pod.UID), Id: pod.SandboxID, Name: pod.Name, Namespace: pod.Namespace,
 				Annotations: map[string]string{nadv1.NetworkAttachmentAnnot: tc.networks},
 				Linux:       &api.LinuxPodSandbox{Namespaces: []*api.LinuxNamespace{{Type: "network", Path: pod.NetNS}}}}
-			err := (&hooks{r.plugin}).RunPodSandbox(r.ctx, sandbox)
+			err := (&hooks{p: r.plugin}).RunPodSandbox(r.ctx, sandbox)
 			if err == nil {
 				t.Fatal("the sandbox started")
 			}

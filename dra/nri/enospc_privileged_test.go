@@ -39,7 +39,7 @@ func (n *diskPlugin) start(t *testing.T) *hooks {
 	writer := status.NewWriter(client)
 	_, ctx := ktesting.NewTestContext(t)
 	writer.Start(ctx)
-	return &hooks{New(Options{Socket: filepath.Join(t.TempDir(), "nri.sock"), Store: store, Attacher: a, Status: writer})}
+	return &hooks{p: New(Options{Socket: filepath.Join(t.TempDir(), "nri.sock"), Store: store, Attacher: a, Status: writer})}
 }
 
 // TestFullDiskHooks fails each checkpoint write of the runtime's hooks in

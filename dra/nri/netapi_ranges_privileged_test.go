@@ -75,7 +75,7 @@ func TestPodNetworkIPRanges(t *testing.T) {
 			Policy: npwg.Policy{HostDevices: []string{master}, HostPaths: []string{ipamDir}}, DefaultInterface: "eth0"},
 		PodNetworks: &PodNetworkOptions{Networks: nets, Status: &fakePodNetworkStatus{},
 			Objects: fakePodNetworks{networks: map[string]*pnv1.PodNetwork{"ranged": podNetwork("ranged", true), "injected": podNetwork("injected", true)}}}})
-	h := &hooks{p}
+	h := &hooks{p: p}
 	sb := &api.PodSandbox{Uid: fmt.Sprintf("ranges-%d", os.Getpid()), Id: "sandbox-1", Name: "web", Namespace: "default", Ips: []string{"10.244.0.5"},
 		Annotations: map[string]string{pnv1.AnnotationNetworks: `[{"podNetworkName": "ranged", "interfaceName": "net1"}, {"podNetworkName": "injected", "interfaceName": "net2"}]`},
 		Linux:       &api.LinuxPodSandbox{Namespaces: []*api.LinuxNamespace{{Type: "network", Path: nsPath}}}}

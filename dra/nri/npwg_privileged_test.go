@@ -84,7 +84,7 @@ func TestNPWGReferencePlugins(t *testing.T) {
 	p := New(Options{Socket: filepath.Join(t.TempDir(), "nri.sock"), Store: store, Status: writer, CNI: cni, DelBackoff: time.Millisecond,
 		NPWG: &NPWGOptions{NADs: nads, ConfDir: t.TempDir(), Plugins: []string{"macvlan", "static"}, Status: patcher, Policy: npwg.Policy{HostDevices: []string{master, "fpn-*"}},
 			DefaultNetwork: "default/cluster-network", DefaultInterface: "eth0"}})
-	h := &hooks{p}
+	h := &hooks{p: p}
 	uid := fmt.Sprintf("npwg-%d", os.Getpid())
 	sandbox := func(id, networks string) *api.PodSandbox {
 		return &api.PodSandbox{Uid: uid, Id: id, Name: "web", Namespace: "default", Ips: []string{"10.244.0.5"},

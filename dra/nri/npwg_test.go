@@ -423,7 +423,7 @@ func TestNPWGOff(t *testing.T) {
 // networks before its first container.
 func TestNPWGEnsurePod(t *testing.T) {
 	r := newNPWGRig(t)
-	h := &hooks{r.plugin}
+	h := &hooks{p: r.plugin}
 	sb := &api.PodSandbox{Uid: npwgPodUID, Id: "sandbox-1", Name: "web", Namespace: "default",
 		Annotations: map[string]string{nadv1.NetworkAttachmentAnnot: "net-a"}, Ips: []string{"10.244.0.5"},
 		Linux: &api.LinuxPodSandbox{Namespaces: []*api.LinuxNamespace{{Type: "network", Path: "/var/run/netns/web"}}}}

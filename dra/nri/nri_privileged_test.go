@@ -87,7 +87,7 @@ func newTestBed(t *testing.T, cls ...claims.Claim) (*testBed, context.Context) {
 	}
 	t.Cleanup(func() { _ = a.Close() })
 	p := New(Options{Socket: filepath.Join(t.TempDir(), "nri.sock"), Store: store, Attacher: a, Status: writer})
-	return &testBed{plugin: p, hooks: &hooks{p}, store: store, client: client}, ctx
+	return &testBed{plugin: p, hooks: &hooks{p: p}, store: store, client: client}, ctx
 }
 
 // netdevClaim is a prepared claim of pod with one veth as its netdev.

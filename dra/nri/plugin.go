@@ -29,6 +29,8 @@ type connection struct {
 	// failed is why the last attempt to connect failed, nil once one
 	// succeeded.
 	failed error
+	// runtime is the runtime that connected last (Configure).
+	runtime Runtime
 }
 
 // Run keeps the plugin connected to the runtime's NRI socket until ctx
@@ -41,8 +43,10 @@ func (p *Plugin) Run(ctx context.Context) {
 		if idx == "" {
 			idx = DefaultIndex
 		}
-		s, err := stub.New(&hooks{p}, stub.WithPluginName(p.opts.Name), stub.WithPluginIdx(idx), stub.WithSocketPath(p.opts.Socket))
+		h := &hooks{p: p}
+		s, err := stub.New(h, stub.WithPluginName(p.opts.Name), stub.WithPluginIdx(idx), stub.WithSocketPath(p.opts.Socket))
 		if err == nil {
+			h.stub = s
 			err = s.Start(ctx)
 		}
 		p.setFailed(err)
@@ -59,7 +63,18 @@ func (p *Plugin) Run(ctx context.Context) {
 		}
 		backoff = time.Second
 		logger.Info("NRI plugin connected")
+		// The connection ends when the runtime closes it, or when ctx
+		// does.
+		closed := make(chan struct{})
+		go func() {
+			select {
+			case <-ctx.Done():
+				s.Stop()
+			case <-closed:
+			}
+		}()
 		s.Wait()
+		close(closed)
 		s.Stop()
 		p.setConnected(false)
 		if ctx.Err() == nil {
@@ -118,8 +133,12 @@ func (p *Plugin) WaitConnected(ctx context.Context) error {
 	}
 }
 
-// hooks are the NRI events the plugin handles.
-type hooks struct{ p *Plugin }
+// hooks are the NRI events the plugin handles; stub is the connection
+// they are called on (nil in tests that call them directly).
+type hooks struct {
+	p    *Plugin
+	stub stub.Stub
+}
 
 var (
 	_ stub.SynchronizeInterface     = (*hooks)(nil)

@@ -95,6 +95,10 @@ type Options struct {
 	// Pods, when set, is told of the node's pod sandboxes as the runtime
 	// runs them; nil: not told.
 	Pods PodObserver
+	// OnRuntime, when set, is told which runtime connected, at its first
+	// connection and when another (an upgraded runtime) connects. It is
+	// called in the runtime's Configure request: it must not block.
+	OnRuntime func(context.Context, Runtime)
 }
 
 // PodObserver learns of the node's pods from the runtime's events.

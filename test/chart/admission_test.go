@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -492,5 +493,68 @@ func TestIPAMClaimController(t *testing.T) {
 		if d, ok := o.(*appsv1.Deployment); ok && slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--ipamclaims") {
 			t.Errorf("without npwg.ipamClaims the controller runs with --ipamclaims: %q", d.Spec.Template.Spec.Containers[0].Args)
 		}
+	}
+}
+
+// TestNodeConditionPolicy: fastpathd's service account, with a token
+// bound to a node, writes the condition FastpathFeaturesOff of its own
+// Node's status, and nothing else of any Node's status.
+func TestNodeConditionPolicy(t *testing.T) {
+	v := admissionPolicies(t)["fastpath-node-condition"]
+	if v == nil {
+		t.Fatal("no policy fastpath-node-condition")
+	}
+	const condition = corev1.NodeConditionType("FastpathFeaturesOff")
+	nodeNamed := func(name string) *corev1.Node {
+		return &corev1.Node{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, UID: "u1", ResourceVersion: "5"},
+			Status: corev1.NodeStatus{
+				Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"},
+					{Type: condition, Status: corev1.ConditionFalse, Reason: "AllFeaturesServed"}},
+				Capacity:  corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
+				Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}},
+				NodeInfo:  corev1.NodeSystemInfo{KubeletVersion: "v1.37.2"}}}
+	}
+	changedOn := func(name, node string, change func(n *corev1.Node)) admissionRequest {
+		old := nodeNamed(name)
+		n := old.DeepCopy()
+		n.ResourceVersion = "6"
+		change(n)
+		return admissionRequest{op: admission.Update, resource: nodesResource, subresource: "status", kind: "Node", name: name, node: node, obj: n, old: old}
+	}
+	changed := func(change func(n *corev1.Node)) admissionRequest { return changedOn(ownNode, ownNode, change) }
+	ours := func(status corev1.ConditionStatus) func(n *corev1.Node) {
+		return func(n *corev1.Node) {
+			n.Status.Conditions[1] = corev1.NodeCondition{Type: condition, Status: status, Reason: "FeaturesOff", Message: "taints (cluster): ..."}
+		}
+	}
+	const onlyOurs = "fastpathd may change only the condition FastpathFeaturesOff of Node node-a's status"
+	for what, tc := range map[string]struct {
+		r    admissionRequest
+		want string
+	}{
+		"its condition changed": {changed(ours(corev1.ConditionTrue)), ""},
+		"its condition added": {changedOn(ownNode, ownNode, func(n *corev1.Node) {
+			n.Status.Conditions = n.Status.Conditions[:1]
+		}), ""},
+		"another node's condition": {changedOn(otherNode, ownNode, ours(corev1.ConditionTrue)),
+			"fastpathd of node node-a may not write Node node-b's status: only its own Node's condition FastpathFeaturesOff"},
+		"a token bound to no node": {changedOn(ownNode, "", ours(corev1.ConditionTrue)),
+			"fastpathd may write Node node-a's status only with a service account token bound to a node"},
+		"Ready changed": {changed(func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionFalse }), onlyOurs},
+		"a condition added": {changed(func(n *corev1.Node) {
+			n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: "NetworkUnavailable", Status: corev1.ConditionTrue})
+		}), onlyOurs},
+		"Ready removed":   {changed(func(n *corev1.Node) { n.Status.Conditions = n.Status.Conditions[1:] }), onlyOurs},
+		"the capacity":    {changed(func(n *corev1.Node) { n.Status.Capacity["example.com/vf"] = resource.MustParse("64") }), onlyOurs},
+		"an address":      {changed(func(n *corev1.Node) { n.Status.Addresses[0].Address = "10.0.0.2" }), onlyOurs},
+		"the node's info": {changed(func(n *corev1.Node) { n.Status.NodeInfo.KubeletVersion = "v1.99.0" }), onlyOurs},
+		"the kubelet's write": {func() admissionRequest {
+			r := changed(func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionFalse })
+			r.user = "system:node:node-a"
+			return r
+		}(), ""},
+	} {
+		wantDecision(t, what, v, tc.r, tc.want)
 	}
 }

@@ -175,7 +175,7 @@ func TestDefaults(t *testing.T) {
 		kinds[o.GetObjectKind().GroupVersionKind().Kind]++
 	}
 	for kind, n := range map[string]int{"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "DaemonSet": 1, "DeviceClass": 7,
-		"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1} {
+		"ValidatingAdmissionPolicy": 2, "ValidatingAdmissionPolicyBinding": 2} {
 		if kinds[kind] != n {
 			t.Errorf("%d %s rendered, want %d (all: %v)", kinds[kind], kind, n, kinds)
 		}
@@ -235,7 +235,7 @@ func TestDefaults(t *testing.T) {
 			}
 		}
 		want := []string{"resourceslices:list,watch,create,update,delete:", "resourceclaims:get:", "resourceclaims/status:update:",
-			"resourceclaims/driver:associated-node:update:fastpath.dev", "nodes:get:", "events:create,patch:"}
+			"resourceclaims/driver:associated-node:update:fastpath.dev", "nodes:get:", "nodes/status:patch:", "events:create,patch:"}
 		if !slices.Equal(got, want) {
 			t.Errorf("ClusterRole rules = %q\nwant %q", got, want)
 		}
@@ -340,7 +340,7 @@ func TestAllValues(t *testing.T) {
 		"CustomResourceDefinition": {"/network-attachment-definitions.k8s.cni.cncf.io", "/ipamclaims.k8s.cni.cncf.io",
 			"/podnetworks.network.fastpath.dev", "/podnetworkattachments.network.fastpath.dev", "/fastpathnodeconfigs.fastpath.dev"},
 		"ValidatingAdmissionPolicy": {"/fastpathd-own-node", "/fastpathd-pod-network-status", "/fastpathd-podnetwork-node-labels", "/fastpathd-ipamclaim-status",
-			"/fastpathd-node-config-status"},
+			"/fastpathd-node-config-status", "/fastpathd-node-condition"},
 	} {
 		got := slices.Clone(kinds[kind])
 		slices.Sort(got)

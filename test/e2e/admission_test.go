@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/fastpath-dra/fastpath/dra/npwg"
+	"github.com/fastpath-dra/fastpath/dra/status"
 	"github.com/fastpath-dra/fastpath/test/testbed"
 )
 
@@ -99,6 +100,23 @@ func TestAdmissionPolicies(t *testing.T) {
 		if _, err := slices.Update(ctx, mine, metav1.UpdateOptions{DryRun: dryRun}); err != nil {
 			t.Errorf("update of this node's CNI slice with this node's token: %v", err)
 		}
+	})
+
+	t.Run("node condition", func(t *testing.T) {
+		// fastpathd's own write of the condition (the daemon above).
+		waitFeaturesOff(t, ctx, corev1.ConditionFalse)
+		patch := func(condition string) []byte {
+			return fmt.Appendf(nil, `{"status":{"conditions":[{"type":%q,"status":"True","reason":"E2E","message":"e2e"}]}}`, condition)
+		}
+		nodes := onOwn.CoreV1().Nodes()
+		if _, err := nodes.Patch(ctx, own.Name, types.StrategicMergePatchType, patch(string(status.FeaturesOffCondition)),
+			metav1.PatchOptions{DryRun: dryRun}, "status"); err != nil {
+			t.Errorf("this node's %s with its token: %v", status.FeaturesOffCondition, err)
+		}
+		_, err := nodes.Patch(ctx, own.Name, types.StrategicMergePatchType, patch("NetworkUnavailable"), metav1.PatchOptions{DryRun: dryRun}, "status")
+		wantRefused(t, "another condition of this node", err, "fastpathd may change only the condition FastpathFeaturesOff of Node "+own.Name+"'s status")
+		_, err = nodes.Patch(ctx, other.Name, types.StrategicMergePatchType, patch(string(status.FeaturesOffCondition)), metav1.PatchOptions{DryRun: dryRun}, "status")
+		wantRefused(t, "another node's condition", err, "fastpathd of node "+own.Name+" may not write Node "+other.Name+"'s status")
 	})
 
 	t.Run("claim allocation", func(t *testing.T) {

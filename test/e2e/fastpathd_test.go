@@ -20,11 +20,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
+	"github.com/fastpath-dra/fastpath/dra/status"
 	"github.com/fastpath-dra/fastpath/test/images"
 	"github.com/fastpath-dra/fastpath/test/testbed"
 )
@@ -482,4 +485,36 @@ func leftState(t *testing.T, dir string) []string {
 		left = append(left, e.Name())
 	}
 	return left
+}
+
+// waitFeaturesOff waits until the node's condition FastpathFeaturesOff has
+// status want and its message says each of says, and returns it.
+func waitFeaturesOff(t *testing.T, ctx context.Context, want corev1.ConditionStatus, says ...string) corev1.NodeCondition {
+	t.Helper()
+	var got corev1.NodeCondition
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		n, err := bed.Client().CoreV1().Nodes().Get(ctx, bed.NodeName(), metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == status.FeaturesOffCondition {
+				got = c
+			}
+		}
+		if got.Status != want {
+			return false, nil
+		}
+		for _, s := range says {
+			if !strings.Contains(got.Message, s) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("the node's condition %s is %+v, want status %s saying %q", status.FeaturesOffCondition, got, want, says)
+	}
+	t.Logf("the node's condition %s=%s (%s): %s", got.Type, got.Status, got.Reason, got.Message)
+	return got
 }

@@ -39,7 +39,7 @@ func TestLeastPrivilege(t *testing.T) {
 			{"update", "resourceslices", "", "", ""}, {"delete", "resourceslices", "", "", ""},
 			{"get", "resourceclaims", "", "", ""}, {"update", "resourceclaims", "status", "", ""},
 			{"associated-node:update", "resourceclaims", "driver", driverName, ""}, {"associated-node:update", "resourceclaims", "driver", cniDriver, ""},
-			{"get", "nodes", "", "", ""}, {"get", "cniconfigs", "", "", ""},
+			{"get", "nodes", "", "", ""}, {"patch", "nodes", "status", "", ""}, {"get", "cniconfigs", "", "", ""},
 			// ConfigMaps for approved configs' arguments: in the config
 			// namespace only (no cni.configMapNamespaces).
 			{"get", "configmaps", "", "", testbed.ChartNamespace},
@@ -52,7 +52,7 @@ func TestLeastPrivilege(t *testing.T) {
 			{"update", "resourceclaims", "binding", "", ""},
 			{"arbitrary-node:update", "resourceclaims", "driver", driverName, ""},
 			{"associated-node:update", "resourceclaims", "driver", "gpu.example.com", ""},
-			{"list", "nodes", "", "", ""}, {"update", "nodes", "", "", ""}, {"list", "configmaps", "", "", ""},
+			{"list", "nodes", "", "", ""}, {"update", "nodes", "", "", ""}, {"update", "nodes", "status", "", ""}, {"list", "configmaps", "", "", ""},
 			{"get", "configmaps", "", "", ""}, {"get", "configmaps", "", "", "kube-system"},
 			{"list", "cniconfigs", "", "", ""}, {"update", "cniconfigs", "status", "", ""}, {"create", "cniconfigs", "", "", ""},
 			{"get", "secrets", "", "", ""}, {"list", "pods", "", "", ""}, {"delete", "events", "", "", ""},

@@ -74,6 +74,13 @@ func TestRequiredPlugins(t *testing.T) {
 		t.Fatalf("pod %s did not start once fastpathd served: %v", pod.Name, err)
 	}
 	t.Logf("pod %s running %s after fastpathd served (the kubelet's backoff)", pod.Name, time.Since(start).Round(time.Second))
+	// containerd 2.2's NRI has the validator: nothing the daemon uses is
+	// off (the bed's API server serves every DRA feature it uses).
+	if v, err := bed.Config().Versions(); err != nil {
+		t.Fatal(err)
+	} else if strings.HasPrefix(v.Containerd, "v2.2") && strings.HasPrefix(v.Kubernetes, "v1.37") {
+		waitFeaturesOff(t, ctx, corev1.ConditionFalse, "the cluster and the runtime serve every feature fastpath uses")
+	}
 }
 
 // TestNRIOff: on a node whose runtime has NRI off, its socket is not
@@ -157,6 +164,8 @@ spec:
 	t.Logf("pod %s runs without fastpathd and without net1: CRI-O 1.34 does not enforce %s", pod.Name, requiredPlugins)
 
 	d.start(t, ctx)
+	// fastpathd says what it found: the runtime lacks the validator.
+	waitFeaturesOff(t, ctx, corev1.ConditionTrue, "required_plugins (runtime): the runtime cri-o", "is older than NRI v0.10.0")
 	var last error
 	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		l, err := podInterface(uid, "net1")

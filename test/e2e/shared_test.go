@@ -332,6 +332,7 @@ func sharedWithoutConsumableCapacity(t *testing.T, ctx context.Context, device s
 		t.Fatal("no DRAFeatureOff event on the node names DRAConsumableCapacity")
 	}
 	t.Logf("the node's event: %s", said)
+	waitFeaturesOff(t, ctx, corev1.ConditionTrue, "multiple_allocations (cluster): feature gate DRAConsumableCapacity off")
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		s, err := nodeSlices(ctx)
 		if err != nil {
