@@ -15,6 +15,7 @@ import (
 	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilversion "k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/fastpath-dra/fastpath/test/testbed"
@@ -29,11 +30,16 @@ const requiredPlugins = "required-plugins.noderesource.dev"
 // start while no fastpathd serves the node (its container is not created,
 // the runtime naming the plugin), and starts once one does.
 // TestRollingUpgrade's pods require it too: they start while either
-// daemon serves.
+// daemon serves. On a runtime whose NRI has no default validator (CRI-O
+// 1.34, containerd before 2.2), see requiredPluginsUnenforced.
 func TestRequiredPlugins(t *testing.T) {
 	ctx := testContext(t)
-	if bed.Config().Runtime == testbed.RuntimeCRIO {
-		requiredPluginsCRIO(t, ctx)
+	v, err := bed.Config().Versions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bed.Config().Runtime == testbed.RuntimeCRIO || utilversion.MustParseSemantic(v.Containerd).LessThan(utilversion.MustParseSemantic("v2.2.0")) {
+		requiredPluginsUnenforced(t, ctx)
 		return
 	}
 	pod := testbed.WorkloadPod("default", "e2e-required", "sleep")
@@ -41,7 +47,7 @@ func TestRequiredPlugins(t *testing.T) {
 	createPod(t, ctx, pod)
 	const refusal = `required plugin "fastpath" not present`
 	var last string
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		p, err := bed.Client().CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
@@ -75,10 +81,8 @@ func TestRequiredPlugins(t *testing.T) {
 	}
 	t.Logf("pod %s running %s after fastpathd served (the kubelet's backoff)", pod.Name, time.Since(start).Round(time.Second))
 	// containerd 2.2's NRI has the validator: nothing the daemon uses is
-	// off (the bed's API server serves every DRA feature it uses).
-	if v, err := bed.Config().Versions(); err != nil {
-		t.Fatal(err)
-	} else if strings.HasPrefix(v.Containerd, "v2.2") && strings.HasPrefix(v.Kubernetes, "v1.37") {
+	// off (from 1.36 the API server serves every DRA feature it uses).
+	if strings.HasPrefix(v.Kubernetes, "v1.36") || strings.HasPrefix(v.Kubernetes, "v1.37") {
 		waitFeaturesOff(t, ctx, corev1.ConditionFalse, "the cluster and the runtime serve every feature fastpath uses")
 	}
 }
@@ -123,12 +127,13 @@ func TestNRIOff(t *testing.T) {
 	}
 }
 
-// requiredPluginsCRIO is TestRequiredPlugins on CRI-O 1.34, whose NRI has
-// no default validator (docs/install.md): a pod that requires fastpath and
-// selects a network starts while no fastpathd serves the node, without the
-// network; once fastpathd connects, it attaches the network to the
-// running pod.
-func requiredPluginsCRIO(t *testing.T, ctx context.Context) {
+// requiredPluginsUnenforced is TestRequiredPlugins on a runtime whose NRI
+// has no default validator (CRI-O 1.34, containerd before 2.2;
+// docs/install.md): a pod that requires fastpath and selects a network
+// starts while no fastpathd serves the node, without the network; once
+// fastpathd connects, it says in the node's condition that the runtime
+// lacks the validator, and attaches the network to the running pod.
+func requiredPluginsUnenforced(t *testing.T, ctx context.Context) {
 	t.Helper()
 	master := hostVethNamed(t, "fprq0a", "fprq0b")
 	if err := netlink.LinkSetUp(master); err != nil {
@@ -155,17 +160,21 @@ spec:
 		return p.Status.Phase == corev1.PodRunning, nil
 	})
 	if err != nil {
-		t.Fatalf("pod %s did not start without fastpathd on CRI-O (which does not enforce %s): %v", pod.Name, requiredPlugins, err)
+		t.Fatalf("pod %s did not start without fastpathd on a runtime that does not enforce %s: %v", pod.Name, requiredPlugins, err)
 	}
 	uid := string(running.UID)
 	if _, err := podInterface(uid, "net1"); err == nil {
 		t.Fatalf("pod %s has net1 while no fastpathd serves the node", pod.Name)
 	}
-	t.Logf("pod %s runs without fastpathd and without net1: CRI-O 1.34 does not enforce %s", pod.Name, requiredPlugins)
+	t.Logf("pod %s runs without fastpathd and without net1: the runtime does not enforce %s", pod.Name, requiredPlugins)
 
 	d.start(t, ctx)
 	// fastpathd says what it found: the runtime lacks the validator.
-	waitFeaturesOff(t, ctx, corev1.ConditionTrue, "required_plugins (runtime): the runtime cri-o", "is older than NRI v0.10.0")
+	runtime := "containerd"
+	if bed.Config().Runtime == testbed.RuntimeCRIO {
+		runtime = "cri-o" // as CRI-O names itself
+	}
+	waitFeaturesOff(t, ctx, corev1.ConditionTrue, "required_plugins (runtime): the runtime "+runtime, "is older than NRI v0.10.0")
 	var last error
 	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		l, err := podInterface(uid, "net1")
