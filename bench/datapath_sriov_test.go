@@ -42,14 +42,17 @@ func BenchmarkSRIOVDatapath(b *testing.B) {
 		b.Fatal(err)
 	}
 	// igb transmits XDP frames (ndo_xdp_xmit) only while an XDP program
-	// is attached to it: one that passes everything, attached before the
-	// VFs are made (it resets the PF).
+	// is attached to it: one that passes everything. Attaching it resets
+	// the PF, and VFs made before are left resetting (a VF then refuses a
+	// MAC: "cannot assign requested address"): the VFs are made again
+	// after it.
 	pass := newXDPProgram(b, "pf_pass", asm.Instructions{asm.Mov.Imm(asm.R0, xdpPass), asm.Return()})
 	xl, err := link.AttachXDP(link.XDPOptions{Program: pass, Interface: pfLink.Attrs().Index, Flags: link.XDPDriverMode})
 	if err != nil {
 		b.Fatalf("XDP on the PF %s: %v", pf.Name, err)
 	}
 	b.Cleanup(func() { _ = xl.Close() })
+	pf.SetNumVFs(b, 0)
 	vfs := pf.VFsReady(b, 4)
 	gen := genProgram(b)
 	b.Run("udp", func(b *testing.B) {

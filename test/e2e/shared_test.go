@@ -69,24 +69,14 @@ pools:
 		sharedWithoutConsumableCapacity(t, ctx, device)
 		return
 	}
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		s, err := nodeSlices(ctx)
-		if err != nil {
-			return false, nil
+	waitDevices(t, ctx, device+" shared with 8 interfaces and 1 Gbit/s", func(devs map[string]resourceapi.Device) bool {
+		dev, ok := devs[device]
+		if !ok || dev.AllowMultipleAllocations == nil || !*dev.AllowMultipleAllocations {
+			return false
 		}
-		for _, sl := range s {
-			for _, dev := range sl.Spec.Devices {
-				if dev.Name == device && dev.AllowMultipleAllocations != nil && *dev.AllowMultipleAllocations {
-					c, bw := dev.Capacity["interfaces"], dev.Capacity["bandwidth"]
-					return c.Value.Value() == 8 && bw.Value.Value() == 1_000_000_000, nil
-				}
-			}
-		}
-		return false, nil
+		c, bw := dev.Capacity["interfaces"], dev.Capacity["bandwidth"]
+		return c.Value.Value() == 8 && bw.Value.Value() == 1_000_000_000
 	})
-	if err != nil {
-		t.Fatalf("%s was never published shared with 8 interfaces and 1 Gbit/s", device)
-	}
 
 	tmpl := claimTemplate(t, ctx, "e2e-shared", "fast", "shared.fastpath.dev", `device.attributes["fastpath.dev"].kind == "netdev"`,
 		&v1alpha1.InterfaceConfig{Interface: &v1alpha1.InterfaceSpec{Name: "fast0"}, IPAM: &v1alpha1.IPAMSpec{Pool: "fast"}})
@@ -161,7 +151,7 @@ pools:
 	}
 	t.Cleanup(func() { _ = bed.DeletePod(context.Background(), "default", ninth.Name) })
 	var why string
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		p, err := bed.Client().CoreV1().Pods("default").Get(ctx, ninth.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
@@ -333,23 +323,10 @@ func sharedWithoutConsumableCapacity(t *testing.T, ctx context.Context, device s
 	}
 	t.Logf("the node's event: %s", said)
 	waitFeaturesOff(t, ctx, corev1.ConditionTrue, "multiple_allocations (cluster): feature gate DRAConsumableCapacity off")
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		s, err := nodeSlices(ctx)
-		if err != nil {
-			return false, nil
-		}
-		for _, sl := range s {
-			for _, dev := range sl.Spec.Devices {
-				if dev.Name == device {
-					return dev.AllowMultipleAllocations == nil, nil
-				}
-			}
-		}
-		return false, nil
+	waitDevices(t, ctx, device+" for one claim at a time", func(devs map[string]resourceapi.Device) bool {
+		dev, ok := devs[device]
+		return ok && dev.AllowMultipleAllocations == nil
 	})
-	if err != nil {
-		t.Fatalf("%s was never published for one claim at a time", device)
-	}
 	tmpl := claimTemplate(t, ctx, "e2e-shared", "fast", "shared.fastpath.dev", `device.attributes["fastpath.dev"].kind == "netdev"`,
 		&v1alpha1.InterfaceConfig{Interface: &v1alpha1.InterfaceSpec{Name: "fast0"}, IPAM: &v1alpha1.IPAMSpec{Pool: "fast"}})
 	pod := func(i int) *corev1.Pod {

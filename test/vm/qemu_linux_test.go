@@ -67,4 +67,18 @@ func TestExitReason(t *testing.T) {
 			t.Errorf("%s: %v does not quote QEMU's log", c.script, err)
 		}
 	}
+	// QEMU ending with no error: the guest reset (-no-reboot), silently
+	// or after a kernel panic on its console.
+	for console, reset := range map[string]bool{
+		"fastpath-vm: ready at 7.60s of guest uptime\n":                                               true,
+		"[   12.3] Kernel panic - not syncing: Fatal exception\n[   12.3] Rebooting in 1 seconds..\n": false,
+	} {
+		if err := os.WriteFile(d.console(), []byte(console), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		err := (&VM{dir: d}).exitReason()
+		if errors.Is(err, ErrReset) != reset || errors.Is(err, ErrCrashed) {
+			t.Errorf("QEMU exited 0, console %q: %v; reset %v, want %v", console, err, errors.Is(err, ErrReset), reset)
+		}
+	}
 }

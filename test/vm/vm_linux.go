@@ -74,6 +74,12 @@ var ErrStillRuns = errors.New("still runs in the guest")
 // which says nothing of the code under test unless it comes again.
 var ErrCrashed = errors.New("QEMU crashed")
 
+// ErrReset is the VM's end when QEMU exited on its own, with no error,
+// while the guest ran a command, and the guest's console says no kernel
+// panic: the emulated machine reset (a triple fault of the emulated CPU),
+// the emulator's fault as a crash is, unless it comes again.
+var ErrReset = errors.New("the guest reset without a word")
+
 // ErrRebooted is returned by Run for a command the guest rebooted under
 // (Options.Reboot): it ended with the boot, whatever it was doing.
 var ErrRebooted = errors.New("the guest rebooted under it")
@@ -431,7 +437,14 @@ func (v *VM) exitReason() error {
 	if v.exitErr != nil {
 		return fmt.Errorf("QEMU exited: %w%s", v.exitErr, why)
 	}
-	return errors.New("QEMU exited" + why)
+	// QEMU exits with no error when the guest resets (-no-reboot): a
+	// kernel panic says so on the console first (panic=-1).
+	for _, line := range tail(v.dir.console(), 50) {
+		if strings.Contains(line, "Kernel panic") {
+			return errors.New("QEMU exited: the guest's kernel panicked (its console: " + v.dir.console() + ")" + why)
+		}
+	}
+	return fmt.Errorf("QEMU exited: %w (its console: %s)%s", ErrReset, v.dir.console(), why)
 }
 
 // alive reports whether QEMU still runs.

@@ -196,14 +196,18 @@ func test(ctx context.Context, args []string) (int, error) {
 	for i, s := range suites {
 		fmt.Printf("=== fastpath-vm: %s in the VM (%s)\n", s.Package, s.Binary)
 		r := g.run(ctx, s, testArgs, suiteTimeout)
-		if (errors.Is(r.Err, vm.ErrStalled) || errors.Is(r.Err, vm.ErrCrashed)) && !rebooted && ctx.Err() == nil {
-			// A lost timer interrupt of the emulated CPU, or the
-			// emulator aborting, not the code under test: the suite
-			// runs again, once, in a new VM. Again, it fails.
+		if (errors.Is(r.Err, vm.ErrStalled) || errors.Is(r.Err, vm.ErrCrashed) || errors.Is(r.Err, vm.ErrReset)) && !rebooted && ctx.Err() == nil {
+			// A lost timer interrupt of the emulated CPU, the
+			// emulator aborting, or the emulated machine resetting,
+			// not the code under test: the suite runs again, once, in
+			// a new VM. Again, it fails.
 			rebooted = true
 			why := "the guest kernel stalled"
-			if errors.Is(r.Err, vm.ErrCrashed) {
+			switch {
+			case errors.Is(r.Err, vm.ErrCrashed):
 				why = "QEMU crashed"
+			case errors.Is(r.Err, vm.ErrReset):
+				why = "the guest reset"
 			}
 			fmt.Printf("fastpath-vm: %v\nfastpath-vm: %s; %s runs again in a new VM\n", r.Err, why, s.Package)
 			kept, err := g.replace(ctx)
@@ -215,7 +219,7 @@ func test(ctx context.Context, args []string) (int, error) {
 			r.Note = "run again in a new VM after " + why
 		}
 		results = append(results, r)
-		if (errors.Is(r.Err, vm.ErrStalled) || errors.Is(r.Err, vm.ErrStillRuns) || errors.Is(r.Err, vm.ErrCrashed)) && i+1 < len(suites) {
+		if (errors.Is(r.Err, vm.ErrStalled) || errors.Is(r.Err, vm.ErrStillRuns) || errors.Is(r.Err, vm.ErrCrashed) || errors.Is(r.Err, vm.ErrReset)) && i+1 < len(suites) {
 			// A stalled guest, or one that cannot end a test binary: the
 			// VM cannot be trusted with the rest.
 			for _, rest := range suites[i+1:] {
