@@ -259,7 +259,12 @@ func New(opts Options) (*Driver, error) {
 // Start registers the plugin with the kubelet and serves the DRA API until
 // ctx ends or Stop is called.
 func (d *Driver) Start(ctx context.Context) error {
-	h, err := kubelet.Start(ctx, d, devices.DriverName, d.opts.Client, d.opts.NodeName, d.opts.PluginDir, d.opts.RegistryDir, d.opts.PodUID, true, d.opts.Metadata)
+	// The kubelet's calls for different pods run at once (a burst of pods
+	// waits for no other's Prepare): each claim has its own lock, the
+	// store admits atomically, and Reconcile excludes them by the lock
+	// the helper would take (prepareLock).
+	h, err := kubelet.Start(ctx, d, devices.DriverName, d.opts.Client, d.opts.NodeName, d.opts.PluginDir, d.opts.RegistryDir, d.opts.PodUID, true, d.opts.Metadata,
+		kubeletplugin.Serialize(false))
 	d.helper = h
 	if err == nil {
 		go d.slices.Run(ctx)
@@ -385,6 +390,11 @@ func (d *Driver) RegistrationStatus() error {
 // slow vfio bind delays the claims after it; each claim also has its own
 // lock, which the runtime's hooks take.
 func (d *Driver) PrepareResourceClaims(ctx context.Context, cls []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	unlock, err := d.prepareLock().RLock(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("waiting for another daemon's reconciliation: %w", err)
+	}
+	defer unlock()
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(cls))
 	for _, claim := range cls {
 		if err := ctx.Err(); err != nil {
@@ -404,6 +414,11 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, cls []*resourceapi.R
 // UnprepareResourceClaims undoes what Prepare and the runtime's hooks did.
 // A claim that is not prepared (or already unprepared) is fine.
 func (d *Driver) UnprepareResourceClaims(ctx context.Context, cls []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	unlock, err := d.prepareLock().RLock(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("waiting for another daemon's reconciliation: %w", err)
+	}
+	defer unlock()
 	out := make(map[types.UID]error, len(cls))
 	for _, c := range cls {
 		if err := ctx.Err(); err != nil {
@@ -479,17 +494,15 @@ func (d *Driver) unprepare(ctx context.Context, key claims.Key) error {
 // the boot, and the kubelet, which remembers it as prepared, does not ask.
 func (d *Driver) Reconcile(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	if d.opts.PodUID != "" {
-		// Another daemon of the node may be preparing a claim right now
-		// (a rolling update): hold the lock the kubelet plugin helpers of
-		// both hold across every Prepare and Unprepare, so that a claim
-		// not prepared is one whose Prepare was interrupted.
-		unlock, err := claims.FileLock(filepath.Join(d.opts.PluginDir, "serialize.lock")).Lock(ctx)
-		if err != nil {
-			return err
-		}
-		defer unlock()
+	// Another daemon of the node may be preparing a claim right now (a
+	// rolling update): hold the lock every Prepare and Unprepare holds
+	// shared, so that a claim not prepared is one whose Prepare was
+	// interrupted.
+	unlock, err := d.prepareLock().Lock(ctx)
+	if err != nil {
+		return err
 	}
+	defer unlock()
 	var errs []error
 	if err := d.reconcileAdmin(ctx); err != nil {
 		logger.Error(err, "Reconciling admin-access claims")
@@ -548,4 +561,18 @@ func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
 // the kubelet, which shows it in the pods' allocatedResourcesStatus.
 func (d *Driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
 	return d.health.watch(ctx, reports)
+}
+
+// prepareLock is the node's lock of Prepare and Unprepare against
+// Reconcile, with rolling updates (two daemons of the node serve at once;
+// none without): Prepares and Unprepares hold it shared, from this daemon
+// and the other, and Reconcile alone. It is the file the kubelet plugin
+// helper locks to serialize its calls, which a daemon of an earlier
+// release holds across each of its own Prepares: one of those excludes
+// and waits for these.
+func (d *Driver) prepareLock() claims.FileLock {
+	if d.opts.PodUID == "" {
+		return ""
+	}
+	return claims.FileLock(filepath.Join(d.opts.PluginDir, "serialize.lock"))
 }

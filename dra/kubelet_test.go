@@ -40,12 +40,17 @@ type fakeKubelet struct {
 
 func startFakeKubelet(t *testing.T, ctx context.Context, registryDir string) *fakeKubelet {
 	t.Helper()
+	// The helper creates its registration socket as it starts: named by
+	// the driver, and with rolling updates by the daemon's pod too.
 	regSock := filepath.Join(registryDir, devices.DriverName+"-reg.sock")
 	var rc *grpc.ClientConn
-	// The helper creates its registration socket as it starts.
 	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		_, err := os.Stat(regSock)
-		return err == nil, nil
+		socks, err := filepath.Glob(filepath.Join(registryDir, devices.DriverName+"-*reg.sock"))
+		if err != nil || len(socks) != 1 {
+			return false, err
+		}
+		regSock = socks[0]
+		return true, nil
 	}); err != nil {
 		t.Fatalf("no registration socket %s: %v", regSock, err)
 	}

@@ -101,6 +101,9 @@ type runOptions struct {
 	interfaceSysctls stringList
 	// deviceMetadata writes the device metadata of prepared claims.
 	deviceMetadata bool
+	// attachOverlap attaches a pod's devices while the runtime creates
+	// its first container (nri.Options.Overlap).
+	attachOverlap bool
 	// journal lets the store write checkpoint version 3 (claims.SetJournal);
 	// checkpointRest is the quiet time after which it writes version 2
 	// (claims.SetRest).
@@ -130,6 +133,7 @@ func (o *runOptions) addFlags(fs *flag.FlagSet) {
 	o.nodeConfig.addFlags(fs)
 	fs.DurationVar(&o.checkpointRest, "checkpoint-rest", time.Second, "once this long has passed without a change of the node's claims, rewrite the checkpoint whole in version 2 (which the previous release reads), the journal folded into it; the next change writes version 3 again. 0: keep version 3 until the daemon stops")
 	fs.BoolVar(&o.journal, "checkpoint-journal", true, "record a change of the node's claims as an entry of a journal beside the checkpoint (checkpoint version 3), whatever their number; false: rewrite the whole checkpoint at every change (version 2, which the previous release reads). Version 2 is written anyway while another fastpathd's pod runs or its DRA socket answers on the node (a rollback needs no change of this flag)")
+	fs.BoolVar(&o.attachOverlap, "attach-overlap", true, "attach a pod's devices and networks while the kubelet and the runtime go on with the pod: RunPodSandbox starts the attach and returns, and the pod's first CreateContainer waits for it (a failed attach fails the container, which the kubelet creates again). false: the attach completes inside RunPodSandbox, which fails with its error, and NRI plugins of a higher --nri-plugin-index see the devices at their RunPodSandbox")
 	fs.BoolVar(&o.deviceMetadata, "device-metadata", true, "write each prepared claim's device metadata (KEP-5304: the devices' attributes and, once in the pod, their network data) and mount it into the pod's containers at /var/run/kubernetes.io/dra-device-attributes/, through a CDI spec in --cdi-dir")
 	fs.BoolVar(&o.allowPFWithVFs, "allow-pf-with-vfs", false, "let claims take a PF that has SR-IOV VFs whole (modes netdev, afxdp, delegate): its pod can then set every VF's MAC, VLAN and trust; off, Prepare refuses them (mode vfio always)")
 	fs.BoolVar(&o.numaNodeList, "numa-node-list", false, "publish resource.kubernetes.io/numaNode as a list (DRAListTypeAttributes, alpha in Kubernetes 1.37: the API server and the scheduler need the feature gate): a device's NUMA node first, then the nodes of its socket at the nearest distance, so that a matchAttribute with a device on any of them is met; off: the scalar every cluster accepts")
@@ -474,7 +478,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 		meta = &kubelet.Metadata{CDIDir: o.cdiDir}
 	}
 	nriOpts := nri.Options{Socket: o.nriSocket, Index: o.nriIndex, Store: store, Attacher: attacher, Status: writer, Metrics: m, Name: nri.PluginName, HookLock: hookLock,
-		Metadata: meta, WriteCDI: dra.WriteCDISpec}
+		Metadata: meta, WriteCDI: dra.WriteCDISpec, Overlap: o.attachOverlap}
 	if others != nil {
 		nriOpts.Pods = others
 	}

@@ -156,24 +156,42 @@ func (l FileLock) Lock(ctx context.Context) (unlock func(), _ error) {
 	if l == "" {
 		return func() {}, nil
 	}
-	f, err := openLocked(ctx, string(l))
+	f, err := openLocked(ctx, string(l), false)
 	if err != nil {
 		return nil, err
 	}
 	return func() { _ = f.Close() }, nil // closing releases both
 }
 
+// RLock takes the lock shared: holders of RLock do not exclude each
+// other, and exclude (and wait for) holders of Lock, the kubelet plugin
+// helper's lock of an earlier release among them.
+func (l FileLock) RLock(ctx context.Context) (unlock func(), _ error) {
+	if l == "" {
+		return func() {}, nil
+	}
+	f, err := openLocked(ctx, string(l), true)
+	if err != nil {
+		return nil, err
+	}
+	return func() { _ = f.Close() }, nil
+}
+
 // openLocked opens the file at path, made if missing, and takes both its
-// locks (FileLock), which closing it releases.
-func openLocked(ctx context.Context, path string) (*os.File, error) {
+// locks (FileLock), shared or not, which closing it releases.
+func openLocked(ctx context.Context, path string, shared bool) (*os.File, error) {
 	f, err := openFile(path, os.O_CREATE|os.O_RDWR|safeFlags, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
+	how, typ := unix.LOCK_EX, int16(unix.F_WRLCK)
+	if shared {
+		how, typ = unix.LOCK_SH, unix.F_RDLCK
+	}
 	for _, try := range []func() error{
-		func() error { return unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) },
+		func() error { return unix.Flock(int(f.Fd()), how|unix.LOCK_NB) },
 		func() error {
-			return unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart})
+			return unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &unix.Flock_t{Type: typ, Whence: io.SeekStart})
 		},
 	} {
 		if err := waitFor(ctx, try); err != nil {
@@ -217,7 +235,7 @@ func lockRemovable(ctx context.Context, path string) (unlock func(), _ error) {
 		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 			return nil, fmt.Errorf("lock %s: %w", path, err)
 		}
-		f, err := openLocked(ctx, path)
+		f, err := openLocked(ctx, path, false)
 		if errors.Is(err, fs.ErrNotExist) && ctx.Err() == nil {
 			continue // the directory went with another lock's release
 		}
@@ -257,7 +275,7 @@ func RemoveClaimLocks(path string) error {
 	for _, e := range entries {
 		lock := filepath.Join(dir, e.Name())
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-		f, err := openLocked(ctx, lock)
+		f, err := openLocked(ctx, lock, false)
 		cancel()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("claim lock %s: %w", lock, err))

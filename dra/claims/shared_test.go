@@ -243,6 +243,65 @@ func TestFileLockExcludesHelper(t *testing.T) {
 	unlock()
 }
 
+// RLock's holders share the file: two at once, while Lock waits for both,
+// and the kubelet plugin helper's lock (an earlier release's Prepare)
+// waits for them and they for it.
+func TestFileRLock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "serialize.lock")
+	l := FileLock(path)
+	short := func() context.Context {
+		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		t.Cleanup(cancel)
+		return ctx
+	}
+	r1, err := l.RLock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := l.RLock(short())
+	if err != nil {
+		t.Fatalf("a second shared holder waited: %v", err)
+	}
+	if unlock, err := l.Lock(short()); err == nil {
+		unlock()
+		t.Fatal("Lock was taken while shared holders hold the file")
+	}
+	if _, err := fileutil.TryLockFile(path, os.O_RDWR, 0o600); err == nil {
+		t.Fatal("the helper took the file while shared holders hold it")
+	}
+	r1()
+	if unlock, err := l.Lock(short()); err == nil {
+		unlock()
+		t.Fatal("Lock was taken while one shared holder is left")
+	}
+	r2()
+	w, err := l.Lock(t.Context())
+	if err != nil {
+		t.Fatalf("Lock after the shared holders left: %v", err)
+	}
+	if unlock, err := l.RLock(short()); err == nil {
+		unlock()
+		t.Fatal("RLock was taken while Lock is held")
+	}
+	w()
+	held, err := fileutil.LockFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if unlock, err := l.RLock(short()); err == nil {
+		unlock()
+		t.Fatal("RLock was taken while the helper holds the file")
+	}
+	if err := held.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if unlock, err := FileLock("").RLock(t.Context()); err != nil {
+		t.Fatal(err)
+	} else {
+		unlock()
+	}
+}
+
 // A claim's lock is the node's when the store is shared: while one daemon
 // holds it, the other's waits, so that a change that reads a record,
 // works and writes it back (an attachment recorded by a hook) is never

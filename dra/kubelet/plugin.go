@@ -23,8 +23,10 @@ type Runtime interface {
 }
 
 // Start starts the kubelet plugin helper for one driver; with meta, it
-// writes the device metadata of the claims it prepares.
-func Start(ctx context.Context, p kubeletplugin.DRAPlugin, driver string, client kubernetes.Interface, node, pluginDir, registryDir string, podUID types.UID, health bool, meta *Metadata) (*kubeletplugin.Helper, error) {
+// writes the device metadata of the claims it prepares. extra are more of
+// the helper's options (Serialize(false) for a driver whose Prepare and
+// Unprepare order themselves).
+func Start(ctx context.Context, p kubeletplugin.DRAPlugin, driver string, client kubernetes.Interface, node, pluginDir, registryDir string, podUID types.UID, health bool, meta *Metadata, extra ...kubeletplugin.Option) (*kubeletplugin.Helper, error) {
 	opts := append([]kubeletplugin.Option{
 		// Two daemons of the node serve at once while one replaces the
 		// other; the helper serializes the kubelet's calls across them,
@@ -40,6 +42,7 @@ func Start(ctx context.Context, p kubeletplugin.DRAPlugin, driver string, client
 		// subscribe (else it logs an error at every pod start).
 		kubeletplugin.HealthService(health),
 	}, meta.options()...)
+	opts = append(opts, extra...)
 	h, err := kubeletplugin.Start(ctx, p, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("start the kubelet plugin of %s: %w", driver, err)

@@ -266,13 +266,18 @@ func (h *hooks) CreateContainer(ctx context.Context, pod *api.PodSandbox, _ *api
 	return nil, nil, err
 }
 
-// RunPodSandbox attaches the pod's devices and networks.
+// RunPodSandbox attaches the pod's devices and networks; with Overlap it
+// starts the attach and the pod's first CreateContainer waits for it.
 func (h *hooks) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
 	start := time.Now()
 	if o := h.p.opts.Pods; o != nil {
 		o.Started(ctx, pod)
 	}
-	err := bounds.Err(h.p.AttachPod(ctx, podOf(pod)))
+	attach := h.p.AttachPod
+	if h.p.opts.Overlap {
+		attach = h.p.StartAttachPod
+	}
+	err := bounds.Err(attach(ctx, podOf(pod)))
 	h.observe("run_pod_sandbox", start, err)
 	return err
 }
@@ -300,6 +305,9 @@ func (h *hooks) stop(ctx context.Context, pod *api.PodSandbox) error {
 	}
 	p := podOf(pod)
 	err := bounds.Err(h.p.DetachPod(ctx, p))
+	// A failed attach nobody waited for (no container was created) is
+	// forgotten with its sandbox; DetachPod waited for it to end.
+	h.p.forgetAttach(p)
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Returning devices to the host", "pod", p.String())
 	}

@@ -99,6 +99,15 @@ type Options struct {
 	// connection and when another (an upgraded runtime) connects. It is
 	// called in the runtime's Configure request: it must not block.
 	OnRuntime func(context.Context, Runtime)
+	// Overlap, when set, attaches a pod's devices and networks while the
+	// runtime goes on with the pod: RunPodSandbox takes the pod's hook
+	// lock, starts the attach and returns, and the pod's first
+	// CreateContainer waits for it (failing with its error, as the
+	// sandbox would have). The kubelet's and the runtime's work between
+	// the sandbox and the first container runs beside the kernel's
+	// namespace move. Unset: the attach completes inside RunPodSandbox,
+	// which fails with its error.
+	Overlap bool
 }
 
 // PodObserver learns of the node's pods from the runtime's events.
@@ -141,8 +150,10 @@ type Plugin struct {
 
 	pods claims.Locks[types.UID]
 
-	// reports are the network-status writes under way.
-	reports sync.WaitGroup
+	// reports are the network-status writes under way; attaching the
+	// attaches StartAttachPod left running.
+	reports   sync.WaitGroup
+	attaching sync.WaitGroup
 
 	// nadConfigs are the NetworkAttachmentDefinitions' configurations
 	// read, by UID and resourceVersion (nadConfig).
@@ -160,6 +171,18 @@ type Plugin struct {
 	// netns holds the namespaces of the pods with fastpath's devices or
 	// networks in them.
 	netns netnsHolds
+
+	// pending are the attaches under way or failed that RunPodSandbox
+	// started with Overlap, by pod; an attach that succeeds leaves.
+	pendingMu sync.Mutex
+	pending   map[types.UID]*pendingAttach
+}
+
+// pendingAttach is one attach RunPodSandbox left running.
+type pendingAttach struct {
+	sandbox string
+	done    chan struct{}
+	err     error // set before done closes
 }
 
 // New returns a plugin; Run connects it to the runtime.
@@ -186,12 +209,16 @@ func New(opts Options) *Plugin {
 		}
 		opts.NPWG = &npwg
 	}
-	return &Plugin{opts: opts, conn: connection{synced: make(chan struct{})}}
+	return &Plugin{opts: opts, conn: connection{synced: make(chan struct{})}, pending: map[types.UID]*pendingAttach{}}
 }
 
-// WaitReports waits for the writes of pods' network-status and of
-// IPAMClaims' status under way, which the hooks leave to the background.
-func (p *Plugin) WaitReports() { p.reports.Wait() }
+// WaitReports waits for the attaches RunPodSandbox left running, then for
+// the writes of pods' network-status and of IPAMClaims' status under way,
+// which the hooks leave to the background.
+func (p *Plugin) WaitReports() {
+	p.attaching.Wait()
+	p.reports.Wait()
+}
 
 // lockPod serializes the hooks of one pod, in this daemon and with any
 // other of the node.
@@ -287,7 +314,7 @@ func ref(c claims.Claim) status.ClaimRef {
 // and the error (naming claim, request and device, or the annotation's
 // element) fails the sandbox. A retried call completes what an earlier
 // one left.
-func (p *Plugin) AttachPod(ctx context.Context, pod Pod) (err error) {
+func (p *Plugin) AttachPod(ctx context.Context, pod Pod) error {
 	unlock, err := p.lockPod(ctx, pod.UID)
 	if err != nil {
 		if p.nothingFor(pod) {
@@ -299,6 +326,79 @@ func (p *Plugin) AttachPod(ctx context.Context, pod Pod) (err error) {
 		return fmt.Errorf("pod %s: %w", pod, err)
 	}
 	defer unlock()
+	return p.attachLocked(ctx, pod)
+}
+
+// StartAttachPod does what AttachPod does, in the background: it returns
+// once it holds the pod's hook lock (so that a stop of the sandbox comes
+// after the attach), and WaitAttach waits for the attach and says how it
+// ended. A pod fastpath has nothing to do for is done at once.
+func (p *Plugin) StartAttachPod(ctx context.Context, pod Pod) error {
+	if p.nothingFor(pod) {
+		return p.AttachPod(ctx, pod)
+	}
+	unlock, err := p.lockPod(ctx, pod.UID)
+	if err != nil {
+		return fmt.Errorf("pod %s: %w", pod, err)
+	}
+	pa := &pendingAttach{sandbox: pod.SandboxID, done: make(chan struct{})}
+	p.pendingMu.Lock()
+	p.pending[pod.UID] = pa
+	p.pendingMu.Unlock()
+	// The hook's context ends when the hook returns; the attach keeps
+	// its values and its deadline (the runtime's timeout for the hook).
+	actx := context.WithoutCancel(ctx)
+	cancel := context.CancelFunc(func() {})
+	if deadline, ok := ctx.Deadline(); ok {
+		actx, cancel = context.WithDeadline(actx, deadline)
+	}
+	p.attaching.Add(1)
+	go func() {
+		defer p.attaching.Done()
+		defer cancel()
+		err := func() error {
+			defer unlock()
+			return p.attachLocked(actx, pod)
+		}()
+		pa.err = err
+		if err == nil {
+			p.dropPending(pod.UID, pa)
+		}
+		close(pa.done)
+	}()
+	return nil
+}
+
+// WaitAttach waits for the attach StartAttachPod began for the pod's
+// sandbox, until ctx ends, and returns its error once: a failed attach is
+// forgotten when said (the next check attaches again).
+func (p *Plugin) WaitAttach(ctx context.Context, pod Pod) error {
+	p.pendingMu.Lock()
+	pa := p.pending[pod.UID]
+	p.pendingMu.Unlock()
+	if pa == nil || pa.sandbox != pod.SandboxID {
+		return nil
+	}
+	select {
+	case <-pa.done:
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the attach RunPodSandbox began: %w", context.Cause(ctx))
+	}
+	p.dropPending(pod.UID, pa)
+	return pa.err
+}
+
+// dropPending forgets the pod's pending attach if it is pa.
+func (p *Plugin) dropPending(uid types.UID, pa *pendingAttach) {
+	p.pendingMu.Lock()
+	if p.pending[uid] == pa {
+		delete(p.pending, uid)
+	}
+	p.pendingMu.Unlock()
+}
+
+// attachLocked is AttachPod with the pod's hook lock held.
+func (p *Plugin) attachLocked(ctx context.Context, pod Pod) (err error) {
 	fresh, durable, err := p.admitNPWG(ctx, pod)
 	if err != nil {
 		err = bounds.Err(err)
@@ -585,6 +685,11 @@ func (p *Plugin) inPlace(ctx context.Context, pod Pod, cls []claims.Claim) bool 
 // missed (it was down, restarting, or slower than the runtime's timeout)
 // gets them now, and if that fails the container does not start.
 func (p *Plugin) EnsurePod(ctx context.Context, pod Pod) error {
+	// An attach RunPodSandbox left running completes first; if it
+	// failed, its error is the container's.
+	if err := p.WaitAttach(ctx, pod); err != nil {
+		return fmt.Errorf("pod %s cannot start without its devices: %w", pod, err)
+	}
 	// Selected networks not yet recorded need an attach; else what is
 	// recorded is checked.
 	_, recorded := p.opts.Store.Get(npwgKey(pod.UID))
@@ -710,4 +815,21 @@ func (p *Plugin) netnsInUse(path string) bool {
 // record without a sandbox (of an older fastpathd) take everything.
 func otherSandbox(recorded, stopping string) bool {
 	return stopping != "" && recorded != "" && recorded != stopping
+}
+
+// forgetAttach drops what StartAttachPod left for the pod's sandbox.
+func (p *Plugin) forgetAttach(pod Pod) {
+	p.pendingMu.Lock()
+	if pa := p.pending[pod.UID]; pa != nil && pa.sandbox == pod.SandboxID {
+		delete(p.pending, pod.UID)
+	}
+	p.pendingMu.Unlock()
+}
+
+// pendingAttaches is how many attaches StartAttachPod left that nobody
+// has waited for.
+func (p *Plugin) pendingAttaches() int {
+	p.pendingMu.Lock()
+	defer p.pendingMu.Unlock()
+	return len(p.pending)
 }

@@ -318,6 +318,9 @@ func daemonValues(port int, stateDir string, args []string) (map[string]any, err
 		case "--numa-node-list":
 			values["numaNodeList"] = true
 			continue
+		case "--attach-overlap=false":
+			values["attachOverlap"] = false
+			continue
 		}
 		if i+1 == len(args) {
 			return nil, fmt.Errorf("fastpathd argument %s has no value", flag)

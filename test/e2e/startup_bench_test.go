@@ -36,6 +36,8 @@ const startupPods = 20
 // burstPods of each kind start at once. Each step is timed as it happened
 // (the test's watches, the kubelet's, containerd's and fastpathd's logs),
 // never by polling. It prints tables; `make bench-e2e` runs it.
+// $FASTPATH_STARTUP_ARGS are more fastpathd arguments, for a comparison
+// (--attach-overlap=false: the attach inside RunPodSandbox).
 func TestPodStartup(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Minute)
 	defer cancel()
@@ -45,7 +47,11 @@ func TestPodStartup(t *testing.T) {
 	for i := 1; i < burstPods; i++ {
 		more = append(more, first+i)
 	}
-	dataplaneSetup(t, ctx, first, 26190, more...)
+	args := strings.Fields(os.Getenv("FASTPATH_STARTUP_ARGS"))
+	if len(args) > 0 {
+		fmt.Printf("fastpathd with %s ($FASTPATH_STARTUP_ARGS)\n", strings.Join(args, " "))
+	}
+	dataplaneSetupArgs(t, ctx, 26190, args, append([]int{first}, more...)...)
 	tmpl := &resourceapi.ResourceClaimTemplate{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "startup"},
 		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: netdevClaim("", &v1alpha1.InterfaceConfig{Interface: &v1alpha1.InterfaceSpec{

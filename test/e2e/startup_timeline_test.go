@@ -33,14 +33,15 @@ type podTimes struct {
 	ready     time.Time // the pod's Ready condition
 	status    time.Time // fastpath's device status in the claim
 
-	kubelet      time.Time // the kubelet's "Pod update broadcasted" ADDED
-	prepareStart time.Time // fastpathd's Prepare of the pod's claim
-	prepareEnd   time.Time
-	sandboxStart time.Time // containerd's RunPodSandbox
-	sandboxEnd   time.Time
-	hookStart    time.Time // fastpathd's attach in its RunPodSandbox hook
-	hookEnd      time.Time
-	containerEnd time.Time // containerd's StartContainer returned
+	kubelet       time.Time // the kubelet's "Pod update broadcasted" ADDED
+	prepareStart  time.Time // fastpathd's Prepare of the pod's claim
+	prepareEnd    time.Time
+	sandboxStart  time.Time // containerd's RunPodSandbox
+	sandboxEnd    time.Time
+	hookStart     time.Time // fastpathd's attach, begun in its RunPodSandbox hook
+	hookEnd       time.Time
+	containerMade time.Time // containerd's CreateContainer returned
+	containerEnd  time.Time // containerd's StartContainer returned
 }
 
 // timeline records, by watches, the start-up events of the pods (and of
@@ -231,6 +232,7 @@ func (tl *timeline) readLogs(t *testing.T, daemonLog string) {
 			m := containerMadeLine.FindStringSubmatch(line)
 			if pt := sandboxes[m[2]]; pt != nil {
 				containers[m[3]] = pt
+				setOnce(&pt.containerMade, rfc(m[1]))
 			}
 		case containerUpLine.MatchString(line):
 			m := containerUpLine.FindStringSubmatch(line)
@@ -282,11 +284,12 @@ var startupParts = []part{
 	{name: "- of it: Prepare returned to RunPodSandbox", claimOnly: true,
 		from: func(p *podTimes) time.Time { return p.prepareEnd }, to: func(p *podTimes) time.Time { return p.sandboxStart }},
 	{name: "RunPodSandbox (containerd)", from: func(p *podTimes) time.Time { return p.sandboxStart }, to: func(p *podTimes) time.Time { return p.sandboxEnd }},
-	{name: "- of it: the NRI hook's attach", claimOnly: true,
+	{name: "the attach, begun in the NRI RunPodSandbox hook", claimOnly: true,
 		from: func(p *podTimes) time.Time { return p.hookStart }, to: func(p *podTimes) time.Time { return p.hookEnd }},
-	{name: "- of it: hook returned to RunPodSandbox returned", claimOnly: true,
-		from: func(p *podTimes) time.Time { return p.hookEnd }, to: func(p *podTimes) time.Time { return p.sandboxEnd }},
-	{name: "sandbox to container started (CDI, NRI CreateContainer)", from: func(p *podTimes) time.Time { return p.sandboxEnd }, to: func(p *podTimes) time.Time { return p.containerEnd }},
+	{name: "- of it: after RunPodSandbox returned (beside the kubelet and the runtime)", claimOnly: true,
+		from: func(p *podTimes) time.Time { return p.sandboxEnd }, to: func(p *podTimes) time.Time { return p.hookEnd }},
+	{name: "sandbox to container created (NRI CreateContainer: the attach awaited)", from: func(p *podTimes) time.Time { return p.sandboxEnd }, to: func(p *podTimes) time.Time { return p.containerMade }},
+	{name: "container created to started (CDI devices)", from: func(p *podTimes) time.Time { return p.containerMade }, to: func(p *podTimes) time.Time { return p.containerEnd }},
 	{name: "container started to Ready seen (kubelet status)", from: func(p *podTimes) time.Time { return p.containerEnd }, to: func(p *podTimes) time.Time { return p.ready }},
 	{name: "attached to the claim's device status seen (off the pod's path)", claimOnly: true,
 		from: func(p *podTimes) time.Time { return p.hookEnd }, to: func(p *podTimes) time.Time { return p.status }},

@@ -354,6 +354,9 @@ func (b *Bed) start(ctx context.Context, bins binaries) error {
 	common := []string{"--kubeconfig", cfg.Kubeconfig(), "--authentication-kubeconfig", cfg.Kubeconfig(),
 		"--authorization-kubeconfig", cfg.Kubeconfig(), "--bind-address", "127.0.0.1", "--leader-elect=false",
 		"--profiling=false", "--feature-gates", gates}
+	if cfg.APIQPS > 0 {
+		common = append(common, "--kube-api-qps", strconv.Itoa(cfg.APIQPS), "--kube-api-burst", strconv.Itoa(2*cfg.APIQPS))
+	}
 	if err := b.run(ctx, "kube-scheduler", 60*time.Second, httpReady(fmt.Sprintf("https://127.0.0.1:%d/healthz", cfg.SchedulerPort)),
 		append([]string{filepath.Join(bins.kubernetes, "kube-scheduler"), "--secure-port", strconv.Itoa(cfg.SchedulerPort)}, common...)...); err != nil {
 		return err

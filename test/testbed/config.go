@@ -60,6 +60,15 @@ type Config struct {
 	APIServerPort, EtcdPort, SchedulerPort, ControllerManagerPort, KubeletPort, KubeletHealthzPort int
 	// RegistryPort serves the bed's images to a CRI-O node.
 	RegistryPort int
+
+	// APIQPS is the API request rate kube-scheduler and
+	// kube-controller-manager may use (--kube-api-qps; their burst
+	// twice it). A pod with a claim costs them three writes more than
+	// one without (the claim, the pod's claim status, the allocation),
+	// and at their defaults (20 and 50 a second) a burst of such pods
+	// waits for their rate limits. Default 200, or
+	// $FASTPATH_BED_API_QPS; negative: the components' own defaults.
+	APIQPS int
 }
 
 // Defaults returns c with every unset field filled in.
@@ -99,6 +108,13 @@ func (c Config) Defaults() (Config, error) {
 	}
 	if c.Runtime != RuntimeContainerd && c.Runtime != RuntimeCRIO {
 		return c, fmt.Errorf("runtime %q (FASTPATH_RUNTIME): the bed runs %s or %s", c.Runtime, RuntimeContainerd, RuntimeCRIO)
+	}
+	if c.APIQPS == 0 {
+		qps, err := strconv.Atoi(envOr("FASTPATH_BED_API_QPS", "200"))
+		if err != nil || qps == 0 {
+			return c, fmt.Errorf("FASTPATH_BED_API_QPS %q: want a rate a second, or a negative number for the components' defaults", os.Getenv("FASTPATH_BED_API_QPS"))
+		}
+		c.APIQPS = qps
 	}
 	if c.NodeName == "" {
 		c.NodeName = "fastpath-node"

@@ -1,0 +1,160 @@
+//go:build privileged
+
+package nri
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fastpath-dra/fastpath/dataplane"
+	"github.com/fastpath-dra/fastpath/dra/claims"
+)
+
+// gatedAttacher holds each Attach until its gate opens.
+type gatedAttacher struct {
+	Attacher
+	gate chan struct{}
+}
+
+func (g gatedAttacher) Attach(ctx context.Context, netns string, nd dataplane.Netdev) (dataplane.Attached, error) {
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return dataplane.Attached{}, ctx.Err()
+	}
+	return g.Attacher.Attach(ctx, netns, nd)
+}
+
+// overlapBed is a test bed whose plugin attaches with Overlap, through a
+// gate the test opens.
+func overlapBed(t *testing.T, cls ...claims.Claim) (*testBed, context.Context, chan struct{}) {
+	t.Helper()
+	bed, ctx := newTestBed(t, cls...)
+	gate := make(chan struct{})
+	bed.plugin.opts.Overlap = true
+	bed.plugin.opts.Attacher = gatedAttacher{Attacher: bed.plugin.opts.Attacher, gate: gate}
+	t.Cleanup(bed.plugin.WaitReports)
+	return bed, ctx, gate
+}
+
+func createContainer(ctx context.Context, b *testBed, sb *api.PodSandbox) error {
+	_, _, err := b.hooks.CreateContainer(ctx, sb, &api.Container{Name: "app"})
+	return err
+}
+
+// TestOverlapAttach: with Overlap, RunPodSandbox returns while the device
+// is still in the host; a CreateContainer that cannot wait for the attach
+// fails saying so, one that can returns once the device is in the pod.
+func TestOverlapAttach(t *testing.T) {
+	podNS := newNetNS(t)
+	a := netdevClaim("a", "pod-o1", newVeth(t), "net1", "10.66.11.2/24")
+	bed, ctx, gate := overlapBed(t, a)
+	sb := sandbox("pod-o1", podNS)
+
+	if err := bed.hooks.RunPodSandbox(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	if podLink(t, podNS, "net1") != nil {
+		t.Fatal("the device is in the pod before its attach was let go")
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	err := createContainer(short, bed, sb)
+	cancel()
+	if err == nil || !strings.Contains(err.Error(), "waiting for the attach") || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("CreateContainer while the attach is held = %v, want it to say it waited for the attach", err)
+	}
+
+	close(gate)
+	if err := createContainer(ctx, bed, sb); err != nil {
+		t.Fatalf("CreateContainer after the attach: %v", err)
+	}
+	if l := podLink(t, podNS, "net1"); l == nil || l.Attrs().MTU != 9000 {
+		t.Fatalf("the pod's net1 = %+v once its first container was let through", l)
+	}
+	bed.condition(t, ctx, a, metav1.ConditionTrue)
+	if n := bed.plugin.pendingAttaches(); n != 0 {
+		t.Errorf("%d attaches still pending after a successful one was waited for", n)
+	}
+	if err := bed.hooks.StopPodSandbox(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	bed.assertRestored(t, a)
+}
+
+// TestOverlapAttachFails: an attach that fails after RunPodSandbox
+// returned fails the pod's first container with its error, naming claim
+// and device, and leaves nothing in the pod; the next container tries the
+// attach again.
+func TestOverlapAttachFails(t *testing.T) {
+	podNS := newNetNS(t)
+	a := netdevClaim("a", "pod-o2", newVeth(t), "net1", "10.66.12.2/24")
+	b := netdevClaim("b", "pod-o2", newVeth(t), "net2", "10.66.13.2/24")
+	b.Devices[0].Pod.Routes = []claims.Route{{Destination: "10.71.0.0/16", Gateway: "192.0.2.9"}}
+	bed, ctx, gate := overlapBed(t, a, b)
+	close(gate)
+	sb := sandbox("pod-o2", podNS)
+
+	if err := bed.hooks.RunPodSandbox(ctx, sb); err != nil {
+		t.Fatalf("RunPodSandbox = %v, want the failure left for the container", err)
+	}
+	for try := range 2 {
+		err := createContainer(ctx, bed, sb)
+		if err == nil || !strings.Contains(err.Error(), "cannot start without its devices") ||
+			!strings.Contains(err.Error(), "claim default/b") || !strings.Contains(err.Error(), "device "+b.Devices[0].Device) ||
+			!strings.Contains(err.Error(), "10.71.0.0/16") {
+			t.Fatalf("CreateContainer %d = %v, want the attach's error naming claim, device and route", try+1, err)
+		}
+		bed.assertRestored(t, a)
+		bed.assertRestored(t, b)
+		if n := bed.plugin.pendingAttaches(); n != 0 {
+			t.Errorf("CreateContainer %d: %d attaches still pending", try+1, n)
+		}
+	}
+	st := bed.condition(t, ctx, b, metav1.ConditionFalse)
+	if !strings.Contains(st.Conditions[0].Message, "10.71.0.0/16") {
+		t.Errorf("condition %+v, want the attach's error", st.Conditions[0])
+	}
+}
+
+// TestOverlapStopWhileAttaching: a sandbox stopped while its attach runs
+// is stopped after it: the device goes back to the host and its record
+// says so, and a failed attach nobody waited for is forgotten.
+func TestOverlapStopWhileAttaching(t *testing.T) {
+	podNS := newNetNS(t)
+	a := netdevClaim("a", "pod-o3", newVeth(t), "net1", "10.66.14.2/24")
+	bed, ctx, gate := overlapBed(t, a)
+	sb := sandbox("pod-o3", podNS)
+	if err := bed.hooks.RunPodSandbox(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- bed.hooks.StopPodSandbox(ctx, sb) }()
+	close(gate)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	bed.assertRestored(t, a)
+	if n := bed.plugin.pendingAttaches(); n != 0 {
+		t.Errorf("%d attaches still pending after the sandbox stopped", n)
+	}
+	// The pod's sandbox comes again and its container starts with it.
+	if err := bed.hooks.RunPodSandbox(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	if err := createContainer(ctx, bed, sb); err != nil {
+		t.Fatal(err)
+	}
+	if podLink(t, podNS, "net1") == nil {
+		t.Fatal("the pod has no net1 once its container was let through")
+	}
+	if err := bed.hooks.StopPodSandbox(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	bed.assertRestored(t, a)
+}
