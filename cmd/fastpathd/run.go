@@ -621,6 +621,19 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	if others != nil {
 		others.setOnAlone(sweepMetadata)
 	}
+	// The CDI specs of the prepared claims' device metadata, which a
+	// reboot took with the CDI directory's tmpfs, are back before the
+	// kubelet creates the pods' containers again.
+	if o.deviceMetadata {
+		metadataDirs := map[string]string{devices.DriverName: o.pluginDir, cnidriver.DriverName: o.cni.pluginDir}
+		restored, err := kubelet.RestoreMetadataSpecs(store, o.cdiDir, metadataDirs)
+		if err != nil {
+			logger.Error(err, "Some prepared claims' device metadata has no CDI spec: their pods' containers cannot be created again")
+		}
+		if len(restored) > 0 {
+			logger.Info("Wrote again the CDI specs of prepared claims' device metadata", "specs", restored)
+		}
+	}
 	if err := driver.Start(ctx); err != nil {
 		return err
 	}

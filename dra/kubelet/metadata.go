@@ -19,6 +19,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/devicemetadata"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/fastpath-dra/fastpath/dra/claims"
 )
@@ -246,4 +247,76 @@ func SweepMetadata(store *claims.Store, cdiDir string, pluginDirs map[string]str
 		return removed, fmt.Errorf("remove the device metadata of claims not prepared: %w", err)
 	}
 	return removed, nil
+}
+
+// RestoreMetadataSpecs writes again, for the claims the store holds, the
+// CDI spec of each request's metadata file that is there without it. The
+// specs are in the CDI directory, a tmpfs on most nodes, which a reboot
+// empties; the files (in the drivers' plugin directories) and the
+// kubelet's memory of the claims as prepared outlast it, and the kubelet
+// does not prepare a claim it remembers as prepared: it names the spec's
+// device when it creates each container of the pod again, and the
+// runtime refuses a device no spec gives. The spec is the one the helper
+// writes (k8s.io/dynamic-resource-allocation/kubeletplugin), and the
+// metadata file says the pod's name of the claim, which its path in the
+// container holds. pluginDirs are the drivers' plugin directories, by
+// driver. It returns the specs written.
+func RestoreMetadataSpecs(store *claims.Store, cdiDir string, pluginDirs map[string]string) (restored []string, _ error) {
+	var errs []error
+	for _, c := range store.Claims() {
+		pluginDir, ok := pluginDirs[c.Driver]
+		if !ok || !c.Prepared {
+			continue
+		}
+		files, err := filepath.Glob(metadataFile(pluginDir, c.Namespace, c.Name, "*"))
+		if err != nil {
+			return restored, err
+		}
+		for _, file := range files {
+			request := filepath.Base(filepath.Dir(file))
+			spec := filepath.Join(cdiDir, fmt.Sprintf("%s_metadata_%s_%s.json", c.Driver, c.UID, request))
+			if _, err := os.Stat(spec); !errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err := writeMetadataSpec(spec, file, c.Driver, c.UID, c.Name, request); err != nil {
+				errs = append(errs, fmt.Errorf("claim %s, request %q: the CDI spec of its device metadata: %w", c.String(), request, err))
+				continue
+			}
+			restored = append(restored, spec)
+		}
+	}
+	return restored, errors.Join(errs...)
+}
+
+// writeMetadataSpec writes the CDI spec that mounts a request's metadata
+// file into the pod's containers, as the helper does.
+func writeMetadataSpec(path, file, driver string, uid types.UID, claimName, request string) error {
+	dm, err := readMetadata(file)
+	if err != nil {
+		return err
+	}
+	container := metadata.ResourceClaimFilePath(driver, claimName, request)
+	if dm.PodClaimName != nil && *dm.PodClaimName != "" {
+		container = metadata.ResourceClaimTemplateFilePath(driver, *dm.PodClaimName, request)
+	}
+	spec := &cdispec.Spec{
+		Kind: driver + "/metadata",
+		Devices: []cdispec.Device{{
+			Name: string(uid) + "_" + request,
+			ContainerEdits: cdispec.ContainerEdits{Mounts: []*cdispec.Mount{{
+				HostPath: file, ContainerPath: container, Options: []string{"ro", "bind"},
+			}}},
+		}},
+	}
+	if spec.Version, err = cdispec.MinimumRequiredVersion(spec); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(spec, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return claims.WriteFileAtomic(path, data, 0o644)
 }

@@ -10,10 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/fastpath-dra/fastpath/bpf"
@@ -28,10 +30,14 @@ const earlierBoot = "00000000-0000-4000-8000-00000000e2e0"
 // TestFaultReboot: a reboot as the daemon sees it. A pod runs with an
 // afxdp claim; while the daemon is away, what a reboot takes goes (the
 // claim's CDI spec from the tmpfs, its pins from the bpffs) and the
-// checkpoint's records become those of an earlier boot. The daemon, back,
+// checkpoint's records become those of an earlier boot; the CDI spec of
+// the claim's device metadata goes with the tmpfs too. The daemon, back,
 // prepares the claim again: its CDI spec and pins are back and its record
-// is of this boot; a new pod with a claim of the same kind runs; once both
-// pods are gone the devices are as they were and nothing is left.
+// is of this boot, and so is the metadata's spec, which the kubelet, not
+// preparing again a claim it knows prepared, names when it creates the
+// pod's container again (its workload killed); a new pod with a claim of
+// the same kind runs; once both pods are gone the devices are as they
+// were and nothing is left.
 func TestFaultReboot(t *testing.T) {
 	ctx := testContext(t)
 	n := faultSetup(t, ctx, faultOptions{port: 26197, links: 2, up: true})
@@ -46,10 +52,16 @@ func TestFaultReboot(t *testing.T) {
 		t.Fatalf("checkpoint records while the pod runs: %+v, want one afxdp claim", recs)
 	}
 	spec, pins := recs[0].CDISpec, recs[0].Devices[0].XDP.PinDir
+	metaSpec := filepath.Join(filepath.Dir(spec), "fastpath.dev_metadata_"+string(recs[0].UID)+"_xsk.json")
+	if !exists(metaSpec) {
+		t.Fatalf("no CDI spec of the claim's device metadata at %s", metaSpec)
+	}
 
 	n.d.away(t, ctx)
-	if err := os.Remove(spec); err != nil {
-		t.Fatal(err)
+	for _, f := range []string{spec, metaSpec} {
+		if err := os.Remove(f); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := os.RemoveAll(pins); err != nil {
 		t.Fatal(err)
@@ -69,6 +81,33 @@ func TestFaultReboot(t *testing.T) {
 	}
 	if recs := checkpointRecords(t, n.d); len(recs) != 1 || recs[0].BootID != boot || !recs[0].Prepared {
 		t.Errorf("checkpoint records after the reboot: %+v, want the claim prepared in boot %s", recs, boot)
+	}
+	if !exists(metaSpec) {
+		t.Errorf("after the reboot the CDI spec of the claim's device metadata is not back at %s", metaSpec)
+	}
+	// The pod's container made again: the runtime resolves every CDI
+	// device the kubelet remembers for it.
+	uid := podUID(t, ctx, first)
+	pid := workloadPID(uid)
+	if pid == 0 {
+		t.Fatalf("pod %s has no workload process", first.Name)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		p, err := bed.Client().CoreV1().Pods(first.Namespace).Get(ctx, first.Name, metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) == 0 {
+			return false, nil
+		}
+		cs := p.Status.ContainerStatuses[0]
+		return cs.RestartCount > 0 && cs.State.Running != nil && workloadPID(uid) != 0, nil
+	})
+	if err != nil {
+		ectx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		msg, _ := waitEvent(ectx, first.Name, "CDI")
+		cancel()
+		t.Fatalf("the pod's container was not made again after the reboot: %v (event: %s)", err, msg)
 	}
 
 	second := templatePod("e2e-reboot-1", "ifaces", tmpl)
