@@ -533,6 +533,27 @@ func (s *Store) Put(c Claim) error {
 	})
 }
 
+// PutPending records the claim as Put does, and leaves the durable part of
+// the write to run beside the caller, as AdmitPending: once it returns a
+// killed process finds the record at its restart, and wait says when it
+// outlives a power loss too. For a record of what a power loss undoes
+// anyway (a device moved into a pod's namespace, which the machine's
+// restart takes away), the caller need not wait.
+func (s *Store) PutPending(c Claim) (wait func() error, _ error) {
+	release, durable, err := s.write(c.Key(), func(map[Key]*Claim) (*Claim, error) {
+		return stored(&c)
+	}, false)
+	if err != nil {
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() {
+		defer release()
+		done <- durable()
+	}()
+	return sync.OnceValue(func() error { return <-done }), nil
+}
+
 // Delete forgets the claim, in memory and in the files.
 func (s *Store) Delete(k Key) error {
 	return s.change(k, func(map[Key]*Claim) (*Claim, error) {

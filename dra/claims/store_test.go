@@ -286,6 +286,47 @@ func TestAdmitPending(t *testing.T) {
 	}
 }
 
+// PutPending changes a record as Put does: the store has it at once, a
+// process that reads the files before wait (a restart after a kill) finds
+// it, and after wait so does one after a power loss; the next write waits
+// for it.
+func TestPutPending(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoint.json")
+	s := open(t, path)
+	a := netdevClaim("a", "pod1", "dev-a", "net1")
+	if err := s.Put(a); err != nil {
+		t.Fatal(err)
+	}
+	a.Devices[0].Attached = &Attachment{SandboxID: "s1", NetNS: "/run/netns/p1"}
+	wait, err := s.PutPending(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Get(a.Key()); got.Devices[0].Attached == nil {
+		t.Error("the store does not have the change before wait")
+	}
+	if err := wait(); err != nil {
+		t.Errorf("wait: %v", err)
+	}
+	if got, _ := open(t, path).Get(a.Key()); got.Devices[0].Attached == nil || *got.Devices[0].Attached != *a.Devices[0].Attached {
+		t.Errorf("the files hold %+v after wait", got.Devices[0].Attached)
+	}
+	// Read before the sync, as a restart after a kill would.
+	a.Devices[0].Attached = nil
+	if _, err := s.PutPending(a); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := open(t, path).Get(a.Key()); got.Devices[0].Attached != nil {
+		t.Errorf("a restart finds %+v, want the change", got.Devices[0].Attached)
+	}
+	if err := s.Delete(a.Key()); err != nil {
+		t.Fatal(err)
+	}
+	if got := open(t, path).Claims(); len(got) != 0 {
+		t.Errorf("the checkpoint holds %+v after the next write, want none", got)
+	}
+}
+
 // A process killed after AdmitPending's write and before its commit: the
 // next Open finds the record, and the pending file is the checkpoint. One
 // killed while writing it, or a power loss before its sync, leaves a file

@@ -613,7 +613,23 @@ func (p *Plugin) record(ctx context.Context, n podNetdev, at *claims.Attachment)
 		return nil
 	}
 	d.Attached = at
-	return p.opts.Store.Put(c)
+	if at == nil {
+		return p.opts.Store.Put(c)
+	}
+	// Where a device goes is recorded before it moves, for a restart
+	// after a kill to find; a power loss takes the move back with the
+	// pod's namespace, so the record's sync runs beside the move.
+	wait, err := p.opts.Store.PutPending(c)
+	if err != nil {
+		return err
+	}
+	logger := klog.FromContext(ctx)
+	go func() {
+		if err := wait(); err != nil {
+			logger.Error(err, "Syncing the record of an attach (a power loss would forget it, and the namespace with the device)", "device", n.String())
+		}
+	}()
+	return nil
 }
 
 // detach returns a netdev from the pod's network namespace netns (or, if
