@@ -158,3 +158,25 @@ func TestOverlapStopWhileAttaching(t *testing.T) {
 	}
 	bed.assertRestored(t, a)
 }
+
+// TestOverlapNotWithNetworks: a pod with a CNI network (here a claim's,
+// which this plugin cannot add: it runs no CNI) is attached inside
+// RunPodSandbox even with Overlap, and its failure fails the sandbox, as a
+// CNI plugin's does; the pod's device is back in the host.
+func TestOverlapNotWithNetworks(t *testing.T) {
+	podNS := newNetNS(t)
+	a := netdevClaim("a", "pod-o4", newVeth(t), "net1", "10.66.15.2/24")
+	n := claims.Claim{Driver: claims.DriverFastpath, UID: "uid-net", Namespace: "default", Name: "net",
+		Pod:      claims.Pod{UID: "pod-o4", Name: "pod-pod-o4"},
+		Networks: []claims.Network{{Request: "net", Pool: "node-a", Device: "cni-0", IfName: "net2", Conflist: []byte(`{}`)}}}
+	bed, ctx, gate := overlapBed(t, a, n)
+	close(gate)
+	err := bed.hooks.RunPodSandbox(ctx, sandbox("pod-o4", podNS))
+	if err == nil || !strings.Contains(err.Error(), "claim default/net has CNI networks") {
+		t.Fatalf("RunPodSandbox = %v, want the network's failure", err)
+	}
+	bed.assertRestored(t, a)
+	if n := bed.plugin.pendingAttaches(); n != 0 {
+		t.Errorf("%d attaches pending for a pod attached in its hook", n)
+	}
+}

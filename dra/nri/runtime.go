@@ -99,14 +99,14 @@ type Options struct {
 	// connection and when another (an upgraded runtime) connects. It is
 	// called in the runtime's Configure request: it must not block.
 	OnRuntime func(context.Context, Runtime)
-	// Overlap, when set, attaches a pod's devices and networks while the
-	// runtime goes on with the pod: RunPodSandbox takes the pod's hook
-	// lock, starts the attach and returns, and the pod's first
-	// CreateContainer waits for it (failing with its error, as the
-	// sandbox would have). The kubelet's and the runtime's work between
-	// the sandbox and the first container runs beside the kernel's
-	// namespace move. Unset: the attach completes inside RunPodSandbox,
-	// which fails with its error.
+	// Overlap, when set, attaches the devices of a pod without CNI
+	// networks while the runtime goes on with the pod: RunPodSandbox
+	// takes the pod's hook lock, starts the attach and returns, and the
+	// pod's first CreateContainer waits for it (failing with its error, as
+	// the sandbox would have). The kubelet's and the runtime's work
+	// between the sandbox and the first container runs beside the
+	// kernel's namespace move. Unset, and for a pod with CNI networks: the
+	// attach completes inside RunPodSandbox, which fails with its error.
 	Overlap bool
 }
 
@@ -332,9 +332,10 @@ func (p *Plugin) AttachPod(ctx context.Context, pod Pod) error {
 // StartAttachPod does what AttachPod does, in the background: it returns
 // once it holds the pod's hook lock (so that a stop of the sandbox comes
 // after the attach), and WaitAttach waits for the attach and says how it
-// ended. A pod fastpath has nothing to do for is done at once.
+// ended. A pod fastpath has nothing to do for is done at once, and so is
+// one with CNI networks (overlaps).
 func (p *Plugin) StartAttachPod(ctx context.Context, pod Pod) error {
-	if p.nothingFor(pod) {
+	if p.nothingFor(pod) || !p.overlaps(pod) {
 		return p.AttachPod(ctx, pod)
 	}
 	unlock, err := p.lockPod(ctx, pod.UID)
@@ -367,6 +368,24 @@ func (p *Plugin) StartAttachPod(ctx context.Context, pod Pod) error {
 		close(pa.done)
 	}()
 	return nil
+}
+
+// overlaps says whether the pod's attach may run beside the runtime: its
+// fastpath work is devices only. A CNI network (a claim's, or one the pod
+// selects) is added inside RunPodSandbox, whose failure fails the sandbox
+// as a CNI plugin's does: what the users of Multus look for
+// (FailedCreatePodSandBox), and what the NPWG specification's callers
+// expect of an attach.
+func (p *Plugin) overlaps(pod Pod) bool {
+	if p.wantsNPWG(pod) {
+		return false
+	}
+	for _, c := range p.opts.Store.PodClaims(pod.UID) {
+		if len(c.Networks) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // WaitAttach waits for the attach StartAttachPod began for the pod's
