@@ -31,9 +31,11 @@ import (
 const startupPods = 20
 
 // TestPodStartup measures, on the real node, how long pods take from
-// creation to Ready with and without a fastpath netdev claim, and where the
-// time goes: the pods of the two kinds take turns, one at a time, and then
-// burstPods of each kind start at once. Each step is timed as it happened
+// creation to Ready without a claim, with a fastpath netdev claim and with
+// a claim of a driver that does nothing (the DRA floor,
+// startup_floor_test.go), and where the time goes: the pods of the three
+// kinds take turns, one at a time, and then burstPods of each kind start
+// at once. Each step is timed as it happened
 // (the test's watches, the kubelet's, containerd's and fastpathd's logs),
 // never by polling. It prints tables; `make bench-e2e` runs it.
 // $FASTPATH_STARTUP_ARGS are more fastpathd arguments, for a comparison
@@ -65,25 +67,30 @@ func TestPodStartup(t *testing.T) {
 		_ = bed.Client().ResourceV1().ResourceClaimTemplates("default").Delete(context.Background(), tmpl.Name, metav1.DeleteOptions{})
 	})
 	t.Cleanup(func() { deleteAll(t, context.Background()) })
-	mk := func(name string, claimed bool) *corev1.Pod {
-		if claimed {
+	floor := startFloorDriver(t, ctx, 2*burstPods)
+	mk := func(name string, kind podKind) *corev1.Pod {
+		switch kind {
+		case fastpathPod:
 			return claimPod(name, "sleep", &corev1.PodResourceClaim{Name: "fast", ResourceClaimTemplateName: &tmpl.Name})
+		case floorPod:
+			pod := testbed.WorkloadPod("default", name, "sleep")
+			pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "floor", ResourceClaimTemplateName: &floor.Name}}
+			pod.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "floor"}}
+			return pod
 		}
 		return testbed.WorkloadPod("default", name, "sleep")
 	}
 
 	// One at a time, the kinds taking turns: a drift of the machine
-	// meanwhile weighs on both alike.
+	// meanwhile weighs on all alike.
 	wctx, stop := context.WithCancel(ctx)
 	tl := watchTimeline(t, wctx)
-	for i := range 2 * startupPods {
-		claimed := i%2 == 1
-		name := fmt.Sprintf("startup-plain-%d", i/2)
-		if claimed {
-			name = fmt.Sprintf("startup-claim-%d", i/2)
-		}
-		tl.creating(name, claimed)
-		if _, err := bed.RunPod(ctx, mk(name, claimed)); err != nil {
+	kinds := []podKind{plainPod, fastpathPod, floorPod}
+	for i := range len(kinds) * startupPods {
+		kind := kinds[i%len(kinds)]
+		name := fmt.Sprintf("startup-%s-%d", kindName(kind), i/len(kinds))
+		tl.creating(name, kind)
+		if _, err := bed.RunPod(ctx, mk(name, kind)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -94,35 +101,34 @@ func TestPodStartup(t *testing.T) {
 	stop()
 	tl.printBreakdown(fmt.Sprintf("Pod start-up on the test bed, %d pods of each kind taking turns, one at a time:", startupPods))
 
-	// burstPods at once, without claims, then with.
-	for _, claimed := range []bool{false, true} {
+	// burstPods at once, without claims, then with fastpath's, then with
+	// the floor driver's.
+	for _, kind := range kinds {
 		wctx, stop := context.WithCancel(ctx)
 		tl := watchTimeline(t, wctx)
-		startBurst(t, ctx, tl, claimed, mk)
+		startBurst(t, ctx, tl, kind, mk)
 		deleteAll(t, ctx)
 		tl.readLogs(t, lastDaemon.keptLog(t))
 		stop()
-		kind := "without claims"
-		if claimed {
-			kind = "each with a claim"
-		}
-		tl.printBreakdown(fmt.Sprintf("%d pods %s created at once:", burstPods, kind))
-		total := tl.durations(startupParts[0], claimed)
-		fmt.Printf("%d pods %s at once, creation to Ready: p50 %s, p90 %s, p99 %s\n\n", burstPods, kind, pct(total, 50), pct(total, 90), pct(total, 99))
+		what := map[podKind]string{plainPod: "without claims", fastpathPod: "each with a claim", floorPod: "each with a floor driver's claim"}[kind]
+		tl.printBreakdown(fmt.Sprintf("%d pods %s created at once:", burstPods, what))
+		total := tl.durations(startupParts[0], kind)
+		fmt.Printf("%d pods %s at once, creation to Ready: p50 %s, p90 %s, p99 %s\n\n", burstPods, what, pct(total, 50), pct(total, 90), pct(total, 99))
 	}
+}
+
+// kindName names a kind of pod in the pods' names.
+func kindName(kind podKind) string {
+	return map[podKind]string{plainPod: "plain", fastpathPod: "claim", floorPod: "floor"}[kind]
 }
 
 // startBurst creates burstPods pods at once, from 8 clients, and waits
 // until every one is Ready as the timeline saw it.
-func startBurst(t *testing.T, ctx context.Context, tl *timeline, claimed bool, mk func(string, bool) *corev1.Pod) {
+func startBurst(t *testing.T, ctx context.Context, tl *timeline, kind podKind, mk func(string, podKind) *corev1.Pod) {
 	t.Helper()
-	kind := "plain"
-	if claimed {
-		kind = "claim"
-	}
 	names := make(chan string, burstPods)
 	for i := range burstPods {
-		names <- fmt.Sprintf("startup-burst-%s-%02d", kind, i)
+		names <- fmt.Sprintf("startup-burst-%s-%02d", kindName(kind), i)
 	}
 	close(names)
 	var wg sync.WaitGroup
@@ -130,8 +136,8 @@ func startBurst(t *testing.T, ctx context.Context, tl *timeline, claimed bool, m
 	for range 8 {
 		wg.Go(func() {
 			for name := range names {
-				tl.creating(name, claimed)
-				if _, err := bed.Client().CoreV1().Pods("default").Create(ctx, mk(name, claimed), metav1.CreateOptions{}); err != nil {
+				tl.creating(name, kind)
+				if _, err := bed.Client().CoreV1().Pods("default").Create(ctx, mk(name, kind), metav1.CreateOptions{}); err != nil {
 					errs <- err
 				}
 			}
@@ -144,7 +150,7 @@ func startBurst(t *testing.T, ctx context.Context, tl *timeline, claimed bool, m
 	}
 	var ready int
 	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
-		ready = len(tl.durations(startupParts[0], claimed))
+		ready = len(tl.durations(startupParts[0], kind))
 		return ready == burstPods, nil
 	}); err != nil {
 		t.Fatalf("%d of %d pods Ready: %v", ready, burstPods, err)

@@ -24,7 +24,7 @@ import (
 // what the kubelet's, containerd's and fastpathd's logs say (microseconds).
 type podTimes struct {
 	name, uid string
-	claimed   bool
+	kind      podKind
 
 	created   time.Time // the test's Create call
 	claimMade time.Time // the ResourceClaim made from the pod's template
@@ -43,6 +43,15 @@ type podTimes struct {
 	containerMade time.Time // containerd's CreateContainer returned
 	containerEnd  time.Time // containerd's StartContainer returned
 }
+
+// podKind is what a pod of the benchmark claims.
+type podKind int
+
+const (
+	plainPod    podKind = iota // no claim
+	fastpathPod                // a fastpath netdev claim
+	floorPod                   // a claim of the floor driver (startup_floor_test.go)
+)
 
 // timeline records, by watches, the start-up events of the pods (and of
 // their claims) of the default namespace, and reads the rest from the
@@ -81,10 +90,10 @@ func watchTimeline(t *testing.T, ctx context.Context) *timeline {
 }
 
 // creating registers a pod just before its Create call.
-func (tl *timeline) creating(name string, claimed bool) {
+func (tl *timeline) creating(name string, kind podKind) {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
-	tl.pods[name] = &podTimes{name: name, claimed: claimed, created: time.Now()}
+	tl.pods[name] = &podTimes{name: name, kind: kind, created: time.Now()}
 }
 
 func setOnce(at *time.Time, now time.Time) {
@@ -296,36 +305,42 @@ var startupParts = []part{
 }
 
 // durations is the part for each pod of the kind that has both its ends.
-func (tl *timeline) durations(pt part, claimed bool) []time.Duration {
+func (tl *timeline) durations(pt part, kind podKind) []time.Duration {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	var out []time.Duration
 	for _, p := range tl.pods {
 		from, to := pt.from(p), pt.to(p)
-		if p.claimed == claimed && !from.IsZero() && !to.IsZero() {
+		if p.kind == kind && !from.IsZero() && !to.IsZero() {
 			out = append(out, to.Sub(from))
 		}
 	}
 	return out
 }
 
-// printBreakdown prints each part's p50 and p90 for pods without and with
-// a claim, and what the claim adds at p50.
+// printBreakdown prints each part's p50 and p90 for pods without a claim,
+// with a fastpath claim and with a claim of the floor driver, what the
+// fastpath claim adds at p50, and what it adds over the floor's.
 func (tl *timeline) printBreakdown(title string) {
 	fmt.Printf("\n%s\n\n", title)
-	fmt.Printf("| part | without a claim p50 / p90 | with a claim p50 / p90 | the claim adds (p50) | pods |\n|---|---|---|---|---|\n")
+	fmt.Printf("| part | without a claim p50 / p90 | with a fastpath claim p50 / p90 | with a floor driver's claim p50 / p90 | the fastpath claim adds (p50) | over the floor's (p50) | pods |\n|---|---|---|---|---|---|---|\n")
+	diff := func(a, b []time.Duration) string {
+		if len(a) == 0 || len(b) == 0 {
+			return "-"
+		}
+		return (pctOf(a, 50) - pctOf(b, 50)).Round(100 * time.Microsecond).String()
+	}
 	for _, pt := range startupParts {
-		with := tl.durations(pt, true)
+		with, floor := tl.durations(pt, fastpathPod), tl.durations(pt, floorPod)
 		var without []time.Duration
 		plain, added := "-", "-"
 		if !pt.claimOnly {
-			without = tl.durations(pt, false)
+			without = tl.durations(pt, plainPod)
 			plain = pct(without, 50) + " / " + pct(without, 90)
-			if len(without) > 0 && len(with) > 0 {
-				added = (pctOf(with, 50) - pctOf(without, 50)).Round(100 * time.Microsecond).String()
-			}
+			added = diff(with, without)
 		}
-		fmt.Printf("| %s | %s | %s / %s | %s | %d+%d |\n", pt.name, plain, pct(with, 50), pct(with, 90), added, len(without), len(with))
+		fmt.Printf("| %s | %s | %s / %s | %s / %s | %s | %s | %d+%d+%d |\n", pt.name, plain, pct(with, 50), pct(with, 90),
+			pct(floor, 50), pct(floor, 90), added, diff(with, floor), len(without), len(with), len(floor))
 	}
 	fmt.Println()
 }
