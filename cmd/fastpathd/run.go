@@ -607,8 +607,8 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	// nothing of it (the previous release, during a rollback) is removed
 	// before the kubelet may call, and again each time the daemon finds
 	// itself alone on the node (that daemon gone).
+	metadataDirs := map[string]string{devices.DriverName: o.pluginDir, cnidriver.DriverName: o.cni.pluginDir}
 	sweepMetadata := func() {
-		metadataDirs := map[string]string{devices.DriverName: o.pluginDir, cnidriver.DriverName: o.cni.pluginDir}
 		if removed, err := kubelet.SweepMetadata(store, o.cdiDir, metadataDirs); errors.Is(err, claims.ErrRemoved) {
 			return // the daemon stops with nothing prepared, its state gone
 		} else if err != nil {
@@ -625,7 +625,6 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	// reboot took with the CDI directory's tmpfs, are back before the
 	// kubelet creates the pods' containers again.
 	if o.deviceMetadata {
-		metadataDirs := map[string]string{devices.DriverName: o.pluginDir, cnidriver.DriverName: o.cni.pluginDir}
 		restored, err := kubelet.RestoreMetadataSpecs(store, o.cdiDir, metadataDirs)
 		if err != nil {
 			logger.Error(err, "Some prepared claims' device metadata has no CDI spec: their pods' containers cannot be created again")

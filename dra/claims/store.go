@@ -540,18 +540,9 @@ func (s *Store) Put(c Claim) error {
 // anyway (a device moved into a pod's namespace, which the machine's
 // restart takes away), the caller need not wait.
 func (s *Store) PutPending(c Claim) (wait func() error, _ error) {
-	release, durable, err := s.write(c.Key(), func(map[Key]*Claim) (*Claim, error) {
+	return s.changePending(c.Key(), func(map[Key]*Claim) (*Claim, error) {
 		return stored(&c)
-	}, false)
-	if err != nil {
-		return nil, err
-	}
-	done := make(chan error, 1)
-	go func() {
-		defer release()
-		done <- durable()
-	}()
-	return sync.OnceValue(func() error { return <-done }), nil
+	})
 }
 
 // Delete forgets the claim, in memory and in the files.
@@ -598,7 +589,14 @@ func (s *Store) AdmitPending(c Claim) (wait func() error, _ error) {
 // AdmitPendingWith admits c as AdmitPending does, after assign checked or
 // completed it in view of every other claim, as AdmitWith.
 func (s *Store) AdmitPendingWith(c Claim, assign func(c *Claim, others []*Claim) error) (wait func() error, _ error) {
-	release, durable, err := s.write(c.Key(), s.admit(c, assign), false)
+	return s.changePending(c.Key(), s.admit(c, assign))
+}
+
+// changePending is change with the write's durable part left to run in
+// the background, the store's next write waiting for it; wait returns
+// how it ended.
+func (s *Store) changePending(k Key, f func(claims map[Key]*Claim) (*Claim, error)) (wait func() error, _ error) {
+	release, durable, err := s.write(k, f, false)
 	if err != nil {
 		return nil, err
 	}
