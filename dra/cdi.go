@@ -125,7 +125,8 @@ func resourcePCI(c *claims.Claim, resourceName string) []string {
 // WriteCDISpec writes the claim's CDI spec (again, when a retried Prepare
 // or a reboot calls for it, or when the character devices of a software
 // RDMA device made again in the pod changed). The runtime reads the specs
-// when it creates each container.
+// when it creates each container. It is not synced: a power cut brings a
+// new boot, whose Reconcile prepares the claim again, its spec with it.
 func WriteCDISpec(c *claims.Claim) error {
 	spec, err := cdiSpec(c)
 	if err != nil {
@@ -135,7 +136,7 @@ func WriteCDISpec(c *claims.Claim) error {
 	if err != nil {
 		return err
 	}
-	if err := claims.WriteFileAtomic(c.CDISpec, data, 0o644); err != nil {
+	if err := claims.ReplaceFileUnsynced(c.CDISpec, data, 0o644); err != nil {
 		return fmt.Errorf("write CDI spec: %w", err)
 	}
 	return nil

@@ -19,7 +19,8 @@ import (
 // prepared; the daemon writes each claim's metadata spec again, as the
 // kubelet plugin helper wrote it at Prepare, byte for byte, for a claim
 // of its own and one made from a pod's template (whose path in the
-// container is the pod's name for it), and leaves a spec that is there.
+// container is the pod's name for it), and leaves a spec that is there;
+// one a power cut emptied is written again.
 func TestRestoreMetadataSpecs(t *testing.T) {
 	own := testClaim("own", []alloc{{Request: "nic", Device: vfNetdev}}, fromClaimFor("nic", config(`"interface": {"name": "net1"}`)))
 	fromTemplate := testClaim("pod-1-fast-x7k2p", []alloc{{Request: "nic", Device: vfNetdev2}}, fromClaimFor("nic", config(`"interface": {"name": "net2"}`)))
@@ -50,10 +51,24 @@ func TestRestoreMetadataSpecs(t *testing.T) {
 	if restored, err := kubelet.RestoreMetadataSpecs(d.store, d.opts.CDIDir, dirs); err != nil || len(restored) != 0 {
 		t.Fatalf("with every spec there: restored %v, %v", restored, err)
 	}
+	// A reboot took one; a power cut emptied the other (the helper's
+	// specs are not synced) and left a temporary file of a write.
+	emptied := false
 	for spec := range specs {
-		if err := os.Remove(spec); err != nil {
+		var err error
+		if emptied {
+			err = os.Remove(spec)
+		} else {
+			err = os.Truncate(spec, 0)
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
+		emptied = true
+	}
+	temp := filepath.Join(d.opts.CDIDir, "."+devices.DriverName+"_metadata_"+string(own.UID)+"_nic.json.k1lled")
+	if err := os.WriteFile(temp, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
 	}
 	restored, err := kubelet.RestoreMetadataSpecs(d.store, d.opts.CDIDir, dirs)
 	if err != nil {
@@ -69,6 +84,9 @@ func TestRestoreMetadataSpecs(t *testing.T) {
 	})
 	if !slices.Equal(restored, want) {
 		t.Fatalf("restored %v, want %v", restored, want)
+	}
+	if _, err := os.Stat(temp); !os.IsNotExist(err) {
+		t.Errorf("the temporary file of a killed write is left: %v", err)
 	}
 	for spec, before := range specs {
 		after, err := os.ReadFile(spec)

@@ -92,6 +92,20 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 // locked (flock) until it is renamed, so that a process removing the
 // temporary files of killed writes (removeTemps) leaves a live one's.
 func ReplaceFile(path string, data []byte, perm os.FileMode) error {
+	return replaceFile(path, data, perm, true)
+}
+
+// ReplaceFileUnsynced is ReplaceFile without any sync, for a file that
+// each boot writes again (a CDI spec: on most nodes its directory is a
+// tmpfs, and fastpathd writes every prepared claim's again after a
+// reboot): a reader never sees it partly written, and a power cut may
+// leave the old content, the new, or an empty file. It costs no wait
+// for the disk on a Prepare's path.
+func ReplaceFileUnsynced(path string, data []byte, perm os.FileMode) error {
+	return replaceFile(path, data, perm, false)
+}
+
+func replaceFile(path string, data []byte, perm os.FileMode, sync bool) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return err
@@ -111,8 +125,10 @@ func ReplaceFile(path string, data []byte, perm os.FileMode) error {
 	if err := markWritten(tmp.Name()); err != nil {
 		return err
 	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", tmp.Name(), err)
+	if sync {
+		if err := tmp.Sync(); err != nil {
+			return fmt.Errorf("sync %s: %w", tmp.Name(), err)
+		}
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("rename to %s: %w", path, err)

@@ -213,3 +213,27 @@ func TestRemoveTemps(t *testing.T) {
 		t.Errorf("after RemoveTemps: %q, want %q", got, want)
 	}
 }
+
+// ReplaceFileUnsynced replaces what is at its path (a link planted there
+// too, never written through) with the whole new content, and leaves no
+// temporary file.
+func TestReplaceFileUnsynced(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "fastpath.dev-claim-a.json")
+	target, content := plant(t, path, "")
+	if err := ReplaceFileUnsynced(path, []byte(`{"cdiVersion":"0.6.0"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	untouched(t, target, content)
+	fi, err := os.Lstat(path)
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o644 {
+		t.Fatalf("after the write, %s is %v, %v; want a regular file of mode 0644", path, fi, err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != `{"cdiVersion":"0.6.0"}` {
+		t.Errorf("content %q", got)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("the directory holds %d files after the write, want 1", len(entries))
+	}
+}

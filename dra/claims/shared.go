@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"io/fs"
 	"maps"
@@ -176,6 +177,41 @@ func (l FileLock) RLock(ctx context.Context) (unlock func(), _ error) {
 	}
 	return func() { _ = f.Close() }, nil
 }
+
+// LockKey takes the lock for key alone: holders of different keys do not
+// wait for each other, holders of one key exclude each other, and each
+// excludes a holder of Lock (this release's, or an earlier one's that
+// took Lock for every key) and is excluded by it. The file's flock is
+// held shared and an fcntl lock (F_OFD_SETLK) taken on the key's byte
+// alone, which Lock's lock of the whole file covers. Two keys whose bytes
+// collide only wait for each other.
+func (l FileLock) LockKey(ctx context.Context, key string) (unlock func(), _ error) {
+	if l == "" {
+		return func() {}, nil
+	}
+	f, err := openFile(string(l), os.O_CREATE|os.O_RDWR|safeFlags, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", l, err)
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(key))
+	byteOf := int64(h.Sum64() % keyBytes)
+	for _, try := range []func() error{
+		func() error { return unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB) },
+		func() error {
+			return unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart, Start: byteOf, Len: 1})
+		},
+	} {
+		if err := waitFor(ctx, try); err != nil {
+			_ = f.Close()
+			return nil, fmt.Errorf("lock %s for %s: %w", l, key, err)
+		}
+	}
+	return func() { _ = f.Close() }, nil
+}
+
+// keyBytes is how many bytes of a FileLock's file LockKey's keys map to.
+const keyBytes = 1 << 40
 
 // openLocked opens the file at path, made if missing, and takes both its
 // locks (FileLock), shared or not, which closing it releases.

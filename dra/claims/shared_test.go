@@ -7,11 +7,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/fileutil"
+	"golang.org/x/sys/unix"
 )
 
 // Two daemons sharing a store (a rolling update) see each other's changes,
@@ -518,5 +520,69 @@ func TestRemoveUnusedStopsRest(t *testing.T) {
 			names = append(names, e.Name())
 		}
 		t.Errorf("the rest after RemoveUnused left %v", names)
+	}
+}
+
+// LockKey excludes holders of its key and of Lock, not of other keys:
+// two pods' hooks do not wait for each other, one pod's do, and a daemon
+// of an earlier release (Lock for every pod) waits for them all.
+func TestFileLockKey(t *testing.T) {
+	l := FileLock(filepath.Join(t.TempDir(), "nri.lock"))
+	short := func() context.Context {
+		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		t.Cleanup(cancel)
+		return ctx
+	}
+	a, err := l.LockKey(t.Context(), "pod-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := l.LockKey(short(), "pod-b")
+	if err != nil {
+		t.Fatalf("another key waited: %v", err)
+	}
+	if unlock, err := l.LockKey(short(), "pod-a"); err == nil {
+		unlock()
+		t.Fatal("a key's lock was taken twice")
+	} else if !strings.Contains(err.Error(), "pod-a") {
+		t.Errorf("the error does not name the key: %v", err)
+	}
+	if unlock, err := l.Lock(short()); err == nil {
+		unlock()
+		t.Fatal("Lock was taken while keys are held")
+	}
+	a()
+	if unlock, err := l.LockKey(short(), "pod-a"); err != nil {
+		t.Fatalf("the key after its release: %v", err)
+	} else {
+		unlock()
+	}
+	b()
+	w, err := l.Lock(t.Context())
+	if err != nil {
+		t.Fatalf("Lock after the keys' release: %v", err)
+	}
+	if unlock, err := l.LockKey(short(), "pod-c"); err == nil {
+		unlock()
+		t.Fatal("a key was taken while Lock is held")
+	}
+	w()
+	// An earlier release's lock: a flock of the whole file alone.
+	f, err := os.OpenFile(string(l), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	if unlock, err := l.LockKey(short(), "pod-a"); err == nil {
+		unlock()
+		t.Fatal("a key was taken while a flock of the file is held")
+	}
+	_ = f.Close()
+	if unlock, err := FileLock("").LockKey(t.Context(), "pod-a"); err != nil {
+		t.Fatal(err)
+	} else {
+		unlock()
 	}
 }

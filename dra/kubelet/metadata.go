@@ -1,6 +1,7 @@
 package kubelet
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -58,7 +59,20 @@ func (m *Metadata) options() []kubeletplugin.Option {
 	if m == nil {
 		return nil
 	}
-	return []kubeletplugin.Option{kubeletplugin.EnableDeviceMetadata(true, metadataVersions), kubeletplugin.CDIDirectory(m.CDIDir)}
+	return []kubeletplugin.Option{kubeletplugin.EnableDeviceMetadata(true, metadataVersions), kubeletplugin.CDIDirectory(m.CDIDir),
+		kubeletplugin.MetadataFileOps(kubeletplugin.MetadataFileOperations{WriteFile: m.writeFile})}
+}
+
+// writeFile is the helper's write of a metadata file or of the CDI spec
+// that mounts it. A CDI spec is not synced (it is written again at start
+// if a power cut lost it: RestoreMetadataSpecs), which spares a pod's
+// start two waits for the disk; the metadata file, the spec's source
+// after a reboot, is.
+func (m *Metadata) writeFile(name string, data []byte, perm os.FileMode) error {
+	if filepath.Dir(name) == filepath.Clean(m.CDIDir) {
+		return claims.ReplaceFileUnsynced(name, data, perm)
+	}
+	return claims.WriteFileAtomic(name, data, perm)
 }
 
 func (m *Metadata) register(driver, pluginDir string, h *kubeletplugin.Helper) {
@@ -250,7 +264,10 @@ func SweepMetadata(store *claims.Store, cdiDir string, pluginDirs map[string]str
 }
 
 // RestoreMetadataSpecs writes again, for the claims the store holds, the
-// CDI spec of each request's metadata file that is there without it. The
+// CDI spec of each request's metadata file that is there without it, or
+// with a spec of other content (a power cut can leave one empty: the
+// helper's specs are not synced, Metadata.writeFile), and removes the
+// temporary files of the helper's writes a kill interrupted. The
 // specs are in the CDI directory, a tmpfs on most nodes, which a reboot
 // empties; the files (in the drivers' plugin directories) and the
 // kubelet's memory of the claims as prepared outlast it, and the kubelet
@@ -263,6 +280,13 @@ func SweepMetadata(store *claims.Store, cdiDir string, pluginDirs map[string]str
 // driver. It returns the specs written.
 func RestoreMetadataSpecs(store *claims.Store, cdiDir string, pluginDirs map[string]string) (restored []string, _ error) {
 	var errs []error
+	for driver := range pluginDirs {
+		// The temporary files of the helper's writes this daemon's
+		// predecessor was killed in.
+		if err := claims.RemoveTemps(cdiDir, driver+"_metadata_"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
 	for _, c := range store.Claims() {
 		pluginDir, ok := pluginDirs[c.Driver]
 		if !ok || !c.Prepared {
@@ -275,25 +299,27 @@ func RestoreMetadataSpecs(store *claims.Store, cdiDir string, pluginDirs map[str
 		for _, file := range files {
 			request := filepath.Base(filepath.Dir(file))
 			spec := filepath.Join(cdiDir, fmt.Sprintf("%s_metadata_%s_%s.json", c.Driver, c.UID, request))
-			if _, err := os.Stat(spec); !errors.Is(err, fs.ErrNotExist) {
-				continue
-			}
-			if err := writeMetadataSpec(spec, file, c.Driver, c.UID, c.Name, request); err != nil {
+			wrote, err := writeMetadataSpec(spec, file, c.Driver, c.UID, c.Name, request)
+			if err != nil {
 				errs = append(errs, fmt.Errorf("claim %s, request %q: the CDI spec of its device metadata: %w", c.String(), request, err))
 				continue
 			}
-			restored = append(restored, spec)
+			if wrote {
+				restored = append(restored, spec)
+			}
 		}
 	}
 	return restored, errors.Join(errs...)
 }
 
 // writeMetadataSpec writes the CDI spec that mounts a request's metadata
-// file into the pod's containers, as the helper does.
-func writeMetadataSpec(path, file, driver string, uid types.UID, claimName, request string) error {
+// file into the pod's containers, as the helper does, unless path holds it
+// already; it says whether it wrote. A spec of other content (emptied by
+// a power cut: the helper's are not synced) is written again.
+func writeMetadataSpec(path, file, driver string, uid types.UID, claimName, request string) (bool, error) {
 	dm, err := readMetadata(file)
 	if err != nil {
-		return err
+		return false, err
 	}
 	container := metadata.ResourceClaimFilePath(driver, claimName, request)
 	if dm.PodClaimName != nil && *dm.PodClaimName != "" {
@@ -309,14 +335,17 @@ func writeMetadataSpec(path, file, driver string, uid types.UID, claimName, requ
 		}},
 	}
 	if spec.Version, err = cdispec.MinimumRequiredVersion(spec); err != nil {
-		return err
+		return false, err
 	}
 	data, err := json.MarshalIndent(spec, "", "  ")
 	if err != nil {
-		return err
+		return false, err
+	}
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
+		return false, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
+		return false, err
 	}
-	return claims.WriteFileAtomic(path, data, 0o644)
+	return true, claims.WriteFileAtomic(path, data, 0o644)
 }

@@ -5,7 +5,9 @@ package nri
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -179,4 +181,59 @@ func TestOverlapNotWithNetworks(t *testing.T) {
 	if n := bed.plugin.pendingAttaches(); n != 0 {
 		t.Errorf("%d attaches pending for a pod attached in its hook", n)
 	}
+}
+
+// TestOverlapPodsApart: with the node's hook lock (a daemon of a rolling
+// update), a pod's RunPodSandbox and CreateContainer do not wait for
+// another pod's attach. The runtime calls its NRI plugins one event at a
+// time, so a hook that waited would hold up every pod of the node.
+func TestOverlapPodsApart(t *testing.T) {
+	ns1, ns2 := newNetNS(t), newNetNS(t)
+	a := netdevClaim("a", "pod-o5", newVeth(t), "net1", "10.66.15.2/24")
+	b := netdevClaim("b", "pod-o6", newVeth(t), "net1", "10.66.16.2/24")
+	bed, ctx, gate := overlapBed(t, a, b)
+	bed.plugin.opts.HookLock = claims.FileLock(filepath.Join(t.TempDir(), "nri.lock"))
+	var open sync.Once
+	release := func() { open.Do(func() { close(gate) }) }
+	t.Cleanup(release) // before the bed's wait for the attaches
+	sb1, sb2 := sandbox("pod-o5", ns1), sandbox("pod-o6", ns2)
+	if err := bed.hooks.RunPodSandbox(ctx, sb1); err != nil {
+		t.Fatal(err)
+	}
+	// pod-o5's attach holds its hook lock until the gate opens; a hook
+	// that waited for it would end with the context's deadline.
+	soon, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := bed.hooks.RunPodSandbox(soon, sb2); err != nil {
+		t.Fatalf("another pod's RunPodSandbox while pod-o5's attach is held: %v", err)
+	}
+	plain := sandbox("pod-o7", newNetNS(t))
+	if err := createContainer(soon, bed, plain); err != nil {
+		t.Fatalf("a pod without devices: CreateContainer while pod-o5's attach is held: %v", err)
+	}
+	if err := bed.hooks.StopPodSandbox(soon, plain); err != nil {
+		t.Fatal(err)
+	}
+	// One pod's hooks still wait for each other.
+	short, cancel2 := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel2()
+	if err := bed.plugin.AttachPod(short, podOf(sb1)); err == nil {
+		t.Fatal("a second attach of pod-o5 did not wait for the first")
+	}
+	release()
+	for _, sb := range []*api.PodSandbox{sb1, sb2} {
+		if err := createContainer(ctx, bed, sb); err != nil {
+			t.Fatalf("CreateContainer of %s after the attaches: %v", sb.Uid, err)
+		}
+	}
+	if podLink(t, ns1, "net1") == nil || podLink(t, ns2, "net1") == nil {
+		t.Fatal("a pod's device is not in it after its first container")
+	}
+	for _, sb := range []*api.PodSandbox{sb1, sb2} {
+		if err := bed.hooks.StopPodSandbox(ctx, sb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bed.assertRestored(t, a)
+	bed.assertRestored(t, b)
 }

@@ -88,9 +88,12 @@ type Options struct {
 	// have new numbers, and the runtime reads the spec when it creates
 	// each container. Nil: not written.
 	WriteCDI func(*claims.Claim) error
-	// HookLock, when set, is held across each pod's hooks by every daemon
-	// of the node, so that two daemons (a rolling update: the runtime
-	// calls both) never act on one pod at once.
+	// HookLock, when set, is held for the pod (FileLock.LockKey) across
+	// each pod's hooks by every daemon of the node, so that two daemons (a
+	// rolling update: the runtime calls both) never act on one pod at
+	// once. Hooks of different pods do not wait for each other: the
+	// runtime calls its NRI plugins one event at a time, so a hook that
+	// waited for another pod's attach would hold up every pod of the node.
 	HookLock claims.FileLock
 	// Pods, when set, is told of the node's pod sandboxes as the runtime
 	// runs them; nil: not told.
@@ -236,7 +239,7 @@ func (p *Plugin) lockPod(ctx context.Context, uid types.UID) (unlock func(), _ e
 		p.life.RUnlock()
 		return nil, fmt.Errorf("waiting for the pod's hook lock: %w", err)
 	}
-	unlockNode, err := p.opts.HookLock.Lock(ctx)
+	unlockNode, err := p.opts.HookLock.LockKey(ctx, string(uid))
 	if err != nil {
 		unlockPod()
 		p.life.RUnlock()
