@@ -61,3 +61,22 @@ func findStall(console string, offset int64) (report string, next int64) {
 	}
 	return strings.Join(quoted, "\n"), offset
 }
+
+// ConsoleTail returns the last n lines of the console log at path, for a
+// report of a guest that froze without saying why (Result.Frozen): what
+// the guest kernel printed last (a hung task's stack, a driver's
+// complaint) is all that is left of it once the VM is replaced.
+func ConsoleTail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "(console not readable: " + err.Error() + ")"
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\r\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	for i, l := range lines {
+		lines[i] = strings.TrimRight(l, "\r")
+	}
+	return strings.Join(lines, "\n")
+}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -85,6 +86,38 @@ type Result struct {
 	Err error
 	// Note says what else happened: that it ran again, and why.
 	Note string
+	// TimedOut says that the test binary reported its own timeout
+	// (-test.timeout: "panic: test timed out after"). A binary the guest
+	// could not end without having reported it was not run by the guest
+	// for that long: the guest froze (Frozen).
+	TimedOut bool
+}
+
+// Frozen says that the guest stopped running the suite's binary: the
+// binary neither ended nor reported its own timeout, and the guest did
+// not end it when asked. Under TCG this is a guest whose vCPUs lost
+// their timer interrupts without the kernel reporting a stall (every
+// CPU at once): the VM's fault, as ErrStalled.
+func (r Result) Frozen() bool {
+	return errors.Is(r.Err, ErrStillRuns) && !r.TimedOut
+}
+
+// count takes one line of the suite's output into the result.
+func (r *Result) count(line string) {
+	if m := topResult.FindStringSubmatch(line); m != nil {
+		switch m[1] {
+		case "PASS":
+			r.Passed = append(r.Passed, m[2])
+		case "FAIL":
+			r.Failed = append(r.Failed, m[2])
+		case "SKIP":
+			r.Skipped = append(r.Skipped, m[2])
+		}
+	} else if m := benchLine.FindStringSubmatch(line); m != nil {
+		r.Passed = append(r.Passed, m[1])
+	} else if strings.HasPrefix(line, "panic: test timed out after ") {
+		r.TimedOut = true
+	}
 }
 
 // OK reports whether everything ran and passed: a skipped test counts
@@ -111,18 +144,7 @@ func (v *VM) RunSuite(ctx context.Context, s Suite, args []string, out io.Writer
 		for sc.Scan() {
 			line := sc.Text()
 			fmt.Fprintln(out, line)
-			if m := topResult.FindStringSubmatch(line); m != nil {
-				switch m[1] {
-				case "PASS":
-					r.Passed = append(r.Passed, m[2])
-				case "FAIL":
-					r.Failed = append(r.Failed, m[2])
-				case "SKIP":
-					r.Skipped = append(r.Skipped, m[2])
-				}
-			} else if m := benchLine.FindStringSubmatch(line); m != nil {
-				r.Passed = append(r.Passed, m[1])
-			}
+			r.count(line)
 		}
 		_, _ = io.Copy(io.Discard, pr)
 	}()

@@ -196,14 +196,18 @@ func test(ctx context.Context, args []string) (int, error) {
 	for i, s := range suites {
 		fmt.Printf("=== fastpath-vm: %s in the VM (%s)\n", s.Package, s.Binary)
 		r := g.run(ctx, s, testArgs, suiteTimeout)
-		if (errors.Is(r.Err, vm.ErrStalled) || errors.Is(r.Err, vm.ErrCrashed) || errors.Is(r.Err, vm.ErrReset)) && !rebooted && ctx.Err() == nil {
-			// A lost timer interrupt of the emulated CPU, the
-			// emulator aborting, or the emulated machine resetting,
-			// not the code under test: the suite runs again, once, in
-			// a new VM. Again, it fails.
+		if (errors.Is(r.Err, vm.ErrStalled) || r.Frozen() || errors.Is(r.Err, vm.ErrCrashed) || errors.Is(r.Err, vm.ErrReset)) && !rebooted && ctx.Err() == nil {
+			// A lost timer interrupt of the emulated CPU (reported
+			// by the kernel as a stall, or not: a guest that froze),
+			// the emulator aborting, or the emulated machine
+			// resetting, not the code under test: the suite runs
+			// again, once, in a new VM. Again, it fails.
 			rebooted = true
 			why := "the guest kernel stalled"
 			switch {
+			case r.Frozen():
+				why = "the guest froze (the test binary neither ended nor reported its own timeout)"
+				fmt.Printf("fastpath-vm: the last lines of the guest's console:\n%s\n", vm.ConsoleTail(g.v.Console(), 40))
 			case errors.Is(r.Err, vm.ErrCrashed):
 				why = "QEMU crashed"
 			case errors.Is(r.Err, vm.ErrReset):
