@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/fastpath-dra/fastpath/test/netnstest"
 )
 
 // BenchmarkRTNLDuringMoves times one link change of the host (an MTU set
@@ -19,7 +21,7 @@ import (
 func BenchmarkRTNLDuringMoves(b *testing.B) {
 	for _, load := range []string{"idle", "moves"} {
 		b.Run(load, func(b *testing.B) {
-			other := namedVeth(b, benchPrefix+"r0a", benchPrefix+"r0b")
+			other := netnstest.Veth(b, benchPrefix+"r0a", benchPrefix+"r0b")
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
 			if load == "moves" {
@@ -56,22 +58,4 @@ func BenchmarkRTNLDuringMoves(b *testing.B) {
 			b.ReportMetric(float64(took[len(took)-1]), "max-ns")
 		})
 	}
-}
-
-// namedVeth makes the veth pair name/peer, removed when b ends.
-func namedVeth(b *testing.B, name, peer string) netlink.Link {
-	b.Helper()
-	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: 1500}, PeerName: peer}); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		if l, err := netlink.LinkByName(peer); err == nil {
-			_ = netlink.LinkDel(l)
-		}
-	})
-	l, err := netlink.LinkByName(name)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return l
 }

@@ -196,16 +196,9 @@ func (l FileLock) LockKey(ctx context.Context, key string) (unlock func(), _ err
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(key))
 	byteOf := int64(h.Sum64() % keyBytes)
-	for _, try := range []func() error{
-		func() error { return unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB) },
-		func() error {
-			return unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart, Start: byteOf, Len: 1})
-		},
-	} {
-		if err := waitFor(ctx, try); err != nil {
-			_ = f.Close()
-			return nil, fmt.Errorf("lock %s for %s: %w", l, key, err)
-		}
+	if err := lockBoth(ctx, f, unix.LOCK_SH, unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart, Start: byteOf, Len: 1}); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("lock %s for %s: %w", l, key, err)
 	}
 	return func() { _ = f.Close() }, nil
 }
@@ -224,18 +217,20 @@ func openLocked(ctx context.Context, path string, shared bool) (*os.File, error)
 	if shared {
 		how, typ = unix.LOCK_SH, unix.F_RDLCK
 	}
-	for _, try := range []func() error{
-		func() error { return unix.Flock(int(f.Fd()), how|unix.LOCK_NB) },
-		func() error {
-			return unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &unix.Flock_t{Type: typ, Whence: io.SeekStart})
-		},
-	} {
-		if err := waitFor(ctx, try); err != nil {
-			_ = f.Close()
-			return nil, fmt.Errorf("lock %s: %w", path, err)
-		}
+	if err := lockBoth(ctx, f, how, unix.Flock_t{Type: typ, Whence: io.SeekStart}); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	return f, nil
+}
+
+// lockBoth takes f's flock (how: LOCK_SH or LOCK_EX), then its fcntl lock
+// lk (F_OFD_SETLK), in that order, waiting for each until ctx ends.
+func lockBoth(ctx context.Context, f *os.File, how int, lk unix.Flock_t) error {
+	if err := waitFor(ctx, func() error { return unix.Flock(int(f.Fd()), how|unix.LOCK_NB) }); err != nil {
+		return err
+	}
+	return waitFor(ctx, func() error { return unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk) })
 }
 
 // waitFor tries to take a lock until it is taken, or ctx ends.
