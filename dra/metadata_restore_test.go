@@ -20,7 +20,8 @@ import (
 // kubelet plugin helper wrote it at Prepare, byte for byte, for a claim
 // of its own and one made from a pod's template (whose path in the
 // container is the pod's name for it), and leaves a spec that is there;
-// one a power cut emptied is written again.
+// one a power cut emptied is written again, and so is a metadata file's
+// write a kill cut short.
 func TestRestoreMetadataSpecs(t *testing.T) {
 	own := testClaim("own", []alloc{{Request: "nic", Device: vfNetdev}}, fromClaimFor("nic", config(`"interface": {"name": "net1"}`)))
 	fromTemplate := testClaim("pod-1-fast-x7k2p", []alloc{{Request: "nic", Device: vfNetdev2}}, fromClaimFor("nic", config(`"interface": {"name": "net2"}`)))
@@ -70,9 +71,29 @@ func TestRestoreMetadataSpecs(t *testing.T) {
 	if err := os.WriteFile(temp, []byte("{"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// And a write of a metadata file in place was cut short: its new
+	// content is beside it, the file holds half of it.
+	file := filepath.Join(d.opts.PluginDir, "dra-device-metadata", own.Namespace+"_"+own.Name, "nic", "metadata.json")
+	whole, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := filepath.Join(filepath.Dir(file), ".metadata.json.next")
+	if err := os.WriteFile(next, whole, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(file, int64(len(whole)/2)); err != nil {
+		t.Fatal(err)
+	}
 	restored, err := kubelet.RestoreMetadataSpecs(d.store, d.opts.CDIDir, dirs)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(file); !bytes.Equal(got, whole) {
+		t.Errorf("the metadata file cut short holds after the restore\n%s\nwant\n%s", got, whole)
+	}
+	if _, err := os.Stat(next); !os.IsNotExist(err) {
+		t.Errorf("the new content kept beside the metadata file is left: %v", err)
 	}
 	slices.Sort(restored)
 	want := slices.Sorted(func(yield func(string) bool) {

@@ -1,6 +1,7 @@
 package claims
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -132,6 +133,83 @@ func replaceFile(path string, data []byte, perm os.FileMode, sync bool) error {
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("rename to %s: %w", path, err)
+	}
+	return nil
+}
+
+// OverwriteFile writes data into the file at path in place, keeping its
+// inode, so that a bind mount of the file (a container's, made before the
+// write) shows the new content; a file that is not there is made
+// (WriteFileAtomic), and one that already holds data is left alone. The
+// new content goes first, written and synced, to a file beside path
+// (nextOf), then into path, synced, and the file beside is removed: a kill
+// or a power cut at any point leaves either path whole or the file beside
+// it, which FinishOverwrite puts into path. A reader of path during the
+// write may see it partly written.
+func OverwriteFile(path string, data []byte, perm os.FileMode) error {
+	old, err := readFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return WriteFileAtomic(path, data, perm)
+	case err != nil:
+		return err
+	case bytes.Equal(old, data):
+		return nil
+	}
+	if err := WriteFileAtomic(nextOf(path), data, perm); err != nil {
+		return err
+	}
+	return overwrite(path, data)
+}
+
+// FinishOverwrite completes the OverwriteFile of path a kill or a power
+// cut interrupted, if one did, and says whether.
+func FinishOverwrite(path string) (bool, error) {
+	data, err := readFile(nextOf(path))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, overwrite(path, data)
+}
+
+// nextOf is where OverwriteFile keeps the new content of path until it is
+// in path.
+func nextOf(path string) string {
+	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".next")
+}
+
+// overwrite puts data into path in place, syncs it, and removes the copy
+// beside it. A path gone (its directory removed with the claim) has
+// nothing to complete.
+func overwrite(path string, data []byte) error {
+	f, err := openFile(path, os.O_WRONLY|safeFlags, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.Remove(nextOf(path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(data, 0); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Truncate(int64(len(data))); err != nil {
+		return fmt.Errorf("truncate %s: %w", path, err)
+	}
+	if err := markWritten(path); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	if err := os.Remove(nextOf(path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
 	return nil
 }

@@ -2,6 +2,8 @@ package claims
 
 import (
 	"errors"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -236,4 +238,70 @@ func TestReplaceFileUnsynced(t *testing.T) {
 	if len(entries) != 1 {
 		t.Errorf("the directory holds %d files after the write, want 1", len(entries))
 	}
+}
+
+// TestOverwriteFile: the file is written in place, so that an open of it
+// from before (a bind mount's stand-in) reads the new content; the same
+// content is not written again; a missing file is made; a symbolic link
+// is refused, not written through; and a write a kill interrupted (the
+// new content beside the file, the file still old, or partly rewritten)
+// is completed by FinishOverwrite.
+func TestOverwriteFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "metadata.json")
+	if err := OverwriteFile(path, []byte(`{"generation":1,"requests":[{"name":"nic"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer before.Close()
+	newer := []byte(`{"generation":2}`)
+	if err := OverwriteFile(path, newer, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(before)
+	if err != nil || string(got) != string(newer) {
+		t.Fatalf("an open from before the write reads %q, %v; want %q (the same inode)", got, err, newer)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("the directory holds %d files after the write, want 1: %v", len(entries), entries)
+	}
+	fi, _ := os.Stat(path)
+	if err := OverwriteFile(path, newer, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := os.Stat(path); !again.ModTime().Equal(fi.ModTime()) {
+		t.Error("the same content was written again")
+	}
+
+	// Killed after the new content was kept beside the file: the file
+	// holds the old content, cut short.
+	if err := WriteFileAtomic(nextOf(path), []byte(`{"generation":3,"requests":[]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(`{"gener`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if done, err := FinishOverwrite(path); !done || err != nil {
+		t.Fatalf("FinishOverwrite = %v, %v; want the interrupted write completed", done, err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != `{"generation":3,"requests":[]}` {
+		t.Errorf("after FinishOverwrite the file holds %q", got)
+	}
+	if _, err := os.Stat(nextOf(path)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the copy beside the file is still there: %v", err)
+	}
+	if done, err := FinishOverwrite(path); done || err != nil {
+		t.Errorf("FinishOverwrite with nothing interrupted = %v, %v", done, err)
+	}
+
+	link := filepath.Join(dir, "linked.json")
+	target, content := plant(t, link, "")
+	if err := OverwriteFile(link, []byte(`{}`), 0o644); !errors.Is(err, ErrNotRegular) {
+		t.Errorf("OverwriteFile through a symbolic link = %v, want ErrNotRegular", err)
+	}
+	untouched(t, target, content)
 }

@@ -67,12 +67,16 @@ func (m *Metadata) options() []kubeletplugin.Option {
 // that mounts it. A CDI spec is not synced (it is written again at start
 // if a power cut lost it: RestoreMetadataSpecs), which spares a pod's
 // start two waits for the disk; the metadata file, the spec's source
-// after a reboot, is.
+// after a reboot, is. The file is written again in place
+// (claims.OverwriteFile), not replaced: the spec mounts the file itself
+// into the containers, and the runtime makes a container's mounts before
+// the attach that writes the device's network data has ended (the
+// container's start waits for it, not its creation: --attach-overlap).
 func (m *Metadata) writeFile(name string, data []byte, perm os.FileMode) error {
 	if filepath.Dir(name) == filepath.Clean(m.CDIDir) {
 		return claims.ReplaceFileUnsynced(name, data, perm)
 	}
-	return claims.WriteFileAtomic(name, data, perm)
+	return claims.OverwriteFile(name, data, perm)
 }
 
 func (m *Metadata) register(driver, pluginDir string, h *kubeletplugin.Helper) {
@@ -267,7 +271,9 @@ func SweepMetadata(store *claims.Store, cdiDir string, pluginDirs map[string]str
 // CDI spec of each request's metadata file that is there without it, or
 // with a spec of other content (a power cut can leave one empty: the
 // helper's specs are not synced, Metadata.writeFile), and removes the
-// temporary files of the helper's writes a kill interrupted. The
+// temporary files of the helper's writes a kill interrupted; a write of a
+// metadata file in place that one interrupted is completed first
+// (claims.FinishOverwrite). The
 // specs are in the CDI directory, a tmpfs on most nodes, which a reboot
 // empties; the files (in the drivers' plugin directories) and the
 // kubelet's memory of the claims as prepared outlast it, and the kubelet
@@ -298,6 +304,11 @@ func RestoreMetadataSpecs(store *claims.Store, cdiDir string, pluginDirs map[str
 		}
 		for _, file := range files {
 			request := filepath.Base(filepath.Dir(file))
+			// A write of the file a kill or a power cut interrupted.
+			if _, err := claims.FinishOverwrite(file); err != nil {
+				errs = append(errs, fmt.Errorf("claim %s, request %q: its device metadata: %w", c.String(), request, err))
+				continue
+			}
 			spec := filepath.Join(cdiDir, fmt.Sprintf("%s_metadata_%s_%s.json", c.Driver, c.UID, request))
 			wrote, err := writeMetadataSpec(spec, file, c.Driver, c.UID, c.Name, request)
 			if err != nil {

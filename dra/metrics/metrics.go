@@ -143,7 +143,7 @@ func (g *labelledGauge) Collect(ch chan<- prometheus.Metric) {
 }
 
 // Hooks are the runtime's NRI hooks Hook counts.
-var Hooks = []string{"synchronize", "run_pod_sandbox", "create_container", "stop_pod_sandbox", "remove_pod_sandbox"}
+var Hooks = []string{"synchronize", "run_pod_sandbox", "create_container", "start_container", "stop_pod_sandbox", "remove_pod_sandbox"}
 
 // zero makes the counters of failures exist, at 0, for every label value
 // they may take but a driver's: a series that first appears at 1 has no

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,9 +51,20 @@ func createContainer(ctx context.Context, b *testBed, sb *api.PodSandbox) error 
 	return err
 }
 
+// startContainer is the runtime's making and starting of a container of
+// the pod: CreateContainer, then StartContainer.
+func startContainer(ctx context.Context, b *testBed, sb *api.PodSandbox) error {
+	if err := createContainer(ctx, b, sb); err != nil {
+		return err
+	}
+	return b.hooks.StartContainer(ctx, sb, &api.Container{Name: "app"})
+}
+
 // TestOverlapAttach: with Overlap, RunPodSandbox returns while the device
-// is still in the host; a CreateContainer that cannot wait for the attach
-// fails saying so, one that can returns once the device is in the pod.
+// is still in the host, and so does the pod's first CreateContainer (the
+// runtime makes the container meanwhile); a StartContainer that cannot
+// wait for the attach fails saying so, one that can returns once the
+// device is in the pod.
 func TestOverlapAttach(t *testing.T) {
 	podNS := newNetNS(t)
 	a := netdevClaim("a", "pod-o1", newVeth(t), "net1", "10.66.11.2/24")
@@ -65,16 +77,24 @@ func TestOverlapAttach(t *testing.T) {
 	if podLink(t, podNS, "net1") != nil {
 		t.Fatal("the device is in the pod before its attach was let go")
 	}
+	soon, cancelSoon := context.WithTimeout(ctx, 2*time.Second)
+	defer cancelSoon()
+	if err := createContainer(soon, bed, sb); err != nil {
+		t.Fatalf("CreateContainer while the attach is held = %v, want it let through", err)
+	}
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	err := createContainer(short, bed, sb)
+	err := bed.hooks.StartContainer(short, sb, &api.Container{Name: "app"})
 	cancel()
 	if err == nil || !strings.Contains(err.Error(), "waiting for the attach") || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("CreateContainer while the attach is held = %v, want it to say it waited for the attach", err)
+		t.Fatalf("StartContainer while the attach is held = %v, want it to say it waited for the attach", err)
+	}
+	if podLink(t, podNS, "net1") != nil {
+		t.Fatal("the device is in the pod before its attach was let go")
 	}
 
 	close(gate)
-	if err := createContainer(ctx, bed, sb); err != nil {
-		t.Fatalf("CreateContainer after the attach: %v", err)
+	if err := bed.hooks.StartContainer(ctx, sb, &api.Container{Name: "app"}); err != nil {
+		t.Fatalf("StartContainer after the attach: %v", err)
 	}
 	if l := podLink(t, podNS, "net1"); l == nil || l.Attrs().MTU != 9000 {
 		t.Fatalf("the pod's net1 = %+v once its first container was let through", l)
@@ -91,8 +111,9 @@ func TestOverlapAttach(t *testing.T) {
 
 // TestOverlapAttachFails: an attach that fails after RunPodSandbox
 // returned fails the pod's first container with its error, naming claim
-// and device, and leaves nothing in the pod; the next container tries the
-// attach again.
+// and device (its creation if the attach had ended by then, else its
+// start, after one more try), and leaves nothing in the pod; the next
+// container tries the attach again.
 func TestOverlapAttachFails(t *testing.T) {
 	podNS := newNetNS(t)
 	a := netdevClaim("a", "pod-o2", newVeth(t), "net1", "10.66.12.2/24")
@@ -106,16 +127,16 @@ func TestOverlapAttachFails(t *testing.T) {
 		t.Fatalf("RunPodSandbox = %v, want the failure left for the container", err)
 	}
 	for try := range 2 {
-		err := createContainer(ctx, bed, sb)
+		err := startContainer(ctx, bed, sb)
 		if err == nil || !strings.Contains(err.Error(), "cannot start without its devices") ||
 			!strings.Contains(err.Error(), "claim default/b") || !strings.Contains(err.Error(), "device "+b.Devices[0].Device) ||
 			!strings.Contains(err.Error(), "10.71.0.0/16") {
-			t.Fatalf("CreateContainer %d = %v, want the attach's error naming claim, device and route", try+1, err)
+			t.Fatalf("container %d: %v, want the attach's error naming claim, device and route", try+1, err)
 		}
 		bed.assertRestored(t, a)
 		bed.assertRestored(t, b)
 		if n := bed.plugin.pendingAttaches(); n != 0 {
-			t.Errorf("CreateContainer %d: %d attaches still pending", try+1, n)
+			t.Errorf("container %d: %d attaches still pending", try+1, n)
 		}
 	}
 	st := bed.condition(t, ctx, b, metav1.ConditionFalse)
@@ -149,7 +170,7 @@ func TestOverlapStopWhileAttaching(t *testing.T) {
 	if err := bed.hooks.RunPodSandbox(ctx, sb); err != nil {
 		t.Fatal(err)
 	}
-	if err := createContainer(ctx, bed, sb); err != nil {
+	if err := startContainer(ctx, bed, sb); err != nil {
 		t.Fatal(err)
 	}
 	if podLink(t, podNS, "net1") == nil {
@@ -222,8 +243,8 @@ func TestOverlapPodsApart(t *testing.T) {
 	}
 	release()
 	for _, sb := range []*api.PodSandbox{sb1, sb2} {
-		if err := createContainer(ctx, bed, sb); err != nil {
-			t.Fatalf("CreateContainer of %s after the attaches: %v", sb.Uid, err)
+		if err := startContainer(ctx, bed, sb); err != nil {
+			t.Fatalf("a container of %s after the attaches: %v", sb.Uid, err)
 		}
 	}
 	if podLink(t, ns1, "net1") == nil || podLink(t, ns2, "net1") == nil {
@@ -236,4 +257,60 @@ func TestOverlapPodsApart(t *testing.T) {
 	}
 	bed.assertRestored(t, a)
 	bed.assertRestored(t, b)
+}
+
+// failOnce fails its first Attach, once the gate opens.
+type failOnce struct {
+	gatedAttacher
+	failed atomic.Bool
+}
+
+func (f *failOnce) Attach(ctx context.Context, netns string, nd dataplane.Netdev) (dataplane.Attached, error) {
+	select {
+	case <-f.gate:
+	case <-ctx.Done():
+		return dataplane.Attached{}, ctx.Err()
+	}
+	if !f.failed.Swap(true) {
+		return dataplane.Attached{}, errors.New("the device went away for a moment")
+	}
+	return f.Attacher.Attach(ctx, netns, nd)
+}
+
+// TestOverlapStartRetries: an attach that fails after the pod's first
+// CreateContainer let the container be made is tried once more at its
+// start, which goes on once that succeeds: the runtime makes a container
+// that fails to start exited, and the kubelet makes it again only if the
+// pod's restart policy says so.
+func TestOverlapStartRetries(t *testing.T) {
+	podNS := newNetNS(t)
+	a := netdevClaim("a", "pod-o8", newVeth(t), "net1", "10.66.17.2/24")
+	bed, ctx, gate := overlapBed(t, a)
+	f := &failOnce{gatedAttacher: bed.plugin.opts.Attacher.(gatedAttacher)}
+	bed.plugin.opts.Attacher = f
+	sb := sandbox("pod-o8", podNS)
+	if err := bed.hooks.RunPodSandbox(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	if err := createContainer(ctx, bed, sb); err != nil {
+		t.Fatalf("CreateContainer while the attach is held: %v", err)
+	}
+	close(gate)
+	if err := bed.hooks.StartContainer(ctx, sb, &api.Container{Name: "app"}); err != nil {
+		t.Fatalf("StartContainer after an attach that failed once: %v", err)
+	}
+	if !f.failed.Load() {
+		t.Fatal("the first attach did not fail")
+	}
+	if l := podLink(t, podNS, "net1"); l == nil || l.Attrs().MTU != 9000 {
+		t.Fatalf("the pod's net1 = %+v once its first container started", l)
+	}
+	bed.condition(t, ctx, a, metav1.ConditionTrue)
+	if n := bed.plugin.pendingAttaches(); n != 0 {
+		t.Errorf("%d attaches still pending", n)
+	}
+	if err := bed.hooks.StopPodSandbox(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	bed.assertRestored(t, a)
 }

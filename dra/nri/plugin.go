@@ -257,17 +257,34 @@ func sandboxLiveness(sb *api.PodSandbox) int {
 // syncParallel is how many pods Synchronize reconciles at once.
 const syncParallel = 8
 
-// CreateContainer lets a container start only when its pod's devices are
-// in place.
+// CreateContainer lets a container be made only when its pod's devices
+// are in place, or while the attach RunPodSandbox began still runs: the
+// container's start waits for that (StartContainer), and meanwhile the
+// runtime makes the container (its spec, its mounts, the runtime's create,
+// tens of milliseconds). An attach that has already failed fails the
+// container's creation, which the kubelet retries whatever the pod's
+// restart policy.
 func (h *hooks) CreateContainer(ctx context.Context, pod *api.PodSandbox, _ *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
 	start := time.Now()
-	err := bounds.Err(h.p.EnsurePod(ctx, podOf(pod)))
+	var err error
+	if p := podOf(pod); !h.p.attachRunning(p) {
+		err = bounds.Err(h.p.EnsurePod(ctx, p))
+	}
 	h.observe("create_container", start, err)
 	return nil, nil, err
 }
 
+// StartContainer lets a container start only once the attach its
+// CreateContainer let run has ended, and with the devices in place.
+func (h *hooks) StartContainer(ctx context.Context, pod *api.PodSandbox, _ *api.Container) error {
+	start := time.Now()
+	err := bounds.Err(h.p.StartPod(ctx, podOf(pod)))
+	h.observe("start_container", start, err)
+	return err
+}
+
 // RunPodSandbox attaches the pod's devices and networks; with Overlap it
-// starts the attach and the pod's first CreateContainer waits for it.
+// starts the attach and the pod's first StartContainer waits for it.
 func (h *hooks) RunPodSandbox(ctx context.Context, pod *api.PodSandbox) error {
 	start := time.Now()
 	if o := h.p.opts.Pods; o != nil {

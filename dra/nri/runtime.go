@@ -103,13 +103,16 @@ type Options struct {
 	// called in the runtime's Configure request: it must not block.
 	OnRuntime func(context.Context, Runtime)
 	// Overlap, when set, attaches the devices of a pod without CNI
-	// networks while the runtime goes on with the pod: RunPodSandbox
-	// takes the pod's hook lock, starts the attach and returns, and the
-	// pod's first CreateContainer waits for it (failing with its error, as
-	// the sandbox would have). The kubelet's and the runtime's work
-	// between the sandbox and the first container runs beside the
-	// kernel's namespace move. Unset, and for a pod with CNI networks: the
-	// attach completes inside RunPodSandbox, which fails with its error.
+	// networks (nor a software RDMA device: overlaps) while the runtime
+	// goes on with the pod: RunPodSandbox takes the pod's hook lock,
+	// starts the attach and returns, the pod's first CreateContainer lets
+	// the container be made, and its StartContainer waits for the attach
+	// (failing with its error, as the sandbox would have). The kubelet's
+	// and the runtime's work between the sandbox and the container's
+	// start (its spec, mounts and the runtime's create) runs beside the
+	// kernel's namespace move. Unset, and for a pod with CNI networks:
+	// the attach completes inside RunPodSandbox, which fails with its
+	// error.
 	Overlap bool
 }
 
@@ -378,7 +381,10 @@ func (p *Plugin) StartAttachPod(ctx context.Context, pod Pod) error {
 // selects) is added inside RunPodSandbox, whose failure fails the sandbox
 // as a CNI plugin's does: what the users of Multus look for
 // (FailedCreatePodSandBox), and what the NPWG specification's callers
-// expect of an attach.
+// expect of an attach. So is a software RDMA device: it is made again in
+// the pod with a verbs device of its own, which the attach writes into the
+// claim's CDI spec, and the runtime reads the CDI specs for a container
+// before it calls CreateContainer.
 func (p *Plugin) overlaps(pod Pod) bool {
 	if p.wantsNPWG(pod) {
 		return false
@@ -387,8 +393,30 @@ func (p *Plugin) overlaps(pod Pod) bool {
 		if len(c.Networks) > 0 {
 			return false
 		}
+		for _, d := range c.Devices {
+			if d.RDMA != nil && d.RDMA.Link != "" {
+				return false
+			}
+		}
 	}
 	return true
+}
+
+// attachRunning says whether an attach StartAttachPod began for the pod's
+// sandbox has not ended yet.
+func (p *Plugin) attachRunning(pod Pod) bool {
+	p.pendingMu.Lock()
+	pa := p.pending[pod.UID]
+	p.pendingMu.Unlock()
+	if pa == nil || pa.sandbox != pod.SandboxID {
+		return false
+	}
+	select {
+	case <-pa.done:
+		return false
+	default:
+		return true
+	}
 }
 
 // WaitAttach waits for the attach StartAttachPod began for the pod's
@@ -716,6 +744,32 @@ func (p *Plugin) inPlace(ctx context.Context, pod Pod, cls []claims.Claim) bool 
 		}
 	}
 	return true
+}
+
+// StartPod waits, before a container of the pod starts, for the attach
+// RunPodSandbox began and CreateContainer let run; an attach that failed
+// is tried once more, and if that fails too the container does not start,
+// with the error. A pod without such an attach has nothing to wait for:
+// its CreateContainer checked it (EnsurePod).
+func (p *Plugin) StartPod(ctx context.Context, pod Pod) error {
+	p.pendingMu.Lock()
+	pa := p.pending[pod.UID]
+	p.pendingMu.Unlock()
+	if pa == nil || pa.sandbox != pod.SandboxID {
+		return nil
+	}
+	err := p.WaitAttach(ctx, pod)
+	if err == nil || ctx.Err() != nil {
+		if err != nil {
+			return fmt.Errorf("pod %s cannot start without its devices: %w", pod, err)
+		}
+		return nil
+	}
+	klog.FromContext(ctx).Error(err, "The attach begun at RunPodSandbox failed: attaching again before the container starts", "pod", pod.String())
+	if err := p.AttachPod(ctx, pod); err != nil {
+		return fmt.Errorf("pod %s cannot start without its devices: %w", pod, err)
+	}
+	return nil
 }
 
 // EnsurePod makes sure the pod's devices and networks are in its sandbox

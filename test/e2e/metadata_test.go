@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -26,8 +27,10 @@ import (
 // (KEP-5304) at the standard paths of claims from templates, for a
 // fastpath.dev netdev and a CNI claim: the device as published (its
 // attributes) and, once in the pod, its network data (interface,
-// addresses, MAC). Unprepare removes the files and their CDI specs. With
-// --device-metadata=false the pod runs as before, with no file.
+// addresses, MAC), also when the pod's container was made before its
+// device was in the pod (the attach beside the runtime). Unprepare
+// removes the files and their CDI specs. With --device-metadata=false the
+// pod runs as before, with no file.
 func TestDeviceMetadata(t *testing.T) {
 	ctx := testContext(t)
 	n := faultSetup(t, ctx, faultOptions{port: 26281, links: 1, up: true, cni: true})
@@ -40,25 +43,25 @@ func TestDeviceMetadata(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = bed.DeletePod(context.Background(), "default", pod.Name) })
 	ipam := ipamDir(t, ctx, pod.Name, cni.Name, "net")
-	running, err := bed.Client().CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cleanup []string
-	for _, c := range []struct {
+	type metaCase struct {
 		driver, podClaim, request string
 		attrs                     map[string]string
 		ifName, ip, mac           string
-	}{
-		{driver: devices.DriverName, podClaim: tmpl.Name, request: "nic", attrs: map[string]string{"kind": "netdev", "ifName": n.links[0].Name},
-			ifName: "net1", ip: "10.77.9.2/24", mac: "02:00:00:fa:60:01"},
-		{driver: cniDriver, podClaim: cni.Name, request: "net", attrs: map[string]string{cniDriver + "/name": faultPrefix + "26281m"},
-			ifName: "net2", ip: "10.77.10."},
-	} {
+	}
+	nic := metaCase{driver: devices.DriverName, podClaim: tmpl.Name, request: "nic", attrs: map[string]string{"kind": "netdev", "ifName": n.links[0].Name},
+		ifName: "net1", ip: "10.77.9.2/24", mac: "02:00:00:fa:60:01"}
+	// check reads what the pod's container printed of the claim's
+	// metadata file and compares it with the claim; it returns the file's
+	// directory and its CDI spec.
+	check := func(pod *corev1.Pod, c metaCase) []string {
+		running, err := bed.Client().CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		want := metadata.ResourceClaimTemplateFilePath(c.driver, c.podClaim, c.request)
 		logs, err := bed.WaitPodLog(ctx, "default", pod.Name, "metadata "+want, 30*time.Second)
 		if err != nil {
-			t.Fatalf("the pod never saw %s: %v", want, err)
+			t.Fatalf("%s never saw %s: %v", pod.Name, want, err)
 		}
 		var dm metadata.DeviceMetadata
 		for line := range strings.Lines(logs) {
@@ -98,12 +101,17 @@ func TestDeviceMetadata(t *testing.T) {
 		nd := dev.NetworkData
 		if nd == nil || nd.InterfaceName != c.ifName || len(nd.IPs) != 1 || !strings.HasPrefix(nd.IPs[0], c.ip) || nd.HardwareAddress == "" ||
 			(c.mac != "" && nd.HardwareAddress != c.mac) {
-			t.Errorf("%s: networkData %+v, want %s, %s…, MAC %q", want, nd, c.ifName, c.ip, c.mac)
+			t.Errorf("%s: %s: networkData %+v, want %s, %s…, MAC %q", pod.Name, want, nd, c.ifName, c.ip, c.mac)
 		} else {
-			t.Logf("%s: generation %d, %d attributes, networkData %s %v %s", want, dm.Generation, len(dev.Attributes), nd.InterfaceName, nd.IPs, nd.HardwareAddress)
+			t.Logf("%s: %s: generation %d, %d attributes, networkData %s %v %s", pod.Name, want, dm.Generation, len(dev.Attributes), nd.InterfaceName, nd.IPs, nd.HardwareAddress)
 		}
-		cleanup = append(cleanup, filepath.Join(bed.PluginDir(c.driver), "dra-device-metadata", "default_"+claimName),
-			filepath.Join(bed.CDIDir(), c.driver+"_metadata_"+string(claim.UID)+"_"+c.request+".json"))
+		return []string{filepath.Join(bed.PluginDir(c.driver), "dra-device-metadata", "default_"+claimName),
+			filepath.Join(bed.CDIDir(), c.driver+"_metadata_"+string(claim.UID)+"_"+c.request+".json")}
+	}
+	var cleanup []string
+	for _, c := range []metaCase{nic, {driver: cniDriver, podClaim: cni.Name, request: "net", attrs: map[string]string{cniDriver + "/name": faultPrefix + "26281m"},
+		ifName: "net2", ip: "10.77.10."}} {
+		cleanup = append(cleanup, check(pod, c)...)
 	}
 	for _, p := range cleanup {
 		if _, err := os.Stat(p); err != nil {
@@ -123,6 +131,27 @@ func TestDeviceMetadata(t *testing.T) {
 	}
 	n.assertRestoredOrLost(t, ctx)
 	n.assertClean(t, ctx, ipam)
+
+	// A pod whose only claim is the netdev's is attached beside the
+	// runtime (--attach-overlap): its container is made, with the
+	// metadata file mounted, before the attach writes the network data
+	// into the file, and starts after. It reads the network data.
+	alone := templatePod("e2e-meta-alone", "env", tmpl)
+	if _, err := bed.RunPod(ctx, alone); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bed.DeletePod(context.Background(), "default", alone.Name) })
+	cleanup = check(alone, nic)
+	if err := bed.DeletePod(ctx, "default", alone.Name); err != nil {
+		t.Fatal(err)
+	}
+	if err := podGone(ctx, alone, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := pollGone(ctx, cleanup...); err != nil {
+		t.Errorf("after the pod: %v", err)
+	}
+	n.assertRestoredOrLost(t, ctx)
 
 	// Off: the pod runs with its devices, and no file.
 	old := n.d.pod.UID

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,8 +30,23 @@ const floorDriver = "floor.fastpath.test"
 
 type floorPlugin struct{}
 
+// floorPrepares are the floor driver's Prepares as it saw them, by the
+// name of the pod whose claim it prepared: when each began and ended.
+var floorPrepares sync.Map // pod name → [2]time.Time
+
 func (floorPlugin) PrepareResourceClaims(_ context.Context, cls []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	began := time.Now()
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(cls))
+	defer func() {
+		ended := time.Now()
+		for _, c := range cls {
+			for _, o := range c.OwnerReferences {
+				if o.Kind == "Pod" {
+					floorPrepares.Store(o.Name, [2]time.Time{began, ended})
+				}
+			}
+		}
+	}()
 	for _, c := range cls {
 		var res kubeletplugin.PrepareResult
 		for _, r := range c.Status.Allocation.Devices.Results {

@@ -34,7 +34,7 @@ type podTimes struct {
 	status    time.Time // fastpath's device status in the claim
 
 	kubelet       time.Time // the kubelet's "Pod update broadcasted" ADDED
-	prepareStart  time.Time // fastpathd's Prepare of the pod's claim
+	prepareStart  time.Time // the driver's Prepare of the pod's claim (fastpathd's log, the floor driver's own)
 	prepareEnd    time.Time
 	sandboxStart  time.Time // containerd's RunPodSandbox
 	sandboxEnd    time.Time
@@ -216,6 +216,12 @@ func (tl *timeline) readLogs(t *testing.T, daemonLog string) {
 			setOnce(&pt.prepareStart, at.Add(-d))
 		}
 	})
+	for _, pt := range tl.pods {
+		if at, ok := floorPrepares.Load(pt.name); ok && pt.kind == floorPod {
+			setOnce(&pt.prepareStart, at.([2]time.Time)[0])
+			setOnce(&pt.prepareEnd, at.([2]time.Time)[1])
+		}
+	}
 	sandboxes, containers := map[string]*podTimes{}, map[string]*podTimes{}
 	eachLine(t, filepath.Join(logs, "containerd.log"), func(line string) {
 		rfc := func(s string) time.Time {
@@ -288,7 +294,7 @@ var startupParts = []part{
 	{name: "kubelet ADDED to RunPodSandbox", from: func(p *podTimes) time.Time { return p.kubelet }, to: func(p *podTimes) time.Time { return p.sandboxStart }},
 	{name: "- of it: ADDED to Prepare begun (the kubelet, the helper's GET, its queue)", claimOnly: true,
 		from: func(p *podTimes) time.Time { return p.kubelet }, to: func(p *podTimes) time.Time { return p.prepareStart }},
-	{name: "- of it: NodePrepareResources in fastpathd", claimOnly: true,
+	{name: "- of it: NodePrepareResources in the driver", claimOnly: true,
 		from: func(p *podTimes) time.Time { return p.prepareStart }, to: func(p *podTimes) time.Time { return p.prepareEnd }},
 	{name: "- of it: Prepare returned to RunPodSandbox", claimOnly: true,
 		from: func(p *podTimes) time.Time { return p.prepareEnd }, to: func(p *podTimes) time.Time { return p.sandboxStart }},
@@ -297,8 +303,8 @@ var startupParts = []part{
 		from: func(p *podTimes) time.Time { return p.hookStart }, to: func(p *podTimes) time.Time { return p.hookEnd }},
 	{name: "- of it: after RunPodSandbox returned (beside the kubelet and the runtime)", claimOnly: true,
 		from: func(p *podTimes) time.Time { return p.sandboxEnd }, to: func(p *podTimes) time.Time { return p.hookEnd }},
-	{name: "sandbox to container created (NRI CreateContainer: the attach awaited)", from: func(p *podTimes) time.Time { return p.sandboxEnd }, to: func(p *podTimes) time.Time { return p.containerMade }},
-	{name: "container created to started (CDI devices)", from: func(p *podTimes) time.Time { return p.containerMade }, to: func(p *podTimes) time.Time { return p.containerEnd }},
+	{name: "sandbox to container created (NRI CreateContainer)", from: func(p *podTimes) time.Time { return p.sandboxEnd }, to: func(p *podTimes) time.Time { return p.containerMade }},
+	{name: "container created to started (NRI StartContainer: the attach awaited)", from: func(p *podTimes) time.Time { return p.containerMade }, to: func(p *podTimes) time.Time { return p.containerEnd }},
 	{name: "container started to Ready seen (kubelet status)", from: func(p *podTimes) time.Time { return p.containerEnd }, to: func(p *podTimes) time.Time { return p.ready }},
 	{name: "attached to the claim's device status seen (off the pod's path)", claimOnly: true,
 		from: func(p *podTimes) time.Time { return p.hookEnd }, to: func(p *podTimes) time.Time { return p.status }},
