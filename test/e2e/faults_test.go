@@ -533,7 +533,7 @@ func waitRunningWith(t *testing.T, ctx context.Context, pod *corev1.Pod, ifNames
 	if n := restartCount(p); n != 0 {
 		t.Errorf("pod %s: its container was restarted %d times", pod.Name, n)
 	}
-	connected, err := createdConnected(p)
+	connected, err := startedConnected(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -545,9 +545,9 @@ func waitRunningWith(t *testing.T, ctx context.Context, pod *corev1.Pod, ifNames
 	}
 	switch {
 	case connected && len(missing) > 0:
-		t.Errorf("pod %s: the runtime created its container with fastpath connected, and it started without %v; it saw:\n%s", pod.Name, missing, logs)
+		t.Errorf("pod %s: the runtime started its container with fastpath connected, and it started without %v; it saw:\n%s", pod.Name, missing, logs)
 	case !connected:
-		t.Logf("pod %s: the runtime created its container while fastpathd was down; it started with %d of its %d interfaces", pod.Name, len(ifNames)-len(missing), len(ifNames))
+		t.Logf("pod %s: the runtime started its container while fastpathd was down; it started with %d of its %d interfaces", pod.Name, len(ifNames)-len(missing), len(ifNames))
 	}
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		return claimsReady(ctx, pod) == nil, nil
@@ -563,6 +563,29 @@ func waitRunningWith(t *testing.T, ctx context.Context, pod *corev1.Pod, ifNames
 // runtime's log: the last of the plugin's connections, disconnections and
 // the runtime's own starts before the creation was a connection.
 func createdConnected(p *corev1.Pod) (bool, error) {
+	return connectedAt(p, "created", func(line, id string) bool {
+		return strings.Contains(line, `returns container id \"`+id+`\"`) || strings.Contains(line, `returns container id "`+id+`"`) ||
+			strings.Contains(line, `msg="Created container `+id+`:`)
+	})
+}
+
+// startedConnected says, as createdConnected, whether the plugin was
+// connected when the runtime started the pod's current container: its
+// StartContainer, the runtime's last call before the container's process
+// runs, is where fastpath waits for an attach begun at RunPodSandbox
+// (--attach-overlap). A plugin that drops during the start (killed while
+// it waits) is not connected at the start's end.
+func startedConnected(p *corev1.Pod) (bool, error) {
+	return connectedAt(p, "started", func(line, id string) bool {
+		return strings.Contains(line, `StartContainer for \"`+id+`\" returns successfully`) ||
+			strings.Contains(line, `StartContainer for "`+id+`" returns successfully`) ||
+			(strings.Contains(line, `msg="Started container"`) && strings.Contains(line, "containerID="+id))
+	})
+}
+
+// connectedAt says whether the plugin was connected at the line of the
+// runtime's log that at says is the pod's current container's.
+func connectedAt(p *corev1.Pod, what string, at func(line, id string) bool) (bool, error) {
 	if len(p.Status.ContainerStatuses) == 0 {
 		return false, fmt.Errorf("pod %s has no container status", p.Name)
 	}
@@ -577,8 +600,7 @@ func createdConnected(p *corev1.Pod) (bool, error) {
 	connected := false
 	for line := range strings.Lines(string(data)) {
 		switch {
-		case strings.Contains(line, `returns container id \"`+id+`\"`) || strings.Contains(line, `returns container id "`+id+`"`) ||
-			strings.Contains(line, `msg="Created container `+id+`:`):
+		case at(line, id):
 			return connected, nil
 		case strings.Contains(line, `msg="starting containerd"`) || strings.Contains(line, `msg="Starting CRI-O`):
 			// A restarted runtime has no plugin until one connects.
@@ -590,7 +612,7 @@ func createdConnected(p *corev1.Pod) (bool, error) {
 			connected = false
 		}
 	}
-	return false, fmt.Errorf("the runtime's log never says it created container %s of pod %s", id, p.Name)
+	return false, fmt.Errorf("the runtime's log never says it %s container %s of pod %s", what, id, p.Name)
 }
 
 // createPod creates the pod, deleted when the test ends.

@@ -36,9 +36,10 @@ import (
 // The daemon is killed in the hook after recording where the device goes
 // and before moving it (attach.recorded); the runtime goes on without it.
 // The pod ends Running with its device configured and its claim Ready: a
-// container the runtime created while fastpathd was down has it from the
-// daemon's Synchronize, one created with fastpath connected from the
-// start (waitRunningWith tells which).
+// container the runtime started while fastpathd was down has it from the
+// daemon's Synchronize, one started with fastpath connected from the
+// start (waitRunningWith tells which; with --attach-overlap the
+// container's start, not its creation, waits for the attach).
 //
 // Then the device is out of the pod again, as a missed hook leaves it, and
 // the pod's container dies: the runtime's CreateContainer for the new one
