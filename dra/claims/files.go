@@ -186,30 +186,36 @@ func nextOf(path string) string {
 // nothing to complete.
 func overwrite(path string, data []byte) error {
 	f, err := openFile(path, os.O_WRONLY|safeFlags, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		if err := os.Remove(nextOf(path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return err
+	default:
+		err = writeInPlace(f, data)
+		f.Close()
+		if err != nil {
 			return err
 		}
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if _, err := f.WriteAt(data, 0); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Truncate(int64(len(data))); err != nil {
-		return fmt.Errorf("truncate %s: %w", path, err)
-	}
-	if err := markWritten(path); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", path, err)
 	}
 	if err := os.Remove(nextOf(path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
+	}
+	return nil
+}
+
+// writeInPlace makes f's content data, and syncs it.
+func writeInPlace(f *os.File, data []byte) error {
+	if _, err := f.WriteAt(data, 0); err != nil {
+		return fmt.Errorf("write %s: %w", f.Name(), err)
+	}
+	if err := f.Truncate(int64(len(data))); err != nil {
+		return fmt.Errorf("truncate %s: %w", f.Name(), err)
+	}
+	if err := markWritten(f.Name()); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", f.Name(), err)
 	}
 	return nil
 }

@@ -96,17 +96,25 @@ func TestOverlapAttach(t *testing.T) {
 	if err := bed.hooks.StartContainer(ctx, sb, &api.Container{Name: "app"}); err != nil {
 		t.Fatalf("StartContainer after the attach: %v", err)
 	}
+	startedThenStopped(t, ctx, bed, sb, podNS, a)
+}
+
+// startedThenStopped checks a pod whose first container started: its
+// claim's net1 in the pod and Ready, no attach left pending; then its
+// sandbox stops and the device is back in the host.
+func startedThenStopped(t *testing.T, ctx context.Context, bed *testBed, sb *api.PodSandbox, podNS string, c claims.Claim) {
+	t.Helper()
 	if l := podLink(t, podNS, "net1"); l == nil || l.Attrs().MTU != 9000 {
-		t.Fatalf("the pod's net1 = %+v once its first container was let through", l)
+		t.Fatalf("the pod's net1 = %+v once its first container started", l)
 	}
-	bed.condition(t, ctx, a, metav1.ConditionTrue)
+	bed.condition(t, ctx, c, metav1.ConditionTrue)
 	if n := bed.plugin.pendingAttaches(); n != 0 {
 		t.Errorf("%d attaches still pending after a successful one was waited for", n)
 	}
 	if err := bed.hooks.StopPodSandbox(ctx, sb); err != nil {
 		t.Fatal(err)
 	}
-	bed.assertRestored(t, a)
+	bed.assertRestored(t, c)
 }
 
 // TestOverlapAttachFails: an attach that fails after RunPodSandbox
@@ -302,15 +310,5 @@ func TestOverlapStartRetries(t *testing.T) {
 	if !f.failed.Load() {
 		t.Fatal("the first attach did not fail")
 	}
-	if l := podLink(t, podNS, "net1"); l == nil || l.Attrs().MTU != 9000 {
-		t.Fatalf("the pod's net1 = %+v once its first container started", l)
-	}
-	bed.condition(t, ctx, a, metav1.ConditionTrue)
-	if n := bed.plugin.pendingAttaches(); n != 0 {
-		t.Errorf("%d attaches still pending", n)
-	}
-	if err := bed.hooks.StopPodSandbox(ctx, sb); err != nil {
-		t.Fatal(err)
-	}
-	bed.assertRestored(t, a)
+	startedThenStopped(t, ctx, bed, sb, podNS, a)
 }

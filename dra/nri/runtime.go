@@ -402,13 +402,22 @@ func (p *Plugin) overlaps(pod Pod) bool {
 	return true
 }
 
+// pendingOf is the attach StartAttachPod began for the pod's sandbox and
+// nobody has waited for, nil for none.
+func (p *Plugin) pendingOf(pod Pod) *pendingAttach {
+	p.pendingMu.Lock()
+	defer p.pendingMu.Unlock()
+	if pa := p.pending[pod.UID]; pa != nil && pa.sandbox == pod.SandboxID {
+		return pa
+	}
+	return nil
+}
+
 // attachRunning says whether an attach StartAttachPod began for the pod's
 // sandbox has not ended yet.
 func (p *Plugin) attachRunning(pod Pod) bool {
-	p.pendingMu.Lock()
-	pa := p.pending[pod.UID]
-	p.pendingMu.Unlock()
-	if pa == nil || pa.sandbox != pod.SandboxID {
+	pa := p.pendingOf(pod)
+	if pa == nil {
 		return false
 	}
 	select {
@@ -423,10 +432,8 @@ func (p *Plugin) attachRunning(pod Pod) bool {
 // sandbox, until ctx ends, and returns its error once: a failed attach is
 // forgotten when said (the next check attaches again).
 func (p *Plugin) WaitAttach(ctx context.Context, pod Pod) error {
-	p.pendingMu.Lock()
-	pa := p.pending[pod.UID]
-	p.pendingMu.Unlock()
-	if pa == nil || pa.sandbox != pod.SandboxID {
+	pa := p.pendingOf(pod)
+	if pa == nil {
 		return nil
 	}
 	select {
@@ -752,21 +759,15 @@ func (p *Plugin) inPlace(ctx context.Context, pod Pod, cls []claims.Claim) bool 
 // with the error. A pod without such an attach has nothing to wait for:
 // its CreateContainer checked it (EnsurePod).
 func (p *Plugin) StartPod(ctx context.Context, pod Pod) error {
-	p.pendingMu.Lock()
-	pa := p.pending[pod.UID]
-	p.pendingMu.Unlock()
-	if pa == nil || pa.sandbox != pod.SandboxID {
+	if p.pendingOf(pod) == nil {
 		return nil
 	}
 	err := p.WaitAttach(ctx, pod)
-	if err == nil || ctx.Err() != nil {
-		if err != nil {
-			return fmt.Errorf("pod %s cannot start without its devices: %w", pod, err)
-		}
-		return nil
+	if err != nil && ctx.Err() == nil {
+		klog.FromContext(ctx).Error(err, "The attach begun at RunPodSandbox failed: attaching again before the container starts", "pod", pod.String())
+		err = p.AttachPod(ctx, pod)
 	}
-	klog.FromContext(ctx).Error(err, "The attach begun at RunPodSandbox failed: attaching again before the container starts", "pod", pod.String())
-	if err := p.AttachPod(ctx, pod); err != nil {
+	if err != nil {
 		return fmt.Errorf("pod %s cannot start without its devices: %w", pod, err)
 	}
 	return nil

@@ -120,16 +120,19 @@ func TestDeviceMetadata(t *testing.T) {
 	}
 
 	// Unprepare removes the files and their CDI specs.
-	if err := bed.DeletePod(ctx, "default", pod.Name); err != nil {
-		t.Fatal(err)
+	deleted := func(pod *corev1.Pod, files []string) {
+		if err := bed.DeletePod(ctx, "default", pod.Name); err != nil {
+			t.Fatal(err)
+		}
+		if err := podGone(ctx, pod, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if err := pollGone(ctx, files...); err != nil {
+			t.Errorf("after the pod %s: %v", pod.Name, err)
+		}
+		n.assertRestoredOrLost(t, ctx)
 	}
-	if err := podGone(ctx, pod, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if err := pollGone(ctx, cleanup...); err != nil {
-		t.Errorf("after the pod: %v", err)
-	}
-	n.assertRestoredOrLost(t, ctx)
+	deleted(pod, cleanup)
 	n.assertClean(t, ctx, ipam)
 
 	// A pod whose only claim is the netdev's is attached beside the
@@ -141,17 +144,7 @@ func TestDeviceMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = bed.DeletePod(context.Background(), "default", alone.Name) })
-	cleanup = check(alone, nic)
-	if err := bed.DeletePod(ctx, "default", alone.Name); err != nil {
-		t.Fatal(err)
-	}
-	if err := podGone(ctx, alone, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if err := pollGone(ctx, cleanup...); err != nil {
-		t.Errorf("after the pod: %v", err)
-	}
-	n.assertRestoredOrLost(t, ctx)
+	deleted(alone, check(alone, nic))
 
 	// Off: the pod runs with its devices, and no file.
 	old := n.d.pod.UID
