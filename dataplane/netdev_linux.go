@@ -322,6 +322,25 @@ func (a *Attacher) Present(podNetNS string, nd Netdev) (bool, error) {
 	return false, nil
 }
 
+// InHost says whether an interface of the name is in the host's network
+// namespace.
+func (a *Attacher) InHost(name string) (bool, error) {
+	host, err := netlink.NewHandleAt(a.host, unix.NETLINK_ROUTE)
+	if err != nil {
+		return false, fmt.Errorf("netlink in the host's network namespace: %w", err)
+	}
+	defer host.Close()
+	_, err = host.LinkByName(name)
+	var notFound netlink.LinkNotFoundError
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &notFound):
+		return false, nil
+	}
+	return false, fmt.Errorf("look for %s: %w", name, err)
+}
+
 // configured says whether the interface in the pod has what Attach gives
 // it after the move.
 func configured(pod *netlink.Handle, l netlink.Link, nd Netdev) (bool, error) {

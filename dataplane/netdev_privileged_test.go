@@ -300,6 +300,13 @@ func TestPresentDuringAttach(t *testing.T) {
 		}
 	}
 	present("in the host", true)
+	inHost := func(step string, want bool) {
+		t.Helper()
+		if got, err := a.InHost(nd.HostName); err != nil || got != want {
+			t.Errorf("%s: InHost = %v, %v; want %v", step, got, err, want)
+		}
+	}
+	inHost("in the host", true)
 	ns, err := netns.GetFromPath(podNS)
 	if err != nil {
 		t.Fatal(err)
@@ -329,10 +336,12 @@ func TestPresentDuringAttach(t *testing.T) {
 		t.Fatal(err)
 	}
 	present("attached", true)
+	inHost("attached", false)
 	if err := a.Detach(ctx, podNS, nd); err != nil {
 		t.Fatal(err)
 	}
 	present("given back", true)
+	inHost("given back", true)
 	gone, err := netlink.LinkByName(nd.HostName)
 	if err != nil {
 		t.Fatal(err)
@@ -341,4 +350,5 @@ func TestPresentDuringAttach(t *testing.T) {
 		t.Fatal(err)
 	}
 	present("deleted", false)
+	inHost("deleted", false)
 }

@@ -42,14 +42,9 @@ func parseLink(m []byte) (link, error) {
 		return link{}, errors.New("short RTM_NEWLINK message")
 	}
 	info := nl.DeserializeIfInfomsg(m)
-	attrs, err := nl.ParseRouteAttr(m[unix.SizeofIfInfomsg:])
-	if err != nil {
-		return link{}, fmt.Errorf("parse RTM_NEWLINK: %w", err)
-	}
 	l := link{Index: int(info.Index), Loopback: info.Flags&unix.IFF_LOOPBACK != 0, OperState: "unknown"}
-	for _, a := range attrs {
-		v := a.Value
-		switch a.Attr.Type {
+	err := eachAttr(m[unix.SizeofIfInfomsg:], func(typ uint16, v []byte) error {
+		switch typ {
 		case unix.IFLA_IFNAME:
 			l.Name = string(trimNul(v))
 		case unix.IFLA_ADDRESS:
@@ -71,19 +66,44 @@ func parseLink(m []byte) (link, error) {
 		case unix.IFLA_MASTER:
 			l.MasterIndex = int(native32(v))
 		case unix.IFLA_LINKINFO:
-			infos, err := nl.ParseRouteAttr(v)
-			if err != nil {
-				return link{}, fmt.Errorf("parse IFLA_LINKINFO of link %d: %w", l.Index, err)
-			}
-			for _, i := range infos {
-				if i.Attr.Type == unix.IFLA_INFO_KIND {
-					l.Kind = string(trimNul(i.Value))
+			err := eachAttr(v, func(typ uint16, v []byte) error {
+				if typ == unix.IFLA_INFO_KIND {
+					l.Kind = string(trimNul(v))
 				}
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("IFLA_LINKINFO of link %d: %w", l.Index, err)
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return link{}, fmt.Errorf("parse RTM_NEWLINK: %w", err)
 	}
 	return l, nil
 }
+
+// eachAttr calls fn with the type and the value of each netlink attribute
+// in b, in order, without copying them: a link dump holds dozens of
+// attributes per link, and discovery reads a handful.
+func eachAttr(b []byte, fn func(typ uint16, v []byte) error) error {
+	for len(b) >= unix.SizeofRtAttr {
+		n := int(nl.NativeEndian().Uint16(b[0:2]))
+		if n < unix.SizeofRtAttr || n > len(b) {
+			return fmt.Errorf("attribute of length %d in %d bytes", n, len(b))
+		}
+		// The type without the nested and byte-order flags.
+		if err := fn(nl.NativeEndian().Uint16(b[2:4])&nl.NLA_TYPE_MASK, b[unix.SizeofRtAttr:n]); err != nil {
+			return err
+		}
+		b = b[min(nlaAlign(n), len(b)):]
+	}
+	return nil
+}
+
+// nlaAlign rounds n up to netlink's 4-byte alignment.
+func nlaAlign(n int) int { return (n + unix.NLA_ALIGNTO - 1) &^ (unix.NLA_ALIGNTO - 1) }
 
 func native32(b []byte) uint32 {
 	if len(b) < 4 {

@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 	"k8s.io/dynamic-resource-allocation/deviceattribute"
 	"k8s.io/klog/v2/ktesting"
 )
@@ -269,5 +271,98 @@ func TestLivePCIeRootMatchesHelper(t *testing.T) {
 		if *attr.Value.StringValue != ours {
 			t.Errorf("%s: pcieRoot %q, helper says %q", e.Name(), ours, *attr.Value.StringValue)
 		}
+	}
+}
+
+// TestLiveXDPFeaturesDump reads the XDP features of several interfaces in
+// one dump, and each is what the kernel says of that interface alone: the
+// dump is read to its end, past the first device (the kernel does not mark
+// the dump's messages multipart).
+func TestLiveXDPFeaturesDump(t *testing.T) {
+	requireRoot(t)
+	var indexes []int
+	for i := range 3 {
+		a, b := fmt.Sprintf("%sx%d%da", linkPrefix, os.Getpid()%10000, i), fmt.Sprintf("%sx%d%db", linkPrefix, os.Getpid()%10000, i)
+		addVeth(t, a, b)
+		for _, name := range []string{a, b} {
+			l, err := netlink.LinkByName(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			indexes = append(indexes, l.Attrs().Index)
+		}
+	}
+	got, err := host{}.xdpFeatures(indexes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	family, err := netdevFamilyID()
+	if err != nil || family == 0 {
+		t.Fatalf("netdev family: %d, %v", family, err)
+	}
+	for _, index := range indexes {
+		f, ok := got[index]
+		if !ok {
+			t.Fatalf("link %d: no features in the dump of %d links (%v)", index, len(indexes), got)
+		}
+		// The kernel's answer for this interface alone.
+		req := nl.NewNetlinkRequest(int(family), 0)
+		req.AddData(genlHeader{cmd: netdevCmdDevGet, version: 1})
+		req.AddData(nl.NewRtAttr(netdevAttrDevIfindex, nl.Uint32Attr(uint32(index))))
+		msgs, err := req.Execute(unix.NETLINK_GENERIC, 0)
+		if err != nil || len(msgs) != 1 {
+			t.Fatalf("link %d alone: %d messages, %v", index, len(msgs), err)
+		}
+		alone, want, ok := parseXDPFeatures(msgs[0])
+		if !ok || alone != index || want != f {
+			t.Errorf("link %d: the dump says %#x, alone %#x (index %d, ok %v)", index, f, want, alone, ok)
+		}
+		if x := xdpFromFeatures(f); !*x.Supported {
+			t.Errorf("link %d, a veth: XDP not supported (%#x)", index, f)
+		}
+	}
+	if _, err := (host{}).xdpFeatures(nil); err != nil {
+		t.Errorf("no indexes: %v", err)
+	}
+}
+
+// TestLiveLinksMatchNetlink reads this host's links with discovery's own
+// dump and parser, and each says what the netlink library says of it.
+func TestLiveLinksMatchNetlink(t *testing.T) {
+	requireRoot(t)
+	a, b := fmt.Sprintf("%sl%da", linkPrefix, os.Getpid()%100000), fmt.Sprintf("%sl%db", linkPrefix, os.Getpid()%100000)
+	addVeth(t, a, b)
+	links, err := host{}.links()
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := netlink.LinkList()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byIndex := map[int]netlink.Link{}
+	for _, l := range theirs {
+		byIndex[l.Attrs().Index] = l
+	}
+	seen := false
+	for _, l := range links {
+		want, ok := byIndex[l.Index]
+		if !ok || l.Loopback {
+			continue // gone or made between the two dumps; lo, whose zero address the library leaves out
+		}
+		at := want.Attrs()
+		kind := want.Type()
+		if kind == "device" {
+			kind = ""
+		}
+		if l.Name != at.Name || l.MTU != at.MTU || l.MAC != at.HardwareAddr.String() || l.Kind != kind ||
+			l.MasterIndex != at.MasterIndex || l.OperState != at.OperState.String() {
+			t.Errorf("link %d: parsed %+v; netlink says %s mtu %d mac %s kind %q master %d oper %s",
+				l.Index, l, at.Name, at.MTU, at.HardwareAddr, kind, at.MasterIndex, at.OperState)
+		}
+		seen = seen || l.Name == a
+	}
+	if !seen {
+		t.Errorf("veth %s not in the dump", a)
 	}
 }

@@ -96,6 +96,9 @@ type HealthChecks interface {
 	// XDPAttached says whether an XDP program is attached to the
 	// interface in the namespace.
 	XDPAttached(netns, ifName string) (bool, error)
+	// InHost says whether an interface of the name is in the host's
+	// network namespace.
+	InHost(name string) (bool, error)
 }
 
 // LiveChecks are the checks on this node: netlink and BPF.
@@ -106,6 +109,9 @@ type LiveChecks struct{ *dataplane.Attacher }
 func (c LiveChecks) InPod(netns string, nd dataplane.Netdev) (bool, error) {
 	return c.Present(netns, nd)
 }
+
+// InHost implements HealthChecks.
+func (c LiveChecks) InHost(name string) (bool, error) { return c.Attacher.InHost(name) }
 
 // XDPAttached implements HealthChecks.
 func (LiveChecks) XDPAttached(netns, ifName string) (bool, error) {
@@ -447,6 +453,13 @@ func (h *health) check(inv map[string]devices.Device, d claims.Device) devices.H
 		// one, still stands for it.
 		if inPod || (d.Mode == v1alpha1.ModeDelegate && d.PCIAddress == "") {
 			return devices.Health{}
+		}
+		// A netdev its pod's stop gave back to the host since the
+		// inventory was taken, which discovery sees a debounce later.
+		if nd, isNetdev := attach.Netdev(d); isNetdev && nd.HostName != "" && h.checks != nil {
+			if here, err := h.checks.InHost(nd.HostName); err == nil && here {
+				return devices.Health{}
+			}
 		}
 		return devices.Health{Reason: ReasonDeviceGone, Message: fmt.Sprintf("device %s is no longer on the node", d.Device)}
 	}

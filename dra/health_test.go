@@ -21,10 +21,11 @@ import (
 )
 
 // fakeChecks says what the test wants of prepared devices in their pods.
-type fakeChecks struct{ inPod, xdp bool }
+type fakeChecks struct{ inPod, xdp, inHost bool }
 
 func (f *fakeChecks) InPod(string, dataplane.Netdev) (bool, error) { return f.inPod, nil }
 func (f *fakeChecks) XDPAttached(string, string) (bool, error)     { return f.xdp, nil }
+func (f *fakeChecks) InHost(string) (bool, error)                  { return f.inHost, nil }
 
 type healthBed struct {
 	h        *health
@@ -252,6 +253,16 @@ func TestHealthReasons(t *testing.T) {
 			b.inv.Devices = removeDevice(b.inv.Devices, vfNetdev)
 			b.h.setInventory(b.ctx, b.inv)
 		}, ReasonDeviceGone},
+		{"a netdev given back to the host, not in the inventory yet", func(b *healthBed) {
+			c := b.prepared
+			c.Devices[0].Attached = nil
+			if err := b.store.Put(c); err != nil {
+				panic(err)
+			}
+			b.checks.inPod, b.checks.inHost = false, true
+			b.inv.Devices = removeDevice(b.inv.Devices, vfNetdev)
+			b.h.setInventory(b.ctx, b.inv)
+		}, ""},
 		{"a virtual netdev in its pod is not in the host's inventory", func(b *healthBed) {
 			b.inv.Devices = removeDevice(b.inv.Devices, vfNetdev)
 			b.h.setInventory(b.ctx, b.inv)

@@ -270,6 +270,7 @@ type podChecks struct{ inPod atomic.Bool }
 
 func (c *podChecks) InPod(string, dataplane.Netdev) (bool, error) { return c.inPod.Load(), nil }
 func (c *podChecks) XDPAttached(string, string) (bool, error)     { return true, nil }
+func (c *podChecks) InHost(string) (bool, error)                  { return false, nil }
 
 // A virtual netdev given back to the host just before its claim is
 // unprepared, while health's last look (taken as it left the pod, against

@@ -14,6 +14,7 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/fastpath-dra/fastpath/dataplane"
 	"github.com/fastpath-dra/fastpath/dra/claims"
@@ -311,4 +312,69 @@ func TestOverlapStartRetries(t *testing.T) {
 		t.Fatal("the first attach did not fail")
 	}
 	startedThenStopped(t, ctx, bed, sb, podNS, a)
+}
+
+// countingAttacher counts the looks in pods (InPod).
+type countingAttacher struct {
+	Attacher
+	looks atomic.Int32
+}
+
+func (c *countingAttacher) InPod(netns string, nd dataplane.Netdev) (bool, error) {
+	c.looks.Add(1)
+	return c.Attacher.InPod(netns, nd)
+}
+
+// TestOverlapCreateAfterAttach: the pod's first CreateContainer after the
+// attach RunPodSandbox began succeeded makes its container without looking
+// in the pod again (the runtime holds every pod's hooks behind it); the
+// next container's looks, and so does the first of a sandbox stopped and
+// run again.
+func TestOverlapCreateAfterAttach(t *testing.T) {
+	podNS := newNetNS(t)
+	a := netdevClaim("a", "pod-o9", newVeth(t), "net1", "10.66.18.2/24")
+	bed, ctx, gate := overlapBed(t, a)
+	close(gate)
+	counting := &countingAttacher{Attacher: bed.plugin.opts.Attacher}
+	bed.plugin.opts.Attacher = counting
+	sb := sandbox("pod-o9", podNS)
+	if err := bed.hooks.RunPodSandbox(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	// The attach ends beside the hook.
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return bed.plugin.pendingAttaches() == 0, nil
+	}); err != nil {
+		t.Fatalf("the attach RunPodSandbox began did not end: %v", err)
+	}
+	if err := startContainer(ctx, bed, sb); err != nil {
+		t.Fatalf("the first container: %v", err)
+	}
+	if n := counting.looks.Load(); n != 0 {
+		t.Errorf("the first container after a successful attach looked in the pod %d times, want 0", n)
+	}
+	if err := startContainer(ctx, bed, sb); err != nil {
+		t.Fatalf("the second container: %v", err)
+	}
+	if n := counting.looks.Load(); n != 1 {
+		t.Errorf("the second container looked in the pod %d times, want 1", n)
+	}
+	startedThenStopped(t, ctx, bed, sb, podNS, a)
+	// Stopped before any container (the attach's note forgotten with the
+	// sandbox), then run again with a new sandbox: its first container
+	// comes after that attach and looks no more than the first did.
+	sb2 := sandbox("pod-o9", podNS)
+	sb2.Id += "-2"
+	if err := bed.hooks.RunPodSandbox(ctx, sb2); err != nil {
+		t.Fatal(err)
+	}
+	if err := bed.hooks.StopPodSandbox(ctx, sb2); err != nil {
+		t.Fatal(err)
+	}
+	bed.plugin.pendingMu.Lock()
+	left := len(bed.plugin.attached)
+	bed.plugin.pendingMu.Unlock()
+	if left != 0 {
+		t.Errorf("%d attached sandboxes noted after the pod's sandboxes stopped", left)
+	}
 }

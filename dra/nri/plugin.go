@@ -183,6 +183,7 @@ func (h *hooks) observe(hook string, start time.Time, err error) {
 // Synchronize reconciles the store with the sandboxes the runtime runs.
 func (p *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox) {
 	running := runningPods(pods)
+	p.forgetAttachedGone(running)
 	logger := klog.FromContext(ctx)
 	// Pods on their own, a few at a time: the kernel serializes the
 	// moves, the rest (records, lookups, CNI plugins) overlaps.

@@ -1,0 +1,54 @@
+package devices
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/vishvananda/netlink/nl"
+	"golang.org/x/sys/unix"
+)
+
+// TestParseLink reads a link's message as the kernel sends it: the
+// attributes discovery needs among others, a name whose length needs
+// padding, the kind inside IFLA_LINKINFO (with the nested flag some
+// senders set), and refuses an attribute longer than the message.
+func TestParseLink(t *testing.T) {
+	msg := func(attrs ...*nl.RtAttr) []byte {
+		info := nl.NewIfInfomsg(unix.AF_UNSPEC)
+		info.Index, info.Flags = 7, unix.IFF_UP
+		b := info.Serialize()
+		for _, a := range attrs {
+			b = append(b, a.Serialize()...)
+		}
+		return b
+	}
+	linkinfo := nl.NewRtAttr(unix.IFLA_LINKINFO|unix.NLA_F_NESTED, nil)
+	linkinfo.AddRtAttr(unix.IFLA_INFO_KIND, []byte("veth\x00"))
+	m := msg(
+		nl.NewRtAttr(unix.IFLA_IFNAME, []byte("fpv-odd\x00")),
+		nl.NewRtAttr(unix.IFLA_STATS64, make([]byte, 200)),
+		nl.NewRtAttr(unix.IFLA_MTU, nl.Uint32Attr(9000)),
+		nl.NewRtAttr(unix.IFLA_ADDRESS, []byte{2, 0, 0, 0, 0, 1}),
+		nl.NewRtAttr(unix.IFLA_OPERSTATE, []byte{6}),
+		nl.NewRtAttr(unix.IFLA_MASTER, nl.Uint32Attr(3)),
+		nl.NewRtAttr(unix.IFLA_LINK, nl.Uint32Attr(12)),
+		nl.NewRtAttr(unix.IFLA_IFALIAS, []byte("a pod's\x00")),
+		linkinfo,
+	)
+	l, err := parseLink(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := link{Index: 7, Name: "fpv-odd", MTU: 9000, MAC: "02:00:00:00:00:01", OperState: "up", MasterIndex: 3, ParentIndex: 12, Alias: "a pod's", Kind: "veth"}
+	if l != want {
+		t.Errorf("parsed %+v, want %+v", l, want)
+	}
+
+	cut := m[:len(m)-4]
+	if _, err := parseLink(cut); err == nil || !strings.Contains(err.Error(), "attribute of length") {
+		t.Errorf("a message cut inside its last attribute: %v, want an error", err)
+	}
+	if _, err := parseLink(m[:8]); err == nil {
+		t.Error("a short message: no error")
+	}
+}
