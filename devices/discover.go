@@ -111,6 +111,8 @@ type Discoverer struct {
 	// reselected wakes Watch when Select changed the selection; made by
 	// Watch, nil before.
 	reselected chan struct{}
+	// known are the netdevs of the inventory Watch emitted last.
+	known map[string]bool
 }
 
 // Selection is what of Options a node's configuration changes while the

@@ -246,9 +246,10 @@ func liveNetdevState(ctx context.Context, pciDevs []Device, warn func(error)) ([
 	return out, nil
 }
 
-// watchLinks calls trigger on every netlink link event of the host network
-// namespace until ctx ends.
-func watchLinks(ctx context.Context, trigger func()) error {
+// watchLinks calls trigger on the netlink link events of the host network
+// namespace that may change the inventory, until ctx ends: all but those
+// of a pod's interface (podInterface) that known does not name.
+func watchLinks(ctx context.Context, trigger func(), known func(name string) bool) error {
 	updates := make(chan netlink.LinkUpdate, 64)
 	done := make(chan struct{})
 	err := netlink.LinkSubscribeWithOptions(updates, done, netlink.LinkSubscribeOptions{
@@ -268,13 +269,25 @@ func watchLinks(ctx context.Context, trigger func()) error {
 			select {
 			case <-ctx.Done():
 				return
-			case _, ok := <-updates:
+			case u, ok := <-updates:
 				if !ok {
 					return
+				}
+				if podInterface(u.Link) && !known(u.Link.Attrs().Name) {
+					continue
 				}
 				trigger()
 			}
 		}
 	}()
 	return nil
+}
+
+// podInterface says whether the link is the host's end of a veth whose
+// other end is in another network namespace: a pod's interface, as a CNI
+// plugin makes one for every pod. Such links come and go with every pod
+// of the node; discovery does not rerun for them unless one is published.
+func podInterface(l netlink.Link) bool {
+	_, veth := l.(*netlink.Veth)
+	return veth && l.Attrs().NetNsID >= 0
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 )
@@ -50,5 +51,30 @@ func TestParseLink(t *testing.T) {
 	}
 	if _, err := parseLink(m[:8]); err == nil {
 		t.Error("a short message: no error")
+	}
+}
+
+// TestPodInterface: only a veth whose other end is in another network
+// namespace is a pod's interface.
+func TestPodInterface(t *testing.T) {
+	attrs := func(nsid int) netlink.LinkAttrs {
+		a := netlink.NewLinkAttrs()
+		a.Name, a.NetNsID = "x", nsid
+		return a
+	}
+	for _, tc := range []struct {
+		name string
+		link netlink.Link
+		want bool
+	}{
+		{"veth, the other end in a pod", &netlink.Veth{LinkAttrs: attrs(3)}, true},
+		{"veth, the other end in the namespace 0", &netlink.Veth{LinkAttrs: attrs(0)}, true},
+		{"veth pair in the host", &netlink.Veth{LinkAttrs: attrs(-1)}, false},
+		{"macvlan of a parent elsewhere", &netlink.Macvlan{LinkAttrs: attrs(3)}, false},
+		{"a NIC", &netlink.Device{LinkAttrs: attrs(-1)}, false},
+	} {
+		if got := podInterface(tc.link); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

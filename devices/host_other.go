@@ -13,7 +13,7 @@ func liveNetdevState(context.Context, []Device, func(error)) ([]Device, error) {
 	return nil, errors.New("live device discovery needs Linux; give a sysfs root")
 }
 
-func watchLinks(context.Context, func()) error { return nil }
+func watchLinks(context.Context, func(), func(string) bool) error { return nil }
 
 func discoverPCI(context.Context, sysfs, *pciNames, map[string]string) ([]Device, []error, error) {
 	return nil, nil, errors.New("PCI discovery needs Linux")

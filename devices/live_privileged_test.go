@@ -18,6 +18,8 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/dynamic-resource-allocation/deviceattribute"
 	"k8s.io/klog/v2/ktesting"
+
+	"github.com/fastpath-dra/fastpath/test/netnstest"
 )
 
 // linkPrefix starts the names of the links these tests create.
@@ -66,35 +68,8 @@ func TestLiveWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	invs := make(chan Inventory, 100)
-	done := make(chan error, 1)
-	go func() {
-		done <- d.Watch(ctx, WatchOptions{Debounce: 50 * time.Millisecond}, func(inv Inventory) { invs <- inv })
-	}()
-
-	var last *Inventory
-	// next waits for the next inventory that satisfies ok; every inventory
-	// received must differ from the one before it.
-	next := func(what string, ok func(map[string]Device) bool) map[string]Device {
-		t.Helper()
-		deadline := time.After(10 * time.Second)
-		for {
-			select {
-			case inv := <-invs:
-				if last != nil && inv.Equal(*last) {
-					t.Errorf("the watcher reported an unchanged inventory twice")
-				}
-				last = &inv
-				if m := byName(inv); ok(m) {
-					return m
-				}
-			case err := <-done:
-				t.Fatalf("Watch ended waiting for %s: %v", what, err)
-			case <-deadline:
-				t.Fatalf("no inventory with %s within 10s", what)
-			}
-		}
-	}
+	w := watch(t, ctx, d, 50*time.Millisecond)
+	next := w.next
 	next("the start", func(map[string]Device) bool { return true })
 
 	addVeth(t, a, b)
@@ -142,8 +117,48 @@ func TestLiveWatch(t *testing.T) {
 		return !okA && !okB
 	})
 	cancel()
-	if err := <-done; err != nil {
+	if err := <-w.done; err != nil {
 		t.Errorf("Watch: %v", err)
+	}
+}
+
+// watcher is a Watch running for a test: the inventories it emits.
+type watcher struct {
+	t    *testing.T
+	invs chan Inventory
+	done chan error
+	last *Inventory
+}
+
+// watch runs d.Watch, debounced by debounce, until ctx ends.
+func watch(t *testing.T, ctx context.Context, d *Discoverer, debounce time.Duration) *watcher {
+	w := &watcher{t: t, invs: make(chan Inventory, 100), done: make(chan error, 1)}
+	go func() {
+		w.done <- d.Watch(ctx, WatchOptions{Debounce: debounce}, func(inv Inventory) { w.invs <- inv })
+	}()
+	return w
+}
+
+// next waits up to 10 s for the next inventory that satisfies ok; every
+// inventory received must differ from the one before it.
+func (w *watcher) next(what string, ok func(map[string]Device) bool) map[string]Device {
+	w.t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case inv := <-w.invs:
+			if w.last != nil && inv.Equal(*w.last) {
+				w.t.Errorf("the watcher reported an unchanged inventory twice")
+			}
+			w.last = &inv
+			if m := byName(inv); ok(m) {
+				return m
+			}
+		case err := <-w.done:
+			w.t.Fatalf("Watch ended waiting for %s: %v", what, err)
+		case <-deadline:
+			w.t.Fatalf("no inventory with %s within 10s", what)
+		}
 	}
 }
 
@@ -364,5 +379,100 @@ func TestLiveLinksMatchNetlink(t *testing.T) {
 	}
 	if !seen {
 		t.Errorf("veth %s not in the dump", a)
+	}
+}
+
+// TestLiveWatchPodInterfaces: a pod's interface (a veth whose other end
+// is in another network namespace, as a CNI plugin makes one for every
+// pod) reruns no discovery until it is published, even one the filter
+// would publish: the next discovery, for any other change, finds it. A
+// published one's changes still rerun it.
+func TestLiveWatchPodInterfaces(t *testing.T) {
+	requireRoot(t)
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	id := os.Getpid() % 10000
+	name := func(s string) string { return fmt.Sprintf("%sw%d%s", linkPrefix, id, s) }
+	podNS := netnstest.New(t, name("ns"))
+	d, err := New(Options{Filter: fmt.Sprintf(`device.attributes["fastpath.dev"].kind == "netdev" && device.attributes["fastpath.dev"].ifName.startsWith(%q)`,
+		name("")), Compile: compileCEL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := watch(t, ctx, d, 20*time.Millisecond)
+	next := w.next
+	has := func(m map[string]Device, link string) bool { _, ok := m["netdev-"+link]; return ok }
+	next("the start", func(map[string]Device) bool { return true })
+
+	// A published veth whose other end goes into the pod: its changes
+	// still count.
+	addVeth(t, name("pa"), name("pb"))
+	next("the first pair", func(m map[string]Device) bool { return has(m, name("pa")) && has(m, name("pb")) })
+	ns, err := netns.GetFromPath(podNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	pb, err := netlink.LinkByName(name("pb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := netlink.LinkSetNsFd(pb, int(ns)); err != nil {
+		t.Fatal(err)
+	}
+	next("pb gone into the pod", func(m map[string]Device) bool { return has(m, name("pa")) && !has(m, name("pb")) })
+	pa, err := netlink.LinkByName(name("pa"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := netlink.LinkSetMTU(pa, 9000); err != nil {
+		t.Fatal(err)
+	}
+	next("the published pod interface's new MTU", func(m map[string]Device) bool {
+		return has(m, name("pa")) && m["netdev-"+name("pa")].Netdev.MTU == 9000
+	})
+
+	// A pod's interface made as CNI plugins make it: in the pod, its host
+	// end moved out.
+	host, err := netns.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer host.Close()
+	netnstest.Do(t, podNS, func() {
+		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name("qa")}, PeerName: name("qb")}); err != nil {
+			t.Fatal(err)
+		}
+		qa, err := netlink.LinkByName(name("qa"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := netlink.LinkSetNsFd(qa, int(host)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Cleanup(func() {
+		if l, err := netlink.LinkByName(name("qa")); err == nil {
+			_ = netlink.LinkDel(l)
+		}
+	})
+	quiet := time.After(500 * time.Millisecond) // 25 debounce periods
+	for waiting := true; waiting; {
+		select {
+		case inv := <-w.invs:
+			if has(byName(inv), name("qa")) {
+				t.Fatal("a pod's interface, not published, reran discovery")
+			}
+		case <-quiet:
+			waiting = false
+		}
+	}
+	// Another change reruns it, and it finds the pod's interface.
+	addVeth(t, name("ra"), name("rb"))
+	next("the pod's interface, with the next change", func(m map[string]Device) bool { return has(m, name("ra")) && has(m, name("qa")) })
+	cancel()
+	if err := <-w.done; err != nil {
+		t.Errorf("Watch: %v", err)
 	}
 }

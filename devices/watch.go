@@ -45,9 +45,10 @@ func (o *WatchOptions) defaults() {
 }
 
 // Watch emits the inventory now and again each time it changes, until ctx
-// ends. Discovery reruns on netlink link events (live host), on changes of
-// any PF's sriov_numvfs, on changes in the memif directory and on a slow
-// timer, debounced; an inventory equal to the last one is not emitted.
+// ends. Discovery reruns on netlink link events (live host; those of pods'
+// interfaces only once published), on changes of any PF's sriov_numvfs,
+// on changes in the memif directory and on a slow timer, debounced; an
+// inventory equal to the last one is not emitted.
 func (d *Discoverer) Watch(ctx context.Context, opts WatchOptions, emit func(Inventory)) error {
 	opts.defaults()
 	triggers := make(chan struct{}, 1)
@@ -58,7 +59,7 @@ func (d *Discoverer) Watch(ctx context.Context, opts WatchOptions, emit func(Inv
 		}
 	}
 	if d.sysfs.live() {
-		if err := watchLinks(ctx, trigger); err != nil {
+		if err := watchLinks(ctx, trigger, d.knownNetdev); err != nil {
 			return err
 		}
 	}
@@ -82,6 +83,7 @@ func (d *Discoverer) watchLoop(ctx context.Context, opts WatchOptions, triggers 
 	if err != nil {
 		return err
 	}
+	d.setKnown(last)
 	emit(last)
 	numVFs := d.numVFs()
 	poll := opts.Clock.NewTicker(opts.NumVFsPoll)
@@ -115,6 +117,7 @@ func (d *Discoverer) watchLoop(ctx context.Context, opts WatchOptions, triggers 
 			}
 			if !inv.Equal(last) {
 				last = inv
+				d.setKnown(inv)
 				emit(inv)
 			}
 		case <-triggers:
@@ -139,10 +142,32 @@ func (d *Discoverer) watchLoop(ctx context.Context, opts WatchOptions, triggers 
 			}
 			if !inv.Equal(last) {
 				last = inv
+				d.setKnown(inv)
 				emit(inv)
 			}
 		}
 	}
+}
+
+// setKnown remembers the netdevs of the inventory Watch emitted last.
+func (d *Discoverer) setKnown(inv Inventory) {
+	known := make(map[string]bool, len(inv.Devices))
+	for _, dev := range inv.Devices {
+		if dev.Netdev != nil {
+			known[dev.Netdev.Name] = true
+		}
+	}
+	d.mu.Lock()
+	d.known = known
+	d.mu.Unlock()
+}
+
+// knownNetdev says whether the inventory Watch emitted last has a netdev
+// of the name: a link event of it reruns discovery, whatever the link.
+func (d *Discoverer) knownNetdev(name string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.known[name]
 }
 
 // numVFs is the content of every PF's sriov_numvfs, as one comparable

@@ -405,6 +405,9 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, cls []*resourceapi.R
 		start := time.Now()
 		res := d.prepareClaim(ctx, claim)
 		res.Err = bounds.Err(res.Err)
+		if res.Err == nil {
+			d.opts.Status.Seen(claim)
+		}
 		d.opts.Metrics.Prepare(claims.DriverFastpath, res.Err, time.Since(start))
 		out[claim.UID] = res
 	}

@@ -220,3 +220,56 @@ func TestWriterKeepsTheClaim(t *testing.T) {
 		t.Errorf("the status set again as it was is %+v, want it written again", got.Status.Devices)
 	}
 }
+
+// A claim as its Prepare read it is where its first status write starts:
+// one update, no read. One changed since that read conflicts, and is read
+// and written again at once.
+func TestWriterStartsFromTheClaimSeen(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	s := dratest.NewAPIServer(t)
+	client, err := kubernetes.NewForConfig(s.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs := claimsOn(s, 2)
+	w := NewWriter(client)
+	w.Start(ctx)
+
+	w.Seen(s.Claim(refs[0].Namespace, refs[0].Name))
+	from := len(s.Requests())
+	w.Set(ctx, refs[0], statusOf(1))
+	w.Wait()
+	if rs := s.Requests()[from:]; len(rs) != 1 || rs[0].Verb != "update" || rs[0].Code != 200 {
+		t.Errorf("the first status of a claim seen at Prepare took the requests %+v, want one update", rs)
+	}
+	if got := message(s, refs[0]); got != "change 1" {
+		t.Errorf("status %q, want change 1", got)
+	}
+
+	// Seen, then changed by someone else before the first write.
+	w.Seen(s.Claim(refs[1].Namespace, refs[1].Name))
+	c := s.Claim(refs[1].Namespace, refs[1].Name)
+	c.Status.Devices = append(c.Status.Devices, resourceapi.AllocatedDeviceStatus{Driver: "other.example.com", Pool: "p", Device: "d"})
+	s.AddClaim(c)
+	from = len(s.Requests())
+	w.Set(ctx, refs[1], statusOf(2))
+	w.Wait()
+	conflicts, _ := claimRequests(s, from, "update", 409)
+	reads, _ := claimRequests(s, from, "get", 200)
+	got := s.Claim(refs[1].Namespace, refs[1].Name)
+	if conflicts != 1 || reads != 1 || len(got.Status.Devices) != 2 || got.Status.Devices[1].Conditions[0].Message != "change 2" {
+		t.Errorf("a claim changed since it was seen: %d conflicts, %d reads, status %+v; want one of each, the other driver's entry kept and change 2",
+			conflicts, reads, got.Status.Devices)
+	}
+
+	// A claim written since is not taken back to what Prepare read.
+	old := s.Claim(refs[0].Namespace, refs[0].Name)
+	old.ResourceVersion = "1"
+	w.Seen(old)
+	from = len(s.Requests())
+	w.Set(ctx, refs[0], statusOf(3))
+	w.Wait()
+	if rs := s.Requests()[from:]; len(rs) != 1 || rs[0].Verb != "update" || rs[0].Code != 200 {
+		t.Errorf("a claim written since it was seen took the requests %+v, want one update", rs)
+	}
+}

@@ -212,6 +212,24 @@ func (w *Writer) Set(ctx context.Context, ref ClaimRef, st resourceapi.Allocated
 	}
 }
 
+// Seen keeps the claim as it was read for its Prepare (the kubelet plugin
+// helper reads it just before): the claim's first status write starts
+// from it instead of reading it again. A claim changed since fails that
+// write with a conflict, and is read again at once. A claim the writer has
+// read or written since is not replaced.
+func (w *Writer) Seen(claim *resourceapi.ResourceClaim) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	c, ok := w.claims[claim.UID]
+	if !ok {
+		c = &claimStatus{ref: ClaimRef{Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID}, index: -1}
+		w.claims[claim.UID] = c
+	}
+	if c.claim == nil && c.state != writing {
+		c.claim = trim(claim.DeepCopy())
+	}
+}
+
 // Forget drops what is known of a claim (it was unprepared): it leaves
 // the queue, and a write under way is not retried.
 func (w *Writer) Forget(uid types.UID) {
