@@ -310,13 +310,8 @@ func (a *Attacher) Present(podNetNS string, nd Netdev) (bool, error) {
 		if look.name == "" {
 			continue
 		}
-		_, err := look.h.LinkByName(look.name)
-		var notFound netlink.LinkNotFoundError
-		switch {
-		case err == nil:
-			return true, nil
-		case !errors.As(err, &notFound):
-			return false, fmt.Errorf("look for %s: %w", look.name, err)
+		if there, err := hasLink(look.h, look.name); there || err != nil {
+			return there, err
 		}
 	}
 	return false, nil
@@ -330,7 +325,12 @@ func (a *Attacher) InHost(name string) (bool, error) {
 		return false, fmt.Errorf("netlink in the host's network namespace: %w", err)
 	}
 	defer host.Close()
-	_, err = host.LinkByName(name)
+	return hasLink(host, name)
+}
+
+// hasLink says whether the namespace of h has an interface of the name.
+func hasLink(h *netlink.Handle, name string) (bool, error) {
+	_, err := h.LinkByName(name)
 	var notFound netlink.LinkNotFoundError
 	switch {
 	case err == nil:

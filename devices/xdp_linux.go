@@ -3,7 +3,7 @@ package devices
 import (
 	"errors"
 	"fmt"
-	"sync"
+	"sync/atomic"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
@@ -46,14 +46,15 @@ func (host) xdpFeatures(indexes []int) (map[int]uint64, error) {
 	return out, nil
 }
 
-// netdevFamilyIDs caches the netdev family's ID: the family is built in,
-// and its ID does not change while the kernel runs.
-var netdevFamilyIDs sync.Map // "netdev" -> uint16
+// netdevFamilyKnown caches the netdev family's ID once found (0 before; a
+// generic netlink family's ID is never 0): the family is built in, and its
+// ID does not change while the kernel runs.
+var netdevFamilyKnown atomic.Uint32
 
 // netdevFamilyID is the netdev family's ID, 0 where the kernel has none.
 func netdevFamilyID() (uint16, error) {
-	if id, ok := netdevFamilyIDs.Load(netdevFamily); ok {
-		return id.(uint16), nil
+	if id := netdevFamilyKnown.Load(); id != 0 {
+		return uint16(id), nil
 	}
 	family, err := netlink.GenlFamilyGet(netdevFamily)
 	if err != nil {
@@ -62,7 +63,7 @@ func netdevFamilyID() (uint16, error) {
 		}
 		return 0, fmt.Errorf("find the %s generic netlink family: %w", netdevFamily, err)
 	}
-	netdevFamilyIDs.Store(netdevFamily, family.ID)
+	netdevFamilyKnown.Store(uint32(family.ID))
 	return family.ID, nil
 }
 

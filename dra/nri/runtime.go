@@ -468,7 +468,7 @@ func (p *Plugin) attachedOK(uid types.UID, pa *pendingAttach) {
 
 // takeAttached says whether the pod's sandbox was attached by the attach
 // RunPodSandbox began, and no CreateContainer has checked it since; it
-// forgets it, so that the next container's checks it.
+// forgets it, so that the next container's CreateContainer checks.
 func (p *Plugin) takeAttached(pod Pod) bool {
 	p.pendingMu.Lock()
 	defer p.pendingMu.Unlock()
