@@ -100,15 +100,22 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 		if err == nil {
 			parents, err = d.checkHost(planned)
 		}
+		var durable func() error
 		if err == nil {
 			// The plan and the first step's start are one record; the
 			// store checks the addresses against every other record's,
-			// and gives pools' addresses, in the same write.
+			// and gives pools' addresses, in the same write. The PFs are
+			// let go once the store holds it, before its sync: the
+			// node's configuration sees the claim from then on, and
+			// other claims of the PFs' VFs are admitted while it syncs.
 			planned.BootID = d.opts.BootID
 			planned.SetStep(d.steps(planned)[0].name, claims.StepStarted)
-			err = d.opts.Store.AdmitWith(*planned, d.ipPools().admitter(planned, parents))
+			durable, err = d.opts.Store.AdmitPendingWith(*planned, d.ipPools().admitter(planned, parents))
 		}
 		unlockPFs()
+		if err == nil {
+			err = durable()
+		}
 		if err != nil {
 			err = bounds.Err(err)
 			logger.Info("Rejected claim", "err", err)

@@ -54,6 +54,8 @@ var ratios = []ratio{
 	{"move floor / attach shared", "Floor/attach", "AttachShared", ">= 15", func(r float64) bool { return r >= 15 }},
 	{"CNI macvlan / attach shared", "CNI/macvlan", "AttachShared", ">= 15", func(r float64) bool { return r >= 15 }},
 	{"prepare of 8 devices / of 1", "PrepareCount/count=8", "PrepareCount/count=1", "<= 8.5", func(r float64) bool { return r <= 8.5 }},
+	{"64 claims' records written at once / one after another", "StoreBurst/burst", "StoreBurst/serial", "<= 0.5", func(r float64) bool { return r <= 0.5 }},
+	{"64 Prepares at once / one after another", "PrepareBurst/burst", "PrepareBurst/serial", "-", nil},
 }
 
 // Data-path ratios are of packets per second. Fastpath's side against the

@@ -119,7 +119,7 @@ func TestChecksumHoldsCorruptRecordAside(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		line, _ := entryLine(1, a.Key(), &a)
+		line, _ := entryLine(1, 0, a.Key(), &a)
 		_, _ = f.Write(line)
 		f.Close()
 		s := open(t, path)

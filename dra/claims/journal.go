@@ -37,19 +37,26 @@ var compactMin int64 = 256 << 10 // a variable for tests
 func JournalPath(path string) string { return path + ".journal" }
 
 // entry is a line of the journal: the record of the claim stored under
-// Key, or its deletion (no Claim).
+// Key, or its deletion (no Claim). Synced is the journal's length its
+// writer knew synced when it appended the line (see groupcommit.go); a
+// line without it (an earlier build, which synced every line before the
+// next) counts its own offset.
 type entry struct {
 	Generation uint64          `json:"generation"`
+	Synced     *int64          `json:"synced,omitempty"`
 	Key        string          `json:"key"`
 	Claim      json.RawMessage `json:"claim,omitempty"`
 }
 
 // entryLine is the journal's line for the change of the claim under k to
-// rec (nil: deleted), in generation gen, ending with its checksum.
-func entryLine(gen uint64, k Key, rec *Claim) ([]byte, error) {
+// rec (nil: deleted), in generation gen, the journal known synced up to
+// synced, ending with its checksum.
+func entryLine(gen uint64, synced int64, k Key, rec *Claim) ([]byte, error) {
 	var buf bytes.Buffer
 	buf.WriteString(`{"generation":`)
 	buf.WriteString(strconv.FormatUint(gen, 10))
+	buf.WriteString(`,"synced":`)
+	buf.WriteString(strconv.FormatInt(synced, 10))
 	buf.WriteString(`,"key":`)
 	if err := writeJSONString(&buf, k.String()); err != nil {
 		return nil, err
@@ -92,10 +99,12 @@ type replayer struct {
 // the next append overwrites them. Entries of an older generation are in
 // the checkpoint already. A whole entry whose checksum does not match (or
 // that has none, after a checkpoint with checksums) is held aside by its
-// claim's key, which a later entry of the claim replaces; but for the last
-// one holding zero bytes, which a power cut tore before its sync (the
-// filesystem extended the file, the data did not follow), and which is a
-// cut entry. A whole entry
+// claim's key, which a later entry of the claim replaces; but for one
+// holding zero bytes that no later entry says was synced (cutBatch): a
+// power cut tore it before its sync (the filesystem extended the file, the
+// data did not follow), and it and every entry after it, appended
+// before the same sync or after it, were never acknowledged. They are a
+// cut batch, dropped: the next append overwrites them. A whole entry
 // that does not decode and names no claim, or that is of a newer
 // generation, or whose record is not valid, is an error naming its line:
 // the journal is corrupt.
@@ -115,10 +124,10 @@ func (r *replayer) replay(data []byte) (tail int64, _ error) {
 		if err == nil && r.sealed && !sealed {
 			err = errors.New("no checksum")
 		}
-		if err != nil && bytes.IndexByte(data[tail:], '\n') < 0 && bytes.IndexByte(raw, 0) >= 0 {
-			// The last line, with zeros where its bytes were not
-			// written: an append a power cut tore before its sync,
-			// never acknowledged. The next append overwrites it.
+		if err != nil && bytes.IndexByte(raw, 0) >= 0 && r.cutBatch(data[tail:], tail, start) {
+			// Zeros where its bytes were not written: an append a power
+			// cut tore before its sync, never acknowledged, nor any
+			// after it. The next append overwrites them.
 			return start, nil
 		}
 		if err != nil {
@@ -155,6 +164,41 @@ func (r *replayer) replay(data []byte) (tail int64, _ error) {
 		r.claims[c.Key()] = c
 		delete(r.corrupt, c.Key())
 	}
+}
+
+// cutBatch says whether a line torn at offset at, followed by the journal
+// data rest from offset from, is the start of a cut batch: no whole line
+// of rest, of the journal's generation, says the journal was synced beyond
+// at when it was appended. A later line that does says the torn one had
+// been synced, and was damaged since: corruption.
+func (r *replayer) cutBatch(rest []byte, from, at int64) bool {
+	offset := from
+	for _, raw := range bytes.SplitAfter(rest, []byte{'\n'}) {
+		line := offset
+		offset += int64(len(raw))
+		raw, whole := bytes.CutSuffix(raw, []byte{'\n'})
+		if !whole {
+			break
+		}
+		if _, err := openLine(raw); err != nil {
+			continue
+		}
+		var head struct {
+			Generation uint64 `json:"generation"`
+			Synced     *int64 `json:"synced"`
+		}
+		if json.Unmarshal(raw, &head) != nil || head.Generation != r.gen {
+			continue
+		}
+		synced := line // written by a build that synced each line before the next
+		if head.Synced != nil {
+			synced = *head.Synced
+		}
+		if synced > at {
+			return false
+		}
+	}
+	return true
 }
 
 // holdAside holds aside the record of the journal's line raw, numbered

@@ -424,6 +424,9 @@ func (s *Store) RemoveUnused() (bool, error) {
 		errs = append(errs, err)
 	}
 	if len(errs) == 0 {
+		// No claims: the journal's lines yet to be synced are all gone
+		// with it.
+		s.wholeWritten(0)
 		s.mu.Lock()
 		s.removed = true
 		if s.restTimer != nil {

@@ -51,8 +51,14 @@ type Store struct {
 	// sync false its pending file (WriteFileUnsynced, see AdmitPending);
 	// Append appends to the journal (see appendFile). Tests of failed
 	// writes (a full disk) set them before the store is used.
+	// Sync syncs the journal (syncFile) for the lines its group commit
+	// appended (groupcommit.go).
 	WriteFile func(path string, data []byte, sync bool) error
 	Append    func(path string, data []byte, sync bool, at int64) error
+	Sync      func(path string) error
+
+	// group is the journal's group commit (groupcommit.go).
+	group groupSync
 
 	// shared: another daemon may write the files (see Share); seen is the
 	// version of the files this store has. removed: RemoveUnused removed
@@ -131,7 +137,7 @@ func Open(path string, legacy Legacy) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{path: path, journal: true, allowJournal: true, Append: appendFile, WriteFile: func(path string, data []byte, sync bool) error {
+	s := &Store{path: path, journal: true, allowJournal: true, Append: appendFile, Sync: syncFile, WriteFile: func(path string, data []byte, sync bool) error {
 		if !sync {
 			return WriteFileUnsynced(path, data, 0o600)
 		}
@@ -526,7 +532,9 @@ func (s *Store) Get(k Key) (Claim, bool) {
 }
 
 // Put records the claim, in memory and in the files. If they cannot be
-// written, the store is left as it was and the error says why.
+// written, the store is left as it was and the error says why; but for a
+// journal appended to that then fails its sync, after which the record
+// stays as the journal holds it, and the store's Fault says so.
 func (s *Store) Put(c Claim) error {
 	return s.change(c.Key(), func(map[Key]*Claim) (*Claim, error) {
 		return stored(&c)
@@ -576,8 +584,9 @@ func (s *Store) AdmitWith(c Claim, assign func(c *Claim, others []*Claim) error)
 // version 3 appended to the journal, in version 2 the new checkpoint in its
 // pending file (PendingPath). A process killed from then on finds the
 // record at its restart (Open replays the journal, or adopts the pending
-// file). The sync (and the pending file's rename over the checkpoint and
-// the directory's sync) then run in the background, and the store writes
+// file). The sync then runs in the background: the journal's, shared with
+// the appends beside it (groupcommit.go); or the pending file's, its
+// rename over the checkpoint and the directory's sync, the store writing
 // nothing else until they are done. A machine that loses power before
 // then finds the files with or without the record, never broken ones: a
 // journal entry cut short, or a pending file that does not parse, is
@@ -624,7 +633,8 @@ func (s *Store) change(k Key, f func(claims map[Key]*Claim) (*Claim, error)) err
 // returns: with sync false, the files are written but not synced until it
 // runs (AdmitPending). The store's files are held (fileMu, and a shared
 // store's file lock) until release, which the caller runs once durable
-// has.
+// has; a journal's append lets them go at once, its sync shared with the
+// appends beside it (groupcommit.go).
 func (s *Store) write(k Key, f func(map[Key]*Claim) (*Claim, error), sync bool) (release func(), durable func() error, _ error) {
 	s.fileMu.Lock()
 	// A change after RemoveUnused (a late runtime hook as the daemon
@@ -647,8 +657,10 @@ func (s *Store) write(k Key, f func(map[Key]*Claim) (*Claim, error), sync bool) 
 	if cerr := s.corruptRecord(k); cerr != nil {
 		err = cerr
 	}
+	var round *syncRound
+	var lead bool
 	if err == nil {
-		if durable, err = s.commit(k, rec, sync); err != nil {
+		if durable, round, lead, err = s.commit(k, rec, sync); err != nil {
 			s.setFault(err, false)
 		}
 	}
@@ -656,44 +668,40 @@ func (s *Store) write(k Key, f func(map[Key]*Claim) (*Claim, error), sync bool) 
 		release()
 		return nil, nil, err
 	}
+	if round != nil {
+		release()
+		return func() {}, func() error { return s.awaitSync(round, lead) }, nil
+	}
 	return release, durable, nil
 }
 
 // commit writes the record of the claim under k (nil: none) and makes it
 // the store's, and returns the durable part of the write, done already
 // with sync. In version 3 (journal on, and the checkpoint of version 3)
-// the record is appended to the journal, which is compacted once long
-// enough; else the checkpoint is written whole, in the version the store
-// writes. The caller holds fileMu, and a shared store's file lock.
-func (s *Store) commit(k Key, rec *Claim, sync bool) (durable func() error, _ error) {
+// the record is appended to the journal, and its durable part is the
+// sync round it joined (groupcommit.go), whatever sync says; else the
+// checkpoint is written whole, in the version the store writes. The
+// caller holds fileMu, and a shared store's file lock.
+func (s *Store) commit(k Key, rec *Claim, sync bool) (durable func() error, round *syncRound, lead bool, _ error) {
 	done := func() error { return nil }
 	s.mu.RLock()
 	journal, format, gen, at := s.journal, s.format, s.gen, s.tail
 	s.mu.RUnlock()
 	if journal && format == Version {
-		line, err := entryLine(gen, k, rec)
+		line, err := entryLine(gen, s.syncedUpTo(gen), k, rec)
 		if err != nil {
-			return nil, err
+			return nil, nil, false, err
 		}
-		err = s.Append(JournalPath(s.path), line, sync, at)
+		err = s.Append(JournalPath(s.path), line, false, at)
 		if err == nil {
-			s.apply(k, rec, func() { s.tail = at + int64(len(line)) })
-			s.setFault(nil, false)
+			end := at + int64(len(line))
+			s.apply(k, rec, func() { s.tail = end })
 			s.armRest()
-			if sync {
-				s.compact()
-				return done, nil
-			}
-			return func() error {
-				if err := syncFile(JournalPath(s.path)); err != nil {
-					return err
-				}
-				s.compact()
-				return nil
-			}, nil
+			round, lead := s.joinSync(gen, end)
+			return nil, round, lead, nil
 		}
 		if !errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("write journal %s: %w", JournalPath(s.path), err)
+			return nil, nil, false, fmt.Errorf("write journal %s: %w", JournalPath(s.path), err)
 		}
 		// Removed by hand: the checkpoint, whole, makes it again.
 	}
@@ -704,7 +712,7 @@ func (s *Store) commit(k Key, rec *Claim, sync bool) (durable func() error, _ er
 		next[k] = rec
 	}
 	if sync || journal {
-		return done, s.writeWhole(next)
+		return done, nil, false, s.writeWhole(next)
 	}
 	// Version 2's pending write.
 	data, err := s.marshal(next, versionWhole, 0)
@@ -713,7 +721,7 @@ func (s *Store) commit(k Key, rec *Claim, sync bool) (durable func() error, _ er
 	}
 	if err != nil {
 		_ = os.Remove(PendingPath(s.path))
-		return nil, fmt.Errorf("write checkpoint %s: %w", PendingPath(s.path), err)
+		return nil, nil, false, fmt.Errorf("write checkpoint %s: %w", PendingPath(s.path), err)
 	}
 	s.apply(k, rec, func() {})
 	return func() error {
@@ -724,7 +732,7 @@ func (s *Store) commit(k Key, rec *Claim, sync bool) (durable func() error, _ er
 		s.mu.Unlock()
 		s.setFault(err, false)
 		return err
-	}, nil
+	}, nil, false, nil
 }
 
 // apply makes rec the record of the claim under k in memory (nil: none),
@@ -781,7 +789,7 @@ func (s *Store) indexPod(k Key, c *Claim) {
 // meanwhile.
 func (s *Store) compact() {
 	s.mu.RLock()
-	due := s.tail > max(compactMin, s.size) && s.tail >= s.compactAt
+	due := s.compactDue()
 	s.mu.RUnlock()
 	if !due {
 		return
@@ -793,6 +801,12 @@ func (s *Store) compact() {
 		s.mu.Unlock()
 		s.setFault(fmt.Errorf("compact the journal into the checkpoint: %w", err), true)
 	}
+}
+
+// compactDue says whether the journal is due for compaction (compact).
+// The caller holds mu.
+func (s *Store) compactDue() bool {
+	return s.journal && s.format == Version && s.tail > max(compactMin, s.size) && s.tail >= s.compactAt
 }
 
 // Hold calls f with every claim as the store holds them and the records
@@ -954,6 +968,7 @@ func (s *Store) writeWhole(claims map[Key]*Claim) error {
 			tail = fi.Size()
 		}
 	}
+	s.wholeWritten(gen)
 	st, _ := s.stamps()
 	s.mu.Lock()
 	s.setClaims(claims)

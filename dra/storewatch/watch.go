@@ -64,7 +64,7 @@ type Watcher struct {
 }
 
 // New returns a watcher of opts.Store; Run runs it. It counts the store's
-// failed writes in opts.Metrics, through the store's WriteFile and Append,
+// failed writes in opts.Metrics, through the store's WriteFile, Append and Sync,
 // which must not be in use yet.
 func New(opts Options) *Watcher {
 	if opts.MinFree == 0 {
@@ -75,12 +75,15 @@ func New(opts Options) *Watcher {
 	}
 	w := &Watcher{opts: opts}
 	s, m := opts.Store, opts.Metrics
-	write, appendFile := s.WriteFile, s.Append
+	write, appendFile, syncFile := s.WriteFile, s.Append, s.Sync
 	s.WriteFile = func(path string, data []byte, sync bool) error {
 		return counted(m, write(path, data, sync))
 	}
 	s.Append = func(path string, data []byte, sync bool, at int64) error {
 		return counted(m, appendFile(path, data, sync, at))
+	}
+	s.Sync = func(path string) error {
+		return counted(m, syncFile(path))
 	}
 	m.Gauge("store_fault", "1 while the claim store cannot be written (a failed write, or less free space than its writes take): new claims are refused; else 0.", func() float64 {
 		if w.Err() != nil {
