@@ -859,8 +859,10 @@ func (s *Store) corruptRecord(k Key) error {
 // until a write succeeds, or else of the last compaction of the journal
 // that failed, until a compaction succeeds; nil while the files are
 // written. The claims the store holds are as the files are: a write that
-// failed changed neither, and a compaction that failed left the journal
-// holding every change.
+// failed changed neither, but for a journal's sync that failed, after
+// which its changes stay as the journal holds them (a failed fdatasync
+// leaves them on the disk or not); a compaction that failed left the
+// journal holding every change.
 func (s *Store) Fault() error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()

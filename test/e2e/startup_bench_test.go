@@ -53,7 +53,7 @@ func TestPodStartup(t *testing.T) {
 	if len(args) > 0 {
 		fmt.Printf("fastpathd with %s ($FASTPATH_STARTUP_ARGS)\n", strings.Join(args, " "))
 	}
-	dataplaneSetupArgs(t, ctx, 26190, args, append([]int{first}, more...)...)
+	dataplaneSetupArgs(t, ctx, startupPort, args, append([]int{first}, more...)...)
 	tmpl := &resourceapi.ResourceClaimTemplate{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "startup"},
 		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: netdevClaim("", &v1alpha1.InterfaceConfig{Interface: &v1alpha1.InterfaceSpec{
@@ -85,6 +85,7 @@ func TestPodStartup(t *testing.T) {
 	// meanwhile weighs on all alike.
 	wctx, stop := context.WithCancel(ctx)
 	tl := watchTimeline(t, wctx)
+	hooksBefore := scrapeMetrics(t, ctx, startupPort)
 	kinds := []podKind{plainPod, fastpathPod, floorPod}
 	for i := range len(kinds) * startupPods {
 		kind := kinds[i%len(kinds)]
@@ -100,21 +101,53 @@ func TestPodStartup(t *testing.T) {
 	tl.readLogs(t, lastDaemon.keptLog(t))
 	stop()
 	tl.printBreakdown(fmt.Sprintf("Pod start-up on the test bed, %d pods of each kind taking turns, one at a time:", startupPods))
+	printHooks(hooksBefore, scrapeMetrics(t, ctx, startupPort))
 
 	// burstPods at once, without claims, then with fastpath's, then with
 	// the floor driver's.
 	for _, kind := range kinds {
 		wctx, stop := context.WithCancel(ctx)
 		tl := watchTimeline(t, wctx)
+		hooksBefore := scrapeMetrics(t, ctx, startupPort)
 		startBurst(t, ctx, tl, kind, mk)
 		deleteAll(t, ctx)
 		tl.readLogs(t, lastDaemon.keptLog(t))
 		stop()
 		what := map[podKind]string{plainPod: "without claims", fastpathPod: "each with a claim", floorPod: "each with a floor driver's claim"}[kind]
 		tl.printBreakdown(fmt.Sprintf("%d pods %s created at once:", burstPods, what))
+		printHooks(hooksBefore, scrapeMetrics(t, ctx, startupPort))
 		total := tl.durations(startupParts[0], kind)
 		fmt.Printf("%d pods %s at once, creation to Ready: p50 %s, p90 %s, p99 %s\n\n", burstPods, what, pct(total, 50), pct(total, 90), pct(total, 99))
 	}
+}
+
+// startupPort is the metrics port of TestPodStartup's daemon.
+const startupPort = 26190
+
+// runtimeHooks are fastpathd's NRI hooks, as its metrics name them.
+var runtimeHooks = []string{"run_pod_sandbox", "create_container", "start_container", "stop_pod_sandbox", "remove_pod_sandbox"}
+
+// printHooks prints how long the runtime waited for each of fastpathd's
+// NRI hooks between two scrapes of its metrics, before and after: the
+// runtime calls its plugins one event at a time for all pods, so a hook's
+// time holds up every pod of the node. The pods' stops (stop_pod_sandbox)
+// are in it.
+func printHooks(before, after string) {
+	delta := func(series string) float64 {
+		name := "fastpath_nri_hook_duration_seconds" + series
+		return gaugeValue(after, name) - gaugeValue(before, name)
+	}
+	fmt.Println("fastpathd's NRI hooks meanwhile (calls; the runtime's wait in all; over 128 ms):")
+	for _, h := range runtimeHooks {
+		n := delta(fmt.Sprintf("_count{hook=%q}", h))
+		if n == 0 {
+			continue
+		}
+		sum := delta(fmt.Sprintf("_sum{hook=%q}", h))
+		slow := n - delta(fmt.Sprintf("_bucket{hook=%q,le=\"0.128\"}", h))
+		fmt.Printf("  %s: %d; %.3f s (%.1f ms a call); %d\n", h, int(n), sum, 1000*sum/n, int(slow))
+	}
+	fmt.Println()
 }
 
 // kindName names a kind of pod in the pods' names.
