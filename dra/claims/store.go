@@ -49,10 +49,9 @@ type Store struct {
 
 	// WriteFile writes the checkpoint whole (WriteFileAtomic), or with
 	// sync false its pending file (WriteFileUnsynced, see AdmitPending);
-	// Append appends to the journal (see appendFile). Tests of failed
-	// writes (a full disk) set them before the store is used.
-	// Sync syncs the journal (syncFile) for the lines its group commit
-	// appended (groupcommit.go).
+	// Append appends to the journal (see appendFile), and Sync syncs it
+	// for the lines appended together (syncFile, groupcommit.go). Tests of
+	// failed writes (a full disk) set them before the store is used.
 	WriteFile func(path string, data []byte, sync bool) error
 	Append    func(path string, data []byte, sync bool, at int64) error
 	Sync      func(path string) error
@@ -657,20 +656,18 @@ func (s *Store) write(k Key, f func(map[Key]*Claim) (*Claim, error), sync bool) 
 	if cerr := s.corruptRecord(k); cerr != nil {
 		err = cerr
 	}
-	var round *syncRound
-	var lead bool
+	held := true
 	if err == nil {
-		if durable, round, lead, err = s.commit(k, rec, sync); err != nil {
+		if durable, held, err = s.commit(k, rec, sync); err != nil {
 			s.setFault(err, false)
 		}
 	}
-	if err != nil {
+	if err != nil || !held {
 		release()
-		return nil, nil, err
+		release = func() {}
 	}
-	if round != nil {
-		release()
-		return func() {}, func() error { return s.awaitSync(round, lead) }, nil
+	if err != nil {
+		return nil, nil, err
 	}
 	return release, durable, nil
 }
@@ -679,10 +676,11 @@ func (s *Store) write(k Key, f func(map[Key]*Claim) (*Claim, error), sync bool) 
 // the store's, and returns the durable part of the write, done already
 // with sync. In version 3 (journal on, and the checkpoint of version 3)
 // the record is appended to the journal, and its durable part is the
-// sync round it joined (groupcommit.go), whatever sync says; else the
-// checkpoint is written whole, in the version the store writes. The
-// caller holds fileMu, and a shared store's file lock.
-func (s *Store) commit(k Key, rec *Claim, sync bool) (durable func() error, round *syncRound, lead bool, _ error) {
+// sync round it joined (groupcommit.go), whatever sync says, which needs
+// the files not held (held false); else the checkpoint is written whole,
+// in the version the store writes. The caller holds fileMu, and a shared
+// store's file lock.
+func (s *Store) commit(k Key, rec *Claim, sync bool) (durable func() error, held bool, _ error) {
 	done := func() error { return nil }
 	s.mu.RLock()
 	journal, format, gen, at := s.journal, s.format, s.gen, s.tail
@@ -690,7 +688,7 @@ func (s *Store) commit(k Key, rec *Claim, sync bool) (durable func() error, roun
 	if journal && format == Version {
 		line, err := entryLine(gen, s.syncedUpTo(gen), k, rec)
 		if err != nil {
-			return nil, nil, false, err
+			return nil, true, err
 		}
 		err = s.Append(JournalPath(s.path), line, false, at)
 		if err == nil {
@@ -698,10 +696,10 @@ func (s *Store) commit(k Key, rec *Claim, sync bool) (durable func() error, roun
 			s.apply(k, rec, func() { s.tail = end })
 			s.armRest()
 			round, lead := s.joinSync(gen, end)
-			return nil, round, lead, nil
+			return func() error { return s.awaitSync(round, lead) }, false, nil
 		}
 		if !errors.Is(err, os.ErrNotExist) {
-			return nil, nil, false, fmt.Errorf("write journal %s: %w", JournalPath(s.path), err)
+			return nil, true, fmt.Errorf("write journal %s: %w", JournalPath(s.path), err)
 		}
 		// Removed by hand: the checkpoint, whole, makes it again.
 	}
@@ -712,7 +710,7 @@ func (s *Store) commit(k Key, rec *Claim, sync bool) (durable func() error, roun
 		next[k] = rec
 	}
 	if sync || journal {
-		return done, nil, false, s.writeWhole(next)
+		return done, true, s.writeWhole(next)
 	}
 	// Version 2's pending write.
 	data, err := s.marshal(next, versionWhole, 0)
@@ -721,7 +719,7 @@ func (s *Store) commit(k Key, rec *Claim, sync bool) (durable func() error, roun
 	}
 	if err != nil {
 		_ = os.Remove(PendingPath(s.path))
-		return nil, nil, false, fmt.Errorf("write checkpoint %s: %w", PendingPath(s.path), err)
+		return nil, true, fmt.Errorf("write checkpoint %s: %w", PendingPath(s.path), err)
 	}
 	s.apply(k, rec, func() {})
 	return func() error {
@@ -732,7 +730,7 @@ func (s *Store) commit(k Key, rec *Claim, sync bool) (durable func() error, roun
 		s.mu.Unlock()
 		s.setFault(err, false)
 		return err
-	}, nil, false, nil
+	}, true, nil
 }
 
 // apply makes rec the record of the claim under k in memory (nil: none),
