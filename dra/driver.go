@@ -142,6 +142,10 @@ type Options struct {
 	// Metadata writes the device metadata of prepared claims
 	// (--device-metadata); nil: none.
 	Metadata *kubelet.Metadata
+	// Prefetch reads the node's pods' claims ahead for the kubelet
+	// plugin helper's reads at Prepare (--claim-prefetch); nil: the
+	// helper reads them itself.
+	Prefetch *kubelet.Prefetch
 	// HostAddresses reads the addresses of a host netdev, the parent of
 	// a claim's sub-interface, at Prepare. Default:
 	// dataplane.LinkAddresses.
@@ -263,7 +267,7 @@ func (d *Driver) Start(ctx context.Context) error {
 	// waits for no other's Prepare): each claim has its own lock, the
 	// store admits atomically, and Reconcile excludes them by the lock
 	// the helper would take (prepareLock).
-	h, err := kubelet.Start(ctx, d, devices.DriverName, d.opts.Client, d.opts.NodeName, d.opts.PluginDir, d.opts.RegistryDir, d.opts.PodUID, true, d.opts.Metadata,
+	h, err := kubelet.Start(ctx, d, devices.DriverName, d.opts.Prefetch.Client(d.opts.Client), d.opts.NodeName, d.opts.PluginDir, d.opts.RegistryDir, d.opts.PodUID, true, d.opts.Metadata,
 		kubeletplugin.Serialize(false))
 	d.helper = h
 	if err == nil {

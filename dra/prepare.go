@@ -102,14 +102,16 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 		}
 		var durable func() error
 		if err == nil {
-			// The plan and the first step's start are one record; the
+			// The plan and the start of every step are one record; the
 			// store checks the addresses against every other record's,
 			// and gives pools' addresses, in the same write. The PFs are
 			// let go once the store holds it, before its sync: the
 			// node's configuration sees the claim from then on, and
 			// other claims of the PFs' VFs are admitted while it syncs.
 			planned.BootID = d.opts.BootID
-			planned.SetStep(d.steps(planned)[0].name, claims.StepStarted)
+			for _, s := range d.steps(planned) {
+				planned.SetStep(s.name, claims.StepStarted)
+			}
 			durable, err = d.opts.Store.AdmitPendingWith(*planned, d.ipPools().admitter(planned, parents))
 		}
 		unlockPFs()
@@ -470,7 +472,13 @@ func pinXDP(x *claims.XDP) error {
 	return nil
 }
 
-// writeFiles writes the memif directories and the device-info files.
+// writeFiles writes the memif directories and the device-info files. A
+// device-info file is not synced (claims.ReplaceFileUnsynced: a reader
+// never sees it partly written): a claim prepared in an earlier boot has
+// every step done again before the kubelet may call (Reconcile), as its
+// CDI spec is written again, so a power cut costs nothing that is not
+// written again, and a Prepare waits for the disk two times fewer per
+// device.
 func writeFiles(c *claims.Claim) error {
 	for _, dev := range c.Devices {
 		if dev.Memif == nil {
@@ -489,7 +497,7 @@ func writeFiles(c *claims.Claim) error {
 		if err != nil {
 			return err
 		}
-		if err := claims.WriteFileAtomic(dev.DeviceInfoFile, data, 0o644); err != nil {
+		if err := claims.ReplaceFileUnsynced(dev.DeviceInfoFile, data, 0o644); err != nil {
 			return deviceErr(&dev, fmt.Errorf("write device-info: %w", err))
 		}
 	}

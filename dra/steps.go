@@ -37,46 +37,60 @@ type stepRunner struct {
 	store *claims.Store
 }
 
-// run does the steps in order and marks the claim prepared. A step is
-// recorded as started before it runs, unless an earlier record says so
-// already (the caller may record the first with the plan), and as done
-// after; the done mark of one step and the start of the next are one
-// write. If a step fails, or its record cannot be written, every step that
-// started is undone in reverse and the claim is forgotten; what cannot be
-// undone stays recorded for the next Prepare or Unprepare to finish.
+// run does the steps in order and marks the claim prepared. Every step is
+// recorded as started before any runs, in one write unless an earlier
+// record says so already (the caller records them with the plan), and all
+// as done in the write that marks the claim prepared: a claim costs two
+// waits for the disk, however many its steps. A step recorded as started
+// may have run, or not, or halfway: each is idempotent and its undo
+// harmless if it never ran, so the next Prepare does them all again and
+// Unprepare (or the start's Reconcile) undoes them all. If a step fails,
+// or the record cannot be written, every step that started is undone in
+// reverse and the claim is forgotten; what cannot be undone stays
+// recorded for the next Prepare or Unprepare to finish.
 func (r stepRunner) run(ctx context.Context, c *claims.Claim, steps []step) error {
-	for i, s := range steps {
-		if err := ctx.Err(); err != nil {
-			// The caller gave up: the steps done stay recorded, as after
-			// a crash, for the next Prepare to finish or Unprepare to
-			// undo.
-			return fmt.Errorf("before step %s: %w", s.name, err)
-		}
+	var unrecorded []string
+	for _, s := range steps {
 		if c.StepState(s.name) == "" {
-			c.SetStep(s.name, claims.StepStarted)
-			if err := r.store.Put(*c); err != nil {
-				c.DropStep(s.name)
-				return r.abort(ctx, c, steps[:i], fmt.Errorf("record step %s: %w", s.name, err))
+			unrecorded = append(unrecorded, s.name)
+		}
+	}
+	if len(unrecorded) > 0 {
+		for _, name := range unrecorded {
+			c.SetStep(name, claims.StepStarted)
+		}
+		if err := r.store.Put(*c); err != nil {
+			for _, name := range unrecorded {
+				c.DropStep(name)
 			}
+			return r.abort(ctx, c, steps, fmt.Errorf("record the steps: %w", err))
+		}
+	}
+	for _, s := range steps {
+		if err := ctx.Err(); err != nil {
+			// The caller gave up: the steps stay recorded, as after a
+			// crash, for the next Prepare to finish or Unprepare to
+			// undo; those done are marked so, if the store takes it.
+			err = fmt.Errorf("before step %s: %w", s.name, err)
+			if perr := r.store.Put(*c); perr != nil {
+				err = fmt.Errorf("%w (and recording the steps done: %w)", err, perr)
+			}
+			return err
 		}
 		fault.Point("prepare." + s.kind() + ".before")
 		if err := s.apply(ctx); err != nil {
-			return r.abort(ctx, c, steps[:i+1], err)
+			return r.abort(ctx, c, steps, err)
 		}
 		fault.Point("prepare." + s.kind() + ".applied")
 		c.SetStep(s.name, claims.StepDone)
-		if i+1 < len(steps) {
-			c.SetStep(steps[i+1].name, claims.StepStarted)
-		} else {
-			c.Prepared, c.Steps = true, nil
+	}
+	c.Prepared, c.Steps = true, nil
+	if err := r.store.Put(*c); err != nil {
+		c.Prepared = false
+		for _, s := range steps {
+			c.SetStep(s.name, claims.StepDone)
 		}
-		if err := r.store.Put(*c); err != nil {
-			c.Prepared = false
-			for _, done := range steps[:i+1] {
-				c.SetStep(done.name, claims.StepDone)
-			}
-			return r.abort(ctx, c, steps[:i+1], fmt.Errorf("record step %s: %w", s.name, err))
-		}
+		return r.abort(ctx, c, steps, fmt.Errorf("record the claim prepared: %w", err))
 	}
 	return nil
 }

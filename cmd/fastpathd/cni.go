@@ -139,7 +139,7 @@ func splitList(s string) []string {
 // start starts the CNI driver, and the periodic CHECK of its networks.
 func (o *cniOptions) start(ctx context.Context, restConfig *rest.Config, client kubernetes.Interface, nodeName, registryDir string,
 	store *claims.Store, storeFault func() error, writer *status.Writer, plugin *nri.Plugin, m *metrics.Metrics, podUID types.UID, meta *kubelet.Metadata,
-	gateways func() sharedl2.Gateways) (*cnidriver.Driver, error) {
+	prefetch *kubelet.Prefetch, gateways func() sharedl2.Gateways) (*cnidriver.Driver, error) {
 	attrs := map[string]string{}
 	iface := o.iface
 	if iface == "" {
@@ -156,7 +156,7 @@ func (o *cniOptions) start(ctx context.Context, restConfig *rest.Config, client 
 		NodeName: nodeName, Client: client, PluginDir: o.pluginDir, RegistryDir: registryDir,
 		Store: store, Status: writer, Runtime: plugin, Metrics: m, PodUID: podUID,
 		Devices: o.devices, SharedDevice: o.sharedDevice, Attributes: attrs,
-		Policy: o.policy(), Approved: watch.NewApprovedConfigs(dyn), Metadata: meta, PoolGateways: gateways,
+		Policy: o.policy(), Approved: watch.NewApprovedConfigs(dyn), Metadata: meta, Prefetch: prefetch, PoolGateways: gateways,
 		StoreFault: storeFault,
 	})
 	if err != nil {

@@ -101,6 +101,9 @@ type runOptions struct {
 	interfaceSysctls stringList
 	// deviceMetadata writes the device metadata of prepared claims.
 	deviceMetadata bool
+	// claimPrefetch reads the claims of the node's pods ahead of the
+	// kubelet's Prepare (kubelet.Prefetch).
+	claimPrefetch bool
 	// attachOverlap attaches a pod's devices while the runtime creates
 	// its first container (nri.Options.Overlap).
 	attachOverlap bool
@@ -135,6 +138,7 @@ func (o *runOptions) addFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.journal, "checkpoint-journal", true, "record a change of the node's claims as an entry of a journal beside the checkpoint (checkpoint version 3), whatever their number; false: rewrite the whole checkpoint at every change (version 2, which the previous release reads). Version 2 is written anyway while another fastpathd's pod runs or its DRA socket answers on the node (a rollback needs no change of this flag)")
 	fs.BoolVar(&o.attachOverlap, "attach-overlap", true, "attach the devices of a pod without CNI networks while the kubelet and the runtime go on with the pod: RunPodSandbox starts the attach and returns, the pod's first container is made meanwhile, and its start waits for the attach (a failed attach is tried once more, then fails the container's start, or its creation if it had failed by then). A pod with a software RDMA device is attached inside RunPodSandbox. false, and for a pod with CNI networks (a CNI claim, NPWG networks): the attach completes inside RunPodSandbox, which fails with its error, and NRI plugins of a higher --nri-plugin-index see the devices at their RunPodSandbox")
 	fs.BoolVar(&o.deviceMetadata, "device-metadata", true, "write each prepared claim's device metadata (KEP-5304: the devices' attributes and, once in the pod, their network data) and mount it into the pod's containers at /var/run/kubernetes.io/dra-device-attributes/, through a CDI spec in --cdi-dir")
+	fs.BoolVar(&o.claimPrefetch, "claim-prefetch", true, "watch the node's pods (a field selector: this node's only; RBAC: list and watch pods) and read each pending pod's ResourceClaims as soon as it is bound here, beside the kubelet's own work before it calls Prepare, so that the kubelet plugin's read of the claim at Prepare is answered without a request: one round trip to the API server fewer on each claimed pod's start. A claim is kept only if a device of its allocation is fastpath's, and given once; false: the plugin reads each claim at Prepare")
 	fs.BoolVar(&o.allowPFWithVFs, "allow-pf-with-vfs", false, "let claims take a PF that has SR-IOV VFs whole (modes netdev, afxdp, delegate): its pod can then set every VF's MAC, VLAN and trust; off, Prepare refuses them (mode vfio always)")
 	fs.BoolVar(&o.numaNodeList, "numa-node-list", false, "publish resource.kubernetes.io/numaNode as a list (DRAListTypeAttributes, alpha in Kubernetes 1.37: the API server and the scheduler need the feature gate): a device's NUMA node first, then the nodes of its socket at the nearest distance, so that a matchAttribute with a device on any of them is met; off: the scalar every cluster accepts")
 	fs.BoolVar(&o.pfCounters, "pf-counters", false, "publish each PF that has SR-IOV VFs with a counter set of its VFs (DRAPartitionableDevices, Kubernetes 1.36 and later): the PF consumes all of them and each VF one, so that the scheduler never gives a PF and one of its VFs at once (with --allow-pf-with-vfs); off: a cluster without the feature gate")
@@ -477,6 +481,11 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	if o.deviceMetadata {
 		meta = &kubelet.Metadata{CDIDir: o.cdiDir}
 	}
+	var prefetch *kubelet.Prefetch
+	if o.claimPrefetch && client != nil {
+		prefetch = kubelet.NewPrefetch(client, o.nodeName, []string{devices.DriverName, cnidriver.DriverName}, m.ClaimPrefetch)
+		go prefetch.Run(ctx)
+	}
 	nriOpts := nri.Options{Socket: o.nriSocket, Index: o.nriIndex, Store: store, Attacher: attacher, Status: writer, Metrics: m, Name: nri.PluginName, HookLock: hookLock,
 		Metadata: meta, WriteCDI: dra.WriteCDISpec, Overlap: o.attachOverlap}
 	if others != nil {
@@ -592,6 +601,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 		DeviceInfoDir: o.npwg.driverDeviceInfoDir(),
 		PodNetworks:   podNetworkGetter(nriOpts.PodNetworks),
 		Metadata:      meta,
+		Prefetch:      prefetch,
 		StoreFault:    storeWatch.Err,
 		SliceFeatures: &features,
 	})
@@ -639,7 +649,7 @@ func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer 
 	defer driver.Stop()
 	ready.add(driver.RegistrationStatus)
 	if o.cni.enabled {
-		cniDriver, err := o.cni.start(ctx, restConfig, client, o.nodeName, o.registryDir, store, storeWatch.Err, writer, plugin, m, types.UID(o.podUID), meta, o.gateways.get)
+		cniDriver, err := o.cni.start(ctx, restConfig, client, o.nodeName, o.registryDir, store, storeWatch.Err, writer, plugin, m, types.UID(o.podUID), meta, prefetch, o.gateways.get)
 		if err != nil {
 			return err
 		}

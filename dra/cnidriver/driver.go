@@ -64,6 +64,8 @@ type Options struct {
 	Approved cnipolicy.ApprovedConfigs
 	// Metadata: see dra.Options.Metadata.
 	Metadata *kubelet.Metadata
+	// Prefetch: see dra.Options.Prefetch.
+	Prefetch *kubelet.Prefetch
 	// HostAddresses reads the addresses of a host netdev, the parent
 	// (master) of a network's sub-interface, at Prepare. Default:
 	// dataplane.LinkAddresses.
@@ -165,7 +167,7 @@ func (d *Driver) Resources() resourceslice.DriverResources {
 
 // Start registers the plugin with the kubelet and publishes the devices.
 func (d *Driver) Start(ctx context.Context) error {
-	h, err := kubelet.Start(ctx, d, DriverName, d.opts.Client, d.opts.NodeName, d.opts.PluginDir, d.opts.RegistryDir, d.opts.PodUID, false, d.opts.Metadata)
+	h, err := kubelet.Start(ctx, d, DriverName, d.opts.Prefetch.Client(d.opts.Client), d.opts.NodeName, d.opts.PluginDir, d.opts.RegistryDir, d.opts.PodUID, false, d.opts.Metadata)
 	if err != nil {
 		return err
 	}

@@ -42,6 +42,7 @@ type Metrics struct {
 	reviews            *prometheus.CounterVec
 	reviewDuration     *prometheus.HistogramVec
 	apiRequests        *prometheus.CounterVec
+	claimPrefetch      *prometheus.CounterVec
 }
 
 // New makes the metrics, with Go's runtime and the process's metrics.
@@ -81,6 +82,7 @@ func New() *Metrics {
 		Help: "Time to answer an admission review, from its body read to its answer written, by kind.", Buckets: reviewBuckets}, []string{"kind"})
 	m.registry.MustRegister(m.reviewDuration)
 	m.apiRequests = counter("api_requests_total", "Requests to the API server, by verb, resource (with its subresource) and status code (error: none came).", "verb", "resource", "code")
+	m.claimPrefetch = counter("claim_prefetch_total", "Reads of a claim by the kubelet plugin at Prepare, by how they were answered (hit: by the claim read ahead when its pod was bound to the node; waited: by that read, once it ended; miss: by the API server).", "result")
 	m.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.zero()
 	return m
@@ -165,6 +167,9 @@ func (m *Metrics) zero() {
 	}
 	for _, r := range []string{"unreachable", "conflict", "refused"} {
 		m.statusErrors.WithLabelValues(r)
+	}
+	for _, r := range []string{"hit", "waited", "miss"} {
+		m.claimPrefetch.WithLabelValues(r)
 	}
 }
 
@@ -284,6 +289,15 @@ func (m *Metrics) Reconciled(action string) {
 		return
 	}
 	m.reconciled.WithLabelValues(action).Inc()
+}
+
+// ClaimPrefetch records a read of a claim by the kubelet plugin at
+// Prepare, by how it was answered (kubelet.PrefetchHit, ...).
+func (m *Metrics) ClaimPrefetch(result string) {
+	if m == nil {
+		return
+	}
+	m.claimPrefetch.WithLabelValues(result).Inc()
 }
 
 // Review records an admission review the webhook answered.

@@ -235,7 +235,9 @@ func TestDefaults(t *testing.T) {
 			}
 		}
 		want := []string{"resourceslices:list,watch,create,update,delete:", "resourceclaims:get:", "resourceclaims/status:update:",
-			"resourceclaims/driver:associated-node:update:fastpath.dev", "nodes:get:", "nodes/status:patch:", "events:create,patch:"}
+			"resourceclaims/driver:associated-node:update:fastpath.dev", "nodes:get:", "nodes/status:patch:",
+			// claimPrefetch: the node's pods watched (a field selector).
+			"pods:list,watch:", "events:create,patch:"}
 		if !slices.Equal(got, want) {
 			t.Errorf("ClusterRole rules = %q\nwant %q", got, want)
 		}
@@ -267,7 +269,7 @@ func TestAllValues(t *testing.T) {
 		"--npwg", "--npwg-conf-dir=/etc/cni/multus/net.d", "--npwg-conf-namespaces=net-ops", "--npwg-allowed-namespaces=net-shared", "--npwg-host-devices=ens1f*,br-data", "--npwg-host-paths=/var/lib/cni/networks", "--npwg-host-options=bridge.isGateway,macvlan.passthru", "--npwg-vlan-ids=300,400-499", "--npwg-default-network=kube-system/cluster-net",
 		"--npwg-ipamclaims", "--npwg-ipamclaim-check-interval=30s", "--npwg-device-info-dir=/run/k8s.cni.cncf.io/devinfo", "--npwg-max-networks=16", "--npwg-max-interfaces=48",
 		`--resource-name=intel.com/intel_sriov_netdevice=device.attributes["fastpath.dev"].pfName == "ens1f0"`,
-		"--network-api-socket=/run/fp-netapi/network-api.sock", "--network-api-cni-conf-dir=/etc/cni/net.d", "--nri-plugin-index=20", "--cni-max-plugins=4", "--attach-overlap=false", "--device-metadata=false"} {
+		"--network-api-socket=/run/fp-netapi/network-api.sock", "--network-api-cni-conf-dir=/etc/cni/net.d", "--nri-plugin-index=20", "--cni-max-plugins=4", "--attach-overlap=false", "--device-metadata=false", "--claim-prefetch=false"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args lack %q: %q", want, c.Args)
 		}

@@ -59,6 +59,7 @@ func TestAPIWritesPerPod(t *testing.T) {
 	// daemon's start-up (its checks, its first publish) is done.
 	setup := dataplaneSetup(t, ctx, 75, port, 76, 77, 78)
 	before := apiRequests(t, ctx, port)
+	prefetchBefore := scrapeMetrics(t, ctx, port)
 
 	for i := range pods {
 		name := fmt.Sprintf("e2e-apiwrites-%d", i)
@@ -112,6 +113,7 @@ func TestAPIWritesPerPod(t *testing.T) {
 	// if what is published changed).
 	waitPublishedAfter(t, ctx, port, waitLogged(t, ctx, lastDaemon, `"Publishing devices"`, fmt.Sprintf(" devices=%d ", len(setup))))
 	after := apiRequests(t, ctx, port)
+	prefetchAfter := scrapeMetrics(t, ctx, port)
 
 	perPod := map[string]float64{}
 	var rows []string
@@ -140,5 +142,25 @@ func TestAPIWritesPerPod(t *testing.T) {
 	}
 	if n := perPod["update resourceclaims/status"] + perPod["patch resourceclaims/status"]; n > 1 {
 		t.Errorf("claim status writes: %.2f per claim start, want at most 1", n)
+	}
+	// Each claim is read once, when its pod is bound to the node
+	// (--claim-prefetch), and the kubelet plugin's read at Prepare is
+	// answered with it.
+	if n := perPod["get resourceclaims"]; n > 1 {
+		t.Errorf("get resourceclaims: %.2f per pod, want at most 1 (read ahead, and given to Prepare)", n)
+	}
+	prefetched := 0.0
+	for _, r := range []string{"hit", "waited", "miss"} {
+		series := fmt.Sprintf("fastpath_claim_prefetch_total{result=%q}", r)
+		d := gaugeValue(prefetchAfter, series) - gaugeValue(prefetchBefore, series)
+		t.Logf("the kubelet plugin's reads of a claim at Prepare, %s: %.0f", r, d)
+		if r != "miss" {
+			prefetched += d
+		} else if d != 0 {
+			t.Errorf("%.0f of the kubelet plugin's reads of a claim went to the API server, want none", d)
+		}
+	}
+	if prefetched != pods {
+		t.Errorf("%.0f of the kubelet plugin's reads of a claim answered by the read ahead, want %d", prefetched, pods)
 	}
 }

@@ -147,6 +147,12 @@ func printHooks(before, after string) {
 		slow := n - delta(fmt.Sprintf("_bucket{hook=%q,le=\"0.128\"}", h))
 		fmt.Printf("  %s: %d; %.3f s (%.1f ms a call); %d\n", h, int(n), sum, 1000*sum/n, int(slow))
 	}
+	fmt.Print("The kubelet plugin's reads of a claim at Prepare (--claim-prefetch):")
+	for _, r := range []string{"hit", "waited", "miss"} {
+		series := fmt.Sprintf("fastpath_claim_prefetch_total{result=%q}", r)
+		fmt.Printf(" %s %d", r, int(gaugeValue(after, series)-gaugeValue(before, series)))
+	}
+	fmt.Println()
 	fmt.Println()
 }
 

@@ -104,6 +104,7 @@ The CEL condition of a DeviceClass selector that leaves out PFs with VFs
 {{- if ne (toString $v.nriPluginIndex) "10" }}{{ $args = append $args (printf "--nri-plugin-index=%s" (toString $v.nriPluginIndex)) }}{{ end }}
 {{- if $v.nodeConfig.enabled }}{{ $args = append $args "--node-config" }}{{ end }}
 {{- if not $v.deviceMetadata }}{{ $args = append $args "--device-metadata=false" }}{{ end }}
+{{- if not $v.claimPrefetch }}{{ $args = append $args "--claim-prefetch=false" }}{{ end }}
 {{- if not $v.attachOverlap }}{{ $args = append $args "--attach-overlap=false" }}{{ end }}
 {{- if $v.allowPFWithVFs }}{{ $args = append $args "--allow-pf-with-vfs" }}{{ end }}
 {{- if eq (toString $v.pfCounters) "auto" }}
