@@ -57,18 +57,19 @@ func TestNewMakesDirsPrivate(t *testing.T) {
 }
 
 // A CDI spec's write killed before its rename leaves its temporary file
-// in the CDI directory: the driver removes it when it starts, and leaves
-// the specs.
+// in the CDI directory, or in its staging directory (writeCDISpec): the
+// driver removes them when it starts, and leaves the specs.
 func TestNewRemovesKilledCDIWrites(t *testing.T) {
 	dir := t.TempDir()
 	opts := Options{NodeName: testNode, Client: fake.NewClientset(), PluginDir: filepath.Join(dir, "plugin"),
 		StateDir: filepath.Join(dir, "state"), CDIDir: filepath.Join(dir, "cdi"), Store: testStore(t)}
 	spec := cdiSpecPath(opts.CDIDir, "uid-a")
 	killed := filepath.Join(opts.CDIDir, "."+filepath.Base(cdiSpecPath(opts.CDIDir, "uid-b"))+".k1lled")
-	if err := os.MkdirAll(opts.CDIDir, 0o750); err != nil {
+	staged := filepath.Join(opts.CDIDir, cdiStage, "."+filepath.Base(cdiSpecPath(opts.CDIDir, "uid-c"))+".k1lled")
+	if err := os.MkdirAll(filepath.Dir(staged), 0o750); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{spec, killed} {
+	for _, f := range []string{spec, killed, staged} {
 		if err := os.WriteFile(f, []byte("{}"), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -76,8 +77,10 @@ func TestNewRemovesKilledCDIWrites(t *testing.T) {
 	if _, err := New(opts); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(killed); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the killed write's temporary file after New: %v, want it removed", err)
+	for _, f := range []string{killed, staged} {
+		if _, err := os.Stat(f); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the killed write's temporary file %s after New: %v, want it removed", f, err)
+		}
 	}
 	if _, err := os.Stat(spec); err != nil {
 		t.Errorf("the CDI spec after New: %v", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"path/filepath"
 	"sync"
@@ -199,6 +200,9 @@ func New(opts Options) (*Driver, error) {
 	// The temporary files of CDI specs whose write was killed: the
 	// runtime ignores them, nothing else would remove them.
 	if err := claims.RemoveTemps(opts.CDIDir, cdiVendor+"-claim-"); err != nil {
+		return nil, fmt.Errorf("CDI directory: %w", err)
+	}
+	if err := claims.RemoveTemps(filepath.Join(opts.CDIDir, cdiStage), cdiVendor+"-claim-"); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("CDI directory: %w", err)
 	}
 	if opts.Store == nil {

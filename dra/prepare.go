@@ -36,6 +36,9 @@ import (
 // and the steps done, each recorded.
 func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceClaim) kubeletplugin.PrepareResult {
 	start := time.Now()
+	if d.opts.Metadata != nil {
+		ctx = context.WithValue(ctx, metadataFollowsKey{}, true)
+	}
 	logger := klog.FromContext(ctx).WithValues("claim", klog.KObj(claim))
 	if claim.Status.Allocation != nil {
 		admin, err := adminClaim(claim)
@@ -413,7 +416,7 @@ func (d *Driver) steps(c *claims.Claim) []step {
 		})
 	}
 	steps = append(steps, step{name: "cdi",
-		apply: func(context.Context) error { return WriteCDISpec(c) },
+		apply: func(ctx context.Context) error { return writeCDISpec(c, metadataFollows(ctx)) },
 		undo: func(context.Context) error {
 			if err := os.Remove(c.CDISpec); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return err
@@ -422,6 +425,16 @@ func (d *Driver) steps(c *claims.Claim) []step {
 		},
 	})
 	return steps
+}
+
+// metadataFollowsKey marks the context of a Prepare after which the
+// kubelet plugin helper writes the claim's device metadata, its CDI spec
+// with it (writeCDISpec).
+type metadataFollowsKey struct{}
+
+func metadataFollows(ctx context.Context) bool {
+	follows, _ := ctx.Value(metadataFollowsKey{}).(bool)
+	return follows
 }
 
 func deviceErr(dev *claims.Device, err error) error {

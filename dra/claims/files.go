@@ -93,7 +93,7 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 // locked (flock) until it is renamed, so that a process removing the
 // temporary files of killed writes (removeTemps) leaves a live one's.
 func ReplaceFile(path string, data []byte, perm os.FileMode) error {
-	return replaceFile(path, data, perm, true)
+	return replaceFile(filepath.Dir(path), path, data, perm, true)
 }
 
 // ReplaceFileUnsynced is ReplaceFile without any sync, for a file that
@@ -103,15 +103,29 @@ func ReplaceFile(path string, data []byte, perm os.FileMode) error {
 // leave the old content, the new, or an empty file. It costs no wait
 // for the disk on a Prepare's path.
 func ReplaceFileUnsynced(path string, data []byte, perm os.FileMode) error {
-	return replaceFile(path, data, perm, false)
+	return replaceFile(filepath.Dir(path), path, data, perm, false)
 }
 
-func replaceFile(path string, data []byte, perm os.FileMode, sync bool) error {
+// ReplaceFileUnsyncedVia is ReplaceFileUnsynced with the temporary file
+// made in stage, a directory of the same filesystem as path's (made if
+// missing), rather than beside path: a watch of path's directory
+// (inotify) sees a file moved in, never one written there or moved away.
+// The temporary files of killed writes are stage's (RemoveTemps).
+func ReplaceFileUnsyncedVia(stage, path string, data []byte, perm os.FileMode) error {
+	return replaceFile(stage, path, data, perm, false)
+}
+
+func replaceFile(tmpDir, path string, data []byte, perm os.FileMode, sync bool) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return err
 	}
-	tmp, err := createTemp(dir, "."+filepath.Base(path)+".")
+	if tmpDir != dir {
+		if err := os.MkdirAll(tmpDir, 0o750); err != nil {
+			return err
+		}
+	}
+	tmp, err := createTemp(tmpDir, "."+filepath.Base(path)+".")
 	if err != nil {
 		return err
 	}

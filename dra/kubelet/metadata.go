@@ -72,6 +72,11 @@ func (m *Metadata) options() []kubeletplugin.Option {
 // into the containers, and the runtime makes a container's mounts before
 // the attach that writes the device's network data has ended (the
 // container's start waits for it, not its creation: --attach-overlap).
+//
+// A CDI spec is always replaced, never left alone for holding the same
+// bytes: its rename has the runtime read every spec of the directory
+// again, the driver's own spec of the claim too, which the driver moved
+// in quietly just before (dra's writeCDISpec).
 func (m *Metadata) writeFile(name string, data []byte, perm os.FileMode) error {
 	if filepath.Dir(name) == filepath.Clean(m.CDIDir) {
 		return claims.ReplaceFileUnsynced(name, data, perm)

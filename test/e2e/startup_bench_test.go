@@ -39,7 +39,10 @@ const startupPods = 20
 // (the test's watches, the kubelet's, containerd's and fastpathd's logs),
 // never by polling. It prints tables; `make bench-e2e` runs it.
 // $FASTPATH_STARTUP_ARGS are more fastpathd arguments, for a comparison
-// (--attach-overlap=false: the attach inside RunPodSandbox).
+// (--attach-overlap=false: the attach inside RunPodSandbox). With
+// $FASTPATH_STARTUP_PROFILE set to a file, fastpathd is run with
+// --profiling, and a CPU profile of its first 8 s of each burst is kept
+// there, the kind of pods appended (.plain, .claim, .floor).
 func TestPodStartup(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Minute)
 	defer cancel()
@@ -50,6 +53,10 @@ func TestPodStartup(t *testing.T) {
 		more = append(more, first+i)
 	}
 	args := strings.Fields(os.Getenv("FASTPATH_STARTUP_ARGS"))
+	profile := os.Getenv("FASTPATH_STARTUP_PROFILE")
+	if profile != "" {
+		args = append(args, "--profiling", "true")
+	}
 	if len(args) > 0 {
 		fmt.Printf("fastpathd with %s ($FASTPATH_STARTUP_ARGS)\n", strings.Join(args, " "))
 	}
@@ -109,13 +116,34 @@ func TestPodStartup(t *testing.T) {
 		wctx, stop := context.WithCancel(ctx)
 		tl := watchTimeline(t, wctx)
 		hooksBefore := scrapeMetrics(t, ctx, startupPort)
+		cpuBefore, err := takeCPU()
+		if err != nil {
+			t.Fatal(err)
+		}
+		began := time.Now()
+		var profiled sync.WaitGroup
+		if profile != "" {
+			profiled.Go(func() {
+				url := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=8", startupPort)
+				if err := saveURL(ctx, url, profile+"."+kindName(kind)); err != nil {
+					t.Errorf("CPU profile: %v", err)
+				}
+			})
+		}
 		startBurst(t, ctx, tl, kind, mk)
+		wall := time.Since(began)
+		cpuAfter, err := takeCPU()
+		if err != nil {
+			t.Fatal(err)
+		}
+		profiled.Wait()
 		deleteAll(t, ctx)
 		tl.readLogs(t, lastDaemon.keptLog(t))
 		stop()
 		what := map[podKind]string{plainPod: "without claims", fastpathPod: "each with a claim", floorPod: "each with a floor driver's claim"}[kind]
 		tl.printBreakdown(fmt.Sprintf("%d pods %s created at once:", burstPods, what))
 		printHooks(hooksBefore, scrapeMetrics(t, ctx, startupPort))
+		printCPU(cpuBefore, cpuAfter, burstPods, wall)
 		total := tl.durations(startupParts[0], kind)
 		fmt.Printf("%d pods %s at once, creation to Ready: p50 %s, p90 %s, p99 %s\n\n", burstPods, what, pct(total, 50), pct(total, 90), pct(total, 99))
 	}
