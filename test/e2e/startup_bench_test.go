@@ -42,7 +42,9 @@ const startupPods = 20
 // (--attach-overlap=false: the attach inside RunPodSandbox). With
 // $FASTPATH_STARTUP_PROFILE set to a file, fastpathd is run with
 // --profiling, and a CPU profile of its first 8 s of each burst is kept
-// there, the kind of pods appended (.plain, .claim, .floor).
+// there, the kind of pods appended (.plain, .claim, .floor), with its
+// allocations profiles before and after the burst (.claim.allocs-before,
+// .claim.allocs: go tool pprof -base).
 func TestPodStartup(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Minute)
 	defer cancel()
@@ -120,6 +122,12 @@ func TestPodStartup(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		allocs := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/allocs", startupPort)
+		if profile != "" {
+			if err := saveURL(ctx, allocs, profile+"."+kindName(kind)+".allocs-before"); err != nil {
+				t.Errorf("allocations profile: %v", err)
+			}
+		}
 		began := time.Now()
 		var profiled sync.WaitGroup
 		if profile != "" {
@@ -137,6 +145,11 @@ func TestPodStartup(t *testing.T) {
 			t.Fatal(err)
 		}
 		profiled.Wait()
+		if profile != "" {
+			if err := saveURL(ctx, allocs, profile+"."+kindName(kind)+".allocs"); err != nil {
+				t.Errorf("allocations profile: %v", err)
+			}
+		}
 		deleteAll(t, ctx)
 		tl.readLogs(t, lastDaemon.keptLog(t))
 		stop()
