@@ -247,8 +247,7 @@ func liveNetdevState(ctx context.Context, pciDevs []Device, warn func(error)) ([
 }
 
 // watchLinks calls trigger on the netlink link events of the host network
-// namespace that may change the inventory, until ctx ends: all but those
-// of a pod's interface (podInterface) that known does not name.
+// namespace that may change the inventory, until ctx ends (linkEvents).
 func watchLinks(ctx context.Context, trigger func(), known func(name string) bool) error {
 	updates := make(chan netlink.LinkUpdate, 64)
 	done := make(chan struct{})
@@ -265,6 +264,7 @@ func watchLinks(ctx context.Context, trigger func(), known func(name string) boo
 	}
 	go func() {
 		defer close(done)
+		events := linkEvents{seen: map[int]linkFacts{}}
 		for {
 			select {
 			case <-ctx.Done():
@@ -273,14 +273,91 @@ func watchLinks(ctx context.Context, trigger func(), known func(name string) boo
 				if !ok {
 					return
 				}
-				if podInterface(u.Link) && !known(u.Link.Attrs().Name) {
-					continue
+				if events.matter(u, known) {
+					trigger()
 				}
-				trigger()
 			}
 		}
 	}()
 	return nil
+}
+
+// linkEvents tells the link events that may change the inventory from
+// those that cannot. Every pod's start and stop brings a dozen events to
+// the host's namespace (its interface's host end, made with its peer in
+// the pod and joined to a bridge, the bridge's own), and on a busy node
+// discovery would rerun all the time for them. An event matters when:
+//   - its link is published (known names it): all of them, as before;
+//   - it is not a bridge's news of its port (AF_BRIDGE: the port's STP
+//     state, which discovery does not read; the port's own event, of the
+//     usual family, comes too);
+//   - its link is not a pod's interface (podInterface), nor a veth whose
+//     peer is not there yet (its first event, when the peer is made in
+//     another namespace; a pair made here has its other end's event next);
+//   - and its link is new, or something discovery reads of it changed
+//     (linkFacts): not a bridge's feature change at each port joining it.
+//
+// The deletion of a link not published never matters: it was not in the
+// inventory. What no link event tells (an unpublished link's ethtool or XDP
+// features changed) the next rerun or the resync finds.
+type linkEvents struct {
+	// seen is what the events said last of each link that mattered.
+	seen map[int]linkFacts
+}
+
+// linkFacts is what discovery reads of a link and its events carry.
+type linkFacts struct {
+	name, mac, alias, kind string
+	mtu, parent, master    int
+	flags                  uint32
+	operState              netlink.LinkOperState
+}
+
+func (e *linkEvents) matter(u netlink.LinkUpdate, known func(name string) bool) bool {
+	a := u.Attrs()
+	if a == nil {
+		return true
+	}
+	if known(a.Name) {
+		if u.Header.Type == unix.RTM_DELLINK {
+			delete(e.seen, a.Index)
+		} else {
+			e.seen[a.Index] = factsOf(u.Link)
+		}
+		return true
+	}
+	if u.Family == unix.AF_BRIDGE {
+		return false
+	}
+	if u.Header.Type == unix.RTM_DELLINK {
+		delete(e.seen, a.Index)
+		return false
+	}
+	if podInterface(u.Link) || unbornVeth(u.Link) {
+		return false
+	}
+	facts := factsOf(u.Link)
+	if last, ok := e.seen[a.Index]; ok && last == facts {
+		return false
+	}
+	e.seen[a.Index] = facts
+	return true
+}
+
+func factsOf(l netlink.Link) linkFacts {
+	a := l.Attrs()
+	return linkFacts{
+		name: a.Name, mac: a.HardwareAddr.String(), alias: a.Alias, kind: l.Type(),
+		mtu: a.MTU, parent: a.ParentIndex, master: a.MasterIndex, flags: a.RawFlags, operState: a.OperState,
+	}
+}
+
+// unbornVeth says whether the link is a veth whose peer does not exist yet
+// (IFLA_LINK 0): the end the kernel registers first, as the host's end of a
+// pod's interface made in the pod with its peer here.
+func unbornVeth(l netlink.Link) bool {
+	_, veth := l.(*netlink.Veth)
+	return veth && l.Attrs().ParentIndex == 0 && l.Attrs().NetNsID < 0
 }
 
 // podInterface says whether the link is the host's end of a veth whose

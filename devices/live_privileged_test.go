@@ -404,6 +404,19 @@ func TestLiveWatchPodInterfaces(t *testing.T) {
 	next := w.next
 	has := func(m map[string]Device, link string) bool { _, ok := m["netdev-"+link]; return ok }
 	next("the start", func(map[string]Device) bool { return true })
+	// A bridge discovery does not publish (its name is not the filter's),
+	// for the pods' interfaces below.
+	// Its address set, as CNI's bridge plugin does, so that it keeps it
+	// when ports join.
+	brMAC, _ := net.ParseMAC("02:fd:00:00:00:01")
+	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: fmt.Sprintf("%sb%d", linkPrefix, id), HardwareAddr: brMAC}}
+	if err := netlink.LinkAdd(br); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = netlink.LinkDel(br) })
+	if err := netlink.LinkSetUp(br); err != nil {
+		t.Fatal(err)
+	}
 
 	// A published veth whose other end goes into the pod: its changes
 	// still count.
@@ -457,20 +470,52 @@ func TestLiveWatchPodInterfaces(t *testing.T) {
 			_ = netlink.LinkDel(l)
 		}
 	})
-	quiet := time.After(500 * time.Millisecond) // 25 debounce periods
-	for waiting := true; waiting; {
-		select {
-		case inv := <-w.invs:
-			if has(byName(inv), name("qa")) {
-				t.Fatal("a pod's interface, not published, reran discovery")
+	quiet := func(link string) {
+		t.Helper()
+		quiet := time.After(500 * time.Millisecond) // 25 debounce periods
+		for waiting := true; waiting; {
+			select {
+			case inv := <-w.invs:
+				if has(byName(inv), link) {
+					t.Fatalf("a pod's interface, not published, reran discovery: %s", link)
+				}
+			case <-quiet:
+				waiting = false
 			}
-		case <-quiet:
-			waiting = false
 		}
 	}
-	// Another change reruns it, and it finds the pod's interface.
+	quiet(name("qa"))
+
+	// A pod's interface as the CNI bridge plugin makes it: in the pod,
+	// with its host end made in the host's namespace, joined to a bridge
+	// that publishes nothing (made before the pod's interface, above).
+	netnstest.Do(t, podNS, func() {
+		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name("qe")}, PeerName: name("qc"), PeerNamespace: netlink.NsFd(int(host))}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Cleanup(func() {
+		if l, err := netlink.LinkByName(name("qc")); err == nil {
+			_ = netlink.LinkDel(l)
+		}
+	})
+	qc, err := netlink.LinkByName(name("qc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := netlink.LinkSetMaster(qc, br); err != nil {
+		t.Fatal(err)
+	}
+	if err := netlink.LinkSetUp(qc); err != nil {
+		t.Fatal(err)
+	}
+	quiet(name("qc"))
+
+	// Another change reruns it, and it finds the pods' interfaces.
 	addVeth(t, name("ra"), name("rb"))
-	next("the pod's interface, with the next change", func(m map[string]Device) bool { return has(m, name("ra")) && has(m, name("qa")) })
+	next("the pods' interfaces, with the next change", func(m map[string]Device) bool {
+		return has(m, name("ra")) && has(m, name("qa")) && has(m, name("qc"))
+	})
 	cancel()
 	if err := <-w.done; err != nil {
 		t.Errorf("Watch: %v", err)
