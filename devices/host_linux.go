@@ -301,7 +301,8 @@ func watchLinks(ctx context.Context, trigger func(), known func(name string) boo
 // inventory. What no link event tells (an unpublished link's ethtool or XDP
 // features changed) the next rerun or the resync finds.
 type linkEvents struct {
-	// seen is what the events said last of each link that mattered.
+	// seen is what the events said last of each unpublished link that
+	// mattered.
 	seen map[int]linkFacts
 }
 
@@ -319,10 +320,10 @@ func (e *linkEvents) matter(u netlink.LinkUpdate, known func(name string) bool) 
 		return true
 	}
 	if known(a.Name) {
-		if u.Header.Type == unix.RTM_DELLINK {
+		// Its facts are not kept: should it stop being published, its
+		// next event counts as a new link's.
+		if u.Header.Type == unix.RTM_DELLINK && u.Family != unix.AF_BRIDGE {
 			delete(e.seen, a.Index)
-		} else {
-			e.seen[a.Index] = factsOf(u.Link)
 		}
 		return true
 	}
