@@ -264,6 +264,7 @@ func watchLinks(ctx context.Context, trigger func(), known func(name string) boo
 	}
 	go func() {
 		defer close(done)
+		logger := klog.FromContext(ctx)
 		events := linkEvents{seen: map[int]linkFacts{}}
 		for {
 			select {
@@ -274,6 +275,9 @@ func watchLinks(ctx context.Context, trigger func(), known func(name string) boo
 					return
 				}
 				if events.matter(u, known) {
+					if logger.V(5).Enabled() {
+						logger.V(5).Info("Link event reruns discovery", "link", linkName(u), "deleted", u.Header.Type == unix.RTM_DELLINK)
+					}
 					trigger()
 				}
 			}
@@ -343,6 +347,13 @@ func (e *linkEvents) matter(u netlink.LinkUpdate, known func(name string) bool) 
 	}
 	e.seen[a.Index] = facts
 	return true
+}
+
+func linkName(u netlink.LinkUpdate) string {
+	if a := u.Attrs(); a != nil {
+		return a.Name
+	}
+	return ""
 }
 
 func factsOf(l netlink.Link) linkFacts {
