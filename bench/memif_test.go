@@ -49,6 +49,13 @@ func benchMemif(b *testing.B) {
 		for _, side := range []int{turn % 2, 1 - turn%2} {
 			r, err := memifTurn(b, socket, root, inPod, side == 0)
 			if err != nil {
+				// On a loaded machine (make test runs the benchmarks
+				// beside the e2e suite) a pair sometimes never brings
+				// its memif up within the wait: a new pair, once.
+				b.Logf("turn %d, again with a new pair: %v", turn, err)
+				r, err = memifTurn(b, socket, root, inPod, side == 0)
+			}
+			if err != nil {
 				b.Fatal(err)
 			}
 			rates[side] = append(rates[side], r...)
