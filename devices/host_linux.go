@@ -275,9 +275,7 @@ func watchLinks(ctx context.Context, trigger func(), known func(name string) boo
 					return
 				}
 				if events.matter(u, known) {
-					if logger.V(5).Enabled() {
-						logger.V(5).Info("Link event reruns discovery", "link", linkName(u), "deleted", u.Header.Type == unix.RTM_DELLINK)
-					}
+					logger.V(5).Info("Link event reruns discovery", "link", linkName(u), "deleted", u.Header.Type == unix.RTM_DELLINK)
 					trigger()
 				}
 			}
