@@ -9,6 +9,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/fastpath-dra/fastpath/dataplane/nldump"
 )
 
 // LinkAddresses are the addresses of the host's link name (in this
@@ -46,7 +48,7 @@ func LinkAddressesAt(nsPath, name string) ([]netip.Addr, error) {
 	if err != nil {
 		return nil, fmt.Errorf("find %s: %w", name, err)
 	}
-	addrs, err := h.AddrList(link, netlink.FAMILY_ALL)
+	addrs, err := nldump.Read(func() ([]netlink.Addr, error) { return h.AddrList(link, netlink.FAMILY_ALL) })
 	if err != nil {
 		return nil, fmt.Errorf("list addresses of %s: %w", name, err)
 	}

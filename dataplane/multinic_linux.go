@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/fastpath-dra/fastpath/bpf"
+	"github.com/fastpath-dra/fastpath/dataplane/nldump"
 )
 
 // What a pod of several interfaces needs besides addresses and routes:
@@ -229,7 +230,7 @@ func rulesThere(pod *netlink.Handle, rules []Rule) (bool, error) {
 			if nr.Mark != 0 {
 				mask |= netlink.RT_FILTER_MARK
 			}
-			have, err := pod.RuleListFiltered(nr.Family, nr, mask)
+			have, err := nldump.Read(func() ([]netlink.Rule, error) { return pod.RuleListFiltered(nr.Family, nr, mask) })
 			if err != nil {
 				return false, fmt.Errorf("list rules: %w", err)
 			}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/fastpath-dra/fastpath/bpf"
 	"github.com/fastpath-dra/fastpath/dataplane/fault"
+	"github.com/fastpath-dra/fastpath/dataplane/nldump"
 )
 
 // Netdev says which host interface goes into a pod and how it looks there.
@@ -351,7 +352,7 @@ func configured(pod *netlink.Handle, l netlink.Link, nd Netdev) (bool, error) {
 		return false, nil
 	}
 	if len(nd.Addresses) > 0 {
-		addrs, err := pod.AddrList(l, netlink.FAMILY_ALL)
+		addrs, err := nldump.Read(func() ([]netlink.Addr, error) { return pod.AddrList(l, netlink.FAMILY_ALL) })
 		if err != nil {
 			return false, fmt.Errorf("addresses of %s in the pod: %w", nd.Name, err)
 		}
@@ -366,7 +367,9 @@ func configured(pod *netlink.Handle, l netlink.Link, nd Netdev) (bool, error) {
 		}
 	}
 	if len(nd.Routes) > 0 {
-		routes, err := pod.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{LinkIndex: l.Attrs().Index, Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_OIF|netlink.RT_FILTER_TABLE)
+		routes, err := nldump.Read(func() ([]netlink.Route, error) {
+			return pod.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{LinkIndex: l.Attrs().Index, Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_OIF|netlink.RT_FILTER_TABLE)
+		})
 		if err != nil {
 			return false, fmt.Errorf("routes of %s in the pod: %w", nd.Name, err)
 		}
@@ -391,7 +394,7 @@ func configured(pod *netlink.Handle, l netlink.Link, nd Netdev) (bool, error) {
 	// The neighbours come before the routes and the rules: with either,
 	// they are there too.
 	if len(nd.Routes) == 0 && len(nd.Rules) == 0 && len(nd.Neighbors) > 0 {
-		have, err := pod.NeighList(l.Attrs().Index, netlink.FAMILY_ALL)
+		have, err := nldump.Read(func() ([]netlink.Neigh, error) { return pod.NeighList(l.Attrs().Index, netlink.FAMILY_ALL) })
 		if err != nil {
 			return false, fmt.Errorf("neighbours of %s in the pod: %w", nd.Name, err)
 		}
@@ -545,8 +548,8 @@ func changed(l netlink.Link, mtu int, mac net.HardwareAddr) (int, net.HardwareAd
 // or, for a PCI function, its PCI address; the pod had no interface of the
 // pod's name before (findInPod).
 func (a *Attacher) undoPartialMove(pod *netlink.Handle, podNS netns.NsHandle, host netlink.Link, nd Netdev) error {
-	links, err := pod.LinkList()
-	if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+	links, err := nldump.Read(pod.LinkList)
+	if err != nil {
 		return fmt.Errorf("list the pod's interfaces: %w", err)
 	}
 	for _, l := range links {
@@ -764,8 +767,8 @@ type netlinkHost struct{}
 func (netlinkHost) LinkList() ([]netlink.Link, error) { return netlink.LinkList() }
 
 func findByAlias(ns linkLister, alias string) netlink.Link {
-	links, err := ns.LinkList()
-	if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+	links, err := nldump.Read(ns.LinkList)
+	if err != nil {
 		return nil
 	}
 	for _, l := range links {
@@ -782,7 +785,7 @@ func flushAddresses(name string) error {
 	if err != nil {
 		return fmt.Errorf("find %s: %w", name, err)
 	}
-	addrs, err := netlink.AddrList(link, netlink.FAMILY_ALL)
+	addrs, err := nldump.Read(func() ([]netlink.Addr, error) { return netlink.AddrList(link, netlink.FAMILY_ALL) })
 	if err != nil {
 		return fmt.Errorf("list addresses of %s: %w", name, err)
 	}

@@ -7,6 +7,8 @@ import (
 	"net/netip"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/fastpath-dra/fastpath/dataplane/nldump"
 )
 
 // SetDefaultRoute makes the pod's default route go through gateways on its
@@ -37,7 +39,7 @@ func SetDefaultRoute(podNetNS, ifName string, gateways []net.IP) error {
 			continue // one default route per family: the first gateway's
 		}
 		done[family] = true
-		routes, err := pod.RouteListFiltered(family, &netlink.Route{Table: 0}, 0)
+		routes, err := nldump.Read(func() ([]netlink.Route, error) { return pod.RouteListFiltered(family, &netlink.Route{Table: 0}, 0) })
 		if err != nil {
 			return fmt.Errorf("list the pod's routes: %w", err)
 		}
@@ -89,7 +91,7 @@ func InspectPodLink(podNetNS, ifName string) (PodLink, error) {
 		return PodLink{}, fmt.Errorf("interface %s in the pod: %w", ifName, err)
 	}
 	out := PodLink{MAC: link.Attrs().HardwareAddr.String(), MTU: link.Attrs().MTU}
-	addrs, err := pod.AddrList(link, netlink.FAMILY_ALL)
+	addrs, err := nldump.Read(func() ([]netlink.Addr, error) { return pod.AddrList(link, netlink.FAMILY_ALL) })
 	if err != nil {
 		return PodLink{}, fmt.Errorf("addresses of %s in the pod: %w", ifName, err)
 	}

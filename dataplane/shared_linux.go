@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/fastpath-dra/fastpath/dataplane/fault"
+	"github.com/fastpath-dra/fastpath/dataplane/nldump"
 )
 
 // Kinds of sub-interface.
@@ -277,7 +278,7 @@ func (a *Attacher) SharedInPod(podNetNS string, s SubInterface) (bool, error) {
 	if err != nil || l == nil || l.Attrs().Alias != s.Alias || l.Attrs().Flags&net.FlagUp == 0 {
 		return false, err
 	}
-	addrs, err := pod.AddrList(l, netlink.FAMILY_ALL)
+	addrs, err := nldump.Read(func() ([]netlink.Addr, error) { return pod.AddrList(l, netlink.FAMILY_ALL) })
 	if err != nil {
 		return false, fmt.Errorf("addresses of %s in the pod: %w", s.Name, err)
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
+
+	"github.com/fastpath-dra/fastpath/dataplane/nldump"
 )
 
 // host reads a live host's network state: links with one RTM_GETLINK dump,
@@ -22,8 +24,8 @@ type host struct{}
 func (host) links() ([]link, error) {
 	req := nl.NewNetlinkRequest(unix.RTM_GETLINK, unix.NLM_F_DUMP)
 	req.AddData(nl.NewIfInfomsg(unix.AF_UNSPEC))
-	msgs, err := req.Execute(unix.NETLINK_ROUTE, unix.RTM_NEWLINK)
-	if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+	msgs, err := nldump.Read(func() ([][]byte, error) { return req.Execute(unix.NETLINK_ROUTE, unix.RTM_NEWLINK) })
+	if err != nil {
 		return nil, fmt.Errorf("dump links: %w", err)
 	}
 	out := make([]link, 0, len(msgs))
@@ -124,8 +126,8 @@ func trimNul(b []byte) []byte {
 // (the parent of a VLAN or macvlan, the ports of a bond or bridge), again
 // down to the hardware.
 func (host) uplinks(links []link) (map[int]bool, error) {
-	routes, err := netlink.RouteList(nil, netlink.FAMILY_ALL)
-	if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+	routes, err := nldump.Read(func() ([]netlink.Route, error) { return netlink.RouteList(nil, netlink.FAMILY_ALL) })
+	if err != nil {
 		return nil, fmt.Errorf("list routes: %w", err)
 	}
 	up := map[int]bool{}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/fastpath-dra/fastpath/dataplane/nldump"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/dra/claims"
 	"github.com/fastpath-dra/fastpath/dra/cnidriver"
@@ -172,7 +173,7 @@ func (o *cniOptions) start(ctx context.Context, restConfig *rest.Config, client 
 // defaultRouteInterface is the interface of the IPv4 default route, "" if
 // there is none.
 func defaultRouteInterface() string {
-	routes, err := netlink.RouteList(nil, netlink.FAMILY_V4)
+	routes, err := nldump.Read(func() ([]netlink.Route, error) { return netlink.RouteList(nil, netlink.FAMILY_V4) })
 	if err != nil {
 		return ""
 	}

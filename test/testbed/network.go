@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/fastpath-dra/fastpath/dataplane/nldump"
 )
 
 // setupNodeLink puts the node IP on a veth of the bed's own: the kernel may
@@ -40,7 +42,7 @@ func setupNodeLink(cfg Config) error {
 // removeLinks deletes the pod veths still enslaved to the bed's bridge, then
 // every link whose name starts with cfg.LinkPrefix.
 func removeLinks(cfg Config) error {
-	links, err := netlink.LinkList()
+	links, err := nldump.Read(netlink.LinkList)
 	if err != nil {
 		return fmt.Errorf("list links: %w", err)
 	}
@@ -69,7 +71,7 @@ func removeLinks(cfg Config) error {
 
 // leftoverLinks lists links that removeLinks would delete.
 func leftoverLinks(cfg Config) []string {
-	links, err := netlink.LinkList()
+	links, err := nldump.Read(netlink.LinkList)
 	if err != nil {
 		return []string{fmt.Sprintf("list links: %v", err)}
 	}
