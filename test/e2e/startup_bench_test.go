@@ -31,18 +31,19 @@ import (
 const startupPods = 20
 
 // TestPodStartup measures, on the real node, how long pods take from
-// creation to Ready without a claim, with a fastpath netdev claim and with
+// creation to Ready without a claim, with a fastpath netdev claim, with
 // a claim of a driver that does nothing (the DRA floor,
-// startup_floor_test.go), and where the time goes: the pods of the three
-// kinds take turns, one at a time, and then burstPods of each kind start
-// at once. Each step is timed as it happened
+// startup_floor_test.go) and with that claim and the kernel's move of a
+// veth into the pod (the move floor, startup_move_test.go), and where the
+// time goes: the pods of the four kinds take turns, one at a time, and
+// then burstPods of each kind start at once. Each step is timed as it happened
 // (the test's watches, the kubelet's, containerd's and fastpathd's logs),
 // never by polling. It prints tables; `make bench-e2e` runs it.
 // $FASTPATH_STARTUP_ARGS are more fastpathd arguments, for a comparison
 // (--attach-overlap=false: the attach inside RunPodSandbox). With
 // $FASTPATH_STARTUP_PROFILE set to a file, fastpathd is run with
 // --profiling, and a CPU profile of its first 8 s of each burst is kept
-// there, the kind of pods appended (.plain, .claim, .floor), with its
+// there, the kind of pods appended (.plain, .claim, .floor, .move), with its
 // allocations profiles before and after the burst (.claim.allocs-before,
 // .claim.allocs: go tool pprof -base).
 func TestPodStartup(t *testing.T) {
@@ -77,11 +78,17 @@ func TestPodStartup(t *testing.T) {
 	})
 	t.Cleanup(func() { deleteAll(t, context.Background()) })
 	floor := startFloorDriver(t, ctx, 2*burstPods)
+	mover := startMoveFloor(t, ctx, startupPods+burstPods)
+	moveFailed := func() {
+		for _, f := range mover.failed() {
+			t.Errorf("the move floor's move failed: %s", f)
+		}
+	}
 	mk := func(name string, kind podKind) *corev1.Pod {
 		switch kind {
 		case fastpathPod:
 			return claimPod(name, "sleep", &corev1.PodResourceClaim{Name: "fast", ResourceClaimTemplateName: &tmpl.Name})
-		case floorPod:
+		case floorPod, movePod:
 			pod := testbed.WorkloadPod("default", name, "sleep")
 			pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "floor", ResourceClaimTemplateName: &floor.Name}}
 			pod.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "floor"}}
@@ -95,7 +102,7 @@ func TestPodStartup(t *testing.T) {
 	wctx, stop := context.WithCancel(ctx)
 	tl := watchTimeline(t, wctx)
 	hooksBefore := scrapeMetrics(t, ctx, startupPort)
-	kinds := []podKind{plainPod, fastpathPod, floorPod}
+	kinds := []podKind{plainPod, fastpathPod, floorPod, movePod}
 	for i := range len(kinds) * startupPods {
 		kind := kinds[i%len(kinds)]
 		name := fmt.Sprintf("startup-%s-%d", kindName(kind), i/len(kinds))
@@ -106,14 +113,20 @@ func TestPodStartup(t *testing.T) {
 	}
 	// The pods go while the daemon that prepared their claims still runs:
 	// the kubelet needs it to unprepare them.
+	moveFailed()
 	deleteAll(t, ctx)
 	tl.readLogs(t, lastDaemon.keptLog(t))
 	stop()
 	tl.printBreakdown(fmt.Sprintf("Pod start-up on the test bed, %d pods of each kind taking turns, one at a time:", startupPods))
 	printHooks(hooksBefore, scrapeMetrics(t, ctx, startupPort))
+	for _, kind := range kinds {
+		total := tl.durations(startupParts[0], kind)
+		fmt.Printf("%d pods %s one at a time, creation to Ready: p50 %s, p90 %s, p99 %s\n", startupPods, kindWhat[kind], pct(total, 50), pct(total, 90), pct(total, 99))
+	}
+	fmt.Println()
 
 	// burstPods at once, without claims, then with fastpath's, then with
-	// the floor driver's.
+	// the floor driver's, then with the move floor's.
 	for _, kind := range kinds {
 		wctx, stop := context.WithCancel(ctx)
 		tl := watchTimeline(t, wctx)
@@ -145,6 +158,7 @@ func TestPodStartup(t *testing.T) {
 			t.Fatal(err)
 		}
 		profiled.Wait()
+		moveFailed()
 		if profile != "" {
 			if err := saveURL(ctx, allocs, profile+"."+kindName(kind)+".allocs"); err != nil {
 				t.Errorf("allocations profile: %v", err)
@@ -153,7 +167,7 @@ func TestPodStartup(t *testing.T) {
 		deleteAll(t, ctx)
 		tl.readLogs(t, lastDaemon.keptLog(t))
 		stop()
-		what := map[podKind]string{plainPod: "without claims", fastpathPod: "each with a claim", floorPod: "each with a floor driver's claim"}[kind]
+		what := kindWhat[kind]
 		tl.printBreakdown(fmt.Sprintf("%d pods %s created at once:", burstPods, what))
 		printHooks(hooksBefore, scrapeMetrics(t, ctx, startupPort))
 		printCPU(cpuBefore, cpuAfter, burstPods, wall)
@@ -197,9 +211,13 @@ func printHooks(before, after string) {
 	fmt.Println()
 }
 
+// kindWhat says what pods of a kind claim, in the test's output.
+var kindWhat = map[podKind]string{plainPod: "without claims", fastpathPod: "each with a claim", floorPod: "each with a floor driver's claim",
+	movePod: "each with a floor driver's claim and the kernel's move"}
+
 // kindName names a kind of pod in the pods' names.
 func kindName(kind podKind) string {
-	return map[podKind]string{plainPod: "plain", fastpathPod: "claim", floorPod: "floor"}[kind]
+	return map[podKind]string{plainPod: "plain", fastpathPod: "claim", floorPod: "floor", movePod: "move"}[kind]
 }
 
 // startBurst creates burstPods pods at once, from 8 clients, and waits

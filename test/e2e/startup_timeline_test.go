@@ -38,7 +38,7 @@ type podTimes struct {
 	prepareEnd    time.Time
 	sandboxStart  time.Time // containerd's RunPodSandbox
 	sandboxEnd    time.Time
-	hookStart     time.Time // fastpathd's attach, begun in its RunPodSandbox hook
+	hookStart     time.Time // fastpathd's attach (the move floor's move), begun in its RunPodSandbox hook
 	hookEnd       time.Time
 	containerMade time.Time // containerd's CreateContainer returned
 	containerEnd  time.Time // containerd's StartContainer returned
@@ -51,6 +51,7 @@ const (
 	plainPod    podKind = iota // no claim
 	fastpathPod                // a fastpath netdev claim
 	floorPod                   // a claim of the floor driver (startup_floor_test.go)
+	movePod                    // a claim of the floor driver and the kernel's move (startup_move_test.go)
 )
 
 // timeline records, by watches, the start-up events of the pods (and of
@@ -217,9 +218,13 @@ func (tl *timeline) readLogs(t *testing.T, daemonLog string) {
 		}
 	})
 	for _, pt := range tl.pods {
-		if at, ok := floorPrepares.Load(pt.name); ok && pt.kind == floorPod {
+		if at, ok := floorPrepares.Load(pt.name); ok && (pt.kind == floorPod || pt.kind == movePod) {
 			setOnce(&pt.prepareStart, at.([2]time.Time)[0])
 			setOnce(&pt.prepareEnd, at.([2]time.Time)[1])
+		}
+		if at, ok := floorMoves.Load(pt.name); ok && pt.kind == movePod {
+			setOnce(&pt.hookStart, at.([2]time.Time)[0])
+			setOnce(&pt.hookEnd, at.([2]time.Time)[1])
 		}
 	}
 	sandboxes, containers := map[string]*podTimes{}, map[string]*podTimes{}
@@ -325,11 +330,12 @@ func (tl *timeline) durations(pt part, kind podKind) []time.Duration {
 }
 
 // printBreakdown prints each part's p50 and p90 for pods without a claim,
-// with a fastpath claim and with a claim of the floor driver, what the
-// fastpath claim adds at p50, and what it adds over the floor's.
+// with a fastpath claim, with a claim of the floor driver and with that
+// claim and the kernel's move (the move floor), what the fastpath claim
+// adds at p50, and what it adds over the floor's and the move floor's.
 func (tl *timeline) printBreakdown(title string) {
 	fmt.Printf("\n%s\n\n", title)
-	fmt.Printf("| part | without a claim p50 / p90 | with a fastpath claim p50 / p90 | with a floor driver's claim p50 / p90 | the fastpath claim adds (p50) | over the floor's (p50) | pods |\n|---|---|---|---|---|---|---|\n")
+	fmt.Printf("| part | without a claim p50 / p90 | with a fastpath claim p50 / p90 | with a floor driver's claim p50 / p90 | with the floor's claim and the kernel's move p50 / p90 | the fastpath claim adds (p50) | over the floor's (p50) | over the move floor's (p50) | pods |\n|---|---|---|---|---|---|---|---|---|\n")
 	diff := func(a, b []time.Duration) string {
 		if len(a) == 0 || len(b) == 0 {
 			return "-"
@@ -337,7 +343,7 @@ func (tl *timeline) printBreakdown(title string) {
 		return (pctOf(a, 50) - pctOf(b, 50)).Round(100 * time.Microsecond).String()
 	}
 	for _, pt := range startupParts {
-		with, floor := tl.durations(pt, fastpathPod), tl.durations(pt, floorPod)
+		with, floor, move := tl.durations(pt, fastpathPod), tl.durations(pt, floorPod), tl.durations(pt, movePod)
 		var without []time.Duration
 		plain, added := "-", "-"
 		if !pt.claimOnly {
@@ -345,8 +351,9 @@ func (tl *timeline) printBreakdown(title string) {
 			plain = pct(without, 50) + " / " + pct(without, 90)
 			added = diff(with, without)
 		}
-		fmt.Printf("| %s | %s | %s / %s | %s / %s | %s | %s | %d+%d+%d |\n", pt.name, plain, pct(with, 50), pct(with, 90),
-			pct(floor, 50), pct(floor, 90), added, diff(with, floor), len(without), len(with), len(floor))
+		fmt.Printf("| %s | %s | %s / %s | %s / %s | %s / %s | %s | %s | %s | %d+%d+%d+%d |\n", pt.name, plain, pct(with, 50), pct(with, 90),
+			pct(floor, 50), pct(floor, 90), pct(move, 50), pct(move, 90), added, diff(with, floor), diff(with, move),
+			len(without), len(with), len(floor), len(move))
 	}
 	fmt.Println()
 }
