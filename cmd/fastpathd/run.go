@@ -374,19 +374,13 @@ func podNetworkGetter(o *nri.PodNetworkOptions) attach.PodNetworkGetter {
 	return o.Objects
 }
 
-// defaultGCPercent is the daemon's GC target unless $GOGC says otherwise.
-// fastpathd idles between claims and discoveries, and its live heap is
-// small (about 14 MiB with 1024 devices published): collecting at a quarter
-// again the live heap instead of twice it keeps its resident memory 5-7 MiB
-// smaller, for a few more collections per discovery.
-const defaultGCPercent = 25
-
 // run is the daemon: it checks that it can do its job on this node, then
 // serves until the context ends.
 func run(ctx context.Context, o runOptions, restConfig *rest.Config, discoverer *devices.Discoverer) error {
 	logger := klog.FromContext(ctx)
 	if _, set := os.LookupEnv("GOGC"); !set {
-		debug.SetGCPercent(defaultGCPercent)
+		debug.SetGCPercent(idleGCPercent)
+		go paceGC(ctx)
 	}
 	// Every client counts its requests (fastpath_api_requests_total), and
 	// all of them share one budget of requests, the status writer's last.
