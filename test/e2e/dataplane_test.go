@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/fastpath-dra/fastpath/dataplane/nldump"
 	"github.com/fastpath-dra/fastpath/dra/api/v1alpha1"
 	"github.com/fastpath-dra/fastpath/test/netnstest"
 )
@@ -203,6 +204,16 @@ func TestDataplaneNetdev(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertReturned(t, ctx, orig)
+
+	// Idle again, the daemon collects garbage at its idle target: one
+	// that allocated fast all the time would stay at Go's 100 %.
+	var gogc float64
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		gogc = gaugeValue(scrapeMetrics(t, ctx, 26181), "go_gc_gogc_percent")
+		return gogc == 25, nil
+	}); err != nil {
+		t.Errorf("the idle daemon's go_gc_gogc_percent is %v, want 25", gogc)
+	}
 }
 
 // assertReturned waits for the veth to be back in the host as it was.
@@ -220,7 +231,10 @@ func assertReturned(t *testing.T, ctx context.Context, orig *netlink.LinkAttrs) 
 	if back.Attrs().MTU != orig.MTU || back.Attrs().HardwareAddr.String() != orig.HardwareAddr.String() || back.Attrs().Alias != "" {
 		t.Errorf("returned %s: MTU %d MAC %s alias %q, want %d %s \"\"", orig.Name, back.Attrs().MTU, back.Attrs().HardwareAddr, back.Attrs().Alias, orig.MTU, orig.HardwareAddr)
 	}
-	addrs, _ := netlink.AddrList(back, netlink.FAMILY_ALL)
+	addrs, err := nldump.Read(func() ([]netlink.Addr, error) { return netlink.AddrList(back, netlink.FAMILY_ALL) })
+	if err != nil {
+		t.Fatalf("addresses of the returned %s: %v", orig.Name, err)
+	}
 	for _, a := range addrs {
 		if !a.IP.IsLinkLocalUnicast() {
 			t.Errorf("returned %s still has %s", orig.Name, a.IPNet)
