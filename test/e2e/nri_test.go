@@ -75,20 +75,7 @@ func (r *sandboxRecorder) seen(pod, event string) (bool, string) {
 func TestNRIPodSandboxEvents(t *testing.T) {
 	ctx := testContext(t)
 	rec := &sandboxRecorder{events: map[string][]string{}, netns: map[string]string{}, ids: map[string]string{}, synced: make(chan struct{})}
-	s, err := stub.New(rec, stub.WithPluginName("e2e-recorder"), stub.WithPluginIdx("90"),
-		stub.WithSocketPath(bed.NRISocket()))
-	if err != nil {
-		t.Fatalf("NRI stub: %v", err)
-	}
-	if err := s.Start(ctx); err != nil {
-		t.Fatalf("connect to NRI socket %s: %v", bed.NRISocket(), err)
-	}
-	t.Cleanup(s.Stop)
-	select {
-	case <-rec.synced:
-	case <-ctx.Done():
-		t.Fatal("the runtime never synchronized the NRI plugin")
-	}
+	connectNRI(t, ctx, rec, "e2e-recorder", "90", rec.synced)
 
 	const ns, name = "default", "e2e-nri"
 	if _, err := bed.RunPod(ctx, testbed.WorkloadPod(ns, name, "sleep")); err != nil {
@@ -124,6 +111,26 @@ func TestNRIPodSandboxEvents(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s never reached the NRI plugin after the pod was deleted: %v", event, err)
 		}
+	}
+}
+
+// connectNRI connects plugin to the bed's containerd as an NRI plugin of
+// the name and index, until the test ends, and waits until the runtime has
+// synchronized it (its Synchronize closes synced).
+func connectNRI(t *testing.T, ctx context.Context, plugin any, name, index string, synced <-chan struct{}) {
+	t.Helper()
+	s, err := stub.New(plugin, stub.WithPluginName(name), stub.WithPluginIdx(index), stub.WithSocketPath(bed.NRISocket()))
+	if err != nil {
+		t.Fatalf("NRI stub %s: %v", name, err)
+	}
+	if err := s.Start(ctx); err != nil {
+		t.Fatalf("connect %s to NRI socket %s: %v", name, bed.NRISocket(), err)
+	}
+	t.Cleanup(s.Stop)
+	select {
+	case <-synced:
+	case <-ctx.Done():
+		t.Fatalf("the runtime never synchronized the NRI plugin %s", name)
 	}
 }
 

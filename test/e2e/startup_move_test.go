@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
-	"github.com/containerd/nri/pkg/stub"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
@@ -58,24 +57,12 @@ func startMoveFloor(t *testing.T, ctx context.Context, n int) *moveFloor {
 		netnstest.Veth(t, name, fmt.Sprintf("fpmw%d", i))
 		m.links <- name
 	}
-	s, err := stub.New(m, stub.WithPluginName("e2e-move-floor"), stub.WithPluginIdx("95"), stub.WithSocketPath(bed.NRISocket()))
-	if err != nil {
-		t.Fatalf("NRI stub: %v", err)
-	}
-	if err := s.Start(ctx); err != nil {
-		t.Fatalf("connect to NRI socket %s: %v", bed.NRISocket(), err)
-	}
-	t.Cleanup(s.Stop)
-	select {
-	case <-m.synced:
-	case <-ctx.Done():
-		t.Fatal("the runtime never synchronized the move floor's NRI plugin")
-	}
+	connectNRI(t, ctx, m, "e2e-move-floor", "95", m.synced)
 	return m
 }
 
-// ours says whether the pod is one of the move floor's.
-func ours(pod *api.PodSandbox) bool {
+// moveFloorPod says whether the pod is one of the move floor's.
+func moveFloorPod(pod *api.PodSandbox) bool {
 	return pod.GetNamespace() == "default" && (strings.HasPrefix(pod.GetName(), "startup-move-") || strings.HasPrefix(pod.GetName(), "startup-burst-move-"))
 }
 
@@ -86,7 +73,7 @@ func (m *moveFloor) Synchronize(context.Context, []*api.PodSandbox, []*api.Conta
 
 // RunPodSandbox begins the move and returns.
 func (m *moveFloor) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
-	if !ours(pod) {
+	if !moveFloorPod(pod) {
 		return nil
 	}
 	var path string
