@@ -257,7 +257,7 @@ bench: ## benchmarks with medians and ratios; rewrites the summary in bench/RESU
 	$(GO) run ./bench/summary -results bench/RESULTS.md -command "$(BENCH_CMD)" < $(BIN)/bench.txt
 
 .PHONY: bench-e2e
-bench-e2e: ## pod start-up without a claim, with a fastpath claim and with a claim of a driver that does nothing (the DRA floor) on the real node, part by part, one at a time and 64 at once, the daemon's RSS, and a burst of 64 pods with CNI networks with and without --cni-max-plugins (root)
+bench-e2e: ## pod start-up without a claim, with a fastpath claim, with a claim of a driver that does nothing (the DRA floor) and with that claim and the kernel's move of a veth (the move floor) on the real node, part by part, one at a time and 64 at once, the daemon's RSS, and a burst of 64 pods with CNI networks with and without --cni-max-plugins (root)
 	$(DEPS) testbed
 	$(GO) test -count=1 -timeout 30m -tags e2e,benche2e -run 'TestPodStartup|TestDaemonMemory|TestCNIBurst' -v ./test/e2e/
 
